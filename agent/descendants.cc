@@ -1,0 +1,102 @@
+#include "agent/descendants.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+namespace mxrun {
+namespace {
+
+// Parent pid from /proc/<pid>/stat ("pid (comm) state ppid ..."); comm may contain spaces and ')'.
+// Zombies (already dead, waiting to be reaped) count as gone: -1.
+pid_t ReadLiveParent(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* file = std::fopen(path, "re");
+  if (file == nullptr) return -1;
+  char buffer[1024];
+  size_t n = std::fread(buffer, 1, sizeof buffer - 1, file);
+  std::fclose(file);
+  buffer[n] = '\0';
+  const char* close_paren = std::strrchr(buffer, ')');
+  if (close_paren == nullptr) return -1;
+  char state = 0;
+  int ppid = -1;
+  if (std::sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2) return -1;
+  return state == 'Z' || state == 'X' ? -1 : ppid;
+}
+
+}  // namespace
+
+std::vector<pid_t> ListDescendants(pid_t root, const std::set<pid_t>& exclude) {
+  std::multimap<pid_t, pid_t> children;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return {};
+  while (dirent* entry = readdir(proc)) {
+    char* end = nullptr;
+    long pid = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0') continue;
+    pid_t parent = ReadLiveParent(static_cast<pid_t>(pid));
+    if (parent > 0) children.emplace(parent, static_cast<pid_t>(pid));
+  }
+  closedir(proc);
+
+  std::vector<pid_t> found;
+  std::vector<pid_t> frontier{root};
+  while (!frontier.empty() && found.size() < 100000) {
+    pid_t parent = frontier.back();
+    frontier.pop_back();
+    auto [begin, end] = children.equal_range(parent);
+    for (auto it = begin; it != end; ++it) {
+      if (exclude.count(it->second) > 0) continue;
+      found.push_back(it->second);
+      frontier.push_back(it->second);
+    }
+  }
+  return found;
+}
+
+int KillDescendants(const std::set<pid_t>& exclude, int max_passes) {
+  int killed = 0;
+  const pid_t self = getpid();
+  for (int pass = 0; pass < max_passes; ++pass) {
+    std::vector<pid_t> pids = ListDescendants(self, exclude);
+    if (pids.empty()) break;
+    std::vector<pollfd> waits;
+    for (pid_t pid : pids) {
+      int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+      if (kill(pid, SIGKILL) != 0) {
+        if (pidfd >= 0) close(pidfd);
+        continue;
+      }
+      ++killed;
+      if (pidfd >= 0) waits.push_back({pidfd, POLLIN, 0});
+    }
+    // Wait (bounded) until every killed process has exited, then reap those that are our children
+    // (orphans are re-parented to us as the subreaper). Their children surface in the next pass.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (pollfd& w : waits) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      poll(&w, 1, static_cast<int>(std::max<long>(0, left.count())));
+      close(w.fd);
+    }
+    for (pid_t pid : pids) {
+      int status = 0;
+      waitpid(pid, &status, WNOHANG);
+    }
+  }
+  return killed;
+}
+
+}  // namespace mxrun

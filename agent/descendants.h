@@ -1,0 +1,22 @@
+#pragma once
+// Finding and killing what workers leave behind. The agent is a child subreaper, so a grandchild
+// whose parent (a worker) exited is re-parented to the agent and stays reachable from it; this
+// walks the agent's process tree through /proc.
+
+#include <sys/types.h>
+
+#include <set>
+#include <vector>
+
+namespace mxrun {
+
+// Every live descendant of `root` (children, grandchildren, ...), excluding the subtrees of the
+// pids in `exclude`. Reads /proc; processes that vanish while reading are skipped.
+std::vector<pid_t> ListDescendants(pid_t root, const std::set<pid_t>& exclude);
+
+// SIGKILLs every descendant of the calling process outside `exclude`, repeating (at most
+// `max_passes` times) while new ones appear, and reaps the direct children among them.
+// Returns how many processes were killed.
+int KillDescendants(const std::set<pid_t>& exclude, int max_passes = 5);
+
+}  // namespace mxrun

@@ -1,0 +1,48 @@
+#pragma once
+// One epoll loop for everything the agent waits on: worker output pipes, signals (through a
+// signalfd, so no work is done in a signal handler) and child exits (SIGCHLD on the same signalfd).
+// Single-threaded: every callback runs on the thread that calls RunOnce.
+
+#include <signal.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace mxrun {
+
+class EventLoop {
+ public:
+  using Callback = std::function<void()>;
+  using Deadline = std::chrono::steady_clock::time_point;
+
+  // Blocks `signals` for the calling thread and routes them to `on_signal`. SIGCHLD should be among
+  // them. Errors: Internal when epoll or signalfd cannot be created.
+  static absl::StatusOr<std::unique_ptr<EventLoop>> Create(
+      const std::vector<int>& signals, std::function<void(int signo)> on_signal);
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  // Calls `on_readable` whenever `fd` is readable or hung up. The fd stays owned by the caller.
+  void Watch(int fd, Callback on_readable);
+  void Unwatch(int fd);
+
+  // Waits for events until one batch has been handled or `deadline` passed (nullopt: no deadline).
+  void RunOnce(std::optional<Deadline> deadline);
+
+ private:
+  EventLoop(int epoll_fd, int signal_fd, std::function<void(int)> on_signal);
+  void DrainSignals();
+
+  int epoll_fd_;
+  int signal_fd_;
+  std::function<void(int)> on_signal_;
+  std::map<int, Callback> callbacks_;
+};
+
+}  // namespace mxrun

@@ -1,0 +1,77 @@
+#pragma once
+// Relays one worker stream (stdout or stderr) from its pipe to the console and/or a log file.
+// Console lines get a prefix naming node and global rank ("[n0 r3] ") and are written whole, one
+// write per line, so lines of different workers never interleave mid-line. The log file gets the raw
+// bytes. The last lines of each worker are kept for the failure summary.
+
+#include <deque>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace mxrun {
+
+// Splits a byte stream into lines. Pure; no I/O.
+class LineAssembler {
+ public:
+  // Lines longer than this are emitted in pieces, so one endless line cannot grow memory unbounded.
+  static constexpr size_t kMaxLine = 64 * 1024;
+
+  // Calls `emit` with every complete line in `data` (without its '\n').
+  void Feed(std::string_view data, const std::function<void(std::string_view)>& emit);
+  // Emits the unterminated rest, if any (at end of stream).
+  void Flush(const std::function<void(std::string_view)>& emit);
+
+ private:
+  std::string partial_;
+};
+
+// The last `capacity` lines a worker printed, both streams together.
+class LastLines {
+ public:
+  explicit LastLines(size_t capacity) : capacity_(capacity) {}
+  void Add(std::string_view line);
+  std::vector<std::string> Lines() const { return {lines_.begin(), lines_.end()}; }
+
+ private:
+  size_t capacity_;
+  std::deque<std::string> lines_;
+};
+
+struct RelayTarget {
+  int console_fd = -1;   // -1: not shown on the console
+  int file_fd = -1;      // -1: no log file
+  std::string prefix;    // put before every console line
+};
+
+class OutputRelay {
+ public:
+  // Takes ownership of `pipe_fd` (made non-blocking); `last_lines` must outlive the relay.
+  OutputRelay(int pipe_fd, RelayTarget target, LastLines* last_lines);
+  ~OutputRelay();
+  OutputRelay(const OutputRelay&) = delete;
+  OutputRelay& operator=(const OutputRelay&) = delete;
+
+  int fd() const { return pipe_fd_; }
+  bool open() const { return pipe_fd_ >= 0; }
+  // Reads what is available. Returns false once the stream is at its end (and then closes it).
+  bool OnReadable();
+  // Reads until EOF or until nothing more is available; then flushes and closes the stream.
+  void DrainAndClose();
+
+ private:
+  enum class ReadResult { kData, kWouldBlock, kEnd };
+  ReadResult ReadOnce();
+  void EmitLine(std::string_view line);
+  void Close();
+
+  int pipe_fd_;
+  RelayTarget target_;
+  LastLines* last_lines_;
+  LineAssembler assembler_;
+};
+
+// Writes all of `data` to `fd`, retrying on EINTR and short writes. False on error (EPIPE, ...).
+bool WriteAll(int fd, std::string_view data);
+
+}  // namespace mxrun

@@ -1,0 +1,38 @@
+#pragma once
+// Starting one worker process, following a fixed checklist (see STYLE.md):
+//   everything allocated before fork; in the child only async-signal-safe calls: reset the signal
+//   mask and handlers, own process group, parent-death signal then re-check the parent, dup2 the
+//   stdio fds, close every other fd, execve; on failure write errno to a close-on-exec pipe, _exit.
+// The parent learns of an exec failure synchronously, with the errno text, instead of seeing a
+// silent exit 127 later.
+
+#include <sys/types.h>
+
+#include <csignal>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace mxrun {
+
+struct SpawnRequest {
+  std::string executable;              // path passed to execve (already resolved, no PATH search)
+  std::vector<std::string> argv;       // argv[0] included
+  std::vector<std::string> env;        // "KEY=VALUE"
+  int stdin_fd = -1;                   // -1: /dev/null
+  int stdout_fd = -1;                  // -1: inherit the agent's
+  int stderr_fd = -1;                  // -1: inherit the agent's
+  int parent_death_signal = SIGKILL;   // sent to the child when the agent dies
+};
+
+// Starts the process in its own process group (pgid == pid). Returns its pid once execve has
+// succeeded. Errors: FailedPrecondition with "cannot execute '<path>': <errno text>" when execve
+// fails, Internal when fork or pipe fail.
+absl::StatusOr<pid_t> SpawnProcess(const SpawnRequest& request);
+
+// Resolves `name` like execvp would: a name with '/' is taken as is, otherwise each PATH entry is
+// tried. Errors: NotFound (no such file), PermissionDenied (exists but not executable).
+absl::StatusOr<std::string> ResolveExecutable(const std::string& name, const std::string& path_env);
+
+}  // namespace mxrun

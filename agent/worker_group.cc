@@ -1,0 +1,253 @@
+#include "agent/worker_group.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "agent/descendants.h"
+#include "agent/failure_report.h"
+#include "agent/process_launcher.h"
+#include "common/files.h"
+#include "common/strings.h"
+#include "spdlog/spdlog.h"
+
+namespace mxrun {
+
+struct WorkerGroup::Worker {
+  int local_rank = 0;
+  int global_rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  bool stopped_by_agent = false;
+  std::string error_file;
+  LastLines last_lines{10};
+  std::unique_ptr<OutputRelay> out;
+  std::unique_ptr<OutputRelay> err;
+};
+
+namespace {
+
+int OpenLog(const std::string& path) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) spdlog::warn("cannot open log file {}: {}", path, ErrnoText(errno));
+  return fd;
+}
+
+}  // namespace
+
+WorkerGroup::WorkerGroup(const WorkerSpec& spec, EventLoop& loop, DeathGuardian& guardian)
+    : spec_(spec), loop_(loop), guardian_(guardian) {}
+
+WorkerGroup::~WorkerGroup() { CleanUp(); }
+
+void WorkerGroup::Start(const RoundAssignment& round) {
+  node_rank_ = round.node_rank;
+  attempt_ = round.restart_count;
+  for (int local_rank = 0; local_rank < round.local_world_size; ++local_rank) {
+    auto worker = std::make_unique<Worker>();
+    worker->local_rank = local_rank;
+    worker->global_rank = round.global_rank_base + local_rank;
+    worker->last_lines = LastLines(spec_.last_lines);
+    workers_.push_back(std::move(worker));
+  }
+  for (auto& worker : workers_) {
+    SpawnWorker(*worker, round);
+    if (first_failure_) break;
+  }
+}
+
+void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round) {
+  const std::string dir = absl::StrCat(spec_.attempts_dir, "/attempt_", round.restart_count, "/",
+                                       worker.local_rank);
+  MakeDirs(dir);
+  worker.error_file = dir + "/error.json";
+  unlink(worker.error_file.c_str());  // a stale file from an earlier run must not be reported
+
+  GroupContract contract;
+  contract.role = spec_.role;
+  contract.node_rank = round.node_rank;
+  contract.num_nodes = round.num_nodes;
+  contract.local_world_size = round.local_world_size;
+  contract.global_rank_base = round.global_rank_base;
+  contract.world_size = round.world_size;
+  contract.role_rank_base = round.global_rank_base;
+  contract.role_world_size = round.world_size;
+  contract.master_addr = round.master_addr;
+  contract.master_port = round.master_port;
+  contract.restart_count = round.restart_count;
+  contract.max_restarts = round.max_restarts;
+  contract.run_id = round.run_id;
+  contract.use_agent_store = round.use_agent_store;
+  WorkerExtras extras;
+  extras.error_file = worker.error_file;
+  extras.host_name = spec_.host_name;
+  if (spec_.logs.NeedsFiles()) extras.log_dir = dir;
+
+  SpawnRequest request;
+  request.executable = spec_.executable;
+  for (const std::string& arg : spec_.argv) {
+    request.argv.push_back(SubstituteLocalRank(arg, worker.local_rank));
+  }
+  request.env = EnvToStrings(BuildWorkerEnv(spec_.base_env, contract, worker.local_rank, extras));
+
+  const std::string prefix = absl::StrCat("[n", round.node_rank, " r", worker.global_rank, "] ");
+  int out_pipe[2] = {-1, -1};
+  int err_pipe[2] = {-1, -1};
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
+    std::string message = absl::StrCat("cannot create output pipes: ", ErrnoText(errno));
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) {
+      if (fd >= 0) close(fd);
+    }
+    RecordExit(worker, 127, 0);
+    first_failure_->message = std::move(message);
+    return;
+  }
+  auto make_relay = [&](int read_fd, StdMask stream, int console_fd, const char* file_name) {
+    StreamRouting routing = spec_.logs.Route(worker.local_rank, stream);
+    RelayTarget target;
+    target.console_fd = routing.to_console ? console_fd : -1;
+    target.file_fd = routing.to_file ? OpenLog(dir + "/" + file_name) : -1;
+    target.prefix = prefix;
+    return std::make_unique<OutputRelay>(read_fd, std::move(target), &worker.last_lines);
+  };
+  worker.out = make_relay(out_pipe[0], kStdOut, STDOUT_FILENO, "stdout.log");
+  worker.err = make_relay(err_pipe[0], kStdErr, STDERR_FILENO, "stderr.log");
+  request.stdout_fd = out_pipe[1];
+  request.stderr_fd = err_pipe[1];
+
+  absl::StatusOr<pid_t> pid = SpawnProcess(request);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  if (!pid.ok()) {
+    worker.out.reset();
+    worker.err.reset();
+    RecordExit(worker, 127, 0);
+    first_failure_->message = std::string(pid.status().message());
+    return;
+  }
+  worker.pid = *pid;
+  worker.running = true;
+  guardian_.Track(worker.pid);
+  for (OutputRelay* relay : {worker.out.get(), worker.err.get()}) {
+    loop_.Watch(relay->fd(), [this, relay] {
+      int fd = relay->fd();
+      if (!relay->OnReadable()) loop_.Unwatch(fd);
+    });
+  }
+}
+
+void WorkerGroup::RecordExit(Worker& worker, int exit_code, int term_signal) {
+  worker.running = false;
+  // Everything the worker wrote before exiting is in the pipes now: read it before judging.
+  for (OutputRelay* relay : {worker.out.get(), worker.err.get()}) {
+    if (relay == nullptr || !relay->open()) continue;
+    loop_.Unwatch(relay->fd());
+    relay->DrainAndClose();
+  }
+  const bool failed = exit_code != 0 || term_signal != 0;
+  if (!failed || first_failure_ || worker.stopped_by_agent) return;
+  WorkerFailure failure;
+  failure.time = std::chrono::system_clock::now();
+  failure.host = spec_.host_name;
+  failure.node_rank = node_rank_;
+  failure.global_rank = worker.global_rank;
+  failure.local_rank = worker.local_rank;
+  failure.pid = worker.pid;
+  failure.attempt = attempt_;
+  failure.exit_code = exit_code;
+  failure.term_signal = term_signal;
+  if (std::optional<ErrorFileContents> contents = ReadErrorFile(worker.error_file)) {
+    failure.error_file = worker.error_file;
+    failure.message = contents->message;
+    failure.traceback = contents->traceback;
+  }
+  failure.last_lines = worker.last_lines.Lines();
+  first_failure_ = std::move(failure);
+}
+
+bool WorkerGroup::OnChildExit(pid_t pid, int wait_status) {
+  for (auto& worker : workers_) {
+    if (worker->pid != pid || !worker->running) continue;
+    if (WIFSIGNALED(wait_status)) {
+      RecordExit(*worker, 0, WTERMSIG(wait_status));
+    } else {
+      RecordExit(*worker, WEXITSTATUS(wait_status), 0);
+    }
+    return true;
+  }
+  return false;
+}
+
+WorkerGroup::State WorkerGroup::state() const {
+  if (first_failure_) return State::kFailed;
+  for (const auto& worker : workers_) {
+    if (worker->running) return State::kRunning;
+  }
+  return State::kSucceeded;
+}
+
+void WorkerGroup::Stop(int signo, std::chrono::milliseconds grace,
+                       const std::function<void()>& reap) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + grace;
+  for (auto& worker : workers_) {
+    if (!worker->running) continue;
+    worker->stopped_by_agent = true;
+    kill(-worker->pid, signo);
+  }
+  auto any_running = [this] {
+    for (const auto& worker : workers_) {
+      if (worker->running) return true;
+    }
+    return false;
+  };
+  // Every worker was signalled at the same moment, so each one's own grace ends at `deadline`.
+  while (any_running() && !escalate_ && Clock::now() < deadline) {
+    loop_.RunOnce(deadline);
+    reap();
+  }
+  for (auto& worker : workers_) {
+    if (worker->running) kill(-worker->pid, SIGKILL);
+  }
+  // SIGKILL cannot be ignored; bound the wait anyway (a process in uninterruptible sleep).
+  const Clock::time_point kill_deadline = Clock::now() + std::chrono::seconds(10);
+  while (any_running() && Clock::now() < kill_deadline) {
+    loop_.RunOnce(kill_deadline);
+    reap();
+  }
+  for (auto& worker : workers_) {
+    if (worker->running) {
+      spdlog::error("worker rank {} (pid {}) did not exit after SIGKILL", worker->global_rank,
+                    worker->pid);
+    }
+  }
+  CleanUp();
+}
+
+void WorkerGroup::Finish() { CleanUp(); }
+
+void WorkerGroup::CleanUp() {
+  if (cleaned_up_) return;
+  cleaned_up_ = true;
+  // Leftovers in a worker's process group (it exited, its children did not) and orphans that were
+  // re-parented to the agent.
+  for (auto& worker : workers_) {
+    if (worker->pid > 0) kill(-worker->pid, SIGKILL);
+  }
+  KillDescendants({guardian_.pid()});
+  for (auto& worker : workers_) {
+    for (OutputRelay* relay : {worker->out.get(), worker->err.get()}) {
+      if (relay == nullptr || !relay->open()) continue;
+      loop_.Unwatch(relay->fd());
+      relay->DrainAndClose();
+    }
+    if (worker->pid > 0 && !worker->running) guardian_.Forget(worker->pid);
+  }
+}
+
+}  // namespace mxrun

@@ -1,0 +1,64 @@
+#include "common/env_contract.h"
+
+#include <cstring>
+
+namespace mxrun {
+
+EnvMap EnvFromStrings(const char* const* envp) {
+  EnvMap env;
+  for (; envp != nullptr && *envp != nullptr; ++envp) {
+    const char* eq = std::strchr(*envp, '=');
+    if (eq == nullptr) continue;
+    env.emplace(std::string(*envp, eq), std::string(eq + 1));
+  }
+  return env;
+}
+
+std::vector<std::string> EnvToStrings(const EnvMap& env) {
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [key, value] : env) out.push_back(key + "=" + value);
+  return out;
+}
+
+bool ShouldDefaultOmpThreads(const EnvMap& agent_env, int local_world_size) {
+  return local_world_size > 1 && agent_env.find("OMP_NUM_THREADS") == agent_env.end();
+}
+
+EnvMap BuildWorkerEnv(const EnvMap& agent_env, const GroupContract& group, int local_rank,
+                      const WorkerExtras& extras) {
+  EnvMap env = agent_env;
+  auto set = [&env](const char* key, std::string value) { env[key] = std::move(value); };
+  auto set_default = [&env](const char* key, const char* value) { env.emplace(key, value); };
+
+  set("LOCAL_RANK", std::to_string(local_rank));
+  set("RANK", std::to_string(group.global_rank_base + local_rank));
+  set("GROUP_RANK", std::to_string(group.node_rank));
+  set("ROLE_RANK", std::to_string(group.role_rank_base + local_rank));
+  set("ROLE_NAME", group.role);
+  set("LOCAL_WORLD_SIZE", std::to_string(group.local_world_size));
+  set("WORLD_SIZE", std::to_string(group.world_size));
+  set("GROUP_WORLD_SIZE", std::to_string(group.num_nodes));
+  set("ROLE_WORLD_SIZE", std::to_string(group.role_world_size));
+  set("MASTER_ADDR", group.master_addr);
+  set("MASTER_PORT", std::to_string(group.master_port));
+  set("TORCHELASTIC_RESTART_COUNT", std::to_string(group.restart_count));
+  set("TORCHELASTIC_MAX_RESTARTS", std::to_string(group.max_restarts));
+  set("TORCHELASTIC_RUN_ID", group.run_id);
+  set("TORCHELASTIC_USE_AGENT_STORE", group.use_agent_store ? "True" : "False");
+  // PyTorch 2.x reads the first, 1.x the second; a user's explicit choice is kept.
+  set_default("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  set_default("NCCL_ASYNC_ERROR_HANDLING", "1");
+  if (ShouldDefaultOmpThreads(agent_env, group.local_world_size)) set("OMP_NUM_THREADS", "1");
+
+  if (extras.error_file.empty()) {
+    env.erase("TORCHELASTIC_ERROR_FILE");  // the agent's own file is not the worker's
+  } else {
+    set("TORCHELASTIC_ERROR_FILE", extras.error_file);
+  }
+  if (!extras.host_name.empty()) set("MXRUN_HOST", extras.host_name);
+  if (!extras.log_dir.empty()) set("MXRUN_LOG_DIR", extras.log_dir);
+  return env;
+}
+
+}  // namespace mxrun

@@ -1,0 +1,20 @@
+#pragma once
+// Signal numbers and their names ("SIGTERM"), as torchrun and the summary print them.
+
+#include "absl/strings/string_view.h"
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace mxrun {
+
+// "SIGKILL" for 9; "SIG<n>" for numbers without a name (real-time signals and so on).
+std::string SignalName(int signo);
+
+// Parses "SIGTERM", "TERM", "sigterm" or "15". nullopt when it names no signal this system has.
+std::optional<int> ParseSignal(absl::string_view text);
+
+// "Signal 9 (SIGKILL)": the phrase the failure summary uses for a death by signal.
+std::string DescribeSignal(int signo);
+
+}  // namespace mxrun

@@ -1,0 +1,29 @@
+#pragma once
+// What is known about one failed worker: enough to print the summary on any node and to send it to
+// the master in a later, multi-node round.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace mxrun {
+
+struct WorkerFailure {
+  std::chrono::system_clock::time_point time;  // when the agent saw it exit
+  std::string host;
+  int node_rank = 0;
+  int global_rank = 0;
+  int local_rank = 0;
+  pid_t pid = 0;
+  int attempt = 0;        // TORCHELASTIC_RESTART_COUNT of the group it belonged to
+  int exit_code = 0;      // meaningful when term_signal == 0
+  int term_signal = 0;    // > 0: killed by this signal
+  std::string error_file; // the worker's TORCHELASTIC_ERROR_FILE, empty if it wrote none
+  std::string message;    // from the error file, when there is one
+  std::string traceback;  // from the error file (py_callstack), when there is one
+  std::vector<std::string> last_lines;  // the worker's last output lines, as printed
+};
+
+}  // namespace mxrun

@@ -1,0 +1,184 @@
+// mxrun: the launcher's entry point. Parses and validates the command line, resolves what to run,
+// prepares the node (subreaper, guardian, log folders) and hands over to the elastic agent.
+
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "agent/death_guardian.h"
+#include "agent/elastic_agent.h"
+#include "common/env_contract.h"
+#include "common/files.h"
+#include "common/strings.h"
+#include "launcher/entrypoint.h"
+#include "launcher/nproc.h"
+#include "launcher/options.h"
+#include "rendezvous/local_rendezvous.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+
+extern char** environ;
+
+namespace mxrun {
+namespace {
+
+int UsageError(absl::string_view message) {
+  std::fprintf(stderr, "mxrun: error: %.*s\n", static_cast<int>(message.size()), message.data());
+  return kExitUsage;
+}
+
+std::string SelfDir() {
+  char path[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return ".";
+  std::string self(path, static_cast<size_t>(n));
+  return self.substr(0, self.rfind('/'));
+}
+
+std::string HostName() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
+// A random run id in the shape of Python's uuid4, as torchrun --standalone uses.
+std::string RandomRunId() {
+  unsigned char b[16] = {};
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  urandom.read(reinterpret_cast<char*>(b), sizeof b);
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  return absl::StrFormat("%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+                         b[12], b[13], b[14], b[15]);
+}
+
+std::string TempBase(const EnvMap& env) {
+  auto it = env.find("TMPDIR");
+  return it != env.end() && !it->second.empty() ? it->second : "/tmp";
+}
+
+absl::StatusOr<std::string> MakeTempDir(const std::string& templ) {
+  std::string buffer = templ + "XXXXXX";
+  if (mkdtemp(buffer.data()) == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create the folder ", buffer, ": ", ErrnoText(errno)));
+  }
+  return buffer;
+}
+
+void ConfigureLogging() {
+  auto logger = spdlog::stderr_color_st("mxrun");
+  logger->set_pattern("mxrun: %^%l%$: %v");
+  spdlog::set_default_logger(logger);
+}
+
+int Main(int argc, char** argv) {
+  const EnvMap env = EnvFromStrings(environ);
+  absl::StatusOr<ParseResult> parsed = ParseLaunchOptions(argc, argv, env);
+  if (!parsed.ok()) return UsageError(parsed.status().message());
+  if (!parsed->options) {
+    std::fputs(parsed->help_text.c_str(), stdout);
+    return kExitSuccess;
+  }
+  const LaunchOptions& options = *parsed->options;
+
+  if (options.nnodes.max > 1) {
+    return UsageError(absl::StrCat(
+        "--nnodes=", options.nnodes.min, ":", options.nnodes.max,
+        ": this build of mxrun runs single-node jobs only (--nnodes=1, the default, or "
+        "--standalone); the multi-node gRPC rendezvous is not part of it yet"));
+  }
+  if (options.node_rank != 0) {
+    return UsageError(absl::StrCat("--node_rank=", options.node_rank,
+                                   " is not valid with one node: the only node has rank 0"));
+  }
+  absl::StatusOr<int> nproc = ResolveNprocPerNode(options.nproc_per_node, env);
+  if (!nproc.ok()) return UsageError(nproc.status().message());
+  absl::StatusOr<WorkerCommand> command = BuildWorkerCommand(options, env, SelfDir());
+  if (!command.ok()) return UsageError(command.status().message());
+
+  ConfigureLogging();
+  LocalRendezvousConfig rdzv;
+  rdzv.local_world_size = *nproc;
+  rdzv.max_restarts = options.max_restarts;
+  if (options.standalone) {
+    rdzv.run_id = RandomRunId();
+    rdzv.master_addr = "localhost";
+    rdzv.master_port = 0;  // a free port per round: two jobs on one host never collide
+  } else if (options.rdzv_backend == "c10d") {
+    rdzv.run_id = options.rdzv_id;
+    rdzv.master_addr = options.local_addr.empty() ? "localhost" : options.local_addr;
+    rdzv.master_port = 0;
+  } else {
+    rdzv.run_id = options.rdzv_id;
+    rdzv.master_addr = options.master_addr;
+    rdzv.master_port = options.master_port;
+  }
+
+  AgentConfig config;
+  config.entrypoint_name = command->display_name;
+  config.term_timeout = std::chrono::milliseconds(
+      static_cast<long>(options.term_timeout_seconds * 1000.0));
+  config.handled_signals = options.signals_to_handle;
+  if (auto it = env.find("TORCHELASTIC_ERROR_FILE"); it != env.end()) {
+    config.agent_error_file = it->second;
+  }
+  WorkerSpec& worker = config.worker;
+  worker.executable = command->executable;
+  worker.argv = command->argv;
+  worker.base_env = env;
+  worker.role = options.role;
+  worker.host_name = HostName();
+  worker.logs.redirects = options.redirects;
+  worker.logs.tee = options.tee;
+  worker.logs.console_ranks = options.local_ranks_filter;
+  worker.logs.log_dir = options.log_dir;
+
+  // Per-attempt folders: kept under --log_dir (or a kept temporary folder when --redirects/--tee
+  // ask for files without one); otherwise a scratch folder the guardian removes at exit.
+  std::string scratch_dir;
+  if (worker.logs.NeedsFiles()) {
+    std::string base = options.log_dir.empty() ? TempBase(env) + "/mxrun-logs" : options.log_dir;
+    MakeDirs(base);
+    absl::StatusOr<std::string> dir = MakeTempDir(absl::StrCat(base, "/", rdzv.run_id, "_"));
+    if (!dir.ok()) return UsageError(absl::StrCat("--log_dir: ", dir.status().message()));
+    worker.attempts_dir = *dir;
+    spdlog::info("worker logs: {}/attempt_<N>/<local_rank>/", worker.attempts_dir);
+  } else {
+    absl::StatusOr<std::string> dir = MakeTempDir(TempBase(env) + "/mxrun-");
+    if (!dir.ok()) return UsageError(dir.status().message());
+    scratch_dir = worker.attempts_dir = *dir;
+  }
+
+  if (ShouldDefaultOmpThreads(env, *nproc)) {
+    spdlog::info(
+        "setting OMP_NUM_THREADS=1 for each of the {} workers to avoid overloading the cores; "
+        "set it yourself to tune",
+        *nproc);
+  }
+
+  // Orphaned grandchildren are re-parented to us, so nothing escapes the stop.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  signal(SIGPIPE, SIG_IGN);
+  absl::StatusOr<DeathGuardian> guardian = DeathGuardian::Start(scratch_dir);
+  if (!guardian.ok()) {
+    spdlog::error("{}", std::string(guardian.status().message()));
+    return kExitWorkersFailed;
+  }
+  LocalRendezvous rendezvous(rdzv);
+  ElasticAgent agent(std::move(config), rendezvous, *guardian);
+  return agent.Run();
+}
+
+}  // namespace
+}  // namespace mxrun
+
+int main(int argc, char** argv) { return mxrun::Main(argc, argv); }

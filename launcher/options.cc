@@ -1,0 +1,315 @@
+#include "launcher/options.h"
+
+#include <csignal>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/signal_names.h"
+
+namespace mxrun {
+namespace {
+
+// One flag of the command line. Values are kept as text until validation, so that a value from the
+// command line and one from PET_* are checked by the same code with the same messages.
+struct Flag {
+  std::string name;        // canonical, underscores: "nproc_per_node"
+  std::string short_name;  // "-m" or empty
+  bool boolean = false;
+  std::string help;
+  std::string default_value;
+};
+
+const std::vector<Flag>& Flags() {
+  static const std::vector<Flag> flags = {
+      {"nnodes", "", false, "number of nodes, N or MIN:MAX", "1:1"},
+      {"nproc_per_node", "", false, "workers per node: an integer, gpu, cpu or auto", "1"},
+      {"node_rank", "", false, "rank of this node (static rendezvous)", "0"},
+      {"master_addr", "", false, "address of the node with rank 0 (static rendezvous)", "127.0.0.1"},
+      {"master_port", "", false, "port on master_addr (static rendezvous)", "29500"},
+      {"rdzv_backend", "", false, "rendezvous backend: static or c10d", "static"},
+      {"rdzv_endpoint", "", false, "rendezvous endpoint host[:port]", ""},
+      {"rdzv_id", "", false, "job id shared by every node", "none"},
+      {"rdzv_conf", "", false, "rendezvous settings k=v,k=v", ""},
+      {"standalone", "", true, "single node with a private rendezvous on localhost", ""},
+      {"max_restarts", "", false, "restarts of the worker group after failures", "0"},
+      {"monitor_interval", "", false, "accepted for torchrun compatibility; mxrun is event-driven",
+       "0.1"},
+      {"role", "", false, "user-defined role of the workers", "default"},
+      {"local_addr", "", false, "address this node advertises", ""},
+      {"log_dir", "", false, "folder for per-rank, per-attempt log files", ""},
+      {"redirects", "-r", false, "streams sent to log files only: 0-3, or per local rank 0:1,1:2",
+       "0"},
+      {"tee", "-t", false, "streams sent to log files and the console: 0-3, or 0:1,1:2", "0"},
+      {"local_ranks_filter", "", false, "local ranks shown on the console, e.g. 0,1", ""},
+      {"signals_to_handle", "", false, "signals forwarded to the workers",
+       "SIGTERM,SIGINT,SIGHUP,SIGQUIT"},
+      {"term_timeout", "", false, "seconds each worker gets after the stop signal before SIGKILL",
+       "30"},
+      {"start_method", "", false, "accepted for torchrun compatibility (spawn, fork, forkserver)",
+       "spawn"},
+      {"module", "-m", true, "run the entrypoint as a Python module (python -m)", ""},
+      {"no_python", "", true, "run the entrypoint as a program, without python", ""},
+      {"run_path", "", true, "run the entrypoint as a Python script path (as torchrun)", ""},
+  };
+  return flags;
+}
+
+std::string Dashed(absl::string_view name) { return absl::StrReplaceAll(name, {{"_", "-"}}); }
+
+std::string EnvName(absl::string_view name) { return "PET_" + absl::AsciiStrToUpper(name); }
+
+// A flag's value and where it came from, for error messages.
+struct Value {
+  std::string text;
+  std::string source;  // "--nproc_per_node" or "PET_NPROC_PER_NODE" or "default"
+  bool given = false;
+};
+
+absl::Status Invalid(const Value& value, absl::string_view what, absl::string_view accepted) {
+  return absl::InvalidArgumentError(absl::StrCat(value.source, "='", value.text, "' is not valid: ",
+                                                 what, accepted.empty() ? "" : "; accepted: ",
+                                                 accepted));
+}
+
+absl::StatusOr<int> ToInt(const Value& value, int min, int max, absl::string_view accepted) {
+  int number = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(value.text), &number)) {
+    return Invalid(value, "not an integer", accepted);
+  }
+  if (number < min || number > max) return Invalid(value, "out of range", accepted);
+  return number;
+}
+
+absl::StatusOr<double> ToSeconds(const Value& value) {
+  double number = 0;
+  if (!absl::SimpleAtod(absl::StripAsciiWhitespace(value.text), &number) || number < 0 ||
+      number > 1e7) {
+    return Invalid(value, "not a number of seconds", "a number >= 0");
+  }
+  return number;
+}
+
+bool ToBool(const Value& value) {
+  std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(value.text));
+  return lower == "1" || lower == "true" || lower == "yes" || lower == "on";
+}
+
+}  // namespace
+
+absl::StatusOr<NodeRange> ParseNodeRange(absl::string_view text) {
+  std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  NodeRange range;
+  auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--nnodes='", text, "' is not valid; accepted: N or MIN:MAX with 0 < MIN <= MAX"));
+  };
+  if (parts.size() == 1) {
+    if (!absl::SimpleAtoi(parts[0], &range.min)) return bad();
+    range.max = range.min;
+  } else if (parts.size() == 2) {
+    if (!absl::SimpleAtoi(parts[0], &range.min) || !absl::SimpleAtoi(parts[1], &range.max)) {
+      return bad();
+    }
+  } else {
+    return bad();
+  }
+  if (range.min <= 0 || range.min > range.max) return bad();
+  return range;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(absl::string_view text) {
+  std::map<std::string, std::string> conf;
+  if (absl::StripAsciiWhitespace(text).empty()) return conf;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    std::string key(absl::StripAsciiWhitespace(kv.first));
+    if (key.empty() || item.find('=') == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv_conf='", text, "' is not valid: '", item, "' is not key=value"));
+    }
+    conf[key] = std::string(absl::StripAsciiWhitespace(kv.second));
+  }
+  return conf;
+}
+
+absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv,
+                                               const std::map<std::string, std::string>& env) {
+  CLI::App app{
+      "mxrun: a torchrun-compatible launcher for distributed PyTorch training.\n"
+      "Usage: mxrun [options] ENTRYPOINT [ARGS...]   (ENTRYPOINT: script.py, -m module, "
+      "--no_python program, or 'train' for the bundled trainer)",
+      "mxrun"};
+  app.prefix_command();
+  app.set_version_flag("--version", "mxrun 0.1.0");
+  std::map<std::string, std::string> cli_text;
+  std::map<std::string, bool> cli_flag;
+  for (const Flag& flag : Flags()) {
+    std::string names = absl::StrCat("--", flag.name);
+    if (Dashed(flag.name) != flag.name) absl::StrAppend(&names, ",--", Dashed(flag.name));
+    if (!flag.short_name.empty()) absl::StrAppend(&names, ",", flag.short_name);
+    std::string help = absl::StrCat(flag.help, " (env ", EnvName(flag.name),
+                                    flag.default_value.empty() ? "" : "; default ",
+                                    flag.default_value, ")");
+    if (flag.boolean) {
+      app.add_flag(names, cli_flag[flag.name], help);
+    } else {
+      app.add_option(names, cli_text[flag.name], help);
+    }
+  }
+  std::vector<std::string> args;
+  for (int i = argc - 1; i > 0; --i) args.emplace_back(argv[i]);  // CLI11 wants them reversed
+  try {
+    app.parse(args);
+  } catch (const CLI::CallForHelp&) {
+    return ParseResult{std::nullopt, app.help()};
+  } catch (const CLI::CallForVersion&) {
+    return ParseResult{std::nullopt, "mxrun 0.1.0\n"};
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+
+  // Resolve each flag: command line, then PET_*, then the default.
+  std::map<std::string, Value> values;
+  for (const Flag& flag : Flags()) {
+    Value value{flag.default_value, absl::StrCat("--", flag.name), false};
+    const bool on_cli = app.count(absl::StrCat("--", flag.name)) > 0;
+    if (on_cli) {
+      value.text = flag.boolean ? (cli_flag[flag.name] ? "1" : "0") : cli_text[flag.name];
+      value.given = true;
+    } else if (auto it = env.find(EnvName(flag.name)); it != env.end()) {
+      value.text = it->second;
+      value.source = EnvName(flag.name);
+      value.given = true;
+    }
+    values[flag.name] = value;
+  }
+
+  LaunchOptions o;
+  absl::StatusOr<NodeRange> nnodes = ParseNodeRange(values["nnodes"].text);
+  if (!nnodes.ok()) return nnodes.status();
+  o.nnodes = *nnodes;
+
+  o.nproc_per_node = std::string(absl::StripAsciiWhitespace(values["nproc_per_node"].text));
+  {
+    int n = 0;
+    const bool numeric = absl::SimpleAtoi(o.nproc_per_node, &n);
+    if ((numeric && (n < 1 || n > 4096)) ||
+        (!numeric && o.nproc_per_node != "gpu" && o.nproc_per_node != "cpu" &&
+         o.nproc_per_node != "auto")) {
+      return Invalid(values["nproc_per_node"], "not a worker count",
+                     "an integer from 1 to 4096, 'gpu', 'cpu' or 'auto'");
+    }
+  }
+  auto to_int = [&](const char* name, int min, int max, const char* accepted,
+                    int& out) -> absl::Status {
+    absl::StatusOr<int> v = ToInt(values[name], min, max, accepted);
+    if (!v.ok()) return v.status();
+    out = *v;
+    return absl::OkStatus();
+  };
+  if (auto s = to_int("node_rank", 0, 1 << 20, "an integer >= 0", o.node_rank); !s.ok()) return s;
+  if (auto s = to_int("master_port", 0, 65535, "a TCP port 0-65535", o.master_port); !s.ok()) {
+    return s;
+  }
+  if (auto s = to_int("max_restarts", 0, 1 << 20, "an integer >= 0", o.max_restarts); !s.ok()) {
+    return s;
+  }
+  o.master_addr = values["master_addr"].text;
+  if (o.master_addr.empty()) return Invalid(values["master_addr"], "empty", "a host name or IP");
+
+  o.rdzv_backend = absl::AsciiStrToLower(values["rdzv_backend"].text);
+  if (o.rdzv_backend != "static" && o.rdzv_backend != "c10d") {
+    return Invalid(values["rdzv_backend"], "unknown backend", "static or c10d");
+  }
+  o.rdzv_endpoint = values["rdzv_endpoint"].text;
+  o.rdzv_id = values["rdzv_id"].text;
+  absl::StatusOr<std::map<std::string, std::string>> conf =
+      ParseRdzvConf(values["rdzv_conf"].text);
+  if (!conf.ok()) return conf.status();
+  o.rdzv_conf = *conf;
+  o.standalone = ToBool(values["standalone"]);
+
+  absl::StatusOr<double> monitor = ToSeconds(values["monitor_interval"]);
+  if (!monitor.ok()) return monitor.status();
+  o.monitor_interval = *monitor;
+  absl::StatusOr<double> term = ToSeconds(values["term_timeout"]);
+  if (!term.ok()) return term.status();
+  o.term_timeout_seconds = *term;
+
+  o.role = values["role"].text;
+  if (o.role.empty()) return Invalid(values["role"], "empty", "a non-empty name");
+  o.local_addr = values["local_addr"].text;
+  o.log_dir = values["log_dir"].text;
+
+  for (const char* name : {"redirects", "tee"}) {
+    absl::StatusOr<PerRankStd> parsed = ParsePerRankStd(values[name].text);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(values[name].source, ": ", parsed.status().message()));
+    }
+    (absl::string_view(name) == "tee" ? o.tee : o.redirects) = *parsed;
+  }
+  absl::StatusOr<std::set<int>> filter = ParseLocalRanksFilter(values["local_ranks_filter"].text);
+  if (!filter.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(values["local_ranks_filter"].source, ": ", filter.status().message()));
+  }
+  o.local_ranks_filter = *filter;
+
+  for (absl::string_view name : absl::StrSplit(values["signals_to_handle"].text, ',',
+                                              absl::SkipWhitespace())) {
+    std::optional<int> signo = ParseSignal(name);
+    if (!signo || *signo == SIGKILL || *signo == SIGSTOP || *signo == SIGCHLD) {
+      return Invalid(values["signals_to_handle"], absl::StrCat("'", name, "' cannot be handled"),
+                     "signal names or numbers such as SIGTERM,SIGINT (not SIGKILL, SIGSTOP, "
+                     "SIGCHLD)");
+    }
+    o.signals_to_handle.insert(*signo);
+  }
+
+  const bool module = ToBool(values["module"]);
+  const bool no_python = ToBool(values["no_python"]);
+  if (module && no_python) {
+    return absl::InvalidArgumentError(
+        "--no_python and -m/--module cannot be used together: -m runs a Python module, "
+        "--no_python runs a program without Python");
+  }
+  if (ToBool(values["run_path"]) && (module || no_python)) {
+    return absl::InvalidArgumentError(
+        "--run_path cannot be combined with -m/--module or --no_python");
+  }
+
+  std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (rest.empty()) {
+    return absl::InvalidArgumentError(
+        "no entrypoint given; usage: mxrun [options] ENTRYPOINT [ARGS...] "
+        "(a script.py, -m module, --no_python program, or 'train')");
+  }
+  if (absl::StartsWith(rest.front(), "-") && rest.front() != "-") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown flag '", rest.front(), "' before the entrypoint; run 'mxrun --help' for the "
+        "flags mxrun accepts"));
+  }
+  o.entrypoint = rest.front();
+  o.entrypoint_args.assign(rest.begin() + 1, rest.end());
+  if (module) {
+    o.entrypoint_kind = EntrypointKind::kPythonModule;
+  } else if (no_python) {
+    o.entrypoint_kind = EntrypointKind::kExecutable;
+  } else if (o.entrypoint == "train") {
+    o.entrypoint_kind = EntrypointKind::kBundledTrainer;
+  } else {
+    o.entrypoint_kind = EntrypointKind::kPythonScript;
+  }
+  return ParseResult{std::move(o), ""};
+}
+
+}  // namespace mxrun
