@@ -1,7 +1,6 @@
 #include "agent/death_guardian.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -12,15 +11,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 #include "common/strings.h"
 
 namespace mxrun {
 namespace {
-
-int RemoveEntry(const char* path, const struct stat*, int, FTW*) {
-  remove(path);
-  return 0;
-}
 
 [[noreturn]] void GuardianMain(int read_fd, const std::string& scratch_dir) {
   prctl(PR_SET_NAME, "mxrun-guardian");
@@ -50,7 +45,7 @@ int RemoveEntry(const char* path, const struct stat*, int, FTW*) {
     if (value < 0) groups.erase(-value);
   }
   for (pid_t pgid : groups) kill(-pgid, SIGKILL);
-  if (!scratch_dir.empty()) nftw(scratch_dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+  RemoveTree(scratch_dir);
   _exit(0);
 }
 

@@ -13,6 +13,7 @@
 #include "agent/failure_report.h"
 #include "agent/process_launcher.h"
 #include "common/files.h"
+#include "common/signal_names.h"
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 
@@ -212,7 +213,10 @@ void WorkerGroup::Stop(int signo, std::chrono::milliseconds grace,
     reap();
   }
   for (auto& worker : workers_) {
-    if (worker->running) kill(-worker->pid, SIGKILL);
+    if (!worker->running) continue;
+    spdlog::warn("worker rank {} (pid {}) still running {}s after {}: sending SIGKILL",
+                 worker->global_rank, worker->pid, grace.count() / 1000.0, SignalName(signo));
+    kill(-worker->pid, SIGKILL);
   }
   // SIGKILL cannot be ignored; bound the wait anyway (a process in uninterruptible sleep).
   const Clock::time_point kill_deadline = Clock::now() + std::chrono::seconds(10);

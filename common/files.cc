@@ -1,6 +1,9 @@
 #include "common/files.h"
 
+#include <ftw.h>
 #include <sys/stat.h>
+
+#include <cstdio>
 
 namespace mxrun {
 
@@ -11,6 +14,17 @@ bool MakeDirs(const std::string& path) {
   mkdir(path.c_str(), 0755);
   struct stat st {};
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+namespace {
+int RemoveEntry(const char* path, const struct stat*, int, FTW*) {
+  std::remove(path);
+  return 0;
+}
+}  // namespace
+
+void RemoveTree(const std::string& path) {
+  if (!path.empty()) nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 }  // namespace mxrun

@@ -175,7 +175,9 @@ int Main(int argc, char** argv) {
   }
   LocalRendezvous rendezvous(rdzv);
   ElasticAgent agent(std::move(config), rendezvous, *guardian);
-  return agent.Run();
+  const int exit_code = agent.Run();
+  RemoveTree(scratch_dir);  // the guardian does it too, for when we die before this line
+  return exit_code;
 }
 
 }  // namespace

@@ -1,0 +1,357 @@
+#!/usr/bin/env bash
+# Single-node launch benchmark: mxrun against torchrun, side by side.
+#
+# Measures, for both launchers with the same flags:
+#   1. launch-to-exit wall time of
+#        --standalone --nproc_per_node=N --no_python /bin/true      (N = 1, 2, 4)
+#   2. peak RSS (VmHWM) of the launcher process alone, N = 2
+#   3. restart time: SIGKILL of one worker -> every replacement worker running,
+#        --standalone --nproc_per_node=2 --max_restarts=1 --no_python sh worker.sh
+#
+# Prints a Markdown table of medians and torchrun/mxrun ratios on stdout.
+#
+# Environment:
+#   RUNS           measured runs per case (default 10); one unmeasured warm-up
+#                  run precedes each case
+#   TORCHRUN_RUNS  runs per case for torchrun (default RUNS, at least 5)
+#   MXRUN          mxrun binary (default <repo>/build/bin/mxrun)
+#   TORCHRUN       torchrun (default /usr/bin/torchrun)
+#   PYTHON         python used to drive the measurements (default /usr/bin/python3)
+#
+# torchrun 1.13 crashes under Python 3.11 unless it gets --redirects 9:0 --tee 9:0
+# (a local rank that does not exist, so nothing is redirected); it also gets
+# --monitor_interval=0.1. Those flags are added for torchrun only.
+set -euo pipefail
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo_root="$(cd "$script_dir/../.." && pwd)"
+
+RUNS="${RUNS:-10}"
+TORCHRUN_RUNS="${TORCHRUN_RUNS:-$RUNS}"
+MXRUN="${MXRUN:-$repo_root/build/bin/mxrun}"
+TORCHRUN="${TORCHRUN:-/usr/bin/torchrun}"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+
+case "$RUNS" in ''|*[!0-9]*) echo "launch.sh: RUNS must be a positive integer" >&2; exit 2;; esac
+case "$TORCHRUN_RUNS" in ''|*[!0-9]*) echo "launch.sh: TORCHRUN_RUNS must be a positive integer" >&2; exit 2;; esac
+[ "$RUNS" -ge 1 ] || { echo "launch.sh: RUNS must be >= 1" >&2; exit 2; }
+[ "$TORCHRUN_RUNS" -ge 5 ] || TORCHRUN_RUNS=5
+[ -x "$MXRUN" ] || { echo "launch.sh: mxrun not found or not executable: $MXRUN (build it: cd build && ninja mxrun)" >&2; exit 2; }
+[ -x "$TORCHRUN" ] || { echo "launch.sh: torchrun not found: $TORCHRUN" >&2; exit 2; }
+[ -x "$PYTHON" ] || { echo "launch.sh: python not found: $PYTHON" >&2; exit 2; }
+
+workdir="$(mktemp -d "${TMPDIR:-/tmp}/mxrun-bench.XXXXXX")"
+cleanup() { rm -rf -- "$workdir"; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Run a private copy of mxrun, so that a rebuild during the benchmark cannot swap or
+# remove the binary under it.
+mkdir "$workdir/bin"
+cp -- "$MXRUN" "$workdir/bin/mxrun"
+mxrun_sha="$(sha256sum "$workdir/bin/mxrun" | cut -c1-12)"
+
+# Header: how this was run, and on what.
+invocation="RUNS=$RUNS"
+[ "$TORCHRUN_RUNS" != "$RUNS" ] && invocation+=" TORCHRUN_RUNS=$TORCHRUN_RUNS"
+invocation+=" $0"
+[ "$#" -gt 0 ] && invocation+=" $*"
+cpu_model="$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | sed 's/^model name[[:space:]]*:[[:space:]]*//' || true)"
+echo "## mxrun vs torchrun: single-node launch"
+echo
+echo "- command: \`$invocation\`"
+echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "- machine: nproc=$(nproc), uname -r=$(uname -r)${cpu_model:+, cpu=$cpu_model}"
+echo "- mxrun: \`$MXRUN\` ($("$workdir/bin/mxrun" --version 2>/dev/null | head -n1 || echo unknown), sha256 $mxrun_sha...)"
+echo "- torchrun: \`$TORCHRUN\` (torch $("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo unknown), $("$PYTHON" --version 2>&1))"
+echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "- runs: $RUNS per case for mxrun, $TORCHRUN_RUNS for torchrun, after one warm-up run each, the two launchers interleaved; figures are medians"
+echo
+
+export BENCH_RUNS="$RUNS" BENCH_TORCHRUN_RUNS="$TORCHRUN_RUNS" BENCH_MXRUN="$workdir/bin/mxrun" \
+       BENCH_TORCHRUN="$TORCHRUN" BENCH_WORKDIR="$workdir"
+
+# The measurements themselves are driven from Python for sub-millisecond clocks and
+# bounded waits. Every process it starts is tracked by pid and killed by pid.
+"$PYTHON" - <<'PY'
+import os, signal, statistics, subprocess, sys, time
+
+RUNS = int(os.environ["BENCH_RUNS"])
+T_RUNS = int(os.environ["BENCH_TORCHRUN_RUNS"])
+MXRUN = os.environ["BENCH_MXRUN"]
+TORCHRUN = os.environ["BENCH_TORCHRUN"]
+WORK = os.environ["BENCH_WORKDIR"]
+
+TORCH_QUIRKS = ["--redirects", "9:0", "--tee", "9:0", "--monitor_interval=0.1"]
+LAUNCHERS = {
+    "mxrun": ([MXRUN], RUNS),
+    "torchrun": ([TORCHRUN] + TORCH_QUIRKS, T_RUNS),
+}
+RUN_TIMEOUT = 60.0   # any single launcher run
+POLL = 0.005         # restart-file polling period
+WAIT_LIMIT = 30.0    # any wait for worker files
+
+problems = []        # anomalies seen (non-zero exit codes, timeouts, ...)
+live = set()         # pids of processes we started that may still be running
+
+
+def note(msg):
+    problems.append(msg)
+    print(f"launch.sh: warning: {msg}", file=sys.stderr)
+
+
+def progress(msg):
+    print(f"launch.sh: {msg}", file=sys.stderr, flush=True)
+
+
+def kill_pid(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def reap(proc, timeout):
+    """Wait for proc at most timeout seconds; SIGKILL it (by pid) past that."""
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_pid(proc.pid)
+        rc = proc.wait(timeout=10)
+        live.discard(proc.pid)
+        return rc, True
+    live.discard(proc.pid)
+    return rc, False
+
+
+def start(cmd, **kw):
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, cwd=WORK, **kw)
+    live.add(p.pid)
+    return p
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+# ---------------------------------------------------------------- 1. launch time
+def launch_time(base, n):
+    cmd = base + ["--standalone", f"--nproc_per_node={n}", "--no_python", "/bin/true"]
+    t = time.perf_counter()
+    p = start(cmd)
+    rc, timed_out = reap(p, RUN_TIMEOUT)
+    dt = time.perf_counter() - t
+    if timed_out:
+        note(f"{os.path.basename(base[0])} N={n}: no exit within {RUN_TIMEOUT:.0f}s, killed")
+        return None
+    if rc != 0:
+        note(f"{os.path.basename(base[0])} N={n}: exit code {rc} (expected 0)")
+    return dt
+
+
+# ---------------------------------------------------------------- 2. peak RSS
+def status_kib(pid, key):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return None   # gone, or a zombie (no mm any more)
+
+
+def peak_rss(base):
+    # Workers sleep 0.3 s so the launcher is sampled through its whole steady state;
+    # VmHWM is a high-water mark of the launcher's own address space, so worker
+    # memory is never included (unlike /usr/bin/time %M, which folds in the
+    # max RSS of reaped descendants).
+    cmd = base + ["--standalone", "--nproc_per_node=2", "--no_python", "sh", "-c", "sleep 0.3"]
+    p = start(cmd)
+    best = None
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while p.poll() is None and time.monotonic() < deadline:
+        v = status_kib(p.pid, "VmHWM")
+        if v is not None:
+            best = v if best is None else max(best, v)
+        time.sleep(0.001)
+    rc, timed_out = reap(p, 0 if p.returncode is None else 1)
+    name = os.path.basename(base[0])
+    if timed_out:
+        note(f"{name} RSS run: no exit within {RUN_TIMEOUT:.0f}s, killed")
+        return None
+    if rc != 0:
+        note(f"{name} RSS run: exit code {rc} (expected 0)")
+    return best
+
+
+# ---------------------------------------------------------------- 3. restart time
+WORKER = r'''#!/bin/sh
+# Same worker for both launchers. Start files are written atomically (tmp + mv).
+d="$1"
+a="${TORCHELASTIC_RESTART_COUNT:?}"
+r="${LOCAL_RANK:?}"
+echo $$ > "$d/pid.$a.$r.tmp" && mv "$d/pid.$a.$r.tmp" "$d/pid.$a.$r"
+date +%s.%N > "$d/start.$a.$r.tmp" && mv "$d/start.$a.$r.tmp" "$d/start.$a.$r"
+if [ "$a" = 0 ]; then
+    # exec: the pid written above becomes sleep itself, so SIGKILL from the bench
+    # and SIGTERM from the launcher hit it directly and stop it at once.
+    exec sleep 120
+fi
+exit 0
+'''
+
+
+def wait_files(paths, limit=WAIT_LIMIT):
+    deadline = time.monotonic() + limit
+    while True:
+        if all(os.path.exists(x) for x in paths):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL)
+
+
+def read_float(path):
+    with open(path) as f:
+        return float(f.read().strip())
+
+
+def kill_workers(d):
+    # Only pids that still run one of this run's workers (guards against pid reuse).
+    for name in os.listdir(d):
+        if name.startswith("pid.") and not name.endswith(".tmp"):
+            try:
+                pid = int(open(os.path.join(d, name)).read().strip())
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except (ValueError, OSError):
+                continue
+            if argv[:2] == [b"sleep", b"120"] or d.encode() in argv:
+                kill_pid(pid)
+
+
+def restart_time(base, idx):
+    name = os.path.basename(base[0])
+    d = os.path.join(WORK, f"restart-{name}-{idx}")
+    os.mkdir(d)
+    worker = os.path.join(d, "worker.sh")
+    with open(worker, "w") as f:
+        f.write(WORKER)
+    cmd = base + ["--standalone", "--nproc_per_node=2", "--max_restarts=1",
+                  "--no_python", "sh", worker, d]
+    p = start(cmd)
+    result = None
+    try:
+        a0 = [os.path.join(d, f"start.0.{r}") for r in (0, 1)]
+        a1 = [os.path.join(d, f"start.1.{r}") for r in (0, 1)]
+        if not wait_files(a0):
+            note(f"{name} restart run {idx}: attempt-0 workers not up within {WAIT_LIMIT:.0f}s")
+            return None
+        victim = int(open(os.path.join(d, "pid.0.0")).read().strip())
+        t0 = time.time()
+        os.kill(victim, signal.SIGKILL)
+        if not wait_files(a1):
+            note(f"{name} restart run {idx}: replacement workers not up within {WAIT_LIMIT:.0f}s")
+            return None
+        result = max(read_float(x) for x in a1) - t0
+        rc, timed_out = reap(p, RUN_TIMEOUT)
+        if timed_out:
+            note(f"{name} restart run {idx}: no exit within {RUN_TIMEOUT:.0f}s after restart, killed")
+        elif rc != 0:
+            note(f"{name} restart run {idx}: exit code {rc} (expected 0 after a successful restart)")
+        return result
+    finally:
+        if p.poll() is None:
+            kill_pid(p.pid)
+            p.wait(timeout=10)
+        live.discard(p.pid)
+        kill_workers(d)
+
+
+# ---------------------------------------------------------------- driver
+def measure(label, fn):
+    """fn(launcher_name) -> value or None. Interleaves the launchers run by run, so
+    that both see the same background load; one warm-up run each, not counted."""
+    for lname in LAUNCHERS:
+        fn(lname)
+    xs = {lname: [] for lname in LAUNCHERS}
+    for i in range(max(runs for _, runs in LAUNCHERS.values())):
+        for lname, (_, runs) in LAUNCHERS.items():
+            if i < runs:
+                v = fn(lname)
+                if v is not None:
+                    xs[lname].append(v)
+    for lname, (_, runs) in LAUNCHERS.items():
+        progress(f"{label} {lname}: {len(xs[lname])}/{runs} valid runs")
+    return xs
+
+
+def main():
+    rows = []   # (label, {launcher: [values]}, target ratio)
+    base = {lname: b for lname, (b, _) in LAUNCHERS.items()}
+
+    for n in (1, 2, 4):
+        xs = measure(f"launch N={n}", lambda l: launch_time(base[l], n))
+        rows.append((f"launch-to-exit, N={n} (ms)",
+                     {l: [v * 1000.0 for v in vs] for l, vs in xs.items()}, 20))
+
+    xs = measure("peak RSS", lambda l: peak_rss(base[l]))
+    rows.append(("launcher peak RSS, N=2 (MiB)",
+                 {l: [v / 1024.0 for v in vs] for l, vs in xs.items()}, 20))
+
+    counter = iter(range(10**6))
+    xs = measure("restart", lambda l: restart_time(base[l], next(counter)))
+    rows.append(("restart, SIGKILL to all replacements running, N=2 (ms)",
+                 {l: [v * 1000.0 for v in vs] for l, vs in xs.items()}, 5))
+
+    def fmt(v):
+        if v != v:
+            return "n/a"
+        return f"{v:.1f}" if v < 100 else f"{v:.0f}"
+
+    print("| metric (median) | mxrun | torchrun | torchrun/mxrun | target | met |")
+    print("|---|---:|---:|---:|---:|:---:|")
+    for label, vals, target in rows:
+        m, t = median(vals["mxrun"]), median(vals["torchrun"])
+        ratio = t / m if m == m and t == t and m > 0 else float("nan")
+        met = "n/a" if ratio != ratio else ("yes" if ratio >= target else "no")
+        rs = "n/a" if ratio != ratio else f"{ratio:.1f}x"
+        print(f"| {label} | {fmt(m)} | {fmt(t)} | {rs} | >= {target}x | {met} |")
+    print()
+    print("Spread (min - max over the measured runs):")
+    print()
+    print("| metric | mxrun | torchrun |")
+    print("|---|---:|---:|")
+    for label, vals, _ in rows:
+        cells = []
+        for l in ("mxrun", "torchrun"):
+            vs = vals[l]
+            cells.append(f"{fmt(min(vs))} - {fmt(max(vs))}" if vs else "n/a")
+        print(f"| {label} | {cells[0]} | {cells[1]} |")
+    print()
+    print("Commands (torchrun additionally gets `" + " ".join(TORCH_QUIRKS) + "`):")
+    print()
+    print("- launch: `LAUNCHER --standalone --nproc_per_node=N --no_python /bin/true`")
+    print("- peak RSS: `LAUNCHER --standalone --nproc_per_node=2 --no_python sh -c 'sleep 0.3'`,"
+          " max of /proc/<launcher pid>/status VmHWM sampled every 1 ms")
+    print("- restart: `LAUNCHER --standalone --nproc_per_node=2 --max_restarts=1 --no_python sh worker.sh DIR`,"
+          " SIGKILL to local rank 0, time until both attempt-1 workers have started")
+    print()
+    print("Load average at end: " + " ".join(open("/proc/loadavg").read().split()[:3]))
+    if problems:
+        print()
+        print("Problems seen:")
+        print()
+        for msg in problems:
+            print(f"- {msg}")
+
+
+try:
+    main()
+finally:
+    for pid in list(live):
+        kill_pid(pid)
+PY

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of mxrun from Debian 12's packages. Idempotent and quick
+# when everything is present (one dpkg query, no apt-get call).
+set -euo pipefail
+
+PACKAGES=(
+  g++ make cmake ninja-build pkgconf ccache
+  protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
+  libabsl-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
+  libtorch-dev libgloo-dev python3-torch
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,363 @@
+// End-to-end behaviour of the mxrun binary on one node: real processes, every wait bounded.
+// MXRUN_BIN and TEST_CHILD_BIN are set by CMake.
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "nlohmann/json.hpp"
+#include "tests/subprocess.h"
+
+using namespace std::chrono_literals;
+using mxrun::testing::CountOccurrences;
+using mxrun::testing::ProcessResult;
+using mxrun::testing::ReadFile;
+using mxrun::testing::Run;
+using mxrun::testing::Subprocess;
+using mxrun::testing::TempDir;
+
+namespace {
+
+const std::string kMxrun = MXRUN_BIN;
+const std::string kChild = TEST_CHILD_BIN;
+
+std::vector<std::string> Mxrun(std::vector<std::string> flags, std::vector<std::string> child_args) {
+  std::vector<std::string> argv{kMxrun};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("--no_python");
+  argv.push_back(kChild);
+  argv.insert(argv.end(), child_args.begin(), child_args.end());
+  return argv;
+}
+
+std::map<std::string, std::string> ReadEnvFile(const std::string& path) {
+  std::map<std::string, std::string> env;
+  std::istringstream in(ReadFile(path));
+  for (std::string line; std::getline(in, line);) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
+
+std::vector<pid_t> PidsFromReadyLines(const std::string& out, const char* key) {
+  std::vector<pid_t> pids;
+  std::regex pattern(std::string(key) + "=(\\d+)");
+  for (std::sregex_iterator it(out.begin(), out.end(), pattern), end; it != end; ++it) {
+    pids.push_back(std::stoi((*it)[1]));
+  }
+  return pids;
+}
+
+}  // namespace
+
+TEST_CASE("environment contract with 4 workers", "[integration][env]") {
+  TempDir dir;
+  ProcessResult r = Run(Mxrun({"--standalone", "--nproc_per_node=4", "--max_restarts=2"},
+                              {"--env-out=" + dir.path()}),
+                        {{"OMP_NUM_THREADS", ""}});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::set<std::string> ports, run_ids;
+  for (int rank = 0; rank < 4; ++rank) {
+    auto env = ReadEnvFile(dir.path() + "/env." + std::to_string(rank));
+    CHECK(env["RANK"] == std::to_string(rank));
+    CHECK(env["LOCAL_RANK"] == std::to_string(rank));
+    CHECK(env["ROLE_RANK"] == std::to_string(rank));
+    CHECK(env["WORLD_SIZE"] == "4");
+    CHECK(env["LOCAL_WORLD_SIZE"] == "4");
+    CHECK(env["ROLE_WORLD_SIZE"] == "4");
+    CHECK(env["GROUP_RANK"] == "0");
+    CHECK(env["GROUP_WORLD_SIZE"] == "1");
+    CHECK(env["ROLE_NAME"] == "default");
+    CHECK(env["MASTER_ADDR"] == "localhost");
+    CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "0");
+    CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "2");
+    CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "False");
+    CHECK(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
+    CHECK(env["NCCL_ASYNC_ERROR_HANDLING"] == "1");
+    CHECK(env["OMP_NUM_THREADS"] == "1");
+    CHECK_THAT(env["TORCHELASTIC_ERROR_FILE"], Catch::EndsWith("/" + std::to_string(rank) +
+                                                               "/error.json"));
+    ports.insert(env["MASTER_PORT"]);
+    run_ids.insert(env["TORCHELASTIC_RUN_ID"]);
+  }
+  CHECK(ports.size() == 1);
+  CHECK(std::stoi(*ports.begin()) > 0);
+  CHECK(run_ids.size() == 1);
+  CHECK(std::regex_match(*run_ids.begin(), std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-"
+                                                      "[89ab][0-9a-f]{3}-[0-9a-f]{12}")));
+  CHECK(CountOccurrences(r.err, "OMP_NUM_THREADS=1") == 1);  // the notice, once
+}
+
+TEST_CASE("environment contract with 1 worker in static mode", "[integration][env]") {
+  TempDir dir;
+  ProcessResult r = Run(Mxrun({"--master_port=29611", "--rdzv_id=job42", "--role=trainer"},
+                              {"--env-out=" + dir.path()}),
+                        {{"OMP_NUM_THREADS", ""}, {"PET_MAX_RESTARTS", "1"}});
+  REQUIRE(r.exit_code == 0);
+  auto env = ReadEnvFile(dir.path() + "/env.0");
+  CHECK(env["RANK"] == "0");
+  CHECK(env["WORLD_SIZE"] == "1");
+  CHECK(env["MASTER_ADDR"] == "127.0.0.1");
+  CHECK(env["MASTER_PORT"] == "29611");
+  CHECK(env["TORCHELASTIC_RUN_ID"] == "job42");
+  CHECK(env["ROLE_NAME"] == "trainer");
+  CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "1");  // from PET_MAX_RESTARTS
+  CHECK(env.count("OMP_NUM_THREADS") == 0);  // one worker: left unset, as torchrun does
+  CHECK(CountOccurrences(r.err, "OMP_NUM_THREADS") == 0);
+}
+
+TEST_CASE("${local_rank} in arguments is substituted per worker", "[integration][env]") {
+  ProcessResult r = Run({kMxrun, "--nproc_per_node=2", "--no_python", "/bin/sh", "-c",
+                         "echo arg=$0", "${local_rank}"});
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("] arg=0") && Catch::Contains("] arg=1"));
+}
+
+TEST_CASE("worker exit code 3: exit 1 and a summary naming the worker", "[integration][failure]") {
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=2"}, {"--exit=3", "--only-rank=1",
+                                                      "--lines=3"}));
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("FAILED"));
+  CHECK_THAT(r.err, Catch::Contains("rank       : 1 (local_rank: 1)"));
+  CHECK_THAT(r.err, Catch::Contains("exit code 3"));
+  CHECK_THAT(r.err, Catch::Contains("test_child rank=1 exiting with 3"));  // last output lines
+}
+
+TEST_CASE("a worker killed by SIGKILL is reported by signal name", "[integration][failure]") {
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=2"}, {"--kill-self=9", "--only-rank=0"}));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("Signal 9 (SIGKILL)"));
+  CHECK_THAT(r.err, Catch::Contains("rank       : 0 (local_rank: 0)"));
+}
+
+TEST_CASE("the worker's error file reaches the summary and mxrun's own error file",
+          "[integration][failure]") {
+  TempDir dir;
+  const std::string agent_file = dir.path() + "/agent_error.json";
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=2"},
+                              {"--exit=1", "--only-rank=1", "--write-error-file=ValueError: bad lr"}),
+                        {{"TORCHELASTIC_ERROR_FILE", agent_file}});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("ValueError: bad lr"));
+  CHECK_THAT(r.err, Catch::Contains("Traceback: test_child main"));
+  auto doc = nlohmann::json::parse(ReadFile(agent_file));
+  CHECK(doc["message"]["message"] == "ValueError: bad lr");
+  CHECK(doc["mxrun"]["rank"] == 1);
+  CHECK(doc["mxrun"]["exitcode"] == 1);
+}
+
+TEST_CASE("a failed group restarts and succeeds on the second attempt", "[integration][restart]") {
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=2", "--max_restarts=1"},
+                              {"--exit=3", "--fail-below-attempt=1", "--only-rank=0"}));
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("restarting the worker group (1 of 1 restarts)"));
+  CHECK_THAT(r.err, !Catch::Contains("FAILED"));
+}
+
+TEST_CASE("an exhausted restart budget reports the last attempt's failure",
+          "[integration][restart]") {
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=2", "--max_restarts=2"},
+                              {"--exit=5", "--only-rank=1"}));
+  CHECK(r.exit_code == 1);
+  CHECK(CountOccurrences(r.err, "restarting the worker group") == 2);
+  CHECK_THAT(r.err, Catch::Contains("restarts spent: 2 of 2"));
+  CHECK_THAT(r.err, Catch::Contains("attempt    : 2"));
+  CHECK_THAT(r.err, Catch::Contains("exit code 5"));
+}
+
+TEST_CASE("SIGTERM to mxrun is forwarded to the workers and mxrun exits 128+15", "[integration][signals]") {
+  Subprocess mxrun(Mxrun({"--nproc_per_node=2"}, {"--ready", "--sleep=60"}));
+  REQUIRE(mxrun.WaitForStdout("ready", 2, 20s));
+  kill(mxrun.pid(), SIGTERM);
+  ProcessResult r = mxrun.Wait(20s);
+  CHECK(r.exit_code == 143);
+  CHECK(CountOccurrences(r.out, "caught SIGTERM") == 2);
+}
+
+TEST_CASE("a worker ignoring the stop signal is killed after its grace period",
+          "[integration][signals]") {
+  Subprocess mxrun(Mxrun({"--nproc_per_node=2", "--term_timeout=1"},
+                         {"--ready", "--sleep=60", "--ignore-sigterm"}));
+  REQUIRE(mxrun.WaitForStdout("ready", 2, 20s));
+  std::vector<pid_t> workers = PidsFromReadyLines(mxrun.out(), " pid");
+  REQUIRE(workers.size() == 2);
+  kill(mxrun.pid(), SIGTERM);
+  ProcessResult r = mxrun.Wait(20s);
+  INFO(r.err);
+  CHECK(r.exit_code == 128 + SIGTERM);
+  CHECK_FALSE(r.timed_out);
+  CHECK(CountOccurrences(r.out, "ignored SIGTERM") == 2);  // the signal reached both workers
+  CHECK(CountOccurrences(r.err, "still running 1s after SIGTERM: sending SIGKILL") == 2);
+  for (pid_t pid : workers) CHECK_FALSE(mxrun::testing::IsAlive(pid));
+}
+
+TEST_CASE("the signal mxrun receives is the one forwarded", "[integration][signals]") {
+  Subprocess mxrun(Mxrun({"--nproc_per_node=2", "--term_timeout=30"},
+                         {"--ready", "--sleep=60", "--ignore-sigterm"}));
+  REQUIRE(mxrun.WaitForStdout("ready", 2, 20s));
+  kill(mxrun.pid(), SIGINT);  // the workers ignore SIGTERM but not SIGINT
+  ProcessResult r = mxrun.Wait(20s);
+  CHECK(r.exit_code == 128 + SIGINT);
+  CHECK_THAT(r.err, Catch::Contains("received SIGINT"));
+  CHECK(CountOccurrences(r.err, "sending SIGKILL") == 0);
+}
+
+TEST_CASE("SIGKILL of mxrun leaves no worker or grandchild alive after a second",
+          "[integration][signals]") {
+  Subprocess mxrun(Mxrun({"--nproc_per_node=2"},
+                         {"--ready", "--sleep=60", "--ignore-sigterm", "--fork-grandchild"}));
+  REQUIRE(mxrun.WaitForStdout("ready", 2, 20s));
+  std::vector<pid_t> pids = PidsFromReadyLines(mxrun.out(), " pid");
+  std::vector<pid_t> grandchildren = PidsFromReadyLines(mxrun.out(), "grandchild");
+  REQUIRE(pids.size() == 2);
+  REQUIRE(grandchildren.size() == 2);
+  pids.insert(pids.end(), grandchildren.begin(), grandchildren.end());
+  for (pid_t pid : pids) REQUIRE(mxrun::testing::IsAlive(pid));
+  kill(mxrun.pid(), SIGKILL);
+  for (pid_t pid : pids) {
+    INFO("pid " << pid);
+    CHECK(mxrun::testing::WaitForExit(pid, 1000ms));
+  }
+  mxrun.Wait(10s);
+}
+
+TEST_CASE("grandchildren are killed when the group ends, even ones that left the process group",
+          "[integration][signals]") {
+  for (const std::string mode : {"--fork-grandchild", "--fork-grandchild=setsid"}) {
+    INFO(mode);
+    ProcessResult r = Run(Mxrun({"--nproc_per_node=2"}, {"--ready", mode}), {}, 30s);
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(r.timed_out);
+    std::vector<pid_t> grandchildren = PidsFromReadyLines(r.out, "grandchild");
+    REQUIRE(grandchildren.size() == 2);
+    for (pid_t pid : grandchildren) CHECK_FALSE(mxrun::testing::IsAlive(pid));
+  }
+}
+
+TEST_CASE("an entrypoint that cannot be executed fails clearly instead of hanging",
+          "[integration][failure]") {
+  TempDir dir;
+  const std::string script = dir.path() + "/noshebang";
+  std::ofstream(script) << "echo hello\n";
+  chmod(script.c_str(), 0755);
+  ProcessResult r = Run({kMxrun, "--nproc_per_node=2", "--no_python", script}, {}, 20s);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("Exec format error"));
+}
+
+TEST_CASE("bad input exits 2 with a message saying what is accepted", "[integration][usage]") {
+  TempDir dir;
+  const std::string plain = dir.path() + "/plain.txt";
+  std::ofstream(plain) << "data\n";
+  struct Case {
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {{"--nnodes=3:2", "x.py"}, "0 < MIN <= MAX"},
+      {{"--nproc_per_node=0", "--no_python", "true"}, "an integer from 1"},
+      {{"--nproc_per_node=abc", "--no_python", "true"}, "'abc'"},
+      {{"--max_restarts=-1", "--no_python", "true"}, "--max_restarts='-1'"},
+      {{"/nonexistent/train.py"}, "does not exist"},
+      {{"--no_python", "/nonexistent/prog"}, "does not exist"},
+      {{"--no_python", plain}, "is not executable"},
+      {{"--no_python", "no-such-program-xyz"}, "not found in PATH"},
+      {{"--frobnicate", "x.py"}, "unknown flag '--frobnicate'"},
+      {{"--no_python", "-m", "mod"}, "cannot be used together"},
+      {{"--term_timeout=soon", "--no_python", "true"}, "--term_timeout"},
+      {{}, "no entrypoint"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv{kMxrun};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    ProcessResult r = Run(argv, {}, 10s);
+    INFO("args: " << (c.args.empty() ? "" : c.args.front()) << " stderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(c.expected));
+    CHECK(r.out.empty());
+  }
+}
+
+TEST_CASE("log_dir keeps per-rank, per-attempt files and redirects keep stdout off the console",
+          "[integration][logs]") {
+  TempDir dir;
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=2", "--log_dir=" + dir.path(), "--redirects=1",
+                               "--max_restarts=1", "--rdzv_id=logjob"},
+                              {"--lines=2", "--exit=4", "--fail-below-attempt=1", "--only-rank=1"}));
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(CountOccurrences(r.out, "line=") == 0);  // stdout redirected: not on the console
+  CHECK_THAT(r.err, Catch::Contains("[n0 r1] test_child rank=1 exiting with 4"));  // stderr is
+  // One folder per run, then attempt_N/<local_rank>/stdout.log.
+  std::string run_dir;
+  for (const auto& line : {r.err}) {
+    std::smatch m;
+    REQUIRE(std::regex_search(line, m, std::regex("worker logs: (\\S+)/attempt_")));
+    run_dir = m[1];
+  }
+  CHECK_THAT(run_dir, Catch::StartsWith(dir.path() + "/logjob_"));
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (int rank = 0; rank < 2; ++rank) {
+      std::string base = run_dir + "/attempt_" + std::to_string(attempt) + "/" +
+                         std::to_string(rank);
+      CHECK_THAT(ReadFile(base + "/stdout.log"),
+                 Catch::Contains("rank=" + std::to_string(rank) + " line=1"));
+    }
+  }
+  CHECK_THAT(ReadFile(run_dir + "/attempt_0/1/stderr.log"), Catch::Contains("exiting with 4"));
+}
+
+TEST_CASE("tee with local_ranks_filter shows only the chosen ranks", "[integration][logs]") {
+  TempDir dir;
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=3", "--log_dir=" + dir.path(), "--tee=3",
+                               "--local_ranks_filter=1"},
+                              {"--lines=2"}));
+  CHECK(r.exit_code == 0);
+  CHECK(CountOccurrences(r.out, "[n0 r1] rank=1 line=") == 2);
+  CHECK(CountOccurrences(r.out, "rank=0 line=") == 0);
+  CHECK(CountOccurrences(r.out, "rank=2 line=") == 0);
+}
+
+TEST_CASE("console lines from many workers are whole and prefixed", "[integration][logs]") {
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=4"}, {"--lines=400", "--line-length=3000"}));
+  REQUIRE(r.exit_code == 0);
+  std::istringstream in(r.out);
+  int lines = 0;
+  std::regex whole("\\[n0 r([0-3])\\] rank=\\1 line=\\d+ x+");
+  for (std::string line; std::getline(in, line);) {
+    ++lines;
+    if (!std::regex_match(line, whole)) FAIL("interleaved or unprefixed line: " << line.substr(0, 80));
+    CHECK(line.size() == 3000 + 8);
+  }
+  CHECK(lines == 1600);
+}
+
+TEST_CASE("scratch files are cleaned up: nothing is left in TMPDIR", "[integration][logs]") {
+  TempDir tmp;
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=2"}, {"--exit=1"}), {{"TMPDIR", tmp.path()}});
+  CHECK(r.exit_code == 1);
+  ProcessResult listing = Run({"/bin/ls", "-A", tmp.path()}, {}, 5s);
+  CHECK(listing.out.empty());
+}
+
+TEST_CASE("a real PyTorch DDP program all-reduces over Gloo with 2 workers",
+          "[integration][pytorch]") {
+  ProcessResult r = Run({kMxrun, "--standalone", "--nproc_per_node=2", EXAMPLES_DIR "/ddp_allreduce.py"},
+                        {{"PYTHON_EXEC", "/usr/bin/python3"}}, 180s);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("[n0 r0] allreduce ok: sum=3.0 world_size=2"));
+  CHECK_THAT(r.out, Catch::Contains("[n0 r1] allreduce ok: sum=3.0 world_size=2"));
+  CHECK_THAT(r.out, Catch::Contains("ddp parameters identical on every rank"));
+}

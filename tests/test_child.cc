@@ -1,0 +1,143 @@
+// A small worker program for the launcher's tests. Flags (all optional):
+//   --exit=N                exit with N at the end (default 0)
+//   --fail-below-attempt=K  apply --exit/--kill-self only while TORCHELASTIC_RESTART_COUNT < K
+//   --only-rank=R           apply --exit/--kill-self only on global rank R (others exit 0)
+//   --sleep=S               sleep S seconds (fractional) before exiting
+//   --ignore-sigterm        print "ignored SIGTERM" on SIGTERM and carry on (grace, SIGKILL)
+//   --fork-grandchild[=setsid]  fork a child that sleeps for 600 s (optionally in its own session)
+//   --write-error-file=MSG  write MSG to TORCHELASTIC_ERROR_FILE in PyTorch's @record JSON shape
+//   --env-out=DIR           write the environment to DIR/env.<RANK>
+//   --lines=N --line-length=L  print N lines of L characters on stdout
+//   --ready                 print "ready rank=<RANK> pid=<pid> grandchild=<pid>" once set up
+//   --kill-self=SIG         raise signal SIG (number) at the end instead of exiting
+// On SIGTERM (when not ignored) it prints "caught SIGTERM rank=<RANK>" and exits 143.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+
+namespace {
+
+volatile sig_atomic_t g_term = 0;
+void OnTerm(int) { g_term = 1; }
+void OnTermIgnored(int) {
+  static const char kMessage[] = "ignored SIGTERM\n";
+  ssize_t ignored = write(STDOUT_FILENO, kMessage, sizeof kMessage - 1);
+  (void)ignored;
+}
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+bool Flag(const char* arg, const char* name, std::string* value) {
+  size_t n = std::strlen(name);
+  if (std::strncmp(arg, name, n) != 0) return false;
+  if (arg[n] == '\0') {
+    *value = "";
+    return true;
+  }
+  if (arg[n] != '=') return false;
+  *value = arg + n + 1;
+  return true;
+}
+
+void SleepSeconds(double seconds) {
+  timespec ts;
+  ts.tv_sec = static_cast<time_t>(seconds);
+  ts.tv_nsec = static_cast<long>((seconds - static_cast<double>(ts.tv_sec)) * 1e9);
+  // Interrupted by SIGTERM: stop sleeping so the handler's exit happens promptly.
+  while (nanosleep(&ts, &ts) != 0 && !g_term) {  // an ignored SIGTERM sleeps on
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int exit_code = 0, fail_below = -1, only_rank = -1, lines = 0, line_length = 20, kill_self = 0;
+  double sleep_seconds = 0;
+  bool ignore_term = false, ready = false, grandchild = false, grandchild_setsid = false;
+  std::string error_message, env_out;
+  for (int i = 1; i < argc; ++i) {
+    std::string v;
+    if (Flag(argv[i], "--exit", &v)) exit_code = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--fail-below-attempt", &v)) fail_below = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--only-rank", &v)) only_rank = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--sleep", &v)) sleep_seconds = std::atof(v.c_str());
+    else if (Flag(argv[i], "--ignore-sigterm", &v)) ignore_term = true;
+    else if (Flag(argv[i], "--fork-grandchild", &v)) grandchild = true, grandchild_setsid = v == "setsid";
+    else if (Flag(argv[i], "--write-error-file", &v)) error_message = v;
+    else if (Flag(argv[i], "--env-out", &v)) env_out = v;
+    else if (Flag(argv[i], "--lines", &v)) lines = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--line-length", &v)) line_length = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--ready", &v)) ready = true;
+    else if (Flag(argv[i], "--kill-self", &v)) kill_self = std::atoi(v.c_str());
+    else {
+      std::fprintf(stderr, "test_child: unknown argument %s\n", argv[i]);
+      return 64;
+    }
+  }
+  const std::string rank = Env("RANK");
+  const int attempt = std::atoi(Env("TORCHELASTIC_RESTART_COUNT").c_str());
+  struct sigaction sa {};
+  sa.sa_handler = ignore_term ? OnTermIgnored : OnTerm;
+  sa.sa_flags = ignore_term ? SA_RESTART : 0;
+  sigaction(SIGTERM, &sa, nullptr);
+
+  if (!env_out.empty()) {
+    std::string path = env_out + "/env." + rank;
+    FILE* f = std::fopen(path.c_str(), "w");
+    for (char** e = environ; f != nullptr && *e != nullptr; ++e) std::fprintf(f, "%s\n", *e);
+    if (f != nullptr) std::fclose(f);
+  }
+  pid_t child = 0;
+  if (grandchild) {
+    child = fork();
+    if (child == 0) {
+      if (grandchild_setsid) setsid();
+      signal(SIGTERM, SIG_IGN);  // only SIGKILL should end it: the launcher must find it
+      for (int i = 0; i < 600; ++i) sleep(1);
+      _exit(0);
+    }
+  }
+  for (int i = 0; i < lines; ++i) {
+    std::string line = "rank=" + rank + " line=" + std::to_string(i) + " ";
+    line.append(static_cast<size_t>(line_length) > line.size() ? line_length - line.size() : 0, 'x');
+    line.push_back('\n');
+    fwrite(line.data(), 1, line.size(), stdout);
+  }
+  if (ready) std::printf("ready rank=%s pid=%d grandchild=%d\n", rank.c_str(), getpid(), child);
+  std::fflush(stdout);
+
+  if (sleep_seconds > 0) SleepSeconds(sleep_seconds);
+  if (g_term) {
+    std::printf("caught SIGTERM rank=%s\n", rank.c_str());
+    std::fflush(stdout);
+    return 143;
+  }
+
+  bool apply = (fail_below < 0 || attempt < fail_below) &&
+               (only_rank < 0 || std::atoi(rank.c_str()) == only_rank);
+  if (!apply) return 0;
+  if (!error_message.empty()) {
+    std::string path = Env("TORCHELASTIC_ERROR_FILE");
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (f != nullptr) {
+      std::fprintf(f,
+                   "{\"message\": {\"message\": \"%s\", \"extraInfo\": {\"py_callstack\": "
+                   "\"Traceback: test_child main\", \"timestamp\": \"%ld\"}}}\n",
+                   error_message.c_str(), static_cast<long>(time(nullptr)));
+      std::fclose(f);
+    }
+  }
+  std::fprintf(stderr, "test_child rank=%s exiting with %d\n", rank.c_str(), exit_code);
+  if (kill_self > 0) raise(kill_self);
+  return exit_code;
+}

@@ -1,0 +1,80 @@
+#include <catch2/catch.hpp>
+
+#include "common/env_contract.h"
+
+using mxrun::BuildWorkerEnv;
+using mxrun::EnvMap;
+using mxrun::GroupContract;
+
+namespace {
+
+GroupContract TwoNodesOfFour() {
+  GroupContract g;
+  g.node_rank = 1;
+  g.num_nodes = 2;
+  g.local_world_size = 4;
+  g.global_rank_base = 4;
+  g.world_size = 8;
+  g.role_rank_base = 4;
+  g.role_world_size = 8;
+  g.master_addr = "10.0.0.1";
+  g.master_port = 29555;
+  g.restart_count = 2;
+  g.max_restarts = 3;
+  g.run_id = "job7";
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("every torchrun variable is set with torchrun's values", "[env]") {
+  EnvMap env = BuildWorkerEnv({{"PATH", "/bin"}}, TwoNodesOfFour(), 3, {"/tmp/e.json", "h", ""});
+  CHECK(env["LOCAL_RANK"] == "3");
+  CHECK(env["RANK"] == "7");
+  CHECK(env["GROUP_RANK"] == "1");
+  CHECK(env["ROLE_RANK"] == "7");
+  CHECK(env["ROLE_NAME"] == "default");
+  CHECK(env["LOCAL_WORLD_SIZE"] == "4");
+  CHECK(env["WORLD_SIZE"] == "8");
+  CHECK(env["GROUP_WORLD_SIZE"] == "2");
+  CHECK(env["ROLE_WORLD_SIZE"] == "8");
+  CHECK(env["MASTER_ADDR"] == "10.0.0.1");
+  CHECK(env["MASTER_PORT"] == "29555");
+  CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "2");
+  CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "3");
+  CHECK(env["TORCHELASTIC_RUN_ID"] == "job7");
+  CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "False");
+  CHECK(env["TORCHELASTIC_ERROR_FILE"] == "/tmp/e.json");
+  CHECK(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
+  CHECK(env["NCCL_ASYNC_ERROR_HANDLING"] == "1");
+  CHECK(env["OMP_NUM_THREADS"] == "1");
+  CHECK(env["PATH"] == "/bin");  // the agent's environment is passed on
+  CHECK(env["MXRUN_HOST"] == "h");
+}
+
+TEST_CASE("a user's own choices are kept", "[env]") {
+  EnvMap agent{{"OMP_NUM_THREADS", "8"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"},
+               {"RANK", "99"}, {"TORCHELASTIC_ERROR_FILE", "/agent/own.json"}};
+  EnvMap env = BuildWorkerEnv(agent, TwoNodesOfFour(), 0, {});
+  CHECK(env["OMP_NUM_THREADS"] == "8");
+  CHECK(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "0");
+  CHECK(env["RANK"] == "4");  // contract variables always win
+  CHECK(env.count("TORCHELASTIC_ERROR_FILE") == 0);  // the agent's file is not the worker's
+}
+
+TEST_CASE("OMP_NUM_THREADS defaults only with more than one worker", "[env]") {
+  GroupContract one;
+  one.local_world_size = 1;
+  CHECK(BuildWorkerEnv({}, one, 0, {}).count("OMP_NUM_THREADS") == 0);
+  CHECK_FALSE(mxrun::ShouldDefaultOmpThreads({}, 1));
+  CHECK(mxrun::ShouldDefaultOmpThreads({}, 2));
+  CHECK_FALSE(mxrun::ShouldDefaultOmpThreads({{"OMP_NUM_THREADS", "4"}}, 2));
+}
+
+TEST_CASE("environ strings round-trip", "[env]") {
+  const char* envp[] = {"A=1", "B=x=y", "NOEQUALS", nullptr};
+  EnvMap env = mxrun::EnvFromStrings(envp);
+  CHECK(env.size() == 2);
+  CHECK(env["B"] == "x=y");
+  CHECK(mxrun::EnvToStrings(env) == std::vector<std::string>{"A=1", "B=x=y"});
+}

@@ -1,0 +1,135 @@
+#include <catch2/catch.hpp>
+
+#include <csignal>
+
+#include "launcher/options.h"
+
+using mxrun::EntrypointKind;
+using mxrun::LaunchOptions;
+using mxrun::ParseLaunchOptions;
+
+namespace {
+
+absl::StatusOr<mxrun::ParseResult> Parse(std::vector<std::string> args,
+                                         std::map<std::string, std::string> env = {}) {
+  args.insert(args.begin(), "mxrun");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return ParseLaunchOptions(static_cast<int>(argv.size()), argv.data(), env);
+}
+
+LaunchOptions ParseOk(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  auto result = Parse(std::move(args), std::move(env));
+  INFO(result.status().ToString());
+  REQUIRE(result.ok());
+  REQUIRE(result->options.has_value());
+  return *result->options;
+}
+
+std::string ParseError(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  auto result = Parse(std::move(args), std::move(env));
+  REQUIRE_FALSE(result.ok());
+  CHECK(result.status().code() == absl::StatusCode::kInvalidArgument);
+  return std::string(result.status().message());
+}
+
+}  // namespace
+
+TEST_CASE("defaults match torchrun's", "[options]") {
+  LaunchOptions o = ParseOk({"train.py"});
+  CHECK(o.nnodes.min == 1);
+  CHECK(o.nnodes.max == 1);
+  CHECK(o.nproc_per_node == "1");
+  CHECK(o.master_addr == "127.0.0.1");
+  CHECK(o.master_port == 29500);
+  CHECK(o.rdzv_backend == "static");
+  CHECK(o.rdzv_id == "none");
+  CHECK(o.max_restarts == 0);
+  CHECK(o.role == "default");
+  CHECK(o.term_timeout_seconds == 30);
+  CHECK(o.signals_to_handle == std::set<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
+  CHECK(o.entrypoint_kind == EntrypointKind::kPythonScript);
+  CHECK(o.entrypoint == "train.py");
+}
+
+TEST_CASE("both spellings and both value forms are accepted", "[options]") {
+  CHECK(ParseOk({"--nproc_per_node=4", "x.py"}).nproc_per_node == "4");
+  CHECK(ParseOk({"--nproc-per-node=4", "x.py"}).nproc_per_node == "4");
+  CHECK(ParseOk({"--nproc_per_node", "4", "x.py"}).nproc_per_node == "4");
+  CHECK(ParseOk({"--max-restarts", "3", "x.py"}).max_restarts == 3);
+  CHECK(ParseOk({"--nnodes=2:4", "x.py"}).nnodes.max == 4);
+}
+
+TEST_CASE("arguments after the entrypoint are passed through untouched", "[options]") {
+  LaunchOptions o = ParseOk({"--standalone", "train.py", "--nproc_per_node=9", "-m", "--lr", "0.1"});
+  CHECK(o.standalone);
+  CHECK(o.nproc_per_node == "1");
+  CHECK(o.entrypoint == "train.py");
+  CHECK(o.entrypoint_args == std::vector<std::string>{"--nproc_per_node=9", "-m", "--lr", "0.1"});
+}
+
+TEST_CASE("entrypoint kinds", "[options]") {
+  CHECK(ParseOk({"-m", "pkg.mod", "a"}).entrypoint_kind == EntrypointKind::kPythonModule);
+  CHECK(ParseOk({"--module", "pkg.mod"}).entrypoint_kind == EntrypointKind::kPythonModule);
+  CHECK(ParseOk({"--no_python", "/bin/true"}).entrypoint_kind == EntrypointKind::kExecutable);
+  CHECK(ParseOk({"--no-python", "train"}).entrypoint_kind == EntrypointKind::kExecutable);
+  CHECK(ParseOk({"train", "--epochs", "1"}).entrypoint_kind == EntrypointKind::kBundledTrainer);
+}
+
+TEST_CASE("PET_* environment variables fill flags that were not given", "[options]") {
+  LaunchOptions o = ParseOk({"x.py"}, {{"PET_NPROC_PER_NODE", "3"},
+                                       {"PET_MAX_RESTARTS", "2"},
+                                       {"PET_STANDALONE", "1"}});
+  CHECK(o.nproc_per_node == "3");
+  CHECK(o.max_restarts == 2);
+  CHECK(o.standalone);
+  // The command line wins over the environment.
+  CHECK(ParseOk({"--nproc_per_node=5", "x.py"}, {{"PET_NPROC_PER_NODE", "3"}}).nproc_per_node ==
+        "5");
+}
+
+TEST_CASE("redirects, tee and the console filter", "[options]") {
+  LaunchOptions o = ParseOk({"-r", "3", "--tee=0:1,1:2", "--local_ranks_filter=0,2", "x.py"});
+  CHECK(o.redirects.For(5) == 3);
+  CHECK(o.tee.For(0) == 1);
+  CHECK(o.tee.For(1) == 2);
+  CHECK(o.tee.For(2) == 0);
+  CHECK(o.local_ranks_filter == std::set<int>{0, 2});
+}
+
+TEST_CASE("bad input names the flag, the value and what is accepted", "[options]") {
+  CHECK_THAT(ParseError({"--nnodes=3:2", "x.py"}),
+             Catch::Contains("--nnodes='3:2'") && Catch::Contains("0 < MIN <= MAX"));
+  CHECK_THAT(ParseError({"--nnodes=0", "x.py"}), Catch::Contains("--nnodes"));
+  CHECK_THAT(ParseError({"--nnodes=a:b:c", "x.py"}), Catch::Contains("--nnodes"));
+  CHECK_THAT(ParseError({"--nproc_per_node=0", "x.py"}),
+             Catch::Contains("--nproc_per_node='0'") && Catch::Contains("'gpu'"));
+  CHECK_THAT(ParseError({"--nproc_per_node=abc", "x.py"}), Catch::Contains("'abc'"));
+  CHECK_THAT(ParseError({"--max_restarts=-1", "x.py"}),
+             Catch::Contains("--max_restarts='-1'") && Catch::Contains(">= 0"));
+  CHECK_THAT(ParseError({"--max_restarts=lots", "x.py"}), Catch::Contains("not an integer"));
+  CHECK_THAT(ParseError({"--master_port=70000", "x.py"}), Catch::Contains("0-65535"));
+  CHECK_THAT(ParseError({"--rdzv_backend=etcd", "x.py"}), Catch::Contains("static or c10d"));
+  CHECK_THAT(ParseError({"--redirects=7", "x.py"}), Catch::Contains("--redirects"));
+  CHECK_THAT(ParseError({"--signals_to_handle=SIGKILL", "x.py"}), Catch::Contains("SIGKILL"));
+  CHECK_THAT(ParseError({"--no_python", "-m", "x"}), Catch::Contains("cannot be used together"));
+  CHECK_THAT(ParseError({"--frobnicate", "x.py"}), Catch::Contains("unknown flag '--frobnicate'"));
+  CHECK_THAT(ParseError({"--standalone"}), Catch::Contains("no entrypoint"));
+  CHECK_THAT(ParseError({"x.py"}, {{"PET_NPROC_PER_NODE", "zero"}}),
+             Catch::Contains("PET_NPROC_PER_NODE='zero'"));
+}
+
+TEST_CASE("--help is not an error", "[options]") {
+  auto result = Parse({"--help"});
+  REQUIRE(result.ok());
+  CHECK_FALSE(result->options.has_value());
+  CHECK_THAT(result->help_text, Catch::Contains("--nproc_per_node"));
+}
+
+TEST_CASE("rdzv_conf parses key=value pairs", "[options]") {
+  auto conf = mxrun::ParseRdzvConf("join_timeout=60, is_host=1");
+  REQUIRE(conf.ok());
+  CHECK(conf->at("join_timeout") == "60");
+  CHECK(conf->at("is_host") == "1");
+  CHECK_FALSE(mxrun::ParseRdzvConf("novalue").ok());
+}

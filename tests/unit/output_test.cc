@@ -1,0 +1,109 @@
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "agent/log_spec.h"
+#include "agent/output_relay.h"
+
+using mxrun::LineAssembler;
+
+namespace {
+
+std::vector<std::string> Feed(LineAssembler& a, std::string_view data) {
+  std::vector<std::string> lines;
+  a.Feed(data, [&](std::string_view line) { lines.emplace_back(line); });
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("lines are assembled across reads", "[output]") {
+  LineAssembler a;
+  CHECK(Feed(a, "hel").empty());
+  CHECK(Feed(a, "lo\nwor") == std::vector<std::string>{"hello"});
+  CHECK(Feed(a, "ld\n\nx\n") == std::vector<std::string>{"world", "", "x"});
+  std::vector<std::string> rest;
+  a.Flush([&](std::string_view line) { rest.emplace_back(line); });
+  CHECK(rest.empty());
+  Feed(a, "tail");
+  a.Flush([&](std::string_view line) { rest.emplace_back(line); });
+  CHECK(rest == std::vector<std::string>{"tail"});
+}
+
+TEST_CASE("an endless line is emitted in bounded pieces", "[output]") {
+  LineAssembler a;
+  std::string big(LineAssembler::kMaxLine * 2 + 10, 'x');
+  auto lines = Feed(a, big);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].size() == LineAssembler::kMaxLine);
+}
+
+TEST_CASE("last lines keep the newest", "[output]") {
+  mxrun::LastLines last(2);
+  last.Add("a");
+  last.Add("b");
+  last.Add("c");
+  CHECK(last.Lines() == std::vector<std::string>{"b", "c"});
+}
+
+TEST_CASE("the relay prefixes whole lines and writes raw bytes to the file", "[output]") {
+  int in[2], console[2];
+  REQUIRE(pipe(in) == 0);
+  REQUIRE(pipe(console) == 0);
+  char path[] = "/tmp/mxrun-relay-XXXXXX";
+  int file = mkstemp(path);
+  REQUIRE(file >= 0);
+  mxrun::LastLines last(10);
+  {
+    mxrun::OutputRelay relay(in[0], {console[1], file, "[n0 r1] "}, &last);
+    REQUIRE(write(in[1], "one\ntw", 6) == 6);
+    CHECK(relay.OnReadable());
+    REQUIRE(write(in[1], "o\nthree", 7) == 7);
+    close(in[1]);
+    relay.DrainAndClose();
+  }
+  close(console[1]);
+  char buffer[256] = {};
+  ssize_t n = read(console[0], buffer, sizeof buffer - 1);
+  CHECK(std::string(buffer, n > 0 ? n : 0) == "[n0 r1] one\n[n0 r1] two\n[n0 r1] three\n");
+  CHECK(last.Lines() == std::vector<std::string>{"one", "two", "three"});
+  char raw[256] = {};
+  ssize_t m = pread(open(path, O_RDONLY), raw, sizeof raw - 1, 0);
+  CHECK(std::string(raw, m > 0 ? m : 0) == "one\ntwo\nthree");
+  unlink(path);
+  close(console[0]);
+}
+
+TEST_CASE("routing follows torchrun's redirects and tee", "[output]") {
+  mxrun::LogSpec spec;
+  spec.redirects = *mxrun::ParsePerRankStd("1");
+  spec.tee = *mxrun::ParsePerRankStd("0:1");
+  auto out0 = spec.Route(0, mxrun::kStdOut);
+  auto out1 = spec.Route(1, mxrun::kStdOut);
+  auto err1 = spec.Route(1, mxrun::kStdErr);
+  CHECK(out0.to_console);   // redirected but teed
+  CHECK(out0.to_file);
+  CHECK_FALSE(out1.to_console);  // redirected only
+  CHECK(out1.to_file);
+  CHECK(err1.to_console);
+  CHECK_FALSE(err1.to_file);
+  CHECK(spec.NeedsFiles());
+
+  mxrun::LogSpec plain;
+  CHECK_FALSE(plain.NeedsFiles());
+  plain.log_dir = "/logs";
+  CHECK(plain.Route(0, mxrun::kStdErr).to_file);
+  CHECK(plain.Route(0, mxrun::kStdErr).to_console);
+  plain.console_ranks = {1};
+  CHECK_FALSE(plain.Route(0, mxrun::kStdOut).to_console);
+  CHECK(plain.Route(1, mxrun::kStdOut).to_console);
+}
+
+TEST_CASE("per-rank std values are validated", "[output]") {
+  CHECK_FALSE(mxrun::ParsePerRankStd("4").ok());
+  CHECK_FALSE(mxrun::ParsePerRankStd("a:1").ok());
+  CHECK_FALSE(mxrun::ParsePerRankStd("0:9").ok());
+  CHECK(mxrun::ParsePerRankStd("9:0")->For(9) == 0);
+  CHECK_FALSE(mxrun::ParseLocalRanksFilter("0,x").ok());
+}
