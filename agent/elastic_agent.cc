@@ -101,8 +101,7 @@ int ElasticAgent::Run() {
     std::fwrite(summary.data(), 1, summary.size(), stderr);
     std::fflush(stderr);
     if (!config_.agent_error_file.empty()) {
-      const WorkerFailure& first = decision->first_failure;
-      if (!WriteAgentErrorFile(config_.agent_error_file, first, ReadErrorFile(first.error_file))) {
+      if (!WriteAgentErrorFile(config_.agent_error_file, decision->first_failure)) {
         spdlog::warn("cannot write the error file {}", config_.agent_error_file);
       }
     }

@@ -99,11 +99,10 @@ std::string FormatFailureSummary(const WorkerFailure& f, const SummaryContext& c
   return out;
 }
 
-bool WriteAgentErrorFile(const std::string& path, const WorkerFailure& failure,
-                         const std::optional<ErrorFileContents>& worker_file) {
+bool WriteAgentErrorFile(const std::string& path, const WorkerFailure& failure) {
   nlohmann::json doc;
-  if (worker_file) {
-    doc = nlohmann::json::parse(worker_file->raw, nullptr, /*allow_exceptions=*/false);
+  if (!failure.error_file_contents.empty()) {
+    doc = nlohmann::json::parse(failure.error_file_contents, nullptr, /*allow_exceptions=*/false);
   }
   if (doc.is_discarded() || !doc.is_object()) {
     doc = nlohmann::json::object();

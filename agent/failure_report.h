@@ -35,7 +35,6 @@ std::string FormatFailureSummary(const WorkerFailure& failure, const SummaryCont
 // The agent's own TORCHELASTIC_ERROR_FILE: the worker's error file when it wrote one (as torchrun
 // copies it), otherwise the @record shape built from `failure`; in both cases with an "mxrun"
 // object naming the failed worker. Returns false when the file could not be written.
-bool WriteAgentErrorFile(const std::string& path, const WorkerFailure& failure,
-                         const std::optional<ErrorFileContents>& worker_file);
+bool WriteAgentErrorFile(const std::string& path, const WorkerFailure& failure);
 
 }  // namespace mxrun

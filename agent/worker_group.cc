@@ -163,7 +163,8 @@ void WorkerGroup::RecordExit(Worker& worker, int exit_code, int term_signal) {
   failure.exit_code = exit_code;
   failure.term_signal = term_signal;
   if (std::optional<ErrorFileContents> contents = ReadErrorFile(worker.error_file)) {
-    failure.error_file = worker.error_file;
+    if (spec_.attempts_dir_kept) failure.error_file = worker.error_file;
+    failure.error_file_contents = contents->raw;
     failure.message = contents->message;
     failure.traceback = contents->traceback;
   }

@@ -34,6 +34,7 @@ struct WorkerSpec {
   std::string host_name;
   LogSpec logs;
   std::string attempts_dir;            // per-attempt folders (error files, logs) are made here
+  bool attempts_dir_kept = false;      // false: a scratch folder removed at exit (paths not shown)
   size_t last_lines = 10;              // kept per worker for the failure summary
 };
 

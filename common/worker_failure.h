@@ -20,7 +20,8 @@ struct WorkerFailure {
   int attempt = 0;        // TORCHELASTIC_RESTART_COUNT of the group it belonged to
   int exit_code = 0;      // meaningful when term_signal == 0
   int term_signal = 0;    // > 0: killed by this signal
-  std::string error_file; // the worker's TORCHELASTIC_ERROR_FILE, empty if it wrote none
+  std::string error_file; // the worker's TORCHELASTIC_ERROR_FILE when it is kept on disk
+  std::string error_file_contents;  // what the worker wrote there (empty: nothing)
   std::string message;    // from the error file, when there is one
   std::string traceback;  // from the error file (py_callstack), when there is one
   std::vector<std::string> last_lines;  // the worker's last output lines, as printed

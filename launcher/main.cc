@@ -151,6 +151,7 @@ int Main(int argc, char** argv) {
     absl::StatusOr<std::string> dir = MakeTempDir(absl::StrCat(base, "/", rdzv.run_id, "_"));
     if (!dir.ok()) return UsageError(absl::StrCat("--log_dir: ", dir.status().message()));
     worker.attempts_dir = *dir;
+    worker.attempts_dir_kept = true;
     spdlog::info("worker logs: {}/attempt_<N>/<local_rank>/", worker.attempts_dir);
   } else {
     absl::StatusOr<std::string> dir = MakeTempDir(TempBase(env) + "/mxrun-");

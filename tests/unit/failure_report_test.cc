@@ -88,17 +88,16 @@ TEST_CASE("the summary names the first failure completely", "[failure]") {
 TEST_CASE("the agent's error file keeps the worker's and names the worker", "[failure]") {
   WorkerFailure f = SampleFailure();
   std::string out = WriteTemp("");
-  std::optional<mxrun::ErrorFileContents> worker_file;
-  worker_file.emplace();
-  worker_file->raw = R"({"message": {"message": "from worker", "extraInfo": {}}})";
-  REQUIRE(mxrun::WriteAgentErrorFile(out, f, worker_file));
+  f.error_file_contents = R"({"message": {"message": "from worker", "extraInfo": {}}})";
+  REQUIRE(mxrun::WriteAgentErrorFile(out, f));
   auto doc = nlohmann::json::parse(std::ifstream(out));
   CHECK(doc["message"]["message"] == "from worker");
   CHECK(doc["mxrun"]["rank"] == 5);
   CHECK(doc["mxrun"]["exitcode"] == -9);
   CHECK(doc["mxrun"]["signal"] == "SIGKILL");
 
-  REQUIRE(mxrun::WriteAgentErrorFile(out, f, std::nullopt));
+  f.error_file_contents.clear();
+  REQUIRE(mxrun::WriteAgentErrorFile(out, f));
   auto built = nlohmann::json::parse(std::ifstream(out));
   CHECK_THAT(built["message"]["message"].get<std::string>(), Catch::Contains("Signal 9 (SIGKILL)"));
   unlink(out.c_str());
