@@ -40,6 +40,81 @@ void ElasticAgent::ReapChildren() {
   }
 }
 
+void ElasticAgent::StopGroup(int signo) {
+  if (group_ == nullptr) return;
+  group_->Stop(signo, config_.term_timeout, [this] { ReapChildren(); });
+  group_.reset();
+}
+
+void ElasticAgent::CheckGroup() {
+  if (phase_ != Phase::kRunning || group_ == nullptr) return;
+  switch (group_->state()) {
+    case WorkerGroup::State::kRunning:
+      return;
+    case WorkerGroup::State::kSucceeded:
+      group_->Finish();
+      group_.reset();
+      phase_ = Phase::kAwaiting;
+      rendezvous_.ReportSucceeded();
+      return;
+    case WorkerGroup::State::kFailed: {
+      const WorkerFailure failure = *group_->first_failure();
+      spdlog::warn("worker rank {} (local_rank {}, pid {}) failed: {}; stopping the group",
+                   failure.global_rank, failure.local_rank, failure.pid, DescribeExit(failure));
+      phase_ = Phase::kAwaiting;
+      rendezvous_.ReportFailure(failure);  // first, so that other nodes stop at the same time
+      StopGroup(SIGTERM);
+      return;
+    }
+  }
+}
+
+int ElasticAgent::JobFailed(const RendezvousEvent& event) {
+  SummaryContext context{config_.entrypoint_name, event.restarts_spent, event.max_restarts};
+  std::string summary = FormatFailureSummary(event.first_failure, context);
+  std::fwrite(summary.data(), 1, summary.size(), stderr);
+  std::fflush(stderr);
+  if (!config_.agent_error_file.empty() &&
+      !WriteAgentErrorFile(config_.agent_error_file, event.first_failure)) {
+    spdlog::warn("cannot write the error file {}", config_.agent_error_file);
+  }
+  return kExitWorkersFailed;
+}
+
+std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event) {
+  using Kind = RendezvousEvent::Kind;
+  switch (event.kind) {
+    case Kind::kRoundReady:
+      if (phase_ != Phase::kJoining) return std::nullopt;  // stale: a newer request is pending
+      group_ = std::make_unique<WorkerGroup>(config_.worker, *loop_, guardian_);
+      phase_ = Phase::kRunning;
+      group_->Start(event.round);
+      return std::nullopt;
+    case Kind::kRejoin:
+      if (event.restart) {
+        spdlog::warn("restarting the worker group ({} of {} restarts)", event.restarts_spent,
+                     event.max_restarts);
+      } else {
+        spdlog::info("re-forming the worker group: {}", event.reason);
+      }
+      StopGroup(SIGTERM);
+      phase_ = Phase::kJoining;
+      rendezvous_.Join();
+      return std::nullopt;
+    case Kind::kJobSucceeded:
+      StopGroup(SIGTERM);  // normally already gone
+      return kExitSuccess;
+    case Kind::kJobFailed:
+      StopGroup(SIGTERM);
+      return JobFailed(event);
+    case Kind::kError:
+      StopGroup(SIGTERM);
+      spdlog::error("rendezvous failed: {}", std::string(event.error.message()));
+      return kExitRendezvousFailed;
+  }
+  return std::nullopt;
+}
+
 int ElasticAgent::Run() {
   std::vector<int> signals(config_.handled_signals.begin(), config_.handled_signals.end());
   signals.push_back(SIGCHLD);
@@ -49,63 +124,27 @@ int ElasticAgent::Run() {
     return kExitWorkersFailed;
   }
   loop_ = std::move(*loop);
-  auto reap = [this] { ReapChildren(); };
+  // Events are buffered here as they arrive, also while a group is being stopped (a nested loop).
+  loop_->Watch(rendezvous_.EventFd(), [this] {
+    for (RendezvousEvent& event : rendezvous_.TakeEvents()) pending_.push_back(std::move(event));
+  });
 
+  phase_ = Phase::kJoining;
+  rendezvous_.Join();
   while (true) {
-    absl::StatusOr<RoundAssignment> round = rendezvous_.NextRound();
-    if (!round.ok()) {
-      spdlog::error("rendezvous failed: {}", std::string(round.status().message()));
-      return kExitRendezvousFailed;
-    }
-    WorkerGroup group(config_.worker, *loop_, guardian_);
-    group_ = &group;
-    group.Start(*round);
-    while (group.state() == WorkerGroup::State::kRunning && stop_signal_ == 0) {
-      loop_->RunOnce(std::nullopt);
-    }
     if (stop_signal_ != 0) {
-      group.Stop(stop_signal_, config_.term_timeout, reap);
-      group_ = nullptr;
+      StopGroup(stop_signal_);
+      rendezvous_.Leave();
       return 128 + stop_signal_;
     }
-    if (group.state() == WorkerGroup::State::kSucceeded) {
-      group.Finish();
-      group_ = nullptr;
-      absl::Status done = rendezvous_.ReportSuccess();
-      if (!done.ok()) {
-        spdlog::error("{}", std::string(done.message()));
-        return kExitRendezvousFailed;
-      }
-      return kExitSuccess;
-    }
-
-    // A worker failed: stop the rest, then let the holder of the restart budget decide.
-    const WorkerFailure failure = *group.first_failure();
-    spdlog::warn("worker rank {} (local_rank {}, pid {}) failed: {}; stopping the group",
-                 failure.global_rank, failure.local_rank, failure.pid, DescribeExit(failure));
-    group.Stop(SIGTERM, config_.term_timeout, reap);
-    group_ = nullptr;
-    if (stop_signal_ != 0) return 128 + stop_signal_;
-    absl::StatusOr<FailureDecision> decision = rendezvous_.ReportGroupFailure(failure);
-    if (!decision.ok()) {
-      spdlog::error("rendezvous failed: {}", std::string(decision.status().message()));
-      return kExitRendezvousFailed;
-    }
-    if (decision->restart) {
-      spdlog::warn("restarting the worker group ({} of {} restarts)", round->restart_count + 1,
-                   round->max_restarts);
+    CheckGroup();
+    if (!pending_.empty()) {
+      RendezvousEvent event = std::move(pending_.front());
+      pending_.pop_front();
+      if (std::optional<int> exit_code = OnRendezvousEvent(event)) return *exit_code;
       continue;
     }
-    SummaryContext context{config_.entrypoint_name, round->restart_count, round->max_restarts};
-    std::string summary = FormatFailureSummary(decision->first_failure, context);
-    std::fwrite(summary.data(), 1, summary.size(), stderr);
-    std::fflush(stderr);
-    if (!config_.agent_error_file.empty()) {
-      if (!WriteAgentErrorFile(config_.agent_error_file, decision->first_failure)) {
-        spdlog::warn("cannot write the error file {}", config_.agent_error_file);
-      }
-    }
-    return kExitWorkersFailed;
+    loop_->RunOnce(std::nullopt);
   }
 }
 

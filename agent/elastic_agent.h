@@ -1,12 +1,20 @@
 #pragma once
-// The agent's loop: join a round, start the workers, watch them, and on a failure stop them and ask
-// the rendezvous whether to restart. Signals the agent receives are forwarded to the workers, which
-// get their grace period; the agent then exits with 128 + the signal number.
+// The agent's loop: join a round, start the workers, watch them, report how they ended, and obey
+// the rendezvous (re-join, job succeeded, job failed). Everything arrives as an event on one loop:
+// worker exits and output, signals, rendezvous events. Signals the agent receives are forwarded to
+// the workers, which get their grace period; the agent then exits with 128 + the signal number.
+//
+// Phases: joining -> (round ready) running -> (workers ended, reported) awaiting -> joining | exit.
+// A worker failure is reported before the rest of the group is stopped, so that other nodes can
+// stop theirs at the same time.
 //
 // Exit codes (docs/CONTRACT.md): 0 every worker succeeded; 1 workers failed after the restart budget;
 // 3 rendezvous failed; 128+N stopped by signal N.
 
 #include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -37,15 +45,25 @@ class ElasticAgent {
   int Run();
 
  private:
+  enum class Phase { kJoining, kRunning, kAwaiting };
+
   void OnSignal(int signo);
   void ReapChildren();
+  void StopGroup(int signo);
+  // Handles one rendezvous event; returns the exit code when the job is over.
+  std::optional<int> OnRendezvousEvent(const RendezvousEvent& event);
+  // Checks the running group; reports to the rendezvous when its workers have ended.
+  void CheckGroup();
+  int JobFailed(const RendezvousEvent& event);
 
   AgentConfig config_;
   Rendezvous& rendezvous_;
   DeathGuardian& guardian_;
   std::unique_ptr<EventLoop> loop_;
-  WorkerGroup* group_ = nullptr;     // the running group, while there is one
-  int stop_signal_ = 0;              // first handled signal received
+  std::unique_ptr<WorkerGroup> group_;   // the current group, while there is one
+  std::deque<RendezvousEvent> pending_;  // rendezvous events not yet handled
+  Phase phase_ = Phase::kJoining;
+  int stop_signal_ = 0;                  // first handled signal received
 };
 
 }  // namespace mxrun

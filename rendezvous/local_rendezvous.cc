@@ -15,8 +15,10 @@ namespace mxrun {
 
 LocalRendezvous::LocalRendezvous(LocalRendezvousConfig config) : config_(std::move(config)) {}
 
-absl::StatusOr<RoundAssignment> LocalRendezvous::NextRound() {
-  RoundAssignment round;
+void LocalRendezvous::Join() {
+  RendezvousEvent event;
+  event.kind = RendezvousEvent::Kind::kRoundReady;
+  RoundAssignment& round = event.round;
   round.run_id = config_.run_id;
   round.round = round_++;
   round.node_rank = 0;
@@ -26,28 +28,42 @@ absl::StatusOr<RoundAssignment> LocalRendezvous::NextRound() {
   round.world_size = config_.local_world_size;
   round.master_addr = config_.master_addr;
   round.master_port = config_.master_port;
-  if (round.master_port == 0) {
-    absl::StatusOr<int> port = PickFreePort(config_.master_addr);
-    if (!port.ok()) return port.status();
-    round.master_port = *port;
-  }
   round.restart_count = restarts_spent_;
   round.max_restarts = config_.max_restarts;
   round.use_agent_store = false;
-  return round;
+  if (round.master_port == 0) {
+    absl::StatusOr<int> port = PickFreePort(config_.master_addr);
+    if (!port.ok()) {
+      event.kind = RendezvousEvent::Kind::kError;
+      event.error = port.status();
+    } else {
+      round.master_port = *port;
+    }
+  }
+  events_.Post(std::move(event));
 }
 
-absl::StatusOr<FailureDecision> LocalRendezvous::ReportGroupFailure(const WorkerFailure& failure) {
-  FailureDecision decision;
-  decision.first_failure = failure;
+void LocalRendezvous::ReportFailure(const WorkerFailure& failure) {
+  RendezvousEvent event;
+  event.max_restarts = config_.max_restarts;
   if (restarts_spent_ < config_.max_restarts) {
     ++restarts_spent_;
-    decision.restart = true;
+    event.kind = RendezvousEvent::Kind::kRejoin;
+    event.restart = true;
+    event.reason = "a worker failed";
+  } else {
+    event.kind = RendezvousEvent::Kind::kJobFailed;
+    event.first_failure = failure;
   }
-  return decision;
+  event.restarts_spent = restarts_spent_;
+  events_.Post(std::move(event));
 }
 
-absl::Status LocalRendezvous::ReportSuccess() { return absl::OkStatus(); }
+void LocalRendezvous::ReportSucceeded() {
+  RendezvousEvent event;
+  event.kind = RendezvousEvent::Kind::kJobSucceeded;
+  events_.Post(std::move(event));
+}
 
 absl::StatusOr<int> PickFreePort(const std::string& address) {
   addrinfo hints{};

@@ -1,9 +1,11 @@
 #pragma once
 // Single-node rendezvous: the round is this node alone, the restart budget is counted here.
-// Used for --standalone and for --nnodes=1 in static mode.
+// Used when the job has one node (--nnodes=1, the default) and no master is asked for.
 
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "rendezvous/event_queue.h"
 #include "rendezvous/rendezvous.h"
 
 namespace mxrun {
@@ -20,12 +22,16 @@ class LocalRendezvous final : public Rendezvous {
  public:
   explicit LocalRendezvous(LocalRendezvousConfig config);
 
-  absl::StatusOr<RoundAssignment> NextRound() override;
-  absl::StatusOr<FailureDecision> ReportGroupFailure(const WorkerFailure& failure) override;
-  absl::Status ReportSuccess() override;
+  void Join() override;
+  void ReportFailure(const WorkerFailure& failure) override;
+  void ReportSucceeded() override;
+  void Leave() override {}
+  int EventFd() const override { return events_.fd(); }
+  std::vector<RendezvousEvent> TakeEvents() override { return events_.Take(); }
 
  private:
   LocalRendezvousConfig config_;
+  RendezvousEventQueue events_;
   int round_ = 0;
   int restarts_spent_ = 0;
 };

@@ -1,14 +1,17 @@
 #pragma once
-// The agent's view of rendezvous: join a round, learn this node's place in the group, report how the
-// group ended. The agent is written against this interface only; the single-node implementation lives
-// in local_rendezvous.h, and the multi-node gRPC client plugs in beside it.
+// The agent's view of rendezvous. The agent asks (join a round, report how its workers ended) and
+// the rendezvous answers with events, delivered through a file descriptor the agent watches in its
+// event loop, so that nothing blocks: a signal, a worker exit and a message from the master are all
+// handled as they come. The single-node implementation is local_rendezvous.h; the multi-node gRPC
+// client is grpc_rendezvous.h. Both keep the restart budget where every node can agree on it.
 //
-// Threading: an implementation is used from the agent's thread only.
+// Threading: calls come from the agent's thread only; an implementation may produce events on
+// other threads (it must then make EventFd() readable).
 
-#include <optional>
 #include <string>
+#include <vector>
 
-#include "absl/status/statusor.h"
+#include "absl/status/status.h"
 #include "common/worker_failure.h"
 
 namespace mxrun {
@@ -29,37 +32,41 @@ struct RoundAssignment {
   bool use_agent_store = false;
 };
 
-// What happens after a group failure; decided by whoever holds the restart budget.
-struct FailureDecision {
-  bool restart = false;           // re-join and start again; otherwise the job has failed
-  WorkerFailure first_failure;    // the first failure of the attempt that decided the outcome
-};
-
-// Something the rendezvous asks of a running agent (multi-node: pushed by the master).
-enum class RendezvousCommand {
-  kStopAndRejoin,   // membership changed or a peer failed: stop workers, call NextRound again
-  kJobFailed,       // the job is over: stop workers and exit 1
+struct RendezvousEvent {
+  enum class Kind {
+    kRoundReady,    // `round` is this node's assignment: start the workers
+    kRejoin,        // stop the workers and Join() again (`restart`: a failure spent the budget)
+    kJobSucceeded,  // every node's workers succeeded: exit 0
+    kJobFailed,     // the budget is spent: exit 1 with `first_failure` in the summary
+    kError,         // rendezvous failed (`error`): exit 3
+  };
+  Kind kind = Kind::kError;
+  RoundAssignment round;
+  std::string reason;          // kRejoin: why, in words
+  bool restart = false;        // kRejoin: caused by a worker failure (the budget was spent)
+  int restarts_spent = 0;      // kRejoin, kJobFailed
+  int max_restarts = 0;        // kRejoin, kJobFailed
+  WorkerFailure first_failure; // kJobFailed: the first failure of the job's last attempt
+  absl::Status error;          // kError
 };
 
 class Rendezvous {
  public:
   virtual ~Rendezvous() = default;
 
-  // Joins the next round and waits for it to close.
-  // Errors: DeadlineExceeded (join timeout), Unavailable (master unreachable),
-  // FailedPrecondition (the run is closed or finished).
-  virtual absl::StatusOr<RoundAssignment> NextRound() = 0;
+  // Asks for a place in the next round; answered by kRoundReady (or kError on timeout, an
+  // unreachable master, a closed run).
+  virtual void Join() = 0;
+  // This node's group failed with `failure` first; answered by kRejoin or kJobFailed.
+  virtual void ReportFailure(const WorkerFailure& failure) = 0;
+  // Every worker on this node succeeded; answered by kJobSucceeded, or kRejoin if a peer failed.
+  virtual void ReportSucceeded() = 0;
+  // The agent is leaving for good (it was told to stop by a signal). Best effort, non-blocking.
+  virtual void Leave() = 0;
 
-  // This node's group failed with `failure` as its first failure. Spends the restart budget.
-  virtual absl::StatusOr<FailureDecision> ReportGroupFailure(const WorkerFailure& failure) = 0;
-
-  // Every worker on this node succeeded. Returns when the whole job is done.
-  virtual absl::Status ReportSuccess() = 0;
-
-  // A file descriptor that becomes readable when TakeCommand() has something; -1 when commands never
-  // arrive (single node).
-  virtual int CommandFd() const { return -1; }
-  virtual std::optional<RendezvousCommand> TakeCommand() { return std::nullopt; }
+  // Readable whenever TakeEvents() has something to return.
+  virtual int EventFd() const = 0;
+  virtual std::vector<RendezvousEvent> TakeEvents() = 0;
 };
 
 }  // namespace mxrun
