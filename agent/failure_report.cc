@@ -62,11 +62,6 @@ std::optional<ErrorFileContents> ReadErrorFile(const std::string& path) {
   return contents;
 }
 
-std::string DescribeExit(const WorkerFailure& failure) {
-  if (failure.term_signal > 0) return DescribeSignal(failure.term_signal);
-  return absl::StrCat("exit code ", failure.exit_code);
-}
-
 std::string FormatFailureSummary(const WorkerFailure& f, const SummaryContext& context) {
   const std::string rule(68, '=');
   std::string out;

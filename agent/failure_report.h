@@ -20,9 +20,6 @@ struct ErrorFileContents {
 // its first bytes as the message, so nothing the worker wrote is lost.
 std::optional<ErrorFileContents> ReadErrorFile(const std::string& path);
 
-// How a worker ended, in words: "exit code 3" or "Signal 9 (SIGKILL)".
-std::string DescribeExit(const WorkerFailure& failure);
-
 struct SummaryContext {
   std::string entrypoint;   // what the job ran, for the headline
   int restarts_spent = 0;

@@ -27,4 +27,7 @@ struct WorkerFailure {
   std::vector<std::string> last_lines;  // the worker's last output lines, as printed
 };
 
+// How a worker ended, in words: "exit code 3" or "Signal 9 (SIGKILL)".
+std::string DescribeExit(const WorkerFailure& failure);
+
 }  // namespace mxrun

@@ -1,0 +1,491 @@
+#include "rendezvous/master_state.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "rendezvous/validation.h"
+
+namespace mxrun {
+
+bool NaturalLess(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const bool da = absl::ascii_isdigit(static_cast<unsigned char>(a[i]));
+    const bool db = absl::ascii_isdigit(static_cast<unsigned char>(b[j]));
+    if (da && db) {
+      size_t ei = i, ej = j;
+      while (ei < a.size() && absl::ascii_isdigit(static_cast<unsigned char>(a[ei]))) ++ei;
+      while (ej < b.size() && absl::ascii_isdigit(static_cast<unsigned char>(b[ej]))) ++ej;
+      // Compare numerically without overflow: strip leading zeros, then by length, then text.
+      size_t si = i, sj = j;
+      while (si + 1 < ei && a[si] == '0') ++si;
+      while (sj + 1 < ej && b[sj] == '0') ++sj;
+      if (ei - si != ej - sj) return ei - si < ej - sj;
+      int cmp = a.compare(si, ei - si, b, sj, ej - sj);
+      if (cmp != 0) return cmp < 0;
+      i = ei;
+      j = ej;
+      continue;
+    }
+    if (a[i] != b[j]) return a[i] < b[j];
+    ++i;
+    ++j;
+  }
+  return a.size() - i < b.size() - j;
+}
+
+namespace {
+
+ToAgent Message(NodeId node, ToAgent::Kind kind) {
+  ToAgent m;
+  m.node = node;
+  m.kind = kind;
+  return m;
+}
+
+ToAgent Refusal(NodeId node, absl::Status status) {
+  ToAgent m = Message(node, ToAgent::Kind::kRefused);
+  m.refusal = std::move(status);
+  m.close_session = true;
+  return m;
+}
+
+std::string NodeRange(const JobDesc& job) {
+  return job.min_nodes == job.max_nodes ? absl::StrCat(job.min_nodes)
+                                        : absl::StrCat(job.min_nodes, ":", job.max_nodes);
+}
+
+absl::Status ValidateJoin(const NodeDesc& desc, const JobDesc& job) {
+  if (job.min_nodes < 1 || job.min_nodes > job.max_nodes || job.max_nodes > kMaxNodes) {
+    return absl::InvalidArgumentError(absl::StrCat("node range ", job.min_nodes, ":",
+                                                   job.max_nodes, " is not valid; accepted: 0 < "
+                                                   "MIN <= MAX <= ", kMaxNodes));
+  }
+  if (job.max_restarts < 0) return absl::InvalidArgumentError("max_restarts must be >= 0");
+  if (desc.local_world_size < 1 || desc.local_world_size > kMaxLocalWorldSize) {
+    return absl::InvalidArgumentError(absl::StrCat("local world size ", desc.local_world_size,
+                                                   " is not valid; accepted: 1 to ",
+                                                   kMaxLocalWorldSize));
+  }
+  if (desc.host.empty() || desc.host.size() > kMaxHostLength || desc.address.empty() ||
+      desc.address.size() > kMaxHostLength) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "host name and address must have 1 to ", kMaxHostLength, " characters"));
+  }
+  if (desc.requested_rank < -1 || desc.requested_rank >= job.max_nodes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node rank ", desc.requested_rank, " is not valid for a job of at most ", job.max_nodes,
+        " nodes; accepted: 0 to ", job.max_nodes - 1));
+  }
+  if (desc.master_port < 0 || desc.master_port > 65535) {
+    return absl::InvalidArgumentError("master port must be 0 to 65535");
+  }
+  if (job.timeouts.heartbeat_interval.count() <= 0 || job.timeouts.missed_heartbeats < 1 ||
+      job.timeouts.join_timeout.count() <= 0 || job.timeouts.last_call_timeout.count() < 0) {
+    return absl::InvalidArgumentError(
+        "time-outs must be positive (heartbeat interval, missed heartbeats, join timeout)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+MasterState::Run* MasterState::FindRunOf(NodeId node) {
+  auto it = node_runs_.find(node);
+  if (it == node_runs_.end()) return nullptr;
+  auto run = runs_.find(it->second);
+  return run == runs_.end() ? nullptr : &run->second;
+}
+
+bool MasterState::RankOrderLess(const Node& a, const Node& b) {
+  if (a.desc.hosts_master != b.desc.hosts_master) return a.desc.hosts_master;
+  if (a.desc.host != b.desc.host) return NaturalLess(a.desc.host, b.desc.host);
+  return a.join_order < b.join_order;
+}
+
+std::string MasterState::PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kWaiting: return "waiting";
+    case Phase::kRunning: return "running";
+    case Phase::kSucceeded: return "succeeded";
+    case Phase::kFailed: return "failed";
+  }
+  return "?";
+}
+
+std::string MasterState::NodeStateName(NodeState state) {
+  switch (state) {
+    case NodeState::kWaiting: return "waiting";
+    case NodeState::kRunning: return "running";
+    case NodeState::kSucceeded: return "succeeded";
+    case NodeState::kStopping: return "stopping";
+  }
+  return "?";
+}
+
+MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run_id,
+                                   const NodeDesc& desc, const JobDesc& job) {
+  Out out;
+  if (absl::Status status = ValidateRunId(run_id); !status.ok()) {
+    out.push_back(Refusal(node, status));
+    return out;
+  }
+  if (absl::Status status = ValidateJoin(desc, job); !status.ok()) {
+    out.push_back(Refusal(node, status));
+    return out;
+  }
+  if (auto known = node_runs_.find(node); known != node_runs_.end() && known->second != run_id) {
+    out.push_back(Refusal(node, absl::InvalidArgumentError(
+                                    "a session belongs to one run; open a new one for another")));
+    return out;
+  }
+  auto [it, created] = runs_.try_emplace(run_id);
+  Run& run = it->second;
+  if (created) {
+    run.id = run_id;
+    run.job = job;
+    run.waiting_since = now;
+  }
+  if (run.phase == Phase::kSucceeded || run.phase == Phase::kFailed) {
+    out.push_back(Refusal(node, absl::FailedPreconditionError(absl::StrCat(
+                                    "run '", run_id, "' has already finished (",
+                                    PhaseName(run.phase), "); start a new job with another "
+                                    "--rdzv_id"))));
+    return out;
+  }
+  if (job.min_nodes != run.job.min_nodes || job.max_nodes != run.job.max_nodes ||
+      job.max_restarts != run.job.max_restarts) {
+    out.push_back(Refusal(
+        node, absl::FailedPreconditionError(absl::StrCat(
+                  "this node was started with --nnodes=", NodeRange(job), " --max_restarts=",
+                  job.max_restarts, " but run '", run_id, "' has --nnodes=", NodeRange(run.job),
+                  " --max_restarts=", run.job.max_restarts,
+                  "; start every node of a job with the same values"))));
+    if (run.nodes.empty() && created) runs_.erase(it);
+    return out;
+  }
+  if (desc.requested_rank >= 0) {
+    for (const auto& [other_id, other] : run.nodes) {
+      if (other_id != node && other.desc.requested_rank == desc.requested_rank) {
+        out.push_back(Refusal(node, absl::AlreadyExistsError(absl::StrCat(
+                                        "node rank ", desc.requested_rank, " is already taken by ",
+                                        other.desc.host, " in run '", run_id,
+                                        "'; give every node its own --node_rank"))));
+        return out;
+      }
+    }
+  }
+
+  auto [node_it, new_node] = run.nodes.try_emplace(node);
+  Node& n = node_it->second;
+  if (new_node) n.join_order = next_join_order_++;
+  const NodeState previous = n.state;
+  n.desc = desc;
+  n.last_seen = now;
+  n.state = NodeState::kWaiting;
+  n.node_rank = -1;
+  node_runs_[node] = run_id;
+
+  if (run.phase == Phase::kRunning) {
+    const bool member = std::find(run.members.begin(), run.members.end(), node) !=
+                        run.members.end();
+    if (member && previous != NodeState::kStopping) {
+      // A member asking to join again while its group runs: it lost its workers; re-form.
+      StopMembers(now, run, absl::StrCat(desc.host, " re-joined"), false, out);
+    } else if (!member) {
+      bool any_finished = false;
+      for (NodeId m : run.members) {
+        any_finished = any_finished || run.nodes[m].state == NodeState::kSucceeded;
+      }
+      if (static_cast<int>(run.members.size()) < run.job.max_nodes && !any_finished) {
+        StopMembers(now, run,
+                    absl::StrCat(desc.host, " joined; re-forming the group to admit it"), false,
+                    out);
+      }
+    }
+  }
+  MaybeCloseRound(now, run, out);
+  if (n.state == NodeState::kWaiting) {
+    int waiting = 0;
+    for (const auto& [id, other] : run.nodes) waiting += other.state == NodeState::kWaiting;
+    ToAgent ack = Message(node, ToAgent::Kind::kWaiting);
+    ack.nodes_waiting = waiting;
+    out.push_back(ack);
+  }
+  return out;
+}
+
+MasterState::Out MasterState::Heartbeat(Time now, NodeId node) {
+  if (Run* run = FindRunOf(node)) {
+    if (auto it = run->nodes.find(node); it != run->nodes.end()) it->second.last_seen = now;
+  }
+  return {};
+}
+
+MasterState::Out MasterState::ReportFailure(Time now, NodeId node, int round,
+                                            const WorkerFailure& failure) {
+  Out out;
+  Run* run = FindRunOf(node);
+  if (run == nullptr) return out;
+  run->nodes[node].last_seen = now;
+  if (run->phase != Phase::kRunning || round != run->round ||
+      std::find(run->members.begin(), run->members.end(), node) == run->members.end()) {
+    return out;  // stale: that round was already stopped
+  }
+  if (run->restarts_spent < run->job.max_restarts) {
+    ++run->restarts_spent;
+    StopMembers(now, *run,
+                absl::StrCat("worker rank ", failure.global_rank, " on ", failure.host,
+                             " failed (", DescribeExit(failure), ")"),
+                /*restart=*/true, out);
+    MaybeCloseRound(now, *run, out);
+  } else {
+    Finish(now, *run, /*success=*/false, failure, out);
+  }
+  return out;
+}
+
+MasterState::Out MasterState::ReportSucceeded(Time now, NodeId node, int round) {
+  Out out;
+  Run* run = FindRunOf(node);
+  if (run == nullptr) return out;
+  Node& n = run->nodes[node];
+  n.last_seen = now;
+  if (run->phase != Phase::kRunning || round != run->round || n.state != NodeState::kRunning) {
+    return out;
+  }
+  n.state = NodeState::kSucceeded;
+  for (NodeId m : run->members) {
+    if (run->nodes[m].state != NodeState::kSucceeded) return out;
+  }
+  Finish(now, *run, /*success=*/true, std::nullopt, out);
+  return out;
+}
+
+MasterState::Out MasterState::NodeGone(Time now, NodeId node, const std::string& why) {
+  Out out;
+  Run* run = FindRunOf(node);
+  if (run == nullptr) return out;
+  const std::string host = run->nodes[node].desc.host;
+  const bool member =
+      std::find(run->members.begin(), run->members.end(), node) != run->members.end();
+  RemoveNode(*run, node);
+  if (run->phase == Phase::kRunning && member) {
+    StopMembers(now, *run, absl::StrCat(host, " left (", why, ")"), false, out);
+  }
+  if (run->phase == Phase::kWaiting) MaybeCloseRound(now, *run, out);
+  if (run->nodes.empty() && (run->phase == Phase::kWaiting || run->phase == Phase::kRunning)) {
+    runs_.erase(run->id);  // nobody left to run it
+  }
+  return out;
+}
+
+MasterState::Out MasterState::Tick(Time now) {
+  Out out;
+  std::vector<std::string> run_ids;
+  for (const auto& [id, run] : runs_) run_ids.push_back(id);
+  for (const std::string& id : run_ids) {
+    auto it = runs_.find(id);
+    if (it == runs_.end()) continue;
+    Run& run = it->second;
+    if (run.phase == Phase::kSucceeded || run.phase == Phase::kFailed) {
+      if (now - run.finished_at >= run.job.timeouts.finished_run_ttl) {
+        for (const auto& [node, n] : run.nodes) node_runs_.erase(node);
+        runs_.erase(it);
+      }
+      continue;
+    }
+    std::vector<NodeId> expired;
+    for (const auto& [node, n] : run.nodes) {
+      if (now - n.last_seen > run.job.timeouts.lease()) expired.push_back(node);
+    }
+    for (NodeId node : expired) {
+      Out gone = NodeGone(now, node,
+                          absl::StrCat("no heartbeat for ",
+                                       run.job.timeouts.lease().count() / 1000.0, " s"));
+      out.insert(out.end(), gone.begin(), gone.end());
+      if (runs_.find(id) == runs_.end()) break;
+    }
+    if (auto again = runs_.find(id); again != runs_.end()) MaybeCloseRound(now, again->second, out);
+  }
+  return out;
+}
+
+void MasterState::RemoveNode(Run& run, NodeId node) {
+  run.nodes.erase(node);
+  node_runs_.erase(node);
+  run.members.erase(std::remove(run.members.begin(), run.members.end(), node), run.members.end());
+}
+
+void MasterState::StopMembers(Time now, Run& run, const std::string& reason, bool restart,
+                              Out& out) {
+  for (NodeId m : run.members) {
+    Node& n = run.nodes[m];
+    n.state = NodeState::kStopping;
+    ToAgent stop = Message(m, ToAgent::Kind::kStop);
+    stop.reason = reason;
+    stop.restart = restart;
+    stop.restarts_spent = run.restarts_spent;
+    stop.max_restarts = run.job.max_restarts;
+    out.push_back(stop);
+  }
+  run.members.clear();
+  run.phase = Phase::kWaiting;
+  run.waiting_since = now;
+  run.last_call_deadline.reset();
+}
+
+void MasterState::Finish(Time now, Run& run, bool success,
+                         const std::optional<WorkerFailure>& failure, Out& out) {
+  run.phase = success ? Phase::kSucceeded : Phase::kFailed;
+  run.finished_at = now;
+  for (auto& [node, n] : run.nodes) {
+    ToAgent done = Message(node, ToAgent::Kind::kFinished);
+    done.success = success;
+    done.first_failure = failure;
+    done.restarts_spent = run.restarts_spent;
+    done.max_restarts = run.job.max_restarts;
+    done.close_session = true;
+    out.push_back(done);
+    node_runs_.erase(node);
+  }
+  run.members.clear();
+  run.nodes.clear();
+}
+
+void MasterState::MaybeCloseRound(Time now, Run& run, Out& out) {
+  if (run.phase != Phase::kWaiting) return;
+  std::vector<NodeId> waiting;
+  int stopping = 0;
+  for (const auto& [node, n] : run.nodes) {
+    if (n.state == NodeState::kWaiting) waiting.push_back(node);
+    stopping += n.state == NodeState::kStopping;
+  }
+  const int count = static_cast<int>(waiting.size());
+  if (count >= run.job.max_nodes) {
+    CloseRound(now, run, std::move(waiting), out);
+    return;
+  }
+  if (count >= run.job.min_nodes) {
+    if (run.round >= 0 && stopping == 0) {  // re-forming and every survivor is back
+      CloseRound(now, run, std::move(waiting), out);
+      return;
+    }
+    if (!run.last_call_deadline) run.last_call_deadline = now + run.job.timeouts.last_call_timeout;
+    if (now >= *run.last_call_deadline) CloseRound(now, run, std::move(waiting), out);
+    return;
+  }
+  run.last_call_deadline.reset();
+  if (now - run.waiting_since >= run.job.timeouts.join_timeout) {
+    const absl::Status timeout = absl::DeadlineExceededError(absl::StrCat(
+        "rendezvous of run '", run.id, "' timed out after ",
+        run.job.timeouts.join_timeout.count() / 1000.0, " s waiting for nodes: ", count,
+        " joined, at least ", run.job.min_nodes, " needed (--nnodes=", NodeRange(run.job), ")"));
+    for (const auto& [node, n] : run.nodes) {
+      out.push_back(Refusal(node, timeout));
+      node_runs_.erase(node);
+    }
+    run.nodes.clear();
+    run.phase = Phase::kFailed;
+    run.finished_at = now;
+  }
+}
+
+void MasterState::CloseRound(Time now, Run& run, std::vector<NodeId> waiting, Out& out) {
+  // Who gets in when more than max_nodes wait: requested ranks first, then rank order.
+  std::sort(waiting.begin(), waiting.end(), [&](NodeId a, NodeId b) {
+    const Node& na = run.nodes[a];
+    const Node& nb = run.nodes[b];
+    const bool ra = na.desc.requested_rank >= 0, rb = nb.desc.requested_rank >= 0;
+    if (ra != rb) return ra;
+    if (ra && rb) return na.desc.requested_rank < nb.desc.requested_rank;
+    return RankOrderLess(na, nb);
+  });
+  if (static_cast<int>(waiting.size()) > run.job.max_nodes) waiting.resize(run.job.max_nodes);
+  const int n = static_cast<int>(waiting.size());
+
+  // Requested ranks that fit take their slot; the rest fill the free slots in rank order.
+  std::vector<NodeId> slots(n, 0);
+  std::vector<bool> taken(n, false);
+  std::vector<NodeId> rest;
+  for (NodeId id : waiting) {
+    int want = run.nodes[id].desc.requested_rank;
+    if (want >= 0 && want < n && !taken[want]) {
+      slots[want] = id;
+      taken[want] = true;
+    } else {
+      rest.push_back(id);
+    }
+  }
+  std::sort(rest.begin(), rest.end(),
+            [&](NodeId a, NodeId b) { return RankOrderLess(run.nodes[a], run.nodes[b]); });
+  size_t next = 0;
+  for (int rank = 0; rank < n; ++rank) {
+    if (!taken[rank]) slots[rank] = rest[next++];
+  }
+
+  ++run.round;
+  run.phase = Phase::kRunning;
+  run.members = slots;
+  run.last_call_deadline.reset();
+  int world_size = 0;
+  for (NodeId id : slots) world_size += run.nodes[id].desc.local_world_size;
+  run.world_size = world_size;
+  const Node& first = run.nodes[slots[0]];
+  int base = 0;
+  for (int rank = 0; rank < n; ++rank) {
+    Node& node = run.nodes[slots[rank]];
+    node.state = NodeState::kRunning;
+    node.node_rank = rank;
+    ToAgent m = Message(slots[rank], ToAgent::Kind::kRound);
+    RoundAssignment& r = m.round;
+    r.run_id = run.id;
+    r.round = run.round;
+    r.node_rank = rank;
+    r.num_nodes = n;
+    r.local_world_size = node.desc.local_world_size;
+    r.global_rank_base = base;
+    r.world_size = world_size;
+    r.master_addr = first.desc.address;
+    r.master_port = first.desc.master_port;
+    r.restart_count = run.restarts_spent;
+    r.max_restarts = run.job.max_restarts;
+    r.use_agent_store = false;
+    out.push_back(m);
+    base += node.desc.local_world_size;
+  }
+  (void)now;
+}
+
+std::vector<RunSnapshot> MasterState::Snapshot(Time now, const std::string& run_id) const {
+  std::vector<RunSnapshot> result;
+  for (const auto& [id, run] : runs_) {
+    if (!run_id.empty() && id != run_id) continue;
+    RunSnapshot s;
+    s.run_id = id;
+    s.phase = PhaseName(run.phase);
+    s.round = run.round;
+    s.restarts_spent = run.restarts_spent;
+    s.job = run.job;
+    s.world_size = run.phase == Phase::kRunning ? run.world_size : 0;
+    for (const auto& [node, n] : run.nodes) {
+      MemberSnapshot m;
+      m.node = node;
+      m.desc = n.desc;
+      m.node_rank = n.state == NodeState::kWaiting ? -1 : n.node_rank;
+      m.state = NodeStateName(n.state);
+      m.since_last_seen = std::chrono::duration_cast<std::chrono::milliseconds>(now - n.last_seen);
+      s.members.push_back(m);
+    }
+    std::sort(s.members.begin(), s.members.end(), [](const MemberSnapshot& a,
+                                                     const MemberSnapshot& b) {
+      if ((a.node_rank < 0) != (b.node_rank < 0)) return a.node_rank >= 0;
+      return a.node_rank < b.node_rank;
+    });
+    result.push_back(std::move(s));
+  }
+  return result;
+}
+
+}  // namespace mxrun

@@ -1,0 +1,172 @@
+#pragma once
+// The rendezvous master's decisions, as a pure single-owner state machine: events in (join,
+// heartbeat, failure and success reports, a node gone, a tick of the master's clock), messages to
+// agents out. No I/O, no threads, no clock of its own: the gRPC service feeds it and delivers what it
+// returns; tests drive it with a fake time.
+//
+// A run (one job, keyed by run id) moves through these phases:
+//
+//   waiting --(round closes)--> running --(every member succeeded)--> succeeded
+//      ^                           |
+//      +---(stop and re-join)------+--(failure with the budget spent)--> failed
+//
+// * waiting: nodes join. At max_nodes the round closes at once. At min_nodes a last-call window
+//   opens (last_call_timeout) and the round closes when it ends. When the group is re-forming (after
+//   a stop) the round closes as soon as every stopped member has re-joined and at least min_nodes
+//   are there. Below min_nodes for join_timeout: every waiting node is refused (DeadlineExceeded).
+// * running: the members run workers. Then
+//     - a member reports a worker failure: while restarts remain, one is spent and every member is
+//       told to stop and re-join; otherwise every node is told the job failed;
+//     - a member is gone (stream closed, Leave, or no heartbeat for heartbeat_interval x
+//       missed_heartbeats on the master's clock): every other member stops and re-joins, budget kept;
+//     - a new node joins while the group has fewer than max_nodes members and none has finished:
+//       every member stops and re-joins to admit it, budget kept;
+//     - every member reports success: every node is told the job succeeded.
+// * succeeded / failed: late joiners are refused (FailedPrecondition); the run is forgotten after
+//   finished_run_ttl.
+//
+// Node ranks in a closed round: an explicitly requested rank wins, then the node hosting the master
+// gets rank 0, then natural order of host names (node7 before node66), then join order. Global ranks
+// follow node ranks; nodes may have different numbers of workers.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/worker_failure.h"
+#include "rendezvous/rendezvous.h"
+
+namespace mxrun {
+
+using NodeId = uint64_t;  // one per agent session, given by the service
+
+// Every rendezvous time-out in one place (set by the job's first node, from --rdzv_conf).
+struct RendezvousTimeouts {
+  std::chrono::milliseconds join_timeout{600'000};
+  std::chrono::milliseconds last_call_timeout{30'000};
+  std::chrono::milliseconds heartbeat_interval{1'000};
+  int missed_heartbeats = 5;
+  std::chrono::milliseconds finished_run_ttl{600'000};
+
+  std::chrono::milliseconds lease() const { return heartbeat_interval * missed_heartbeats; }
+};
+
+struct NodeDesc {
+  std::string host;
+  std::string address;        // advertised: MASTER_ADDR if this node gets rank 0
+  int local_world_size = 1;
+  int requested_rank = -1;    // -1: none
+  bool hosts_master = false;
+  int master_port = 0;        // free port on `address` for the workers' TCPStore
+};
+
+struct JobDesc {
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int max_restarts = 0;
+  RendezvousTimeouts timeouts;
+};
+
+// One message for one agent.
+struct ToAgent {
+  enum class Kind { kWaiting, kRound, kStop, kFinished, kRefused };
+  NodeId node = 0;
+  Kind kind = Kind::kWaiting;
+  int nodes_waiting = 0;                    // kWaiting
+  RoundAssignment round;                    // kRound
+  std::string reason;                       // kStop
+  bool restart = false;                     // kStop: a failure spent the budget
+  int restarts_spent = 0;                   // kStop, kFinished
+  int max_restarts = 0;                     // kStop, kFinished
+  bool success = false;                     // kFinished
+  std::optional<WorkerFailure> first_failure;  // kFinished (failed)
+  absl::Status refusal;                     // kRefused
+  bool close_session = false;               // the master ends this session after the message
+};
+
+// What `mxrun status` shows.
+struct MemberSnapshot {
+  NodeId node = 0;
+  NodeDesc desc;
+  int node_rank = -1;
+  std::string state;
+  std::chrono::milliseconds since_last_seen{0};
+};
+struct RunSnapshot {
+  std::string run_id;
+  std::string phase;
+  int round = 0;
+  int restarts_spent = 0;
+  JobDesc job;
+  int world_size = 0;
+  std::vector<MemberSnapshot> members;
+};
+
+class MasterState {
+ public:
+  using Time = std::chrono::steady_clock::time_point;
+  using Out = std::vector<ToAgent>;
+
+  // First message of a session, or a re-join after a stop (same node id).
+  Out Join(Time now, NodeId node, const std::string& run_id, const NodeDesc& desc,
+           const JobDesc& job);
+  Out Heartbeat(Time now, NodeId node);
+  Out ReportFailure(Time now, NodeId node, int round, const WorkerFailure& failure);
+  Out ReportSucceeded(Time now, NodeId node, int round);
+  // The session ended (stream closed or Leave). `why` appears in the other nodes' logs.
+  Out NodeGone(Time now, NodeId node, const std::string& why);
+  // Lease expiry, last-call and join time-outs, forgetting finished runs.
+  Out Tick(Time now);
+
+  std::vector<RunSnapshot> Snapshot(Time now, const std::string& run_id) const;  // "" = all
+  size_t run_count() const { return runs_.size(); }
+  bool HasNode(NodeId node) const { return node_runs_.count(node) > 0; }
+
+ private:
+  enum class NodeState { kWaiting, kRunning, kSucceeded, kStopping };
+  enum class Phase { kWaiting, kRunning, kSucceeded, kFailed };
+  struct Node {
+    NodeDesc desc;
+    NodeState state = NodeState::kWaiting;
+    uint64_t join_order = 0;
+    Time last_seen;
+    int node_rank = -1;
+  };
+  struct Run {
+    std::string id;
+    JobDesc job;
+    Phase phase = Phase::kWaiting;
+    int round = -1;                        // index of the last closed round
+    int restarts_spent = 0;
+    int world_size = 0;
+    std::map<NodeId, Node> nodes;
+    std::vector<NodeId> members;           // of the current round, by node rank
+    Time waiting_since;
+    std::optional<Time> last_call_deadline;
+    Time finished_at;
+  };
+
+  Run* FindRunOf(NodeId node);
+  void MaybeCloseRound(Time now, Run& run, Out& out);
+  void CloseRound(Time now, Run& run, std::vector<NodeId> waiting, Out& out);
+  void StopMembers(Time now, Run& run, const std::string& reason, bool restart, Out& out);
+  void Finish(Time now, Run& run, bool success, const std::optional<WorkerFailure>& failure,
+              Out& out);
+  void RemoveNode(Run& run, NodeId node);
+  static bool RankOrderLess(const Node& a, const Node& b);
+  static std::string PhaseName(Phase phase);
+  static std::string NodeStateName(NodeState state);
+
+  std::map<std::string, Run> runs_;
+  std::map<NodeId, std::string> node_runs_;
+  uint64_t next_join_order_ = 0;
+};
+
+// Natural order of host names: digit runs compare as numbers ("node7" < "node66").
+bool NaturalLess(const std::string& a, const std::string& b);
+
+}  // namespace mxrun

@@ -1,0 +1,302 @@
+// Scenario tests of the rendezvous master's state machine: events in with a fake clock, messages out
+// rendered as one line each, compared with the expected lines.
+
+#include <catch2/catch.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "rendezvous/master_state.h"
+
+using namespace std::chrono_literals;
+using mxrun::JobDesc;
+using mxrun::MasterState;
+using mxrun::NodeDesc;
+using mxrun::ToAgent;
+
+namespace {
+
+std::string Render(const ToAgent& m) {
+  std::string who = absl::StrCat("n", m.node, ": ");
+  switch (m.kind) {
+    case ToAgent::Kind::kWaiting:
+      return absl::StrCat(who, "waiting ", m.nodes_waiting);
+    case ToAgent::Kind::kRound:
+      return absl::StrCat(who, "round ", m.round.round, " rank ", m.round.node_rank, "/",
+                          m.round.num_nodes, " base ", m.round.global_rank_base, " world ",
+                          m.round.world_size, " master ", m.round.master_addr, ":",
+                          m.round.master_port, " restarts ", m.round.restart_count);
+    case ToAgent::Kind::kStop:
+      return absl::StrCat(who, "stop", m.restart ? " restart " : " ", m.restarts_spent, "/",
+                          m.max_restarts, ": ", m.reason);
+    case ToAgent::Kind::kFinished:
+      return absl::StrCat(who, m.success ? "finished ok" : "finished failed",
+                          m.first_failure ? absl::StrCat(" rank ", m.first_failure->global_rank)
+                                          : "");
+    case ToAgent::Kind::kRefused:
+      return absl::StrCat(who, "refused ", absl::StatusCodeToString(m.refusal.code()), ": ",
+                          m.refusal.message());
+  }
+  return "?";
+}
+
+class Scenario {
+ public:
+  explicit Scenario(int min_nodes = 2, int max_nodes = 2, int max_restarts = 0) {
+    job.min_nodes = min_nodes;
+    job.max_nodes = max_nodes;
+    job.max_restarts = max_restarts;
+    job.timeouts.join_timeout = 60s;
+    job.timeouts.last_call_timeout = 5s;
+    job.timeouts.heartbeat_interval = 1s;
+    job.timeouts.missed_heartbeats = 5;
+    job.timeouts.finished_run_ttl = 100s;
+  }
+
+  std::vector<std::string> Join(mxrun::NodeId node, const std::string& host, int workers = 2,
+                                int rank = -1, bool hosts_master = false) {
+    NodeDesc d;
+    d.host = host;
+    d.address = "a" + std::to_string(node);
+    d.local_world_size = workers;
+    d.requested_rank = rank;
+    d.hosts_master = hosts_master;
+    d.master_port = 5000 + static_cast<int>(node);
+    return Lines(state.Join(now, node, run_id, d, job));
+  }
+  std::vector<std::string> Fail(mxrun::NodeId node, int round, int rank) {
+    mxrun::WorkerFailure f;
+    f.global_rank = rank;
+    f.host = "h";
+    f.exit_code = 3;
+    return Lines(state.ReportFailure(now, node, round, f));
+  }
+  std::vector<std::string> Succeed(mxrun::NodeId node, int round) {
+    return Lines(state.ReportSucceeded(now, node, round));
+  }
+  std::vector<std::string> Gone(mxrun::NodeId node) {
+    return Lines(state.NodeGone(now, node, "stream closed"));
+  }
+  std::vector<std::string> Advance(std::chrono::milliseconds d) {
+    now += d;
+    return Lines(state.Tick(now));
+  }
+  void Beat(std::initializer_list<mxrun::NodeId> nodes) {
+    for (auto n : nodes) state.Heartbeat(now, n);
+  }
+  static std::vector<std::string> Lines(const MasterState::Out& out) {
+    std::vector<std::string> lines;
+    for (const ToAgent& m : out) lines.push_back(Render(m));
+    return lines;
+  }
+
+  MasterState state;
+  JobDesc job;
+  std::string run_id = "job1";
+  MasterState::Time now{};
+};
+
+using Lines = std::vector<std::string>;
+
+}  // namespace
+
+TEST_CASE("natural order of host names", "[master]") {
+  CHECK(mxrun::NaturalLess("node7", "node66"));
+  CHECK_FALSE(mxrun::NaturalLess("node66", "node7"));
+  CHECK(mxrun::NaturalLess("gpu2-a", "gpu10-a"));
+  CHECK(mxrun::NaturalLess("a", "b"));
+  CHECK(mxrun::NaturalLess("node", "node1"));
+  CHECK(mxrun::NaturalLess("n007", "n8"));
+  CHECK(mxrun::NaturalLess("n99999999999999999999998", "n99999999999999999999999"));
+}
+
+TEST_CASE("a round closes at once when max nodes joined", "[master]") {
+  Scenario s(2, 2);
+  CHECK(s.Join(1, "node1") == Lines{"n1: waiting 1"});
+  CHECK(s.Join(2, "node2", 3) ==
+        Lines{"n1: round 0 rank 0/2 base 0 world 5 master a1:5001 restarts 0",
+              "n2: round 0 rank 1/2 base 2 world 5 master a1:5001 restarts 0"});
+}
+
+TEST_CASE("at min nodes the last call window opens and closes the round", "[master]") {
+  Scenario s(2, 3);
+  s.Join(1, "node1");
+  CHECK(s.Join(2, "node2") == Lines{"n2: waiting 2"});
+  s.Beat({1, 2});
+  CHECK(s.Advance(4s).empty());
+  s.Beat({1, 2});
+  CHECK(s.Advance(1s) == Lines{"n1: round 0 rank 0/2 base 0 world 4 master a1:5001 restarts 0",
+                                "n2: round 0 rank 1/2 base 2 world 4 master a1:5001 restarts 0"});
+}
+
+TEST_CASE("ranks: requested rank, then master host, then natural host order, then join order",
+          "[master]") {
+  Scenario s(4, 4);
+  s.Join(1, "node66");
+  s.Join(2, "node7");
+  s.Join(3, "zeta", 2, /*rank=*/1);
+  Lines out = s.Join(4, "node100", 2, -1, /*hosts_master=*/true);
+  CHECK(out == Lines{"n4: round 0 rank 0/4 base 0 world 8 master a4:5004 restarts 0",
+                     "n3: round 0 rank 1/4 base 2 world 8 master a4:5004 restarts 0",
+                     "n2: round 0 rank 2/4 base 4 world 8 master a4:5004 restarts 0",
+                     "n1: round 0 rank 3/4 base 6 world 8 master a4:5004 restarts 0"});
+}
+
+TEST_CASE("same host name: join order decides", "[master]") {
+  Scenario s(2, 2);
+  s.Join(7, "same");
+  Lines out = s.Join(3, "same");
+  CHECK(out[0] == "n7: round 0 rank 0/2 base 0 world 4 master a7:5007 restarts 0");
+}
+
+TEST_CASE("a worker failure restarts every node and spends the budget once", "[master]") {
+  Scenario s(2, 2, /*max_restarts=*/1);
+  s.Join(1, "node1");
+  s.Join(2, "node2");
+  CHECK(s.Fail(2, 0, 3) == Lines{"n1: stop restart 1/1: worker rank 3 on h failed (exit code 3)",
+                                 "n2: stop restart 1/1: worker rank 3 on h failed (exit code 3)"});
+  CHECK(s.Fail(1, 0, 0).empty());  // a stale report from the stopped round changes nothing
+  CHECK(s.Join(1, "node1") == Lines{"n1: waiting 1"});
+  CHECK(s.Join(2, "node2") ==
+        Lines{"n1: round 1 rank 0/2 base 0 world 4 master a1:5001 restarts 1",
+              "n2: round 1 rank 1/2 base 2 world 4 master a1:5001 restarts 1"});
+  CHECK(s.Fail(1, 1, 1) == Lines{"n1: finished failed rank 1", "n2: finished failed rank 1"});
+  CHECK(s.Join(3, "late") ==
+        Lines{"n3: refused FAILED_PRECONDITION: run 'job1' has already finished (failed); start "
+              "a new job with another --rdzv_id"});
+}
+
+TEST_CASE("success needs every member; an early finisher waits", "[master]") {
+  Scenario s(2, 2);
+  s.Join(1, "node1");
+  s.Join(2, "node2");
+  CHECK(s.Succeed(1, 0).empty());
+  s.Beat({1, 2});
+  CHECK(s.Advance(3s).empty());
+  CHECK(s.Succeed(2, 0) == Lines{"n1: finished ok", "n2: finished ok"});
+}
+
+TEST_CASE("a vanished peer is never reported as success", "[master]") {
+  Scenario s(2, 2);
+  s.Join(1, "node1");
+  s.Join(2, "node2");
+  s.Succeed(1, 0);
+  CHECK(s.Gone(2) == Lines{"n1: stop 0/0: node2 left (stream closed)"});
+  CHECK(s.Join(1, "node1") == Lines{"n1: waiting 1"});  // below min: waits, no success
+}
+
+TEST_CASE("a dead node: survivors re-form at once without spending the budget", "[master]") {
+  Scenario s(2, 3, 0);
+  s.Join(1, "node1");
+  s.Join(2, "node2");
+  s.Join(3, "node3");
+  CHECK(s.Gone(3) == Lines{"n1: stop 0/0: node3 left (stream closed)",
+                           "n2: stop 0/0: node3 left (stream closed)"});
+  CHECK(s.Join(2, "node2") == Lines{"n2: waiting 1"});
+  // Every survivor is back and min is met: no last call when re-forming.
+  CHECK(s.Join(1, "node1") ==
+        Lines{"n1: round 1 rank 0/2 base 0 world 4 master a1:5001 restarts 0",
+              "n2: round 1 rank 1/2 base 2 world 4 master a1:5001 restarts 0"});
+}
+
+TEST_CASE("a silent node is declared dead when its lease expires (master's clock)", "[master]") {
+  Scenario s(1, 2);
+  s.Join(1, "node1");
+  s.Join(2, "node2");
+  for (int i = 0; i < 4; ++i) {
+    s.Beat({1, 2});
+    CHECK(s.Advance(1s).empty());
+  }
+  s.Beat({1});  // node2 goes silent
+  CHECK(s.Advance(4s).empty());
+  s.Beat({1});
+  CHECK(s.Advance(2s) == Lines{"n1: stop 0/0: node2 left (no heartbeat for 5 s)"});
+}
+
+TEST_CASE("a late joiner is admitted while the group is below max", "[master]") {
+  Scenario s(2, 3);
+  s.Join(1, "node1");
+  s.Join(2, "node2");
+  s.Beat({1, 2});
+  s.Advance(5s);  // last call: round 0 with 2 nodes
+  CHECK(s.Join(3, "node3") == Lines{"n1: stop 0/0: node3 joined; re-forming the group to admit it",
+                                    "n2: stop 0/0: node3 joined; re-forming the group to admit it",
+                                    "n3: waiting 1"});
+  s.Join(1, "node1");
+  CHECK(s.Join(2, "node2") ==
+        Lines{"n1: round 1 rank 0/3 base 0 world 6 master a1:5001 restarts 0",
+              "n2: round 1 rank 1/3 base 2 world 6 master a1:5001 restarts 0",
+              "n3: round 1 rank 2/3 base 4 world 6 master a1:5001 restarts 0"});
+}
+
+TEST_CASE("a joiner beyond max waits without disturbing the group", "[master]") {
+  Scenario s(1, 1);
+  s.Join(1, "node1");
+  CHECK(s.Join(2, "node2") == Lines{"n2: waiting 1"});
+}
+
+TEST_CASE("below min for join_timeout: every waiting node is refused", "[master]") {
+  Scenario s(3, 3);
+  s.Join(1, "node1");
+  s.Join(2, "node2");
+  for (int i = 0; i < 59; ++i) {
+    s.Beat({1, 2});
+    CHECK(s.Advance(1s).empty());
+  }
+  s.Beat({1, 2});
+  Lines out = s.Advance(1s);
+  REQUIRE(out.size() == 2);
+  CHECK_THAT(out[0], Catch::StartsWith("n1: refused DEADLINE_EXCEEDED: rendezvous of run 'job1' "
+                                       "timed out after 60 s waiting for nodes: 2 joined, at "
+                                       "least 3 needed"));
+}
+
+TEST_CASE("joins are validated and do not disturb the run", "[master]") {
+  Scenario s(2, 2);
+  s.Join(1, "node1", 2, 0);
+  CHECK_THAT(s.Join(2, "node2", 2, 0)[0],
+             Catch::Contains("refused ALREADY_EXISTS: node rank 0 is already taken by node1"));
+  CHECK_THAT(s.Join(3, "node3", 0)[0], Catch::Contains("refused INVALID_ARGUMENT: local world"));
+  CHECK_THAT(s.Join(4, "node4", 2, 5)[0], Catch::Contains("node rank 5 is not valid"));
+  s.job.max_nodes = 3;
+  CHECK_THAT(s.Join(5, "node5")[0],
+             Catch::Contains("started with --nnodes=2:3 --max_restarts=0 but run 'job1' has "
+                             "--nnodes=2 --max_restarts=0"));
+  s.job.max_nodes = 2;
+  s.run_id = "bad id!";
+  CHECK_THAT(s.Join(6, "node6")[0], Catch::Contains("run id 'bad id!' is not valid"));
+  s.run_id = "job1";
+  CHECK(s.Join(7, "node7", 2, 1).size() == 2);  // the run still forms with valid nodes
+}
+
+TEST_CASE("two runs on one master never see each other", "[master]") {
+  Scenario s(1, 1, 1);
+  s.Join(1, "a");
+  s.run_id = "job2";
+  Lines out = s.Join(2, "b");
+  CHECK(out == Lines{"n2: round 0 rank 0/1 base 0 world 2 master a2:5002 restarts 0"});
+  CHECK(s.Fail(1, 0, 0) == Lines{"n1: stop restart 1/1: worker rank 0 on h failed (exit code 3)"});
+  CHECK(s.state.Snapshot(s.now, "job2")[0].restarts_spent == 0);
+  CHECK(s.state.Snapshot(s.now, "job1")[0].restarts_spent == 1);
+}
+
+TEST_CASE("finished runs are forgotten after their time to live", "[master]") {
+  Scenario s(1, 1);
+  s.Join(1, "a");
+  s.Succeed(1, 0);
+  CHECK(s.state.run_count() == 1);
+  s.Advance(101s);
+  CHECK(s.state.run_count() == 0);
+}
+
+TEST_CASE("status snapshot shows members with their ranks", "[master]") {
+  Scenario s(2, 3);
+  s.Join(1, "node1");
+  s.Join(2, "node2");
+  s.Beat({1, 2});
+  s.Advance(5s);
+  s.Join(3, "node3");
+  auto snaps = s.state.Snapshot(s.now, "");
+  REQUIRE(snaps.size() == 1);
+  CHECK(snaps[0].phase == "waiting");
+  CHECK(snaps[0].round == 0);
+  REQUIRE(snaps[0].members.size() == 3);
+}
