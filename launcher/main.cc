@@ -20,7 +20,8 @@
 #include "launcher/entrypoint.h"
 #include "launcher/nproc.h"
 #include "launcher/options.h"
-#include "rendezvous/local_rendezvous.h"
+#include "launcher/rendezvous_setup.h"
+#include "rendezvous/master_server.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -90,38 +91,26 @@ int Main(int argc, char** argv) {
   }
   const LaunchOptions& options = *parsed->options;
 
-  if (options.nnodes.max > 1) {
-    return UsageError(absl::StrCat(
-        "--nnodes=", options.nnodes.min, ":", options.nnodes.max,
-        ": this build of mxrun runs single-node jobs only (--nnodes=1, the default, or "
-        "--standalone); the multi-node gRPC rendezvous is not part of it yet"));
-  }
-  if (options.node_rank != 0) {
+  if (options.nnodes.max == 1 && options.node_rank != 0) {
     return UsageError(absl::StrCat("--node_rank=", options.node_rank,
                                    " is not valid with one node: the only node has rank 0"));
   }
+  absl::StatusOr<RendezvousSettings> settings = ParseRendezvousSettings(options, env);
+  if (!settings.ok()) return UsageError(settings.status().message());
   absl::StatusOr<int> nproc = ResolveNprocPerNode(options.nproc_per_node, env);
   if (!nproc.ok()) return UsageError(nproc.status().message());
   absl::StatusOr<WorkerCommand> command = BuildWorkerCommand(options, env, SelfDir());
   if (!command.ok()) return UsageError(command.status().message());
 
   ConfigureLogging();
-  LocalRendezvousConfig rdzv;
-  rdzv.local_world_size = *nproc;
-  rdzv.max_restarts = options.max_restarts;
-  if (options.standalone) {
-    rdzv.run_id = RandomRunId();
-    rdzv.master_addr = "localhost";
-    rdzv.master_port = 0;  // a free port per round: two jobs on one host never collide
-  } else if (options.rdzv_backend == "c10d") {
-    rdzv.run_id = options.rdzv_id;
-    rdzv.master_addr = options.local_addr.empty() ? "localhost" : options.local_addr;
-    rdzv.master_port = 0;
-  } else {
-    rdzv.run_id = options.rdzv_id;
-    rdzv.master_addr = options.master_addr;
-    rdzv.master_port = options.master_port;
-  }
+  // Signals become events on the agent's signalfd. They are blocked before any thread exists (the
+  // master and the rendezvous client start gRPC threads), so no other thread can take them.
+  sigset_t blocked;
+  sigemptyset(&blocked);
+  sigaddset(&blocked, SIGCHLD);
+  for (int signo : options.signals_to_handle) sigaddset(&blocked, signo);
+  sigprocmask(SIG_BLOCK, &blocked, nullptr);
+  const std::string run_id = options.standalone ? RandomRunId() : options.rdzv_id;
 
   AgentConfig config;
   config.entrypoint_name = command->display_name;
@@ -148,7 +137,7 @@ int Main(int argc, char** argv) {
   if (worker.logs.NeedsFiles()) {
     std::string base = options.log_dir.empty() ? TempBase(env) + "/mxrun-logs" : options.log_dir;
     MakeDirs(base);
-    absl::StatusOr<std::string> dir = MakeTempDir(absl::StrCat(base, "/", rdzv.run_id, "_"));
+    absl::StatusOr<std::string> dir = MakeTempDir(absl::StrCat(base, "/", run_id, "_"));
     if (!dir.ok()) return UsageError(absl::StrCat("--log_dir: ", dir.status().message()));
     worker.attempts_dir = *dir;
     worker.attempts_dir_kept = true;
@@ -174,9 +163,22 @@ int Main(int argc, char** argv) {
     spdlog::error("{}", std::string(guardian.status().message()));
     return kExitWorkersFailed;
   }
-  LocalRendezvous rendezvous(rdzv);
-  ElasticAgent agent(std::move(config), rendezvous, *guardian);
+  const std::string host_name = config.worker.host_name;
+  absl::StatusOr<NodeRendezvous> rdzv =
+      SetUpRendezvous(options, *settings, *nproc, host_name, run_id);
+  if (!rdzv.ok()) {
+    RemoveTree(scratch_dir);
+    if (absl::IsInvalidArgument(rdzv.status())) return UsageError(rdzv.status().message());
+    spdlog::error("{}", std::string(rdzv.status().message()));
+    return kExitRendezvousFailed;
+  }
+  if (rdzv->master) spdlog::info("hosting the rendezvous master on {}", rdzv->master->address());
+  if (options.nnodes.max > 1) spdlog::info("{}", rdzv->description);
+  ElasticAgent agent(std::move(config), *rdzv->rendezvous, *guardian);
   const int exit_code = agent.Run();
+  rdzv->rendezvous.reset();
+  // A hosting agent lets the other nodes receive the outcome before the master goes away.
+  if (rdzv->master) rdzv->master->Shutdown(std::chrono::seconds(2));
   RemoveTree(scratch_dir);  // the guardian does it too, for when we die before this line
   return exit_code;
 }

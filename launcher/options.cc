@@ -30,7 +30,7 @@ const std::vector<Flag>& Flags() {
   static const std::vector<Flag> flags = {
       {"nnodes", "", false, "number of nodes, N or MIN:MAX", "1:1"},
       {"nproc_per_node", "", false, "workers per node: an integer, gpu, cpu or auto", "1"},
-      {"node_rank", "", false, "rank of this node (static rendezvous)", "0"},
+      {"node_rank", "", false, "rank of this node (static; a request in dynamic mode)", "0"},
       {"master_addr", "", false, "address of the node with rank 0 (static rendezvous)", "127.0.0.1"},
       {"master_port", "", false, "port on master_addr (static rendezvous)", "29500"},
       {"rdzv_backend", "", false, "rendezvous backend: static or c10d", "static"},
@@ -215,6 +215,7 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
     return absl::OkStatus();
   };
   if (auto s = to_int("node_rank", 0, 1 << 20, "an integer >= 0", o.node_rank); !s.ok()) return s;
+  o.node_rank_given = values["node_rank"].given;
   if (auto s = to_int("master_port", 0, 65535, "a TCP port 0-65535", o.master_port); !s.ok()) {
     return s;
   }

@@ -27,6 +27,7 @@ struct LaunchOptions {
   NodeRange nnodes;
   std::string nproc_per_node = "1";   // integer, gpu, cpu or auto (resolved later, see nproc.h)
   int node_rank = 0;
+  bool node_rank_given = false;       // --node_rank or PET_NODE_RANK was set explicitly
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string rdzv_backend = "static";

@@ -1,15 +1,7 @@
 #include "rendezvous/local_rendezvous.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
-
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
-#include "common/strings.h"
+#include "rendezvous/net.h"
 
 namespace mxrun {
 
@@ -63,39 +55,6 @@ void LocalRendezvous::ReportSucceeded() {
   RendezvousEvent event;
   event.kind = RendezvousEvent::Kind::kJobSucceeded;
   events_.Post(std::move(event));
-}
-
-absl::StatusOr<int> PickFreePort(const std::string& address) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  if (int rc = getaddrinfo(address.c_str(), "0", &hints, &found); rc != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot resolve '", address, "': ", gai_strerror(rc)));
-  }
-  std::string last_error = "no address";
-  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) continue;
-    sockaddr_storage bound{};
-    socklen_t length = sizeof bound;
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) == 0) {
-      close(fd);
-      freeaddrinfo(found);
-      const int port = bound.ss_family == AF_INET6
-                           ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                           : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-      return port;
-    }
-    last_error = ErrnoText(errno);
-    close(fd);
-  }
-  freeaddrinfo(found);
-  return absl::UnavailableError(
-      absl::StrCat("cannot bind a free port on '", address, "': ", last_error));
 }
 
 }  // namespace mxrun

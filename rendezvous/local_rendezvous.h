@@ -36,8 +36,4 @@ class LocalRendezvous final : public Rendezvous {
   int restarts_spent_ = 0;
 };
 
-// A TCP port that is free on `address` right now (bind to port 0 and read it back). The usual race
-// applies: another process may take it before the worker binds it.
-absl::StatusOr<int> PickFreePort(const std::string& address);
-
 }  // namespace mxrun

@@ -17,6 +17,8 @@
 #   MXRUN          mxrun binary (default <repo>/build/bin/mxrun)
 #   TORCHRUN       torchrun (default /usr/bin/torchrun)
 #   PYTHON         python used to drive the measurements (default /usr/bin/python3)
+#   QUIET_WAIT     before each measured iteration, wait at most this many seconds
+#                  for the machine to be idle (< 15% CPU busy) (default 120; 0: don't)
 #
 # torchrun 1.13 crashes under Python 3.11 unless it gets --redirects 9:0 --tee 9:0
 # (a local rank that does not exist, so nothing is redirected); it also gets
@@ -31,8 +33,10 @@ TORCHRUN_RUNS="${TORCHRUN_RUNS:-$RUNS}"
 MXRUN="${MXRUN:-$repo_root/build/bin/mxrun}"
 TORCHRUN="${TORCHRUN:-/usr/bin/torchrun}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
+QUIET_WAIT="${QUIET_WAIT:-120}"
 
 case "$RUNS" in ''|*[!0-9]*) echo "launch.sh: RUNS must be a positive integer" >&2; exit 2;; esac
+case "$QUIET_WAIT" in ''|*[!0-9]*) echo "launch.sh: QUIET_WAIT must be a whole number of seconds" >&2; exit 2;; esac
 case "$TORCHRUN_RUNS" in ''|*[!0-9]*) echo "launch.sh: TORCHRUN_RUNS must be a positive integer" >&2; exit 2;; esac
 [ "$RUNS" -ge 1 ] || { echo "launch.sh: RUNS must be >= 1" >&2; exit 2; }
 [ "$TORCHRUN_RUNS" -ge 5 ] || TORCHRUN_RUNS=5
@@ -70,12 +74,12 @@ echo "- runs: $RUNS per case for mxrun, $TORCHRUN_RUNS for torchrun, after one w
 echo
 
 export BENCH_RUNS="$RUNS" BENCH_TORCHRUN_RUNS="$TORCHRUN_RUNS" BENCH_MXRUN="$workdir/bin/mxrun" \
-       BENCH_TORCHRUN="$TORCHRUN" BENCH_WORKDIR="$workdir"
+       BENCH_TORCHRUN="$TORCHRUN" BENCH_WORKDIR="$workdir" BENCH_QUIET_WAIT="$QUIET_WAIT"
 
 # The measurements themselves are driven from Python for sub-millisecond clocks and
 # bounded waits. Every process it starts is tracked by pid and killed by pid.
 "$PYTHON" - <<'PY'
-import os, signal, statistics, subprocess, sys, time
+import os, select, signal, statistics, subprocess, sys, time
 
 RUNS = int(os.environ["BENCH_RUNS"])
 T_RUNS = int(os.environ["BENCH_TORCHRUN_RUNS"])
@@ -91,6 +95,8 @@ LAUNCHERS = {
 RUN_TIMEOUT = 60.0   # any single launcher run
 POLL = 0.005         # restart-file polling period
 WAIT_LIMIT = 30.0    # any wait for worker files
+QUIET_WAIT = float(os.environ["BENCH_QUIET_WAIT"])
+QUIET_BUSY = 0.15    # "idle" means under 15% of all CPU time busy
 
 problems = []        # anomalies seen (non-zero exit codes, timeouts, ...)
 live = set()         # pids of processes we started that may still be running
@@ -112,10 +118,34 @@ def kill_pid(pid):
         pass
 
 
+def wait_exit(proc, timeout):
+    """Block until proc exits or timeout seconds pass; True if it exited.
+    Popen.wait(timeout=...) polls with an exponential back-off (up to 50 ms steps),
+    which would quantise the launch times, so wait on a pidfd instead."""
+    if proc.returncode is not None:
+        return True
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(max(0, int(timeout * 1000))))
+    finally:
+        os.close(fd)
+
+
 def reap(proc, timeout):
     """Wait for proc at most timeout seconds; SIGKILL it (by pid) past that."""
     try:
-        rc = proc.wait(timeout=timeout)
+        if not wait_exit(proc, timeout):
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        rc = proc.wait()
     except subprocess.TimeoutExpired:
         kill_pid(proc.pid)
         rc = proc.wait(timeout=10)
@@ -272,6 +302,44 @@ def restart_time(base, idx):
 
 
 # ---------------------------------------------------------------- driver
+def cpu_busy(window=0.25):
+    """Fraction of all CPU time not idle over a short window (other tenants' load)."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return v[3] + v[4], sum(v)   # idle + iowait, total
+    i0, t0 = snap()
+    time.sleep(window)
+    i1, t1 = snap()
+    return 1.0 - (i1 - i0) / max(1, t1 - t0)
+
+
+busy_waits = {"waited": 0, "gave_up": 0, "worst": 0.0}
+
+
+def wait_quiet():
+    """Before each measured iteration, wait (at most QUIET_WAIT s) until the machine
+    is idle (< QUIET_BUSY busy), so that other work does not inflate the figures."""
+    if QUIET_WAIT <= 0:
+        return
+    deadline = time.monotonic() + QUIET_WAIT
+    waited = False
+    while True:
+        b = cpu_busy()
+        if b < QUIET_BUSY:
+            if waited:
+                busy_waits["waited"] += 1
+            return
+        busy_waits["worst"] = max(busy_waits["worst"], b)
+        if time.monotonic() >= deadline:
+            busy_waits["gave_up"] += 1
+            return
+        if not waited:
+            progress(f"machine busy ({b:.0%} CPU), waiting up to {QUIET_WAIT:.0f}s for it to settle")
+        waited = True
+        time.sleep(1.0)
+
+
 def measure(label, fn):
     """fn(launcher_name) -> value or None. Interleaves the launchers run by run, so
     that both see the same background load; one warm-up run each, not counted."""
@@ -279,6 +347,7 @@ def measure(label, fn):
         fn(lname)
     xs = {lname: [] for lname in LAUNCHERS}
     for i in range(max(runs for _, runs in LAUNCHERS.values())):
+        wait_quiet()
         for lname, (_, runs) in LAUNCHERS.items():
             if i < runs:
                 v = fn(lname)
@@ -340,7 +409,12 @@ def main():
     print("- restart: `LAUNCHER --standalone --nproc_per_node=2 --max_restarts=1 --no_python sh worker.sh DIR`,"
           " SIGKILL to local rank 0, time until both attempt-1 workers have started")
     print()
-    print("Load average at end: " + " ".join(open("/proc/loadavg").read().split()[:3]))
+    print("Load average at end: " + " ".join(open("/proc/loadavg").read().split()[:3]) + "; "
+          f"iterations that waited for an idle machine: {busy_waits['waited']}, "
+          f"that ran on a busy one after {QUIET_WAIT:.0f}s: {busy_waits['gave_up']}")
+    if busy_waits["gave_up"]:
+        note(f"{busy_waits['gave_up']} iteration(s) ran while other work used up to "
+             f"{busy_waits['worst']:.0%} of the CPU; timings may be inflated")
     if problems:
         print()
         print("Problems seen:")

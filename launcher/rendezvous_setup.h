@@ -1,0 +1,52 @@
+#pragma once
+// Choosing and building this node's rendezvous from the flags:
+//   --nnodes=1 (static, the default) or --standalone: LocalRendezvous, no network at all;
+//   static multi-node (--nnodes=N --node_rank=K --master_addr=A --master_port=P): node rank 0 hosts
+//     the master on A:P, every node joins it with its rank;
+//   dynamic (--rdzv_backend=c10d --rdzv_endpoint=H[:P] --rdzv_id=ID --nnodes=MIN:MAX): join the
+//     master at H:P; the agent hosts it when is_host=1, or when H is this machine and nobody else
+//     has bound H:P yet.
+// --rdzv_conf keys: join_timeout, last_call_timeout, heartbeat_interval (keep_alive_interval),
+// missed_heartbeats (keep_alive_max_attempt), close_timeout (accepted), is_host, bind_all,
+// token_file. The token is read from token_file, else from MXRUN_RDZV_TOKEN.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/env_contract.h"
+#include "launcher/options.h"
+#include "rendezvous/master_state.h"
+#include "rendezvous/rendezvous.h"
+
+namespace mxrun {
+
+class MasterServer;
+
+struct RendezvousSettings {
+  RendezvousTimeouts timeouts;
+  int is_host = -1;         // -1: decide; 0: never host; 1: host
+  bool bind_all = false;
+  std::string token;
+};
+
+// Errors: InvalidArgument naming the key and what is accepted (exit 2).
+absl::StatusOr<RendezvousSettings> ParseRendezvousSettings(const LaunchOptions& options,
+                                                           const EnvMap& env);
+
+struct NodeRendezvous {
+  std::unique_ptr<MasterServer> master;     // set when this agent hosts the master
+  std::unique_ptr<Rendezvous> rendezvous;
+  std::string run_id;
+  std::string description;                  // one line for the log
+};
+
+// Builds the rendezvous (and starts the in-process master when this node hosts it).
+// Errors: InvalidArgument for flag combinations (exit 2), Unavailable when the master cannot be
+// hosted where it must be (exit 3).
+absl::StatusOr<NodeRendezvous> SetUpRendezvous(const LaunchOptions& options,
+                                               const RendezvousSettings& settings,
+                                               int local_world_size, const std::string& host_name,
+                                               const std::string& standalone_run_id);
+
+}  // namespace mxrun

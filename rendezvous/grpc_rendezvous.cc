@@ -1,0 +1,232 @@
+#include "rendezvous/grpc_rendezvous.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "rendezvous/net.h"
+#include "rendezvous/proto_convert.h"
+#include "rendezvous/validation.h"
+
+namespace mxrun {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+}  // namespace
+
+GrpcRendezvous::GrpcRendezvous(GrpcRendezvousConfig config) : config_(std::move(config)) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  channel_ = grpc::CreateCustomChannel(config_.endpoint, grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::Rendezvous::NewStub(channel_);
+  if (!config_.token.empty()) context_.AddMetadata(kTokenMetadataKey, config_.token);
+  reader_ = std::thread([this] { ReaderLoop(); });
+  writer_ = std::thread([this] { WriterLoop(); });
+}
+
+GrpcRendezvous::~GrpcRendezvous() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closing_ = true;
+  }
+  wake_.notify_all();
+  context_.TryCancel();
+  if (writer_.joinable()) writer_.join();
+  if (reader_.joinable()) reader_.join();
+}
+
+void GrpcRendezvous::PostError(absl::Status status) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error_posted_ || closing_) return;
+    error_posted_ = true;
+  }
+  RendezvousEvent event;
+  event.kind = RendezvousEvent::Kind::kError;
+  event.error = std::move(status);
+  events_.Post(std::move(event));
+}
+
+void GrpcRendezvous::ReaderLoop() {
+  // The master may start after the agents: wait for it up to the join timeout, in slices so that
+  // destruction is never held up.
+  const auto deadline = std::chrono::steady_clock::now() + config_.job.timeouts.join_timeout;
+  bool up = false;
+  while (!up && std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (closing_) return;
+    }
+    up = channel_->WaitForConnected(std::chrono::system_clock::now() +
+                                    std::chrono::milliseconds(100));
+  }
+  if (!up) {
+    PostError(absl::UnavailableError(absl::StrCat(
+        "cannot reach the rendezvous master at ", config_.endpoint, " (waited ",
+        config_.job.timeouts.join_timeout.count() / 1000.0,
+        " s, the join timeout); is it running, and is the endpoint right?")));
+    return;
+  }
+  stream_ = stub_->Session(&context_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    connected_ = true;
+  }
+  wake_.notify_all();
+  v1::MasterMessage message;
+  while (stream_->Read(&message)) OnMasterMessage(message);
+  {
+    // Finish() must not race a Write(): stop the writer first.
+    std::unique_lock<std::mutex> lock(mutex_);
+    connected_ = false;
+    wake_.notify_all();
+    wake_.wait(lock, [this] { return !writing_; });
+  }
+  grpc::Status status = stream_->Finish();
+  if (finished_) return;
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+    PostError(FromGrpc(status));
+  } else if (!status.ok()) {
+    PostError(absl::UnavailableError(absl::StrCat("lost the connection to the rendezvous master at ",
+                                                  config_.endpoint, ": ",
+                                                  status.error_message())));
+  } else {
+    PostError(absl::UnavailableError(
+        absl::StrCat("the rendezvous master at ", config_.endpoint, " closed the session")));
+  }
+}
+
+void GrpcRendezvous::WriterLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  wake_.wait(lock, [this] { return connected_ || closing_; });
+  auto last_write = std::chrono::steady_clock::now();
+  while (connected_) {
+    if (outgoing_.empty()) {
+      if (closing_) break;
+      const auto due = last_write + config_.job.timeouts.heartbeat_interval;
+      wake_.wait_until(lock, due, [this] { return !outgoing_.empty() || closing_ || !connected_; });
+      if (!connected_) break;
+      if (outgoing_.empty() && !closing_ && std::chrono::steady_clock::now() >= due) {
+        v1::AgentMessage beat;
+        beat.mutable_heartbeat();
+        outgoing_.push_back(std::move(beat));
+      }
+      continue;
+    }
+    v1::AgentMessage message = std::move(outgoing_.front());
+    outgoing_.pop_front();
+    const bool leaving = message.has_leave();
+    writing_ = true;
+    lock.unlock();
+    bool ok = stream_->Write(message);
+    if (ok && leaving) stream_->WritesDone();
+    lock.lock();
+    writing_ = false;
+    wake_.notify_all();
+    last_write = std::chrono::steady_clock::now();
+    if (!ok || leaving) break;  // a broken stream is reported by the reader
+  }
+}
+
+void GrpcRendezvous::Send(v1::AgentMessage message) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closing_) return;
+    outgoing_.push_back(std::move(message));
+  }
+  wake_.notify_all();
+}
+
+void GrpcRendezvous::Join() {
+  NodeDesc node = config_.node;
+  if (node.address.empty()) {
+    absl::StatusOr<HostPort> endpoint = ParseHostPort(config_.endpoint, 29400);
+    absl::StatusOr<std::string> local =
+        endpoint.ok() ? LocalAddressToward(endpoint->host, endpoint->port)
+                      : absl::StatusOr<std::string>(endpoint.status());
+    if (!local.ok()) {
+      PostError(local.status());
+      return;
+    }
+    node.address = *local;
+  }
+  absl::StatusOr<int> port = PickFreePort(node.address);
+  if (!port.ok()) {
+    PostError(port.status());
+    return;
+  }
+  node.master_port = *port;
+  v1::AgentMessage message;
+  v1::Join* join = message.mutable_join();
+  join->set_protocol_version(1);
+  join->set_run_id(config_.run_id);
+  *join->mutable_node() = ToProto(node);
+  *join->mutable_job() = ToProto(config_.job);
+  Send(std::move(message));
+}
+
+void GrpcRendezvous::ReportFailure(const WorkerFailure& failure) {
+  v1::AgentMessage message;
+  message.mutable_failure()->set_round(round_);
+  *message.mutable_failure()->mutable_failure() = ToProto(failure);
+  Send(std::move(message));
+}
+
+void GrpcRendezvous::ReportSucceeded() {
+  v1::AgentMessage message;
+  message.mutable_succeeded()->set_round(round_);
+  Send(std::move(message));
+}
+
+void GrpcRendezvous::Leave() {
+  v1::AgentMessage message;
+  message.mutable_leave();
+  Send(std::move(message));
+  std::lock_guard<std::mutex> lock(mutex_);
+  closing_ = true;
+  wake_.notify_all();
+}
+
+void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
+  RendezvousEvent event;
+  switch (message.kind_case()) {
+    case v1::MasterMessage::kWaiting:
+      return;  // an acknowledgement: the agent logs nothing per node to keep large jobs quiet
+    case v1::MasterMessage::kRound:
+      round_ = message.round().round();
+      event.kind = RendezvousEvent::Kind::kRoundReady;
+      event.round = FromProto(message.round());
+      break;
+    case v1::MasterMessage::kStop:
+      event.kind = RendezvousEvent::Kind::kRejoin;
+      event.reason = message.stop().reason();
+      event.restart = message.stop().restart();
+      event.restarts_spent = message.stop().restarts_spent();
+      event.max_restarts = message.stop().max_restarts();
+      break;
+    case v1::MasterMessage::kFinished:
+      finished_ = true;
+      event.kind = message.finished().success() ? RendezvousEvent::Kind::kJobSucceeded
+                                                : RendezvousEvent::Kind::kJobFailed;
+      event.first_failure = FromProto(message.finished().first_failure());
+      event.restarts_spent = message.finished().restarts_spent();
+      event.max_restarts = message.finished().max_restarts();
+      break;
+    case v1::MasterMessage::kRefused:
+      finished_ = true;
+      PostError(absl::Status(static_cast<absl::StatusCode>(message.refused().code()),
+                             message.refused().message()));
+      return;
+    case v1::MasterMessage::KIND_NOT_SET:
+      return;
+  }
+  events_.Post(std::move(event));
+}
+
+}  // namespace mxrun

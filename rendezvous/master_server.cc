@@ -1,0 +1,63 @@
+#include "rendezvous/master_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "rendezvous/memory_store.h"
+#include "rendezvous/rendezvous_service.h"
+#include "rendezvous/store_service.h"
+
+namespace mxrun {
+
+std::string JoinHostPort(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos && host.front() != '[') {
+    return absl::StrCat("[", host, "]:", port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(
+    const MasterServerOptions& options) {
+  std::unique_ptr<MasterServer> server(new MasterServer());
+  server->host_ = options.bind_all ? "0.0.0.0" : options.host;
+  server->store_ = std::make_unique<MemoryStore>();
+  server->rendezvous_ = std::make_unique<RendezvousService>(options.token);
+  server->store_service_ = std::make_unique<StoreService>(*server->store_, options.token);
+
+  grpc::ServerBuilder builder;
+  const std::string listen = JoinHostPort(server->host_, options.port);
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &server->port_);
+  builder.RegisterService(server->rendezvous_.get());
+  builder.RegisterService(server->store_service_.get());
+  // A dead peer's TCP connection is noticed by keepalive even if the agent's own lease has not
+  // expired yet; SO_REUSEPORT off so that a second master on the same port fails loudly.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    server->rendezvous_->Shutdown();
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", listen, " (address in use, or not an address of this machine)"));
+  }
+  return server;
+}
+
+MasterServer::~MasterServer() { Shutdown(); }
+
+std::string MasterServer::address() const { return JoinHostPort(host_, port_); }
+
+void MasterServer::Shutdown(std::chrono::milliseconds grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (rendezvous_) rendezvous_->Shutdown();
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + grace);
+}
+
+void MasterServer::Wait() {
+  if (server_) server_->Wait();
+}
+
+}  // namespace mxrun

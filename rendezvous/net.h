@@ -1,0 +1,30 @@
+#pragma once
+// Small networking helpers for rendezvous: endpoints, free ports, local addresses.
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace mxrun {
+
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+
+// "host", "host:port", "[v6]:port", "v6" (no port). `default_port` when none is given.
+// Errors: InvalidArgument naming the text and the accepted forms.
+absl::StatusOr<HostPort> ParseHostPort(const std::string& text, int default_port);
+
+// A TCP port that is free on `address` right now (bind to port 0 and read it back). The usual race
+// applies: another process may take it before the worker binds it.
+absl::StatusOr<int> PickFreePort(const std::string& address);
+
+// The local address this machine would use to reach `host` (a UDP socket connected there; no packet
+// is sent): what an agent advertises when --local_addr is not given.
+absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port);
+
+// True when `host` resolves to an address of one of this machine's interfaces.
+bool IsLocalHost(const std::string& host);
+
+}  // namespace mxrun

@@ -1,0 +1,256 @@
+#include "rendezvous/rendezvous_service.h"
+
+#include <deque>
+
+#include "rendezvous/proto_convert.h"
+#include "rendezvous/validation.h"
+
+namespace mxrun {
+
+std::string PresentedToken(const grpc::CallbackServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(kTokenMetadataKey);
+  return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+}  // namespace
+
+// One agent's Session stream. Writes are queued (one in flight at a time, as gRPC requires) and
+// started outside the queue's lock, because reactions may run inline.
+class RendezvousService::SessionReactor final
+    : public grpc::ServerBidiReactor<v1::AgentMessage, v1::MasterMessage> {
+ public:
+  SessionReactor(RendezvousService* service, NodeId node) : service_(service), node_(node) {}
+
+  void Begin() { StartRead(&incoming_); }
+
+  void Refuse(const grpc::Status& status) { Finish(status); }
+
+  // Queues `message`; with `close_after`, the stream is finished once the queue has drained.
+  void Send(v1::MasterMessage message, bool close_after) {
+    const v1::MasterMessage* start = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(write_mutex_);
+      if (finishing_) return;
+      queue_.push_back(std::move(message));
+      close_after_ = close_after_ || close_after;
+      if (!writing_) {
+        writing_ = true;
+        start = &queue_.front();
+      }
+    }
+    if (start != nullptr) StartWrite(start);
+  }
+
+  void Close() {
+    bool finish_now = false;
+    {
+      std::lock_guard<std::mutex> lock(write_mutex_);
+      close_after_ = true;
+      if (!writing_ && !finishing_) finish_now = finishing_ = true;
+    }
+    if (finish_now) Finish(grpc::Status::OK);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the agent closed its side or the stream broke: it is gone
+      service_->OnSessionEnded(node_, "stream closed");
+      Close();
+      return;
+    }
+    service_->OnMessage(node_, incoming_);
+    {
+      std::lock_guard<std::mutex> lock(write_mutex_);
+      if (finishing_ || close_after_) return;
+    }
+    StartRead(&incoming_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    const v1::MasterMessage* next = nullptr;
+    bool finish_now = false;
+    {
+      std::lock_guard<std::mutex> lock(write_mutex_);
+      queue_.pop_front();
+      if (ok && !queue_.empty()) {
+        next = &queue_.front();
+      } else {
+        writing_ = false;
+        if ((close_after_ || !ok) && !finishing_) finish_now = finishing_ = true;
+      }
+    }
+    if (next != nullptr) StartWrite(next);
+    if (finish_now) Finish(grpc::Status::OK);
+  }
+
+  void OnDone() override {
+    service_->OnSessionEnded(node_, "stream closed");
+    service_->Unregister(node_);
+    delete this;
+  }
+
+ private:
+  RendezvousService* service_;
+  const NodeId node_;
+  v1::AgentMessage incoming_;
+  std::mutex write_mutex_;
+  std::deque<v1::MasterMessage> queue_;
+  bool writing_ = false;
+  bool close_after_ = false;
+  bool finishing_ = false;
+};
+
+RendezvousService::RendezvousService(std::string token, std::chrono::milliseconds tick,
+                                     Clock clock)
+    : token_(std::move(token)), tick_(tick), clock_(std::move(clock)) {
+  ticker_ = std::thread([this] { TickLoop(); });
+}
+
+RendezvousService::~RendezvousService() { Shutdown(); }
+
+void RendezvousService::Shutdown() {
+  std::vector<SessionReactor*> open;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    for (auto& [node, session] : sessions_) open.push_back(session);
+  }
+  ticker_wake_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+  for (SessionReactor* session : open) session->Close();
+}
+
+grpc::ServerBidiReactor<v1::AgentMessage, v1::MasterMessage>* RendezvousService::Session(
+    grpc::CallbackServerContext* context) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const NodeId node = next_node_++;
+  auto* session = new SessionReactor(this, node);
+  if (absl::Status auth = CheckToken(token_, PresentedToken(*context)); !auth.ok()) {
+    session->Refuse(ToGrpc(auth));
+    return session;
+  }
+  if (shutting_down_) {
+    session->Refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the master is shutting down"));
+    return session;
+  }
+  sessions_[node] = session;
+  session->Begin();
+  return session;
+}
+
+void RendezvousService::OnMessage(NodeId node, const v1::AgentMessage& message) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const MasterState::Time now = clock_();
+  switch (message.kind_case()) {
+    case v1::AgentMessage::kJoin: {
+      const v1::Join& join = message.join();
+      if (join.protocol_version() != 1) {
+        ToAgent refusal;
+        refusal.node = node;
+        refusal.kind = ToAgent::Kind::kRefused;
+        refusal.refusal = absl::FailedPreconditionError(
+            "protocol version mismatch: this master speaks mxrun.v1 protocol 1");
+        refusal.close_session = true;
+        Deliver({refusal});
+        return;
+      }
+      Deliver(state_.Join(now, node, join.run_id(), FromProto(join.node()), FromProto(join.job())));
+      return;
+    }
+    case v1::AgentMessage::kHeartbeat:
+      Deliver(state_.Heartbeat(now, node));
+      return;
+    case v1::AgentMessage::kFailure:
+      Deliver(state_.ReportFailure(now, node, message.failure().round(),
+                                   FromProto(message.failure().failure())));
+      return;
+    case v1::AgentMessage::kSucceeded:
+      Deliver(state_.ReportSucceeded(now, node, message.succeeded().round()));
+      return;
+    case v1::AgentMessage::kLeave:
+      Deliver(state_.NodeGone(now, node, "left"));
+      return;
+    case v1::AgentMessage::KIND_NOT_SET:
+      return;
+  }
+}
+
+void RendezvousService::OnSessionEnded(NodeId node, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!state_.HasNode(node)) return;
+  Deliver(state_.NodeGone(clock_(), node, why));
+}
+
+void RendezvousService::Unregister(NodeId node) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  sessions_.erase(node);
+}
+
+void RendezvousService::Deliver(const MasterState::Out& out) {
+  for (const ToAgent& message : out) {
+    auto it = sessions_.find(message.node);
+    if (it == sessions_.end()) continue;
+    it->second->Send(ToProto(message), message.close_session);
+  }
+}
+
+void RendezvousService::TickLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!shutting_down_) {
+    ticker_wake_.wait_for(lock, tick_);
+    if (shutting_down_) break;
+    Deliver(state_.Tick(clock_()));
+  }
+}
+
+grpc::ServerUnaryReactor* RendezvousService::GetStatus(grpc::CallbackServerContext* context,
+                                                       const v1::StatusRequest* request,
+                                                       v1::StatusReply* reply) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status auth = CheckToken(token_, PresentedToken(*context)); !auth.ok()) {
+    reactor->Finish(ToGrpc(auth));
+    return reactor;
+  }
+  if (!request->run_id().empty()) {
+    if (absl::Status valid = ValidateRunId(request->run_id()); !valid.ok()) {
+      reactor->Finish(ToGrpc(valid));
+      return reactor;
+    }
+  }
+  std::vector<RunSnapshot> runs;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    runs = state_.Snapshot(clock_(), request->run_id());
+  }
+  for (const RunSnapshot& run : runs) {
+    v1::RunStatus* r = reply->add_runs();
+    r->set_run_id(run.run_id);
+    r->set_phase(run.phase);
+    r->set_round(run.round);
+    r->set_restarts_spent(run.restarts_spent);
+    r->set_max_restarts(run.job.max_restarts);
+    r->set_min_nodes(run.job.min_nodes);
+    r->set_max_nodes(run.job.max_nodes);
+    r->set_world_size(run.world_size);
+    for (const MemberSnapshot& m : run.members) {
+      v1::MemberStatus* s = r->add_members();
+      s->set_host(m.desc.host);
+      s->set_address(m.desc.address);
+      s->set_node_rank(m.node_rank);
+      s->set_local_world_size(m.desc.local_world_size);
+      s->set_state(m.state);
+      s->set_last_seen_s_ago(static_cast<double>(m.since_last_seen.count()) / 1000.0);
+    }
+  }
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace mxrun

@@ -1,0 +1,66 @@
+#pragma once
+// The gRPC face of the rendezvous master: a thin adapter between Session streams and MasterState.
+// Each agent's stream is one SessionReactor (gRPC callback API, no thread per stream). Every message
+// read becomes one MasterState call under one mutex; the messages it returns are queued on the
+// addressed sessions and written one at a time. A ticker thread feeds the master's clock to the state
+// machine (lease expiry, last call, join time-outs).
+//
+// Thread-safety: all public methods are safe to call from any thread.
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "mxrun.grpc.pb.h"
+#include "rendezvous/master_state.h"
+
+namespace mxrun {
+
+class RendezvousService final : public v1::Rendezvous::CallbackService {
+ public:
+  using Clock = std::function<MasterState::Time()>;
+
+  // `token`: demanded on every call when non-empty.
+  explicit RendezvousService(std::string token,
+                             std::chrono::milliseconds tick = std::chrono::milliseconds(50),
+                             Clock clock = [] { return std::chrono::steady_clock::now(); });
+  ~RendezvousService() override;
+
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::MasterMessage>* Session(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
+                                      const v1::StatusRequest* request,
+                                      v1::StatusReply* reply) override;
+
+  // Stops the ticker and ends every open session (call before shutting the server down).
+  void Shutdown();
+
+ private:
+  class SessionReactor;
+  friend class SessionReactor;
+
+  void OnMessage(NodeId node, const v1::AgentMessage& message);
+  void OnSessionEnded(NodeId node, const std::string& why);
+  void Unregister(NodeId node);
+  void Deliver(const MasterState::Out& out);  // mutex_ held
+  void TickLoop();
+
+  const std::string token_;
+  const std::chrono::milliseconds tick_;
+  const Clock clock_;
+  std::mutex mutex_;
+  MasterState state_;
+  std::map<NodeId, SessionReactor*> sessions_;
+  NodeId next_node_ = 1;
+  bool shutting_down_ = false;
+  std::condition_variable ticker_wake_;
+  std::thread ticker_;
+};
+
+// The token a client presented, from the call's metadata (empty when none).
+std::string PresentedToken(const grpc::CallbackServerContext& context);
+
+}  // namespace mxrun
