@@ -21,6 +21,7 @@
 #include "launcher/nproc.h"
 #include "launcher/options.h"
 #include "launcher/rendezvous_setup.h"
+#include "launcher/status_command.h"
 #include "rendezvous/master_server.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -186,4 +187,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace mxrun
 
-int main(int argc, char** argv) { return mxrun::Main(argc, argv); }
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "status") return mxrun::RunStatusCommand(argc, argv);
+  return mxrun::Main(argc, argv);
+}

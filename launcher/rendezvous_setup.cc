@@ -169,7 +169,9 @@ absl::StatusOr<NodeRendezvous> SetUpRendezvous(const LaunchOptions& options,
     config.endpoint = JoinHostPort(endpoint->host, endpoint->port);
     master.host = endpoint->host;
     master.port = endpoint->port;
-    host_master = settings.is_host == 1 || (settings.is_host == -1 && IsLocalHost(endpoint->host));
+    host_master = settings.is_host == 1 ||
+                  (settings.is_host == -1 && IsLocalHost(endpoint->host) &&
+                   !PortInUse(endpoint->host, endpoint->port));
   }
   if (options.rdzv_id.empty() || options.rdzv_id == "none") {
     if (options.rdzv_backend != "static") {

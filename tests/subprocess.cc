@@ -184,6 +184,16 @@ std::string ReadFile(const std::string& path) {
   return buffer.str();
 }
 
+std::vector<int> IntsAfter(const std::string& text, const std::string& key) {
+  std::vector<int> values;
+  const std::string needle = key + "=";
+  for (size_t pos = text.find(needle); pos != std::string::npos;
+       pos = text.find(needle, pos + needle.size())) {
+    values.push_back(std::atoi(text.c_str() + pos + needle.size()));
+  }
+  return values;
+}
+
 int CountOccurrences(const std::string& text, const std::string& needle) {
   int count = 0;
   for (size_t pos = text.find(needle); pos != std::string::npos;

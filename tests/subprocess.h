@@ -69,6 +69,9 @@ class TempDir {
 };
 
 std::string ReadFile(const std::string& path);
+// Every integer that follows `key=` in `text` ("pid" finds 12 in "pid=12"; a leading space in the
+// key keeps "grandchild" from matching "child").
+std::vector<int> IntsAfter(const std::string& text, const std::string& key);
 int CountOccurrences(const std::string& text, const std::string& needle);
 
 }  // namespace mxrun::testing

@@ -1,8 +1,11 @@
 // A small worker program for the launcher's tests. Flags (all optional):
 //   --exit=N                exit with N at the end (default 0)
 //   --fail-below-attempt=K  apply --exit/--kill-self only while TORCHELASTIC_RESTART_COUNT < K
-//   --only-rank=R           apply --exit/--kill-self only on global rank R (others exit 0)
+//   --only-rank=R           apply --exit/--kill-self only on global rank R (others exit 0);
+//                           a worker that is going to fail skips --sleep
 //   --sleep=S               sleep S seconds (fractional) before exiting
+//   --sleep-below-attempt=K only sleep while TORCHELASTIC_RESTART_COUNT < K
+//   --sleep-if-world=W      only sleep when WORLD_SIZE == W
 //   --ignore-sigterm        print "ignored SIGTERM" on SIGTERM and carry on (grace, SIGKILL)
 //   --fork-grandchild[=setsid]  fork a child that sleeps for 600 s (optionally in its own session)
 //   --write-error-file=MSG  write MSG to TORCHELASTIC_ERROR_FILE in PyTorch's @record JSON shape
@@ -61,6 +64,7 @@ void SleepSeconds(double seconds) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  int sleep_below = -1, sleep_world = -1;
   int exit_code = 0, fail_below = -1, only_rank = -1, lines = 0, line_length = 20, kill_self = 0;
   double sleep_seconds = 0;
   bool ignore_term = false, ready = false, grandchild = false, grandchild_setsid = false;
@@ -71,6 +75,8 @@ int main(int argc, char** argv) {
     else if (Flag(argv[i], "--fail-below-attempt", &v)) fail_below = std::atoi(v.c_str());
     else if (Flag(argv[i], "--only-rank", &v)) only_rank = std::atoi(v.c_str());
     else if (Flag(argv[i], "--sleep", &v)) sleep_seconds = std::atof(v.c_str());
+    else if (Flag(argv[i], "--sleep-below-attempt", &v)) sleep_below = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--sleep-if-world", &v)) sleep_world = std::atoi(v.c_str());
     else if (Flag(argv[i], "--ignore-sigterm", &v)) ignore_term = true;
     else if (Flag(argv[i], "--fork-grandchild", &v)) grandchild = true, grandchild_setsid = v == "setsid";
     else if (Flag(argv[i], "--write-error-file", &v)) error_message = v;
@@ -113,18 +119,26 @@ int main(int argc, char** argv) {
     line.push_back('\n');
     fwrite(line.data(), 1, line.size(), stdout);
   }
-  if (ready) std::printf("ready rank=%s pid=%d grandchild=%d\n", rank.c_str(), getpid(), child);
+  if (ready) {
+    std::printf("ready rank=%s pid=%d grandchild=%d world=%s attempt=%d\n", rank.c_str(), getpid(),
+                child, Env("WORLD_SIZE").c_str(), attempt);
+  }
   std::fflush(stdout);
 
-  if (sleep_seconds > 0) SleepSeconds(sleep_seconds);
+
+  const bool apply = (fail_below < 0 || attempt < fail_below) &&
+                     (only_rank < 0 || std::atoi(rank.c_str()) == only_rank);
+  const bool failing = apply && (exit_code != 0 || kill_self != 0);
+  // A worker that is about to fail does so at once; the others sleep (when asked to).
+  const bool sleep_now = !failing && (sleep_below < 0 || attempt < sleep_below) &&
+                         (sleep_world < 0 || std::atoi(Env("WORLD_SIZE").c_str()) == sleep_world);
+  if (sleep_seconds > 0 && sleep_now) SleepSeconds(sleep_seconds);
   if (g_term) {
     std::printf("caught SIGTERM rank=%s\n", rank.c_str());
     std::fflush(stdout);
     return 143;
   }
 
-  bool apply = (fail_below < 0 || attempt < fail_below) &&
-               (only_rank < 0 || std::atoi(rank.c_str()) == only_rank);
   if (!apply) return 0;
   if (!error_message.empty()) {
     std::string path = Env("TORCHELASTIC_ERROR_FILE");

@@ -7,6 +7,7 @@ steps and checks that the replicas stayed identical.
 
     mxrun --standalone --nproc_per_node=2 scripts/examples/ddp_allreduce.py
 """
+import argparse
 import os
 import sys
 
@@ -16,9 +17,17 @@ from torch.nn.parallel import DistributedDataParallel
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fail-once-on-rank", type=int, default=-1,
+                        help="this global rank exits with 7 on the first attempt (tests restarts)")
+    args = parser.parse_args()
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     dist.init_process_group("gloo", init_method="env://")
+    if rank == args.fail_once_on_rank and attempt == 0:
+        print(f"rank {rank} failing on purpose (attempt {attempt})", flush=True)
+        return 7
 
     value = torch.tensor([float(rank + 1)])
     dist.all_reduce(value)
@@ -26,7 +35,7 @@ def main() -> int:
     if value.item() != expected:
         print(f"allreduce WRONG: sum={value.item()} expected={expected}", flush=True)
         return 1
-    print(f"allreduce ok: sum={value.item()} world_size={world_size}", flush=True)
+    print(f"allreduce ok: sum={value.item()} world_size={world_size} attempt={attempt}", flush=True)
 
     torch.manual_seed(1234 + rank)  # different data per rank; DDP syncs the parameters
     model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),

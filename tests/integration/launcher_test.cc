@@ -47,15 +47,6 @@ std::map<std::string, std::string> ReadEnvFile(const std::string& path) {
   return env;
 }
 
-std::vector<pid_t> PidsFromReadyLines(const std::string& out, const char* key) {
-  std::vector<pid_t> pids;
-  std::regex pattern(std::string(key) + "=(\\d+)");
-  for (std::sregex_iterator it(out.begin(), out.end(), pattern), end; it != end; ++it) {
-    pids.push_back(std::stoi((*it)[1]));
-  }
-  return pids;
-}
-
 }  // namespace
 
 TEST_CASE("environment contract with 4 workers", "[integration][env]") {
@@ -190,7 +181,7 @@ TEST_CASE("a worker ignoring the stop signal is killed after its grace period",
   Subprocess mxrun(Mxrun({"--nproc_per_node=2", "--term_timeout=1"},
                          {"--ready", "--sleep=60", "--ignore-sigterm"}));
   REQUIRE(mxrun.WaitForStdout("ready", 2, 20s));
-  std::vector<pid_t> workers = PidsFromReadyLines(mxrun.out(), " pid");
+  std::vector<int> workers = mxrun::testing::IntsAfter(mxrun.out(), " pid");
   REQUIRE(workers.size() == 2);
   kill(mxrun.pid(), SIGTERM);
   ProcessResult r = mxrun.Wait(20s);
@@ -218,8 +209,8 @@ TEST_CASE("SIGKILL of mxrun leaves no worker or grandchild alive after a second"
   Subprocess mxrun(Mxrun({"--nproc_per_node=2"},
                          {"--ready", "--sleep=60", "--ignore-sigterm", "--fork-grandchild"}));
   REQUIRE(mxrun.WaitForStdout("ready", 2, 20s));
-  std::vector<pid_t> pids = PidsFromReadyLines(mxrun.out(), " pid");
-  std::vector<pid_t> grandchildren = PidsFromReadyLines(mxrun.out(), "grandchild");
+  std::vector<int> pids = mxrun::testing::IntsAfter(mxrun.out(), " pid");
+  std::vector<int> grandchildren = mxrun::testing::IntsAfter(mxrun.out(), "grandchild");
   REQUIRE(pids.size() == 2);
   REQUIRE(grandchildren.size() == 2);
   pids.insert(pids.end(), grandchildren.begin(), grandchildren.end());
@@ -239,7 +230,7 @@ TEST_CASE("grandchildren are killed when the group ends, even ones that left the
     ProcessResult r = Run(Mxrun({"--nproc_per_node=2"}, {"--ready", mode}), {}, 30s);
     CHECK(r.exit_code == 0);
     CHECK_FALSE(r.timed_out);
-    std::vector<pid_t> grandchildren = PidsFromReadyLines(r.out, "grandchild");
+    std::vector<int> grandchildren = mxrun::testing::IntsAfter(r.out, "grandchild");
     REQUIRE(grandchildren.size() == 2);
     for (pid_t pid : grandchildren) CHECK_FALSE(mxrun::testing::IsAlive(pid));
   }

@@ -1,0 +1,77 @@
+// mxrun-master: the rendezvous master on its own, for a head node (a systemd service) that outlives
+// any training node. Prints "mxrun-master listening on HOST:PORT" once it serves.
+//
+//   mxrun-master [--host=ADDR] [--port=29400] [--bind_all] [--token_file=PATH]
+// The token is read from --token_file, else from MXRUN_RDZV_TOKEN. SIGTERM or SIGINT stop it.
+
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "rendezvous/master_server.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"mxrun-master: the mxrun rendezvous master (many runs, keyed by run id)",
+               "mxrun-master"};
+  std::string host = "127.0.0.1";
+  int port = 29400;
+  bool bind_all = false;
+  std::string token_file;
+  app.add_option("--host", host, "address to listen on (default 127.0.0.1)");
+  app.add_option("--port", port, "port (0: any free port; default 29400)")
+      ->check(CLI::Range(0, 65535));
+  app.add_flag("--bind_all,--bind-all", bind_all, "listen on every interface");
+  app.add_option("--token_file,--token-file", token_file,
+                 "file holding the shared token every agent must present");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "mxrun-master: error: %s\n", e.what());
+    return 2;
+  }
+
+  mxrun::MasterServerOptions options;
+  options.host = host;
+  options.port = port;
+  options.bind_all = bind_all;
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    options.token = std::string(absl::StripAsciiWhitespace(text.str()));
+    if (!in || options.token.empty()) {
+      std::fprintf(stderr, "mxrun-master: error: --token_file=%s: missing or empty\n",
+                   token_file.c_str());
+      return 2;
+    }
+  } else if (const char* token = std::getenv("MXRUN_RDZV_TOKEN")) {
+    options.token = std::string(absl::StripAsciiWhitespace(token));
+  }
+
+  // Block the stop signals before gRPC starts its threads; wait for them here.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  sigprocmask(SIG_BLOCK, &stop, nullptr);
+  absl::StatusOr<std::unique_ptr<mxrun::MasterServer>> server = mxrun::MasterServer::Start(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "mxrun-master: error: %s\n", std::string(server.status().message()).c_str());
+    return 3;
+  }
+  std::printf("mxrun-master listening on %s%s\n", (*server)->address().c_str(),
+              options.token.empty() ? "" : " (token required)");
+  std::fflush(stdout);
+  int signo = 0;
+  sigwait(&stop, &signo);
+  std::fprintf(stderr, "mxrun-master: stopping on signal %d\n", signo);
+  (*server)->Shutdown(std::chrono::seconds(2));
+  return 0;
+}

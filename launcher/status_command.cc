@@ -1,0 +1,79 @@
+#include "launcher/status_command.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdio>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_format.h"
+#include "mxrun.grpc.pb.h"
+#include "rendezvous/master_server.h"
+#include "rendezvous/net.h"
+#include "rendezvous/validation.h"
+
+namespace mxrun {
+
+int RunStatusCommand(int argc, char** argv) {
+  CLI::App app{"mxrun status: show the runs a rendezvous master holds", "mxrun status"};
+  std::string endpoint;
+  std::string run_id;
+  double timeout_s = 5;
+  app.add_option("--rdzv_endpoint,--rdzv-endpoint", endpoint, "master HOST[:PORT]")->required();
+  app.add_option("--rdzv_id,--rdzv-id", run_id, "only this run");
+  app.add_option("--timeout", timeout_s, "seconds to wait for the master (default 5)")
+      ->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc - 1, argv + 1);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "mxrun status: error: %s\n", e.what());
+    return 2;
+  }
+  absl::StatusOr<HostPort> target = ParseHostPort(endpoint, 29400);
+  if (!target.ok()) {
+    std::fprintf(stderr, "mxrun status: error: %s\n", std::string(target.status().message()).c_str());
+    return 2;
+  }
+  const std::string address = JoinHostPort(target->host, target->port);
+  auto stub = v1::Rendezvous::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(static_cast<long>(timeout_s * 1000)));
+  context.set_wait_for_ready(true);
+  if (const char* token = std::getenv("MXRUN_RDZV_TOKEN")) {
+    context.AddMetadata(kTokenMetadataKey, token);
+  }
+  v1::StatusRequest request;
+  request.set_run_id(run_id);
+  v1::StatusReply reply;
+  grpc::Status status = stub->GetStatus(&context, request, &reply);
+  if (!status.ok()) {
+    std::fprintf(stderr, "mxrun status: the master at %s did not answer: %s\n", address.c_str(),
+                 status.error_message().c_str());
+    return status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? 2 : 3;
+  }
+  if (reply.runs().empty()) {
+    std::printf("no runs%s on %s\n", run_id.empty() ? "" : (" named " + run_id).c_str(),
+                address.c_str());
+    return 0;
+  }
+  for (const v1::RunStatus& run : reply.runs()) {
+    std::printf("run %s: %s, round %d, nodes %d:%d, world size %d, restarts %d of %d\n",
+                run.run_id().c_str(), run.phase().c_str(), run.round(), run.min_nodes(),
+                run.max_nodes(), run.world_size(), run.restarts_spent(), run.max_restarts());
+    std::printf("  %-9s %-24s %-24s %-7s %-10s %s\n", "node_rank", "host", "address", "workers",
+                "state", "last seen");
+    for (const v1::MemberStatus& m : run.members()) {
+      std::string rank = m.node_rank() < 0 ? "-" : std::to_string(m.node_rank());
+      std::printf("  %-9s %-24s %-24s %-7d %-10s %.1fs ago\n", rank.c_str(), m.host().c_str(),
+                  m.address().c_str(), m.local_world_size(), m.state().c_str(),
+                  m.last_seen_s_ago());
+    }
+  }
+  return 0;
+}
+
+}  // namespace mxrun

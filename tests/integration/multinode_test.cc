@@ -1,0 +1,279 @@
+// Multi-node behaviour with real agent processes on 127.0.0.1: static and dynamic rendezvous, node
+// death, late joiners, worker failures across nodes, the restart budget, an unreachable master, the
+// token, and a real PyTorch Gloo job across two "nodes". Every wait is bounded.
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+
+#include "tests/subprocess.h"
+
+using namespace std::chrono_literals;
+using mxrun::testing::CountOccurrences;
+using mxrun::testing::IntsAfter;
+using mxrun::testing::ProcessResult;
+using mxrun::testing::Subprocess;
+using mxrun::testing::TempDir;
+
+namespace {
+
+const std::string kMxrun = MXRUN_BIN;
+const std::string kMaster = MXRUN_MASTER_BIN;
+const std::string kChild = TEST_CHILD_BIN;
+
+// A standalone master on 127.0.0.1 with a port chosen by the kernel.
+class Master {
+ public:
+  explicit Master(std::vector<std::string> extra = {},
+                  std::map<std::string, std::string> env = {}) {
+    std::vector<std::string> argv{kMaster, "--port=0"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    process_ = std::make_unique<Subprocess>(argv, env);
+    REQUIRE(process_->WaitForStdout("listening on", 1, 10s));
+    const std::string& out = process_->out();
+    size_t at = out.find("listening on ") + 13;
+    endpoint_ = out.substr(at, out.find_first_of(" \n", at) - at);
+  }
+  ~Master() {
+    kill(process_->pid(), SIGTERM);
+    process_->Wait(10s);
+  }
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  std::unique_ptr<Subprocess> process_;
+  std::string endpoint_;
+};
+
+std::vector<std::string> Agent(std::vector<std::string> flags, std::vector<std::string> child) {
+  std::vector<std::string> argv{kMxrun};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("--no_python");
+  argv.push_back(kChild);
+  argv.insert(argv.end(), child.begin(), child.end());
+  return argv;
+}
+
+std::vector<std::string> Dynamic(const std::string& endpoint, const std::string& id,
+                                 const std::string& nnodes, std::vector<std::string> more = {}) {
+  std::vector<std::string> flags{"--rdzv_backend=c10d", "--rdzv_endpoint=" + endpoint,
+                                 "--rdzv_id=" + id, "--nnodes=" + nnodes};
+  flags.insert(flags.end(), more.begin(), more.end());
+  return flags;
+}
+
+int FreePort() {
+  // Bind-then-close gives a port nobody listens on right after (tests never guess ports).
+  Subprocess probe({"/usr/bin/python3", "-c",
+                    "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); "
+                    "print(s.getsockname()[1])"});
+  ProcessResult r = probe.Wait(10s);
+  return std::stoi(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("static rendezvous: 2 nodes x 2 workers get global ranks by node rank",
+          "[multinode]") {
+  const std::string port = std::to_string(FreePort());
+  std::vector<std::unique_ptr<Subprocess>> nodes;
+  for (int rank : {1, 0}) {  // node 1 starts first: it waits for its master
+    nodes.push_back(std::make_unique<Subprocess>(
+        Agent({"--nnodes=2", "--node_rank=" + std::to_string(rank), "--master_port=" + port,
+               "--nproc_per_node=2"},
+              {"--ready"})));
+  }
+  ProcessResult n1 = nodes[0]->Wait(60s);
+  ProcessResult n0 = nodes[1]->Wait(60s);
+  INFO(n0.err << n1.err);
+  CHECK(n0.exit_code == 0);
+  CHECK(n1.exit_code == 0);
+  CHECK_THAT(n0.out, Catch::Contains("[n0 r0] ready rank=0") &&
+                         Catch::Contains("[n0 r1] ready rank=1"));
+  CHECK_THAT(n1.out, Catch::Contains("[n1 r2] ready rank=2") &&
+                         Catch::Contains("[n1 r3] ready rank=3"));
+  CHECK(IntsAfter(n0.out + n1.out, "world") == std::vector<int>(4, 4));
+}
+
+TEST_CASE("dynamic rendezvous: 3 agents join a 2:3 job", "[multinode]") {
+  Master master;
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 3; ++i) {
+    agents.push_back(std::make_unique<Subprocess>(
+        Agent(Dynamic(master.endpoint(), "dyn3", "2:3", {"--rdzv_conf=last_call_timeout=10"}),
+              {"--ready"})));
+  }
+  std::string all;
+  for (auto& agent : agents) {
+    ProcessResult r = agent->Wait(60s);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    all += r.out;
+  }
+  CHECK(IntsAfter(all, "world") == std::vector<int>(3, 3));
+  std::vector<int> ranks = IntsAfter(all, "ready rank");
+  std::sort(ranks.begin(), ranks.end());
+  CHECK(ranks == std::vector<int>{0, 1, 2});
+}
+
+TEST_CASE("an agent killed with SIGKILL: survivors re-form with a smaller world",
+          "[multinode]") {
+  Master master;
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 3; ++i) {
+    agents.push_back(std::make_unique<Subprocess>(
+        Agent(Dynamic(master.endpoint(), "kill1", "2:3", {"--rdzv_conf=last_call_timeout=10"}),
+              {"--ready", "--sleep=60", "--sleep-if-world=3"})));
+  }
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("world=3", 1, 30s));
+  kill(agents[2]->pid(), SIGKILL);
+  for (int i = 0; i < 2; ++i) {
+    ProcessResult r = agents[i]->Wait(30s);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.err, Catch::Contains("left (stream closed)"));
+    CHECK(CountOccurrences(r.out, "world=2") == 1);
+    CHECK(CountOccurrences(r.out, "attempt=0") == 2);  // re-formed without spending the budget
+  }
+}
+
+TEST_CASE("a late agent is admitted: the group re-forms to the larger world", "[multinode]") {
+  Master master;
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    agents.push_back(std::make_unique<Subprocess>(
+        Agent(Dynamic(master.endpoint(), "late1", "2:3", {"--rdzv_conf=last_call_timeout=0.2"}),
+              {"--ready", "--sleep=60", "--sleep-if-world=2"})));
+  }
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("world=2", 1, 30s));
+  agents.push_back(std::make_unique<Subprocess>(
+      Agent(Dynamic(master.endpoint(), "late1", "2:3", {"--rdzv_conf=last_call_timeout=0.2"}),
+            {"--ready", "--sleep=60", "--sleep-if-world=2"})));
+  for (auto& agent : agents) {
+    ProcessResult r = agent->Wait(30s);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(CountOccurrences(r.out, "world=3") == 1);
+  }
+}
+
+TEST_CASE("a worker failure on node 1 restarts node 0's workers too", "[multinode]") {
+  const std::string port = std::to_string(FreePort());
+  auto node = [&](int rank) {
+    return std::make_unique<Subprocess>(
+        Agent({"--nnodes=2", "--node_rank=" + std::to_string(rank), "--master_port=" + port,
+               "--nproc_per_node=2", "--max_restarts=1"},
+              {"--ready", "--exit=3", "--only-rank=2", "--fail-below-attempt=1", "--sleep=60",
+               "--sleep-below-attempt=1"}));
+  };
+  auto n0 = node(0);
+  auto n1 = node(1);
+  ProcessResult r0 = n0->Wait(60s);
+  ProcessResult r1 = n1->Wait(60s);
+  INFO(r0.err << r1.err);
+  CHECK(r0.exit_code == 0);
+  CHECK(r1.exit_code == 0);
+  CHECK_THAT(r0.err, Catch::Contains("restarting the worker group (1 of 1 restarts)"));
+  CHECK(CountOccurrences(r0.out, "attempt=1") == 2);
+  CHECK(CountOccurrences(r1.out, "attempt=1") == 2);
+}
+
+TEST_CASE("an exhausted budget stops every node with the same summary", "[multinode]") {
+  const std::string port = std::to_string(FreePort());
+  auto node = [&](int rank) {
+    return std::make_unique<Subprocess>(
+        Agent({"--nnodes=2", "--node_rank=" + std::to_string(rank), "--master_port=" + port,
+               "--nproc_per_node=2", "--max_restarts=1"},
+              {"--ready", "--exit=3", "--only-rank=2", "--sleep=60"}));
+  };
+  auto n0 = node(0);
+  auto n1 = node(1);
+  ProcessResult r0 = n0->Wait(60s);
+  ProcessResult r1 = n1->Wait(60s);
+  for (const ProcessResult* r : {&r0, &r1}) {
+    INFO(r->err);
+    CHECK(r->exit_code == 1);
+    CHECK_THAT(r->err, Catch::Contains("restarts spent: 1 of 1"));
+    CHECK_THAT(r->err, Catch::Contains("rank       : 2 (local_rank: 0)"));
+    CHECK_THAT(r->err, Catch::Contains("node rank  : 1"));
+    CHECK_THAT(r->err, Catch::Contains("exit code 3"));
+  }
+}
+
+TEST_CASE("an unreachable master is a rendezvous failure (exit 3) after the join timeout",
+          "[multinode]") {
+  const std::string endpoint = "127.0.0.1:" + std::to_string(FreePort());
+  ProcessResult r = mxrun::testing::Run(
+      Agent(Dynamic(endpoint, "nomaster", "2", {"--rdzv_conf=join_timeout=1,is_host=0"}), {}),
+      {}, 30s);
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.err, Catch::Contains("cannot reach the rendezvous master at " + endpoint));
+}
+
+TEST_CASE("a master with a token refuses a wrong or missing token", "[multinode]") {
+  TempDir dir;
+  const std::string token_file = dir.path() + "/token";
+  std::ofstream(token_file) << "s3cret\n";
+  Master master({"--token_file=" + token_file});
+  for (const std::string token : {"wrong", ""}) {
+    ProcessResult r = mxrun::testing::Run(
+        Agent(Dynamic(master.endpoint(), "tok", "1:2", {"--rdzv_conf=join_timeout=5,is_host=0"}),
+              {}),
+        {{"MXRUN_RDZV_TOKEN", token}}, 30s);
+    INFO(r.err);
+    CHECK(r.exit_code == 3);
+    CHECK_THAT(r.err, Catch::Contains("token"));
+  }
+  ProcessResult ok = mxrun::testing::Run(
+      Agent(Dynamic(master.endpoint(), "tok", "1", {"--rdzv_conf=is_host=0"}), {"--ready"}),
+      {{"MXRUN_RDZV_TOKEN", "s3cret"}}, 30s);
+  INFO(ok.err);
+  CHECK(ok.exit_code == 0);
+}
+
+TEST_CASE("a finished run refuses late joiners", "[multinode]") {
+  Master master;
+  ProcessResult first = mxrun::testing::Run(
+      Agent(Dynamic(master.endpoint(), "done1", "1", {"--rdzv_conf=is_host=0"}), {}), {}, 30s);
+  REQUIRE(first.exit_code == 0);
+  ProcessResult late = mxrun::testing::Run(
+      Agent(Dynamic(master.endpoint(), "done1", "1", {"--rdzv_conf=is_host=0"}), {}), {}, 30s);
+  CHECK(late.exit_code == 3);
+  CHECK_THAT(late.err, Catch::Contains("has already finished"));
+}
+
+TEST_CASE("PyTorch Gloo all-reduce across 2 nodes x 2 workers, also after a re-formation",
+          "[multinode][pytorch]") {
+  Master master;
+  for (const std::string extra : {"", "--fail-once-on-rank=3"}) {
+    INFO("extra: " << extra);
+    std::vector<std::unique_ptr<Subprocess>> nodes;
+    const std::string id = extra.empty() ? "torch1" : "torch2";
+    for (int i = 0; i < 2; ++i) {
+      std::vector<std::string> argv{kMxrun};
+      for (const std::string& f : Dynamic(master.endpoint(), id, "2",
+                                          {"--nproc_per_node=2", "--max_restarts=1",
+                                           "--rdzv_conf=is_host=0"})) {
+        argv.push_back(f);
+      }
+      argv.push_back(EXAMPLES_DIR "/ddp_allreduce.py");
+      if (!extra.empty()) argv.push_back(extra);
+      nodes.push_back(std::make_unique<Subprocess>(
+          argv, std::map<std::string, std::string>{{"PYTHON_EXEC", "/usr/bin/python3"}}));
+    }
+    std::string out;
+    for (auto& node : nodes) {
+      ProcessResult r = node->Wait(240s);
+      INFO(r.out << r.err);
+      CHECK(r.exit_code == 0);
+      out += r.out;
+    }
+    const std::string attempt = extra.empty() ? "attempt=0" : "attempt=1";
+    CHECK(CountOccurrences(out, "allreduce ok: sum=10.0 world_size=4 " + attempt) == 4);
+    CHECK(CountOccurrences(out, "ddp parameters identical on every rank") == 4);
+  }
+}
