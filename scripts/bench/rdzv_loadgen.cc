@@ -1,0 +1,153 @@
+// rdzv_loadgen: opens N agent sessions to one rendezvous master from a single process and measures
+// how long the master takes to form a round of N nodes (first Join sent -> last RoundAssignment
+// received), then reports success for every node so the run finishes cleanly.
+//
+//   rdzv_loadgen --endpoint=127.0.0.1:PORT --nodes=4096 [--channels=32] [--run_id=load1]
+// Prints one line: "nodes=N form_s=... finish_s=... rounds_ok=N".
+
+#include <grpcpp/grpcpp.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "mxrun.grpc.pb.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Shared {
+  std::mutex mutex;
+  std::condition_variable done;
+  int rounds = 0;
+  int finished = 0;
+  int failed = 0;
+  Clock::time_point last_round;
+};
+
+class Session final : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mxrun::v1::MasterMessage> {
+ public:
+  Session(mxrun::v1::Rendezvous::Stub* stub, Shared* shared, const std::string& run_id, int index,
+          int nodes)
+      : shared_(shared) {
+    auto* join = out_.mutable_join();
+    join->set_protocol_version(1);
+    join->set_run_id(run_id);
+    join->mutable_node()->set_host("load" + std::to_string(index));
+    join->mutable_node()->set_address("127.0.0.1");
+    join->mutable_node()->set_local_world_size(1);
+    join->mutable_node()->set_node_rank(-1);
+    join->mutable_node()->set_master_port(20000 + index % 10000);
+    auto* job = join->mutable_job();
+    job->set_min_nodes(nodes);
+    job->set_max_nodes(nodes);
+    job->set_join_timeout_s(120);
+    job->set_last_call_timeout_s(30);
+    job->set_heartbeat_interval_s(30);  // the generator does not heartbeat; keep leases long
+    job->set_missed_heartbeats(10);
+    stub->async()->Session(&context_, this);
+    StartWrite(&out_);
+    StartRead(&in_);
+    StartCall();
+  }
+
+  void OnWriteDone(bool) override {}
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the master finished the stream; OnDone follows
+    if (in_.has_round()) {
+      round_ = in_.round().round();
+      {
+        std::lock_guard<std::mutex> lock(shared_->mutex);
+        ++shared_->rounds;
+        shared_->last_round = Clock::now();
+      }
+      shared_->done.notify_all();
+    }
+    if (in_.has_finished() || in_.has_refused()) {
+      std::lock_guard<std::mutex> lock(shared_->mutex);
+      if (in_.has_refused()) {
+        ++shared_->failed;
+        std::fprintf(stderr, "refused: %s\n", in_.refused().message().c_str());
+      }
+    }
+    StartRead(&in_);
+  }
+  void OnDone(const grpc::Status&) override {
+    {
+      std::lock_guard<std::mutex> lock(shared_->mutex);
+      ++shared_->finished;
+    }
+    shared_->done.notify_all();
+  }
+  void ReportSuccess() {
+    report_.mutable_succeeded()->set_round(round_);
+    StartWrite(&report_);
+  }
+
+ private:
+  Shared* shared_;
+  grpc::ClientContext context_;
+  mxrun::v1::AgentMessage out_;
+  mxrun::v1::AgentMessage report_;
+  mxrun::v1::MasterMessage in_;
+  int round_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rdzv_loadgen: N sessions from one process against an mxrun master"};
+  std::string endpoint;
+  std::string run_id = "load1";
+  int nodes = 1024;
+  int channels = 32;
+  double timeout_s = 60;
+  app.add_option("--endpoint", endpoint)->required();
+  app.add_option("--nodes", nodes)->check(CLI::Range(1, 65536));
+  app.add_option("--channels", channels)->check(CLI::Range(1, 1024));
+  app.add_option("--run_id", run_id);
+  app.add_option("--timeout", timeout_s);
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<std::unique_ptr<mxrun::v1::Rendezvous::Stub>> stubs;
+  for (int c = 0; c < channels; ++c) {
+    grpc::ChannelArguments args;
+    args.SetInt("grpc.channel_id", c);  // distinct channels, distinct connections
+    stubs.push_back(mxrun::v1::Rendezvous::NewStub(
+        grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args)));
+  }
+  Shared shared;
+  std::vector<std::unique_ptr<Session>> sessions;
+  const auto start = Clock::now();
+  for (int i = 0; i < nodes; ++i) {
+    sessions.push_back(std::make_unique<Session>(stubs[i % channels].get(), &shared, run_id, i, nodes));
+  }
+  const auto deadline = start + std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
+  std::unique_lock<std::mutex> lock(shared.mutex);
+  if (!shared.done.wait_until(lock, deadline, [&] { return shared.rounds == nodes || shared.failed > 0; })) {
+    std::fprintf(stderr, "timed out or refused: %d of %d rounds\n", shared.rounds, nodes);
+    std::fflush(nullptr);
+    _exit(1);  // reactors are still live: do not run their destructors
+  }
+  const double form_s = std::chrono::duration<double>(shared.last_round - start).count();
+  lock.unlock();
+  for (auto& session : sessions) session->ReportSuccess();
+  lock.lock();
+  const bool finished = shared.done.wait_until(lock, deadline, [&] { return shared.finished == nodes; });
+  const double finish_s = std::chrono::duration<double>(Clock::now() - start).count();
+  std::printf("nodes=%d form_s=%.3f finish_s=%.3f rounds_ok=%d finished=%d\n", nodes, form_s,
+              finish_s, shared.rounds, finished ? shared.finished : -1);
+  std::fflush(nullptr);
+  if (!finished) _exit(1);
+  lock.unlock();
+  return shared.failed == 0 ? 0 : 1;
+}
