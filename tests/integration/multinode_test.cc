@@ -277,3 +277,39 @@ TEST_CASE("PyTorch Gloo all-reduce across 2 nodes x 2 workers, also after a re-f
     CHECK(CountOccurrences(out, "ddp parameters identical on every rank") == 4);
   }
 }
+
+TEST_CASE("mxrun status shows runs, rounds and members; runs on one master stay apart",
+          "[multinode]") {
+  Master master;
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (const std::string id : {"statA", "statA", "statB"}) {
+    agents.push_back(std::make_unique<Subprocess>(Agent(
+        Dynamic(master.endpoint(), id, id == "statA" ? "2" : "1",
+                {"--rdzv_conf=is_host=0", "--nproc_per_node=" + std::string(id == "statA" ? "2" : "3")}),
+        {"--ready", "--sleep=60"})));
+  }
+  REQUIRE(agents[0]->WaitForStdout("ready", 2, 30s));
+  REQUIRE(agents[1]->WaitForStdout("ready", 2, 30s));
+  REQUIRE(agents[2]->WaitForStdout("ready", 3, 30s));
+  ProcessResult all = mxrun::testing::Run({kMxrun, "status", "--rdzv_endpoint=" + master.endpoint()},
+                                          {}, 20s);
+  INFO(all.out << all.err);
+  CHECK(all.exit_code == 0);
+  CHECK_THAT(all.out, Catch::Contains("run statA: running, round 0, nodes 2:2, world size 4, "
+                                      "restarts 0 of 0"));
+  CHECK_THAT(all.out, Catch::Contains("run statB: running, round 0, nodes 1:1, world size 3"));
+  CHECK(CountOccurrences(all.out, "running    ") == 3);  // three members, each running
+  ProcessResult one = mxrun::testing::Run(
+      {kMxrun, "status", "--rdzv_endpoint=" + master.endpoint(), "--rdzv_id=statB"}, {}, 20s);
+  CHECK_THAT(one.out, !Catch::Contains("statA"));
+  // Each job saw only its own world.
+  CHECK(IntsAfter(agents[2]->out(), "world") == std::vector<int>(3, 3));
+  for (auto& agent : agents) {
+    kill(agent->pid(), SIGTERM);
+    CHECK(agent->Wait(30s).exit_code == 143);
+  }
+  ProcessResult unreachable = mxrun::testing::Run(
+      {kMxrun, "status", "--rdzv_endpoint=127.0.0.1:" + std::to_string(FreePort()), "--timeout=1"},
+      {}, 20s);
+  CHECK(unreachable.exit_code == 3);
+}
