@@ -221,7 +221,8 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
     case v1::MasterMessage::kRefused:
       finished_ = true;
       PostError(absl::Status(static_cast<absl::StatusCode>(message.refused().code()),
-                             message.refused().message()));
+                             absl::StrCat("the master at ", config_.endpoint, ": ",
+                                          message.refused().message())));
       return;
     case v1::MasterMessage::KIND_NOT_SET:
       return;

@@ -59,16 +59,26 @@ mxrun_sha="$(sha256sum "$workdir/bin/mxrun" | cut -c1-12)"
 # Header: how this was run, and on what.
 invocation="RUNS=$RUNS"
 [ "$TORCHRUN_RUNS" != "$RUNS" ] && invocation+=" TORCHRUN_RUNS=$TORCHRUN_RUNS"
+[ "$QUIET_WAIT" != 120 ] && invocation+=" QUIET_WAIT=$QUIET_WAIT"
+[ "$MXRUN" != "$repo_root/build/bin/mxrun" ] && invocation+=" MXRUN=$MXRUN"
+[ "$TORCHRUN" != /usr/bin/torchrun ] && invocation+=" TORCHRUN=$TORCHRUN"
 invocation+=" $0"
 [ "$#" -gt 0 ] && invocation+=" $*"
+# torchrun runs under the interpreter named on its #! line, not necessarily $PYTHON.
+torch_py="$(head -n1 "$TORCHRUN" | sed -n 's/^#![[:space:]]*//p' | cut -d' ' -f1)"
+[ -x "$torch_py" ] || torch_py="$PYTHON"
+git_rev="$(git -C "$repo_root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [ "$git_rev" != unknown ] && [ -n "$(git -C "$repo_root" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+    git_rev+=" (working tree modified)"
+fi
 cpu_model="$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | sed 's/^model name[[:space:]]*:[[:space:]]*//' || true)"
 echo "## mxrun vs torchrun: single-node launch"
 echo
 echo "- command: \`$invocation\`"
 echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "- machine: nproc=$(nproc), uname -r=$(uname -r)${cpu_model:+, cpu=$cpu_model}"
-echo "- mxrun: \`$MXRUN\` ($("$workdir/bin/mxrun" --version 2>/dev/null | head -n1 || echo unknown), sha256 $mxrun_sha...)"
-echo "- torchrun: \`$TORCHRUN\` (torch $("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo unknown), $("$PYTHON" --version 2>&1))"
+echo "- mxrun: \`$MXRUN\` ($("$workdir/bin/mxrun" --version 2>/dev/null | head -n1 || echo unknown), repo at $git_rev, binary sha256 $mxrun_sha...)"
+echo "- torchrun: \`$TORCHRUN\` (torch $("$torch_py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo unknown), $("$torch_py" --version 2>&1))"
 echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "- runs: $RUNS per case for mxrun, $TORCHRUN_RUNS for torchrun, after one warm-up run each, the two launchers interleaved; figures are medians"
 echo
