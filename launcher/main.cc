@@ -21,8 +21,9 @@
 #include "launcher/nproc.h"
 #include "launcher/options.h"
 #include "launcher/rendezvous_setup.h"
+#if MXRUN_NETWORK_BUILD
 #include "launcher/status_command.h"
-#include "rendezvous/master_server.h"
+#endif
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -43,6 +44,17 @@ std::string SelfDir() {
   std::string self(path, static_cast<size_t>(n));
   return self.substr(0, self.rfind('/'));
 }
+
+#if !MXRUN_NETWORK_BUILD
+// Replaces this process with the sibling binary `name` installed beside it, same arguments.
+int ExecSibling(const char* name, char** argv) {
+  const std::string path = SelfDir() + "/" + name;
+  execv(path.c_str(), argv);
+  std::fprintf(stderr, "mxrun: error: this job needs %s (the multi-node build of mxrun), which "
+               "cannot be run: %s: %s\n", name, path.c_str(), ErrnoText(errno).c_str());
+  return kExitUsage;
+}
+#endif
 
 std::string HostName() {
   char name[HOST_NAME_MAX + 1] = {};
@@ -91,6 +103,9 @@ int Main(int argc, char** argv) {
     return kExitSuccess;
   }
   const LaunchOptions& options = *parsed->options;
+#if !MXRUN_NETWORK_BUILD
+  if (NeedsNetwork(options)) return ExecSibling("mxrun-multinode", argv);
+#endif
 
   if (options.nnodes.max == 1 && options.node_rank != 0) {
     return UsageError(absl::StrCat("--node_rank=", options.node_rank,
@@ -165,21 +180,25 @@ int Main(int argc, char** argv) {
     return kExitWorkersFailed;
   }
   const std::string host_name = config.worker.host_name;
+#if MXRUN_NETWORK_BUILD
   absl::StatusOr<NodeRendezvous> rdzv =
-      SetUpRendezvous(options, *settings, *nproc, host_name, run_id);
+      NeedsNetwork(options) ? SetUpNetworkRendezvous(options, *settings, *nproc, host_name)
+                            : SetUpLocalRendezvous(options, *nproc, run_id);
+#else
+  absl::StatusOr<NodeRendezvous> rdzv = SetUpLocalRendezvous(options, *nproc, run_id);
+#endif
   if (!rdzv.ok()) {
     RemoveTree(scratch_dir);
     if (absl::IsInvalidArgument(rdzv.status())) return UsageError(rdzv.status().message());
     spdlog::error("{}", std::string(rdzv.status().message()));
     return kExitRendezvousFailed;
   }
-  if (rdzv->master) spdlog::info("hosting the rendezvous master on {}", rdzv->master->address());
+  if (rdzv->master) spdlog::info("hosting the rendezvous master on {}", rdzv->master_address);
   if (options.nnodes.max > 1) spdlog::info("{}", rdzv->description);
   ElasticAgent agent(std::move(config), *rdzv->rendezvous, *guardian);
   const int exit_code = agent.Run();
   rdzv->rendezvous.reset();
-  // A hosting agent lets the other nodes receive the outcome before the master goes away.
-  if (rdzv->master) rdzv->master->Shutdown(std::chrono::seconds(2));
+  if (rdzv->before_exit) rdzv->before_exit();
   RemoveTree(scratch_dir);  // the guardian does it too, for when we die before this line
   return exit_code;
 }
@@ -188,6 +207,12 @@ int Main(int argc, char** argv) {
 }  // namespace mxrun
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string_view(argv[1]) == "status") return mxrun::RunStatusCommand(argc, argv);
+  if (argc > 1 && std::string_view(argv[1]) == "status") {
+#if MXRUN_NETWORK_BUILD
+    return mxrun::RunStatusCommand(argc, argv);
+#else
+    return mxrun::ExecSibling("mxrun-multinode", argv);
+#endif
+  }
   return mxrun::Main(argc, argv);
 }

@@ -10,6 +10,7 @@
 // missed_heartbeats (keep_alive_max_attempt), close_timeout (accepted), is_host, bind_all,
 // token_file. The token is read from token_file, else from MXRUN_RDZV_TOKEN.
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,18 +36,34 @@ absl::StatusOr<RendezvousSettings> ParseRendezvousSettings(const LaunchOptions& 
                                                            const EnvMap& env);
 
 struct NodeRendezvous {
-  std::unique_ptr<MasterServer> master;     // set when this agent hosts the master
+  // Set when this agent hosts the master. A shared_ptr: its deleter is bound where the server is
+  // made, so code that only holds it needs no gRPC.
+  std::shared_ptr<MasterServer> master;
+  std::string master_address;
+  // Called after the agent's loop: a hosting agent lets the other nodes receive the outcome before
+  // its master goes away.
+  std::function<void()> before_exit;
   std::unique_ptr<Rendezvous> rendezvous;
   std::string run_id;
   std::string description;                  // one line for the log
 };
 
-// Builds the rendezvous (and starts the in-process master when this node hosts it).
-// Errors: InvalidArgument for flag combinations (exit 2), Unavailable when the master cannot be
-// hosted where it must be (exit 3).
-absl::StatusOr<NodeRendezvous> SetUpRendezvous(const LaunchOptions& options,
-                                               const RendezvousSettings& settings,
-                                               int local_world_size, const std::string& host_name,
-                                               const std::string& standalone_run_id);
+// True when the job has more than one node (or names a rendezvous endpoint) and so needs the
+// gRPC rendezvous. The `mxrun` binary carries no gRPC, to keep single-node launches small and fast;
+// for such jobs it hands over to its sibling `mxrun-multinode` (same flags, same code, with gRPC).
+bool NeedsNetwork(const LaunchOptions& options);
+
+// The single-node rendezvous (rendezvous_setup.cc, no gRPC).
+absl::StatusOr<NodeRendezvous> SetUpLocalRendezvous(const LaunchOptions& options,
+                                                    int local_world_size,
+                                                    const std::string& standalone_run_id);
+
+// The multi-node rendezvous (rendezvous_setup_network.cc, links gRPC): starts the in-process master
+// when this node hosts it. Errors: InvalidArgument for flag combinations (exit 2), Unavailable when
+// the master cannot be hosted where it must be (exit 3).
+absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& options,
+                                                      const RendezvousSettings& settings,
+                                                      int local_world_size,
+                                                      const std::string& host_name);
 
 }  // namespace mxrun

@@ -1,0 +1,106 @@
+#include "launcher/rendezvous_setup.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "rendezvous/grpc_rendezvous.h"
+#include "rendezvous/master_server.h"
+#include "rendezvous/net.h"
+
+namespace mxrun {
+namespace {
+
+constexpr int kDefaultRdzvPort = 29400;
+
+}  // namespace
+
+absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& options,
+                                                      const RendezvousSettings& settings,
+                                                      int local_world_size,
+                                                      const std::string& host_name) {
+  NodeRendezvous result;
+  GrpcRendezvousConfig config;
+  config.run_id = options.rdzv_id;
+  config.token = settings.token;
+  config.job.min_nodes = options.nnodes.min;
+  config.job.max_nodes = options.nnodes.max;
+  config.job.max_restarts = options.max_restarts;
+  config.job.timeouts = settings.timeouts;
+  config.node.host = host_name;
+  config.node.address = options.local_addr;
+  config.node.local_world_size = local_world_size;
+  config.node.requested_rank = -1;
+
+  MasterServerOptions master;
+  master.bind_all = settings.bind_all;
+  master.token = settings.token;
+  bool host_master = false;
+  if (options.rdzv_backend == "static") {
+    if (options.nnodes.min != options.nnodes.max) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--nnodes=", options.nnodes.min, ":", options.nnodes.max,
+          " needs a dynamic rendezvous (--rdzv_backend=c10d --rdzv_endpoint=HOST:PORT); the "
+          "static rendezvous takes a fixed --nnodes=N with --node_rank"));
+    }
+    if (options.node_rank >= options.nnodes.max) {
+      return absl::InvalidArgumentError(absl::StrCat("--node_rank=", options.node_rank,
+                                                     " is not valid with --nnodes=",
+                                                     options.nnodes.max, "; accepted: 0 to ",
+                                                     options.nnodes.max - 1));
+    }
+    config.node.requested_rank = options.node_rank;
+    config.endpoint = JoinHostPort(options.master_addr, options.master_port);
+    master.host = options.master_addr;
+    master.port = options.master_port;
+    host_master = options.node_rank == 0;
+  } else {
+    if (options.rdzv_endpoint.empty()) {
+      return absl::InvalidArgumentError(
+          "--rdzv_backend=c10d needs --rdzv_endpoint=HOST[:PORT] (the master's address, the same "
+          "on every node)");
+    }
+    absl::StatusOr<HostPort> endpoint = ParseHostPort(options.rdzv_endpoint, kDefaultRdzvPort);
+    if (!endpoint.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--rdzv_endpoint: ",
+                                                     endpoint.status().message()));
+    }
+    if (options.node_rank_given) config.node.requested_rank = options.node_rank;
+    config.endpoint = JoinHostPort(endpoint->host, endpoint->port);
+    master.host = endpoint->host;
+    master.port = endpoint->port;
+    host_master = settings.is_host == 1 ||
+                  (settings.is_host == -1 && IsLocalHost(endpoint->host) &&
+                   !PortInUse(endpoint->host, endpoint->port));
+  }
+  if (options.rdzv_id.empty() || options.rdzv_id == "none") {
+    if (options.rdzv_backend != "static") {
+      return absl::InvalidArgumentError(
+          "--rdzv_id is required with a dynamic rendezvous: give every node of the job the same "
+          "id (for example the scheduler's job id)");
+    }
+  }
+
+  if (host_master) {
+    absl::StatusOr<std::unique_ptr<MasterServer>> server = MasterServer::Start(master);
+    if (server.ok()) {
+      result.master = std::shared_ptr<MasterServer>(std::move(*server));
+      result.master_address = result.master->address();
+      result.before_exit = [master = result.master] { master->Shutdown(std::chrono::seconds(2)); };
+      config.node.hosts_master = true;
+    } else if (settings.is_host == 1 || options.rdzv_backend == "static") {
+      return absl::UnavailableError(absl::StrCat("this node must host the rendezvous master but ",
+                                                 server.status().message()));
+    }
+    // Dynamic mode: another agent on this machine hosts it already; join it as a client.
+  }
+  result.run_id = config.run_id;
+  result.description = absl::StrCat(
+      options.rdzv_backend == "static" ? "static" : "dynamic", " rendezvous at ", config.endpoint,
+      result.master ? " (hosted here)" : "", ", run '", config.run_id, "', nodes ",
+      options.nnodes.min, options.nnodes.min == options.nnodes.max
+                              ? std::string()
+                              : absl::StrCat(":", options.nnodes.max));
+  result.rendezvous = std::make_unique<GrpcRendezvous>(std::move(config));
+  return result;
+}
+
+}  // namespace mxrun
