@@ -12,7 +12,9 @@
 #include <cstring>
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <map>
+#include <optional>
 
 namespace mxrun {
 namespace {
@@ -36,9 +38,35 @@ pid_t ReadLiveParent(pid_t pid) {
   return state == 'Z' || state == 'X' ? -1 : ppid;
 }
 
-}  // namespace
+// Children of `pid` from /proc/<pid>/task/<tid>/children (every thread). nullopt when the kernel
+// does not offer those files (CONFIG_PROC_CHILDREN); a vanished process has no children.
+std::optional<std::vector<pid_t>> ReadChildren(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/task", pid);
+  DIR* tasks = opendir(path);
+  if (tasks == nullptr) return std::vector<pid_t>{};
+  std::vector<pid_t> children;
+  bool supported = true;
+  while (dirent* entry = readdir(tasks)) {
+    if (entry->d_name[0] == '.') continue;
+    char file[320];
+    std::snprintf(file, sizeof file, "/proc/%d/task/%s/children", pid, entry->d_name);
+    FILE* f = std::fopen(file, "re");
+    if (f == nullptr) {
+      supported = supported && errno != ENOENT;
+      continue;
+    }
+    int child = 0;
+    while (std::fscanf(f, "%d", &child) == 1) children.push_back(child);
+    std::fclose(f);
+  }
+  closedir(tasks);
+  if (!supported) return std::nullopt;
+  return children;
+}
 
-std::vector<pid_t> ListDescendants(pid_t root, const std::set<pid_t>& exclude) {
+// The whole process table's parent links: the fallback when children files are missing.
+std::vector<pid_t> ListDescendantsByScan(pid_t root, const std::set<pid_t>& exclude) {
   std::multimap<pid_t, pid_t> children;
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return {};
@@ -61,6 +89,27 @@ std::vector<pid_t> ListDescendants(pid_t root, const std::set<pid_t>& exclude) {
       if (exclude.count(it->second) > 0) continue;
       found.push_back(it->second);
       frontier.push_back(it->second);
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
+std::vector<pid_t> ListDescendants(pid_t root, const std::set<pid_t>& exclude) {
+  // Walk down from `root` through the children files: cost proportional to the descendants, not
+  // to every process on the machine.
+  std::vector<pid_t> found;
+  std::vector<pid_t> frontier{root};
+  while (!frontier.empty() && found.size() < 100000) {
+    pid_t parent = frontier.back();
+    frontier.pop_back();
+    std::optional<std::vector<pid_t>> children = ReadChildren(parent);
+    if (!children) return ListDescendantsByScan(root, exclude);
+    for (pid_t child : *children) {
+      if (exclude.count(child) > 0 || ReadLiveParent(child) != parent) continue;  // zombie or gone
+      found.push_back(child);
+      frontier.push_back(child);
     }
   }
   return found;
