@@ -352,3 +352,24 @@ TEST_CASE("a real PyTorch DDP program all-reduces over Gloo with 2 workers",
   CHECK_THAT(r.out, Catch::Contains("[n0 r1] allreduce ok: sum=3.0 world_size=2"));
   CHECK_THAT(r.out, Catch::Contains("ddp parameters identical on every rank"));
 }
+
+TEST_CASE("two standalone jobs on one host get their own run id and master port",
+          "[integration][env]") {
+  TempDir a, b;
+  Subprocess first(Mxrun({"--standalone", "--nproc_per_node=2"},
+                         {"--env-out=" + a.path(), "--ready", "--sleep=30"}));
+  Subprocess second(Mxrun({"--standalone", "--nproc_per_node=2"},
+                          {"--env-out=" + b.path(), "--ready", "--sleep=30"}));
+  REQUIRE(first.WaitForStdout("ready", 2, 20s));
+  REQUIRE(second.WaitForStdout("ready", 2, 20s));
+  auto env_a = ReadEnvFile(a.path() + "/env.0");
+  auto env_b = ReadEnvFile(b.path() + "/env.0");
+  CHECK(env_a["MASTER_PORT"] != env_b["MASTER_PORT"]);
+  CHECK(env_a["TORCHELASTIC_RUN_ID"] != env_b["TORCHELASTIC_RUN_ID"]);
+  kill(first.pid(), SIGTERM);
+  CHECK(first.Wait(20s).exit_code == 143);
+  // Stopping one job leaves the other running.
+  CHECK(second.WaitForStdout("caught SIGTERM", 1, 200ms) == false);
+  kill(second.pid(), SIGTERM);
+  CHECK(second.Wait(20s).exit_code == 143);
+}
