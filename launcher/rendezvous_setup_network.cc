@@ -1,15 +1,30 @@
 #include "launcher/rendezvous_setup.h"
 
+#include <grpc/support/log.h>
+
+#include <cstdlib>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "rendezvous/grpc_rendezvous.h"
 #include "rendezvous/master_server.h"
 #include "rendezvous/net.h"
+#include "spdlog/spdlog.h"
 
 namespace mxrun {
 namespace {
 
 constexpr int kDefaultRdzvPort = 29400;
+
+// gRPC's own log lines go to mxrun's log at debug level, so that an expected condition (losing the
+// race to host the master: "Address already in use") does not print a scary error. Setting
+// GRPC_VERBOSITY keeps gRPC's logger for debugging.
+void RouteGrpcLogs() {
+  if (std::getenv("GRPC_VERBOSITY") != nullptr) return;
+  gpr_set_log_function([](gpr_log_func_args* args) {
+    spdlog::debug("grpc: {}:{}: {}", args->file, args->line, args->message);
+  });
+}
 
 }  // namespace
 
@@ -17,6 +32,7 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
                                                       const RendezvousSettings& settings,
                                                       int local_world_size,
                                                       const std::string& host_name) {
+  RouteGrpcLogs();
   NodeRendezvous result;
   GrpcRendezvousConfig config;
   config.run_id = options.rdzv_id;
