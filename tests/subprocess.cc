@@ -177,6 +177,16 @@ TempDir::TempDir() {
 
 TempDir::~TempDir() { nftw(path_.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS); }
 
+std::vector<std::string> MxrunWithChild(const std::vector<std::string>& flags,
+                                        const std::vector<std::string>& child_args) {
+  std::vector<std::string> argv{MXRUN_BIN};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("--no_python");
+  argv.push_back(TEST_CHILD_BIN);
+  argv.insert(argv.end(), child_args.begin(), child_args.end());
+  return argv;
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream buffer;

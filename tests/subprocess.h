@@ -68,6 +68,11 @@ class TempDir {
   std::string path_;
 };
 
+// `mxrun FLAGS --no_python test_child CHILD_ARGS`: the command most integration tests run
+// (binaries from the MXRUN_BIN and TEST_CHILD_BIN compile definitions).
+std::vector<std::string> MxrunWithChild(const std::vector<std::string>& flags,
+                                        const std::vector<std::string>& child_args);
+
 std::string ReadFile(const std::string& path);
 // Every integer that follows `key=` in `text` ("pid" finds 12 in "pid=12"; a leading space in the
 // key keeps "grandchild" from matching "child").

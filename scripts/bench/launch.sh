@@ -64,14 +64,9 @@ invocation="RUNS=$RUNS"
 [ "$TORCHRUN" != /usr/bin/torchrun ] && invocation+=" TORCHRUN=$TORCHRUN"
 invocation+=" $0"
 [ "$#" -gt 0 ] && invocation+=" $*"
-# torchrun runs under the interpreter named on its #! line, not necessarily $PYTHON.
-torch_py="$(head -n1 "$TORCHRUN" | sed -n 's/^#![[:space:]]*//p' | cut -d' ' -f1)"
-[ -x "$torch_py" ] || torch_py="$PYTHON"
-git_rev="$(git -C "$repo_root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-if [ "$git_rev" != unknown ] && [ -n "$(git -C "$repo_root" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
-    git_rev+=" (working tree modified)"
-fi
-cpu_model="$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | sed 's/^model name[[:space:]]*:[[:space:]]*//' || true)"
+# shellcheck source=scripts/bench/lib.sh
+source "$script_dir/lib.sh"
+bench_detect_env
 echo "## mxrun vs torchrun: single-node launch"
 echo
 echo "- command: \`$invocation\`"

@@ -139,13 +139,9 @@ for v in RUNS TORCHRUN_DEAD_RUNS TORCHRUN_DEAD_TIMEOUT TORCHRUN_DEAD_STOP_EARLY 
 done
 invocation+="$0"
 [ "$#" -gt 0 ] && invocation+=" $*"
-torch_py="$(head -n1 "$TORCHRUN" | sed -n 's/^#![[:space:]]*//p' | cut -d' ' -f1)"
-[ -x "$torch_py" ] || torch_py="$PYTHON"
-git_rev="$(git -C "$repo_root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-if [ "$git_rev" != unknown ] && [ -n "$(git -C "$repo_root" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
-    git_rev+=" (working tree modified)"
-fi
-cpu_model="$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | sed 's/^model name[[:space:]]*:[[:space:]]*//' || true)"
+# shellcheck source=scripts/bench/lib.sh
+source "$script_dir/lib.sh"
+bench_detect_env
 echo "### mxrun vs torchrun: multi-node rendezvous"
 echo
 echo "- command: \`$invocation\`"

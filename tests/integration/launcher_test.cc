@@ -26,15 +26,9 @@ using mxrun::testing::TempDir;
 namespace {
 
 const std::string kMxrun = MXRUN_BIN;
-const std::string kChild = TEST_CHILD_BIN;
 
 std::vector<std::string> Mxrun(std::vector<std::string> flags, std::vector<std::string> child_args) {
-  std::vector<std::string> argv{kMxrun};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back("--no_python");
-  argv.push_back(kChild);
-  argv.insert(argv.end(), child_args.begin(), child_args.end());
-  return argv;
+  return mxrun::testing::MxrunWithChild(flags, child_args);
 }
 
 std::map<std::string, std::string> ReadEnvFile(const std::string& path) {

@@ -23,7 +23,6 @@ namespace {
 
 const std::string kMxrun = MXRUN_BIN;
 const std::string kMaster = MXRUN_MASTER_BIN;
-const std::string kChild = TEST_CHILD_BIN;
 
 // A standalone master on 127.0.0.1 with a port chosen by the kernel.
 class Master {
@@ -50,12 +49,7 @@ class Master {
 };
 
 std::vector<std::string> Agent(std::vector<std::string> flags, std::vector<std::string> child) {
-  std::vector<std::string> argv{kMxrun};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back("--no_python");
-  argv.push_back(kChild);
-  argv.insert(argv.end(), child.begin(), child.end());
-  return argv;
+  return mxrun::testing::MxrunWithChild(flags, child);
 }
 
 std::vector<std::string> Dynamic(const std::string& endpoint, const std::string& id,
