@@ -20,13 +20,14 @@
 namespace mxrun {
 
 struct WorkerGroup::Worker {
+  explicit Worker(size_t kept_lines) : last_lines(kept_lines) {}
   int local_rank = 0;
   int global_rank = 0;
   pid_t pid = -1;
   bool running = false;
   bool stopped_by_agent = false;
   std::string error_file;
-  LastLines last_lines{10};
+  LastLines last_lines;
   std::unique_ptr<OutputRelay> out;
   std::unique_ptr<OutputRelay> err;
 };
@@ -50,10 +51,9 @@ void WorkerGroup::Start(const RoundAssignment& round) {
   node_rank_ = round.node_rank;
   attempt_ = round.restart_count;
   for (int local_rank = 0; local_rank < round.local_world_size; ++local_rank) {
-    auto worker = std::make_unique<Worker>();
+    auto worker = std::make_unique<Worker>(spec_.last_lines);
     worker->local_rank = local_rank;
     worker->global_rank = round.global_rank_base + local_rank;
-    worker->last_lines = LastLines(spec_.last_lines);
     workers_.push_back(std::move(worker));
   }
   for (auto& worker : workers_) {

@@ -364,16 +364,16 @@ void MasterState::MaybeCloseRound(Time now, Run& run, Out& out) {
   }
   const int count = static_cast<int>(waiting.size());
   if (count >= run.job.max_nodes) {
-    CloseRound(now, run, std::move(waiting), out);
+    CloseRound(run, std::move(waiting), out);
     return;
   }
   if (count >= run.job.min_nodes) {
     if (run.round >= 0 && stopping == 0) {  // re-forming and every survivor is back
-      CloseRound(now, run, std::move(waiting), out);
+      CloseRound(run, std::move(waiting), out);
       return;
     }
     if (!run.last_call_deadline) run.last_call_deadline = now + run.job.timeouts.last_call_timeout;
-    if (now >= *run.last_call_deadline) CloseRound(now, run, std::move(waiting), out);
+    if (now >= *run.last_call_deadline) CloseRound(run, std::move(waiting), out);
     return;
   }
   run.last_call_deadline.reset();
@@ -392,7 +392,7 @@ void MasterState::MaybeCloseRound(Time now, Run& run, Out& out) {
   }
 }
 
-void MasterState::CloseRound(Time now, Run& run, std::vector<NodeId> waiting, Out& out) {
+void MasterState::CloseRound(Run& run, std::vector<NodeId> waiting, Out& out) {
   // Who gets in when more than max_nodes wait: requested ranks first, then rank order.
   std::sort(waiting.begin(), waiting.end(), [&](NodeId a, NodeId b) {
     const Node& na = run.nodes[a];
@@ -455,7 +455,6 @@ void MasterState::CloseRound(Time now, Run& run, std::vector<NodeId> waiting, Ou
     out.push_back(m);
     base += node.desc.local_world_size;
   }
-  (void)now;
 }
 
 std::vector<RunSnapshot> MasterState::Snapshot(Time now, const std::string& run_id) const {

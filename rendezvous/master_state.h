@@ -152,7 +152,7 @@ class MasterState {
 
   Run* FindRunOf(NodeId node);
   void MaybeCloseRound(Time now, Run& run, Out& out);
-  void CloseRound(Time now, Run& run, std::vector<NodeId> waiting, Out& out);
+  void CloseRound(Run& run, std::vector<NodeId> waiting, Out& out);
   void StopMembers(Time now, Run& run, const std::string& reason, bool restart, Out& out);
   void Finish(Time now, Run& run, bool success, const std::optional<WorkerFailure>& failure,
               Out& out);

@@ -285,12 +285,9 @@ TEST_CASE("log_dir keeps per-rank, per-attempt files and redirects keep stdout o
   CHECK(CountOccurrences(r.out, "line=") == 0);  // stdout redirected: not on the console
   CHECK_THAT(r.err, Catch::Contains("[n0 r1] test_child rank=1 exiting with 4"));  // stderr is
   // One folder per run, then attempt_N/<local_rank>/stdout.log.
-  std::string run_dir;
-  for (const auto& line : {r.err}) {
-    std::smatch m;
-    REQUIRE(std::regex_search(line, m, std::regex("worker logs: (\\S+)/attempt_")));
-    run_dir = m[1];
-  }
+  std::smatch m;
+  REQUIRE(std::regex_search(r.err, m, std::regex("worker logs: (\\S+)/attempt_")));
+  const std::string run_dir = m[1];
   CHECK_THAT(run_dir, Catch::StartsWith(dir.path() + "/logjob_"));
   for (int attempt = 0; attempt < 2; ++attempt) {
     for (int rank = 0; rank < 2; ++rank) {
