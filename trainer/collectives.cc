@@ -1,0 +1,170 @@
+#include "trainer/collectives.h"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
+#if defined(MXRUN_WITH_NCCL)
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace mxrun::trainer {
+namespace {
+
+// PyTorch 2.x split ProcessGroup into a dispatching front and per-device Backends; the Gloo and
+// NCCL classes derive from Backend there and from ProcessGroup in 1.13. Both have the same
+// collective methods.
+#if TORCH_VERSION_MAJOR >= 2
+using GroupBase = c10d::Backend;
+#else
+using GroupBase = c10d::ProcessGroup;
+#endif
+
+class WorkHandle : public PendingCollective {
+ public:
+  explicit WorkHandle(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
+  bool IsCompleted() override { return work_->isCompleted(); }
+  void Wait() override { work_->wait(); }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+};
+
+class C10dCollectives : public Collectives {
+ public:
+  C10dCollectives(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<GroupBase> group,
+                  int rank, int size)
+      : store_(std::move(store)), group_(std::move(group)), rank_(rank), size_(size) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  std::unique_ptr<PendingCollective> AllReduceSum(at::Tensor& tensor) override {
+    std::vector<at::Tensor> tensors{tensor};
+    return std::make_unique<WorkHandle>(group_->allreduce(tensors, c10d::AllreduceOptions{}));
+  }
+
+  void Broadcast(const std::vector<at::Tensor>& tensors, int root) override {
+    // One flat buffer per dtype and device, in first-seen order.
+    std::vector<std::vector<at::Tensor>> groups;
+    for (const at::Tensor& t : tensors) {
+      auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
+        return g.front().scalar_type() == t.scalar_type() && g.front().device() == t.device();
+      });
+      if (it == groups.end()) {
+        groups.push_back({t});
+      } else {
+        it->push_back(t);
+      }
+    }
+    for (std::vector<at::Tensor>& group : groups) {
+      std::vector<at::Tensor> flat_parts;
+      for (const at::Tensor& t : group) flat_parts.push_back(t.detach().reshape({-1}));
+      std::vector<at::Tensor> flat{at::cat(flat_parts)};
+      c10d::BroadcastOptions options;
+      options.rootRank = root;
+      group_->broadcast(flat, options)->wait();
+      if (rank_ == root) continue;
+      at::NoGradGuard no_grad;
+      int64_t offset = 0;
+      for (at::Tensor t : group) {
+        t.copy_(flat[0].narrow(0, offset, t.numel()).view(t.sizes()));
+        offset += t.numel();
+      }
+    }
+  }
+
+  void Barrier() override { group_->barrier(c10d::BarrierOptions{})->wait(); }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<GroupBase> group_;
+  int rank_;
+  int size_;
+};
+
+bool IsLoopback(const std::string& addr) {
+  return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
+}
+
+c10::intrusive_ptr<GroupBase> MakeGloo(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                       int size, const std::string& master_addr,
+                                       std::chrono::milliseconds timeout) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+  } else if (IsLoopback(master_addr)) {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  } else {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+}
+
+}  // namespace
+
+bool NcclAvailable() {
+#if defined(MXRUN_WITH_NCCL)
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBackend backend,
+                                              std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<std::uint16_t>(id.master_port);
+  store_options.timeout = timeout;
+  store_options.numWorkers = id.world_size;
+  store_options.waitWorkers = false;
+  c10::intrusive_ptr<c10d::Store> store;
+  if (id.use_agent_store) {
+    // torchrun's static rendezvous: the agent hosts the store; each attempt gets its own keys.
+    store_options.isServer = false;
+    store = c10::make_intrusive<c10d::PrefixStore>(
+        "/worker/attempt_" + std::to_string(id.restart_count),
+        c10::make_intrusive<c10d::TCPStore>(id.master_addr, store_options));
+  } else {
+    store_options.isServer = id.rank == 0;
+    store = c10::make_intrusive<c10d::TCPStore>(id.master_addr, store_options);
+  }
+  auto scoped = c10::make_intrusive<c10d::PrefixStore>("mxrun_train", store);
+  c10::intrusive_ptr<GroupBase> group;
+  if (backend == CommBackend::kNccl) {
+#if defined(MXRUN_WITH_NCCL)
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    group = c10::make_intrusive<c10d::ProcessGroupNCCL>(scoped, id.rank, id.world_size, options);
+#else
+    throw std::runtime_error("this trainer was built without NCCL (a CPU LibTorch); use --backend gloo");
+#endif
+  } else {
+    group = MakeGloo(scoped, id.rank, id.world_size, id.master_addr, timeout);
+  }
+  return std::make_unique<C10dCollectives>(store, group, id.rank, id.world_size);
+}
+
+std::vector<std::unique_ptr<Collectives>> MakeLocalGlooGroups(int size,
+                                                             std::chrono::milliseconds timeout) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::unique_ptr<Collectives>> groups(size);
+  std::vector<std::thread> threads;
+  // Each Gloo group connects to the others in its constructor, so they are built concurrently.
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] {
+      groups[rank] = std::make_unique<C10dCollectives>(
+          store, MakeGloo(store, rank, size, "127.0.0.1", timeout), rank, size);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return groups;
+}
+
+}  // namespace mxrun::trainer

@@ -1,0 +1,57 @@
+#pragma once
+// The trainer's view of a process group: the few collectives data parallelism needs, over
+// LibTorch's c10d (ProcessGroupGloo on CPU, ProcessGroupNCCL on CUDA). All c10d types stay in
+// collectives.cc, because their API moves between PyTorch releases (1.13's ProcessGroup became
+// 2.x's Backend) and their headers are slow to compile.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "common/worker_env.h"
+
+namespace mxrun::trainer {
+
+enum class CommBackend { kGloo, kNccl };
+
+// An all-reduce in flight.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  virtual bool IsCompleted() = 0;
+  virtual void Wait() = 0;  // throws when the collective failed or timed out
+};
+
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Starts summing `tensor` in place across ranks.
+  virtual std::unique_ptr<PendingCollective> AllReduceSum(at::Tensor& tensor) = 0;
+  // Copies rank `root`'s tensors into every rank's tensors (same shapes), and waits. Tensors of one
+  // dtype travel together as one flat buffer.
+  virtual void Broadcast(const std::vector<at::Tensor>& tensors, int root) = 0;
+  virtual void Barrier() = 0;
+};
+
+// Joins the job's process group the way torch.distributed's env:// does: rank 0 hosts a
+// c10d::TCPStore on MASTER_ADDR:MASTER_PORT and the others connect, or, when the launcher hosts
+// the store (TORCHELASTIC_USE_AGENT_STORE=True), every rank connects to it under the prefix
+// /worker/attempt_<restart count>. Gloo binds to 127.0.0.1 when MASTER_ADDR is a loopback
+// address, to GLOO_SOCKET_IFNAME when set, and to the host name's address otherwise.
+std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBackend backend,
+                                              std::chrono::milliseconds timeout);
+
+// `size` Gloo groups inside this process over an in-memory store and 127.0.0.1, one per rank,
+// each to be driven from its own thread (tests of data parallelism without processes).
+std::vector<std::unique_ptr<Collectives>> MakeLocalGlooGroups(int size,
+                                                             std::chrono::milliseconds timeout);
+
+// Whether this LibTorch was built with NCCL (a CUDA build).
+bool NcclAvailable();
+
+}  // namespace mxrun::trainer

@@ -1,0 +1,69 @@
+// train: the trainer bundled with mxrun. Runs alone, under mxrun, or under torchrun --no_python.
+// Exit codes: 0 done, 1 training failed (the reason is in TORCHELASTIC_ERROR_FILE when set, in
+// PyTorch's @record shape), 2 bad command line or environment.
+
+#include <cxxabi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <string>
+#include <typeinfo>
+
+#include <c10/util/Exception.h>
+
+#include "common/env_contract.h"
+#include "common/worker_env.h"
+#include "trainer/error_file.h"
+#include "trainer/options.h"
+#include "trainer/trainer.h"
+
+extern char** environ;
+
+namespace {
+
+std::string CurrentExceptionType() {
+  const std::type_info* type = abi::__cxa_current_exception_type();
+  if (type == nullptr) return "UnknownError";
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(
+      abi::__cxa_demangle(type->name(), nullptr, nullptr, &status), &std::free);
+  return status == 0 && name ? name.get() : type->name();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace mxrun;
+  trainer::ParsedTrainerArgs parsed;
+  WorkerIdentity identity;
+  try {
+    parsed = trainer::ParseTrainerOptions(argc, argv);
+    identity = ReadWorkerIdentity(EnvFromStrings(environ));
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "train: %s\nRun train --help for the accepted flags.\n", e.what());
+    return 2;
+  }
+  if (!parsed.options) {
+    std::fputs(parsed.help_text.c_str(), stdout);
+    return 0;
+  }
+  auto fail = [&](const std::string& what) {
+    const std::string type = CurrentExceptionType();
+    std::fprintf(stderr, "train: rank %d failed: %s: %s\n", identity.rank, type.c_str(),
+                 what.c_str());
+    if (!identity.error_file.empty()) {
+      trainer::WriteErrorFile(identity.error_file, type, what,
+                              "raised in the C++ trainer (train); no Python traceback");
+    }
+    return 1;
+  };
+  try {
+    return trainer::RunTrainer(*parsed.options, identity);
+  } catch (const c10::Error& e) {
+    return fail(e.what_without_backtrace());  // LibTorch's own backtrace is noise to a user
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+}

@@ -1,0 +1,625 @@
+#include "trainer/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <type_traits>
+
+#include <ATen/autocast_mode.h>
+#include <torch/cuda.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/sgd.h>
+#include <torch/version.h>
+#if defined(MXRUN_WITH_CUDA)
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#include "trainer/batch_loader.h"
+#include "trainer/bucket_plan.h"
+#include "trainer/checkpoint.h"
+#include "trainer/cifar10.h"
+#include "trainer/collectives.h"
+#include "trainer/distributed_sampler.h"
+#include "trainer/gradient_reducer.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/metrics_log.h"
+#include "trainer/resnet.h"
+#include "trainer/synthetic_data.h"
+
+namespace mxrun::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+torch::Device ChooseDevice(const TrainerOptions& o, const WorkerIdentity& id) {
+  if (o.device == "cpu") return torch::kCPU;
+  const bool cuda = torch::cuda::is_available();
+  if (o.device == "cuda" && !cuda) {
+    throw std::runtime_error(
+        "--device cuda: no CUDA device is visible to this process (or this trainer was built "
+        "against a CPU-only LibTorch)");
+  }
+  if (!cuda) return torch::kCPU;
+  const int index = id.local_rank % static_cast<int>(torch::cuda::device_count());
+#if defined(MXRUN_WITH_CUDA)
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
+#endif
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+CommBackend ChooseBackend(const TrainerOptions& o, const torch::Device& device) {
+  if (o.backend == "gloo") return CommBackend::kGloo;
+  if (o.backend == "nccl") {
+    if (!device.is_cuda()) throw std::runtime_error("--backend nccl needs a CUDA device");
+    if (!NcclAvailable()) throw std::runtime_error("--backend nccl: built without NCCL");
+    return CommBackend::kNccl;
+  }
+  return device.is_cuda() && NcclAvailable() ? CommBackend::kNccl : CommBackend::kGloo;
+}
+
+// Mixed precision for the forward pass, on CUDA only.
+class AutocastScope {
+ public:
+  AutocastScope(bool enabled, at::ScalarType dtype) : enabled_(enabled) {
+    if (!enabled_) return;
+#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4 || TORCH_VERSION_MAJOR >= 3
+    at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+#else
+    at::autocast::set_autocast_gpu_dtype(dtype);
+    at::autocast::set_enabled(true);
+#endif
+  }
+  ~AutocastScope() {
+    if (!enabled_) return;
+#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4 || TORCH_VERSION_MAJOR >= 3
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+#else
+    at::autocast::set_enabled(false);
+#endif
+    at::autocast::clear_cache();
+  }
+
+ private:
+  bool enabled_;
+};
+
+// fp16 loss scaling as torch.cuda.amp.GradScaler: scale the loss, unscale the gradients, skip
+// steps whose gradients overflowed and halve the scale, double it after 2000 clean steps.
+struct LossScaler {
+  bool enabled = false;
+  double scale = 65536.0;
+  int clean_steps = 0;
+
+  // Unscales in place; returns false when the step must be skipped.
+  bool Unscale(std::vector<torch::Tensor>& grads) {
+    if (!enabled) return true;
+    auto found_inf = torch::zeros({1}, grads.front().options().dtype(torch::kFloat));
+    auto inv_scale = torch::full({1}, 1.0 / scale, grads.front().options().dtype(torch::kFloat));
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
+    const bool ok = found_inf.item<float>() == 0.0f;
+    if (!ok) {
+      scale *= 0.5;
+      clean_steps = 0;
+    } else if (++clean_steps == 2000) {
+      scale *= 2.0;
+      clean_steps = 0;
+    }
+    return ok;
+  }
+};
+
+// The optimizer's per-parameter state is keyed by the parameter's TensorImpl, as a string in
+// LibTorch 1.x and as the pointer itself in 2.x.
+template <typename Map>
+typename Map::key_type StateKey(const torch::Tensor& p) {
+  if constexpr (std::is_same_v<typename Map::key_type, std::string>) {
+    return c10::guts::to_string(p.unsafeGetTensorImpl());
+  } else {
+    return p.unsafeGetTensorImpl();
+  }
+}
+
+// Sums of loss, correct predictions and samples, reduced across ranks exactly.
+struct Tally {
+  torch::Tensor loss_sum;  // on the training device, so steps never wait for the GPU
+  torch::Tensor correct;
+  std::int64_t count = 0;
+
+  explicit Tally(torch::Device device)
+      : loss_sum(torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device))),
+        correct(torch::zeros({}, torch::TensorOptions().dtype(torch::kInt64).device(device))) {}
+
+  void Add(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& loss_sum_batch) {
+    loss_sum += loss_sum_batch.detach().to(torch::kFloat64);
+    correct += (logits.argmax(1) == labels).sum();
+    count += labels.size(0);
+  }
+};
+
+struct TallyResult {
+  double loss = 0;
+  double accuracy = 0;
+  std::int64_t count = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(const TrainerOptions& o, const WorkerIdentity& id) : o_(o), id_(id) {}
+  int Run();
+
+ private:
+  void Say(const char* format, auto... args) {
+    if (id_.rank != 0) return;
+    std::printf(format, args...);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
+  void LoadData();
+  void BuildModel();
+  void Restore();
+  void TrainEpoch(std::int64_t epoch);
+  TallyResult Reduce(const Tally& tally);
+  TallyResult Evaluate();
+  void Checkpoint();
+  BatchAllocator Allocator();
+  std::pair<torch::Tensor, torch::Tensor> ToDevice(const Batch& batch);
+  void SyncBuffers() {
+    if (comm_ && !buffers_.empty()) comm_->Broadcast(buffers_, 0);
+  }
+  bool Done() const { return o_.max_steps > 0 && progress_.step >= o_.max_steps; }
+
+  const TrainerOptions& o_;
+  const WorkerIdentity& id_;
+  torch::Device device_{torch::kCPU};
+  bool channels_last_ = false;
+  bool amp_ = false;
+  at::ScalarType amp_dtype_ = at::kBFloat16;
+  std::unique_ptr<Collectives> comm_;
+  ImageSet train_set_, test_set_;
+  ResNet model_{nullptr};
+  std::vector<torch::Tensor> params_, buffers_;
+  std::unique_ptr<torch::optim::SGD> optimizer_;
+  std::unique_ptr<GradientReducer> reducer_;
+  LrSchedule schedule_;
+  LossScaler scaler_;
+  TrainingProgress progress_;
+  std::unique_ptr<MetricsLog> metrics_;
+  std::int64_t steps_per_epoch_ = 0;
+  std::int64_t planned_steps_ = 0;
+  double lr_ = 0;
+};
+
+void Trainer::LoadData() {
+  if (o_.data_dir.empty()) {
+    train_set_ = MakeSyntheticImages(o_.synthetic_train, o_.num_classes, 1000 + o_.seed);
+    test_set_ = MakeSyntheticImages(o_.synthetic_test, o_.num_classes, 2000 + o_.seed);
+    return;
+  }
+  if (o_.num_classes != 10) {
+    throw std::runtime_error("CIFAR-10 has 10 classes; --num_classes is " +
+                             std::to_string(o_.num_classes));
+  }
+  train_set_ = ReadCifar10(o_.data_dir, Split::kTrain);
+  test_set_ = ReadCifar10(o_.data_dir, Split::kTest);
+}
+
+void Trainer::BuildModel() {
+  torch::manual_seed(o_.seed);
+  ResNetConfig config;
+  config.arch = o_.model;
+  config.imagenet_stem = o_.stem == "imagenet";
+  config.num_classes = o_.num_classes;
+  config.width = o_.width;
+  config.batch_norm = o_.batch_norm;
+  model_ = ResNet(config);
+  model_->to(device_);
+  if (channels_last_) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model_->parameters()) {
+      if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
+    }
+  }
+  params_ = model_->parameters();
+  buffers_ = model_->buffers();
+
+  // Weight decay on everything, or (--no_decay_bn_bias) not on 1-D tensors: biases and
+  // BatchNorm scales and shifts.
+  auto options = torch::optim::SGDOptions(o_.lr)
+                     .momentum(o_.momentum)
+                     .nesterov(o_.nesterov)
+                     .weight_decay(o_.weight_decay);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  if (o_.no_decay_bn_bias) {
+    std::vector<torch::Tensor> decay, no_decay;
+    for (auto& p : params_) (p.dim() <= 1 ? no_decay : decay).push_back(p);
+    auto no_decay_options = std::make_unique<torch::optim::SGDOptions>(options);
+    no_decay_options->weight_decay(0);
+    groups.emplace_back(decay, std::make_unique<torch::optim::SGDOptions>(options));
+    groups.emplace_back(no_decay, std::move(no_decay_options));
+  } else {
+    groups.emplace_back(params_, std::make_unique<torch::optim::SGDOptions>(options));
+  }
+  optimizer_ = std::make_unique<torch::optim::SGD>(std::move(groups), options);
+}
+
+// Finds the newest checkpoint any rank can see, loads it there and sends it to every rank, so a
+// restart resumes even when the ranks' checkpoint folders are not shared.
+void Trainer::Restore() {
+  const bool want = !o_.ckpt_dir.empty() && (id_.restart_count > 0 || o_.resume);
+  std::optional<TrainingProgress> local;
+  if (want) local = PeekCheckpoint(o_.ckpt_dir);
+  const int world = id_.world_size;
+  int source = local ? id_.rank : -1;
+  if (comm_) {
+    auto seen = torch::zeros({world}, torch::kInt64);
+    if (local) seen[id_.rank] = local->samples_seen + 1;
+    std::vector<torch::Tensor> parts{seen};
+    comm_->AllReduceSum(parts[0])->Wait();
+    source = -1;
+    std::int64_t best = 0;
+    for (int r = 0; r < world; ++r) {
+      const std::int64_t v = seen[r].item<std::int64_t>();
+      if (v > best) best = v, source = r;
+    }
+  }
+  if (source < 0) {
+    // Fresh start: every rank begins with rank 0's weights, as DDP's constructor does.
+    if (comm_) {
+      std::vector<torch::Tensor> state = params_;
+      state.insert(state.end(), buffers_.begin(), buffers_.end());
+      comm_->Broadcast(state, 0);
+    }
+    return;
+  }
+  if (id_.rank == source) progress_ = LoadCheckpoint(o_.ckpt_dir, *model_, *optimizer_);
+  if (comm_) {
+    // Progress, weights, buffers and momentum buffers from the source rank.
+    auto numbers = torch::tensor({progress_.epoch, progress_.samples_in_epoch,
+                                  progress_.samples_seen, progress_.step, progress_.world_size},
+                                 torch::kInt64);
+    auto scale = torch::tensor({progress_.loss_scale}, torch::kFloat64);
+    comm_->Broadcast({numbers, scale}, source);
+    progress_.epoch = numbers[0].item<std::int64_t>();
+    progress_.samples_in_epoch = numbers[1].item<std::int64_t>();
+    progress_.samples_seen = numbers[2].item<std::int64_t>();
+    progress_.step = numbers[3].item<std::int64_t>();
+    progress_.world_size = numbers[4].item<std::int64_t>();
+    progress_.loss_scale = scale[0].item<double>();
+    std::vector<torch::Tensor> state = params_;
+    state.insert(state.end(), buffers_.begin(), buffers_.end());
+    if (o_.momentum > 0) {
+      auto& states = optimizer_->state();
+      using Map = std::decay_t<decltype(states)>;
+      for (auto& p : params_) {
+        auto key = StateKey<Map>(p);
+        if (states.find(key) == states.end()) {
+          auto fresh = std::make_unique<torch::optim::SGDParamState>();
+          fresh->momentum_buffer(torch::zeros_like(p));
+          states[key] = std::move(fresh);
+        }
+        state.push_back(
+            static_cast<torch::optim::SGDParamState&>(*states[key]).momentum_buffer());
+      }
+    }
+    comm_->Broadcast(state, source);
+  }
+  if (progress_.loss_scale > 0) scaler_.scale = progress_.loss_scale;
+  Say("resumed from the checkpoint of rank %d: epoch %lld, step %lld, %lld samples seen "
+      "(written at world size %lld, now %d)",
+      source, static_cast<long long>(progress_.epoch + 1), static_cast<long long>(progress_.step),
+      static_cast<long long>(progress_.samples_seen),
+      static_cast<long long>(progress_.world_size), id_.world_size);
+  if (id_.rank == 0) {
+    metrics_->Append({{"event", "resume"},
+                      {"step", progress_.step},
+                      {"epoch", progress_.epoch},
+                      {"samples_seen", progress_.samples_seen},
+                      {"from_world_size", progress_.world_size},
+                      {"world_size", id_.world_size},
+                      {"restart_count", id_.restart_count}});
+  }
+}
+
+BatchAllocator Trainer::Allocator() {
+  const bool pin = device_.is_cuda();
+  return [pin](std::int64_t n) {
+    struct Tensors {
+      torch::Tensor images, labels;
+    };
+    auto t = std::make_shared<Tensors>();
+    auto options = torch::TensorOptions().pinned_memory(pin);
+    t->images = torch::empty({n, kImageChannels, kImageSide, kImageSide}, options.dtype(torch::kFloat));
+    t->labels = torch::empty({n}, options.dtype(torch::kInt64));
+    BatchStorage storage;
+    storage.images = t->images.data_ptr<float>();
+    storage.labels = t->labels.data_ptr<std::int64_t>();
+    storage.owner = t;
+    return storage;
+  };
+}
+
+std::pair<torch::Tensor, torch::Tensor> Trainer::ToDevice(const Batch& batch) {
+  struct Tensors {
+    torch::Tensor images, labels;
+  };
+  auto* t = static_cast<Tensors*>(batch.storage.owner.get());
+  torch::Tensor images = t->images.narrow(0, 0, batch.size);
+  torch::Tensor labels = t->labels.narrow(0, 0, batch.size);
+  if (device_.is_cuda()) {
+    images = images.to(device_, /*non_blocking=*/true);
+    labels = labels.to(device_, /*non_blocking=*/true);
+  }
+  if (channels_last_) images = images.contiguous(torch::MemoryFormat::ChannelsLast);
+  return {images, labels};
+}
+
+TallyResult Trainer::Reduce(const Tally& tally) {
+  auto sums = torch::stack({tally.loss_sum.to(torch::kFloat64),
+                            tally.correct.to(torch::kFloat64),
+                            torch::full({}, static_cast<double>(tally.count),
+                                        tally.loss_sum.options())});
+  if (comm_) {
+    if (!device_.is_cuda() || !NcclAvailable()) sums = sums.to(torch::kCPU);
+    comm_->AllReduceSum(sums)->Wait();
+  }
+  sums = sums.to(torch::kCPU);
+  TallyResult r;
+  r.count = static_cast<std::int64_t>(sums[2].item<double>());
+  if (r.count > 0) {
+    r.loss = sums[0].item<double>() / r.count;
+    r.accuracy = sums[1].item<double>() / r.count;
+  }
+  return r;
+}
+
+TallyResult Trainer::Evaluate() {
+  // Exact sharding of the test split: rank r takes r, r + W, r + 2W, ... with no padding.
+  std::vector<std::int64_t> shard;
+  for (std::int64_t i = id_.rank; i < test_set_.size(); i += id_.world_size) shard.push_back(i);
+  SyncBuffers();  // every rank evaluates with rank 0's BatchNorm statistics
+  model_->eval();
+  torch::NoGradGuard no_grad;
+  Tally tally(device_);
+  BatchLoader loader(test_set_, std::move(shard), o_.batch_size, AugmentConfig{}, o_.loader_threads,
+                     4, Allocator());
+  while (auto batch = loader.Next()) {
+    auto [images, labels] = ToDevice(*batch);
+    torch::Tensor logits;
+    {
+      AutocastScope autocast(amp_, amp_dtype_);
+      logits = model_->forward(images);
+    }
+    auto loss = torch::nn::functional::cross_entropy(
+        logits.to(torch::kFloat), labels,
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    tally.Add(logits, labels, loss);
+  }
+  model_->train();
+  return Reduce(tally);
+}
+
+void Trainer::Checkpoint() {
+  if (o_.ckpt_dir.empty() || id_.rank != 0) return;
+  progress_.world_size = id_.world_size;
+  progress_.loss_scale = scaler_.enabled ? scaler_.scale : 0;
+  SaveCheckpoint(o_.ckpt_dir, *model_, *optimizer_, progress_);
+}
+
+void Trainer::TrainEpoch(std::int64_t epoch) {
+  SamplerConfig sampler{train_set_.size(), id_.world_size, id_.rank, true, o_.seed, false};
+  std::vector<std::int64_t> shard = ShardIndices(sampler, epoch);
+  // Resuming mid-epoch: the epoch's order does not depend on the world size, and the first
+  // samples_in_epoch positions of it are done; each rank skips its share of them.
+  const std::int64_t skip =
+      std::min<std::int64_t>(progress_.samples_in_epoch / id_.world_size, shard.size());
+  shard.erase(shard.begin(), shard.begin() + skip);
+
+  AugmentConfig augment;
+  augment.crop_and_flip = o_.augment;
+  augment.seed = o_.seed;
+  augment.epoch = epoch;
+  BatchLoader loader(train_set_, std::move(shard), o_.batch_size, augment, o_.loader_threads, 4,
+                     Allocator());
+  const std::int64_t batches = loader.num_batches();
+  Tally epoch_tally(device_), window_tally(device_);
+  auto window_start = Clock::now();
+  std::int64_t window_samples = 0;
+  const auto epoch_start = Clock::now();
+  const std::int64_t epoch_total = SamplesPerRank(sampler) * id_.world_size;
+  std::int64_t consumed_local = skip;  // this rank's position in its shard
+  std::int64_t step_start_seen = progress_.samples_seen;
+  int micro = 0;
+  model_->train();
+  while (auto batch = loader.Next()) {
+    auto [images, labels] = ToDevice(*batch);
+    const bool last_micro = micro == o_.grad_accum - 1 || batch->number == batches - 1;
+    SyncBuffers();
+    torch::Tensor logits;
+    {
+      AutocastScope autocast(amp_, amp_dtype_);
+      logits = model_->forward(images);
+    }
+    auto loss_sum = torch::nn::functional::cross_entropy(
+        logits.to(torch::kFloat), labels,
+        torch::nn::functional::CrossEntropyFuncOptions()
+            .reduction(torch::kSum)
+            .label_smoothing(o_.label_smoothing));
+    torch::Tensor loss = loss_sum / static_cast<double>(batch->size * o_.grad_accum);
+    if (scaler_.enabled) loss = loss * scaler_.scale;
+    reducer_->PrepareForBackward(last_micro);
+    loss.backward();
+    epoch_tally.Add(logits, labels, loss_sum);
+    window_tally.Add(logits, labels, loss_sum);
+    window_samples += batch->size * id_.world_size;
+    progress_.samples_seen += batch->size * id_.world_size;
+    consumed_local += batch->size;
+    if (!last_micro) {
+      ++micro;
+      continue;
+    }
+    micro = 0;
+    reducer_->FinishBackward();
+    std::vector<torch::Tensor> grads;
+    for (auto& p : params_) grads.push_back(p.grad());
+    const bool step_ok = scaler_.Unscale(grads);
+    if (o_.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(params_, o_.clip_grad_norm);
+    lr_ = schedule_.At(static_cast<double>(step_start_seen) / train_set_.size());
+    for (auto& group : optimizer_->param_groups()) {
+      static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr_);
+    }
+    if (step_ok) optimizer_->step();
+    reducer_->ZeroGrad();
+    ++progress_.step;
+    step_start_seen = progress_.samples_seen;
+    progress_.samples_in_epoch = std::min(consumed_local * id_.world_size, epoch_total);
+    if (o_.log_every > 0 && progress_.step % o_.log_every == 0) {
+      const TallyResult r = Reduce(window_tally);
+      const double rate = window_samples / std::max(SecondsSince(window_start), 1e-9);
+      Say("epoch %lld/%d step %lld/%lld loss %.4f acc %.2f%% lr %.5f %.0f img/s",
+          static_cast<long long>(epoch + 1), o_.epochs, static_cast<long long>(progress_.step),
+          static_cast<long long>(planned_steps_), r.loss, 100 * r.accuracy, lr_, rate);
+      if (id_.rank == 0) {
+        metrics_->Append({{"event", "step"},
+                          {"epoch", epoch},
+                          {"step", progress_.step},
+                          {"loss", r.loss},
+                          {"accuracy", r.accuracy},
+                          {"lr", lr_},
+                          {"images_per_sec", rate},
+                          {"world_size", id_.world_size}});
+      }
+      window_tally = Tally(device_);
+      window_samples = 0;
+      window_start = Clock::now();
+    }
+    if (o_.ckpt_every > 0 && progress_.step % o_.ckpt_every == 0) Checkpoint();
+    if (Done()) break;
+  }
+  const double train_seconds = SecondsSince(epoch_start);
+  const TallyResult train = Reduce(epoch_tally);
+  const double rate = train.count / std::max(train_seconds, 1e-9);
+  if (progress_.samples_in_epoch >= epoch_total) {
+    progress_.epoch = epoch + 1;
+    progress_.samples_in_epoch = 0;
+  }
+  nlohmann::json record{{"event", "epoch"},
+                        {"epoch", epoch},
+                        {"step", progress_.step},
+                        {"samples_seen", progress_.samples_seen},
+                        {"train_loss", train.loss},
+                        {"train_accuracy", train.accuracy},
+                        {"images_per_sec", rate},
+                        {"train_seconds", train_seconds},
+                        {"lr", lr_},
+                        {"world_size", id_.world_size}};
+  std::string eval_text;
+  if (o_.eval) {
+    const TallyResult test = Evaluate();
+    record["test_loss"] = test.loss;
+    record["test_accuracy"] = test.accuracy;
+    record["test_samples"] = test.count;
+    char text[96];
+    std::snprintf(text, sizeof(text), " | test loss %.4f acc %.2f%% (%lld images)", test.loss,
+                  100 * test.accuracy, static_cast<long long>(test.count));
+    eval_text = text;
+  }
+  Say("epoch %lld/%d done: step %lld train loss %.4f acc %.2f%% %.0f img/s%s",
+      static_cast<long long>(epoch + 1), o_.epochs, static_cast<long long>(progress_.step),
+      train.loss, 100 * train.accuracy, rate, eval_text.c_str());
+  if (id_.rank == 0) metrics_->Append(record);
+  Checkpoint();
+}
+
+int Trainer::Run() {
+  const auto start = Clock::now();
+  int threads = o_.threads;
+  if (threads == 0) {
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    threads = omp != nullptr ? std::max(1, std::atoi(omp)) : 1;
+  }
+  torch::set_num_threads(threads);
+
+  device_ = ChooseDevice(o_, id_);
+  const CommBackend backend = ChooseBackend(o_, device_);
+  channels_last_ = o_.channels_last.value_or(device_.is_cuda());
+  if (o_.amp != "off" && !device_.is_cuda()) {
+    throw std::runtime_error("--amp " + o_.amp + " needs a CUDA device");
+  }
+  amp_ = o_.amp != "off";
+  amp_dtype_ = o_.amp == "fp16" ? at::kHalf : at::kBFloat16;
+  scaler_.enabled = o_.amp == "fp16";
+  metrics_ = std::make_unique<MetricsLog>(id_.rank == 0 ? o_.metrics_file : "");
+
+  LoadData();
+  BuildModel();
+  if (id_.world_size > 1) {
+    comm_ = JoinProcessGroup(id_, backend,
+                             std::chrono::milliseconds(static_cast<std::int64_t>(o_.timeout_seconds * 1000)));
+  }
+  Restore();
+  reducer_ = std::make_unique<GradientReducer>(
+      params_, comm_.get(), kDefaultFirstBucketBytes,
+      static_cast<std::int64_t>(o_.bucket_cap_mb * 1024 * 1024));
+
+  SamplerConfig sampler{train_set_.size(), id_.world_size, id_.rank, true, o_.seed, false};
+  const std::int64_t batches = (SamplesPerRank(sampler) + o_.batch_size - 1) / o_.batch_size;
+  steps_per_epoch_ = (batches + o_.grad_accum - 1) / o_.grad_accum;
+  planned_steps_ = steps_per_epoch_ * o_.epochs;
+  if (o_.max_steps > 0) planned_steps_ = std::min(planned_steps_, o_.max_steps);
+  schedule_.base_lr = o_.lr;
+  schedule_.warmup_epochs = o_.warmup_epochs;
+  schedule_.total_epochs = o_.epochs;
+  schedule_.kind = o_.schedule;
+  schedule_.milestones = o_.milestones;
+  schedule_.gamma = o_.gamma;
+
+  Say("train: %s (%lld parameters, %s stem) on %s, %d worker(s), backend %s, %lld training and "
+      "%lld test images (%s), batch %lld per worker, %lld steps per epoch",
+      o_.model.c_str(), static_cast<long long>(CountParameters(*model_)), o_.stem.c_str(),
+      device_.str().c_str(), id_.world_size,
+      id_.world_size == 1 ? "none" : backend == CommBackend::kNccl ? "nccl" : "gloo",
+      static_cast<long long>(train_set_.size()), static_cast<long long>(test_set_.size()),
+      o_.data_dir.empty() ? "synthetic" : o_.data_dir.c_str(),
+      static_cast<long long>(o_.batch_size), static_cast<long long>(steps_per_epoch_));
+  if (id_.rank == 0) {
+    metrics_->Append({{"event", "start"},
+                      {"model", o_.model},
+                      {"parameters", CountParameters(*model_)},
+                      {"device", device_.str()},
+                      {"world_size", id_.world_size},
+                      {"restart_count", id_.restart_count},
+                      {"steps_per_epoch", steps_per_epoch_},
+                      {"planned_steps", planned_steps_}});
+  }
+
+  for (std::int64_t epoch = progress_.epoch; epoch < o_.epochs && !Done(); ++epoch) {
+    TrainEpoch(epoch);
+  }
+  if (comm_) comm_->Barrier();
+  Say("train: finished at step %lld after %.1f s", static_cast<long long>(progress_.step),
+      SecondsSince(start));
+  if (id_.rank == 0) {
+    metrics_->Append({{"event", "done"},
+                      {"step", progress_.step},
+                      {"samples_seen", progress_.samples_seen},
+                      {"seconds", SecondsSince(start)}});
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunTrainer(const TrainerOptions& options, const WorkerIdentity& identity) {
+  Trainer trainer(options, identity);
+  return trainer.Run();
+}
+
+}  // namespace mxrun::trainer
