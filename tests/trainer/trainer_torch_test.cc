@@ -1,0 +1,225 @@
+// The trainer's LibTorch parts: the ResNet family, the DDP-style gradient reducer over real Gloo
+// groups (threads of this process, 127.0.0.1), and checkpoints.
+// LibTorch first: its glog CHECK macros must not meet Catch's.
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/sgd.h>
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <thread>
+
+#include "common/files.h"
+#include "trainer/checkpoint.h"
+#include "trainer/collectives.h"
+#include "trainer/gradient_reducer.h"
+#include "trainer/resnet.h"
+
+using namespace mxrun::trainer;
+
+namespace {
+
+ResNet MakeModel(const std::string& arch, bool imagenet, int classes, int width, bool bn,
+                 uint64_t seed) {
+  torch::manual_seed(seed);
+  ResNetConfig c;
+  c.arch = arch;
+  c.imagenet_stem = imagenet;
+  c.num_classes = classes;
+  c.width = width;
+  c.batch_norm = bn;
+  return ResNet(c);
+}
+
+struct TempDir {
+  TempDir() {
+    char pattern[] = "/tmp/mxrun-trainer-test.XXXXXX";
+    path = ::mkdtemp(pattern);
+  }
+  ~TempDir() { mxrun::RemoveTree(path); }
+  std::string path;
+};
+
+torch::Tensor Loss(ResNet& model, const torch::Tensor& x, const torch::Tensor& y) {
+  return torch::nn::functional::cross_entropy(model->forward(x), y);
+}
+
+// Gradients after one step of `world` ranks (threads with real Gloo groups), each on its
+// contiguous slice of (x, y) split into `micro` micro-batches, through GradientReducer.
+std::vector<std::vector<torch::Tensor>> DataParallelGradients(
+    const torch::Tensor& x, const torch::Tensor& y, int world, int micro,
+    std::int64_t first_bucket, std::int64_t bucket,
+    std::vector<GradientReducer::LaunchRecord>* launches = nullptr) {
+  auto groups = MakeLocalGlooGroups(world, std::chrono::seconds(30));
+  std::vector<ResNet> models;
+  for (int r = 0; r < world; ++r) models.push_back(MakeModel("resnet18", false, 10, 8, false, 42));
+  std::vector<std::vector<torch::Tensor>> grads(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      GradientReducer reducer(models[r]->parameters(), groups[r].get(), first_bucket, bucket);
+      auto xs = x.chunk(world)[r].chunk(micro);
+      auto ys = y.chunk(world)[r].chunk(micro);
+      for (int m = 0; m < micro; ++m) {
+        reducer.PrepareForBackward(m == micro - 1);
+        (Loss(models[r], xs[m], ys[m]) / micro).backward();
+      }
+      reducer.FinishBackward();
+      for (auto& p : models[r]->parameters()) grads[r].push_back(p.grad().clone());
+      if (r == 0 && launches) *launches = reducer.last_launches();
+    });
+  }
+  for (auto& t : threads) t.join();
+  return grads;
+}
+
+std::vector<torch::Tensor> SingleProcessGradients(const torch::Tensor& x, const torch::Tensor& y) {
+  ResNet model = MakeModel("resnet18", false, 10, 8, false, 42);
+  Loss(model, x, y).backward();
+  std::vector<torch::Tensor> grads;
+  for (auto& p : model->parameters()) grads.push_back(p.grad().clone());
+  return grads;
+}
+
+double MaxRelativeError(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double scale = std::max(1e-3, b[i].abs().max().item<double>());
+    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>() / scale);
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("ImageNet-stem ResNets have torchvision's parameter counts", "[resnet]") {
+  torch::set_num_threads(1);
+  CHECK(CountParameters(*MakeModel("resnet18", true, 1000, 64, true, 0)) == 11'689'512);
+  CHECK(CountParameters(*MakeModel("resnet34", true, 1000, 64, true, 0)) == 21'797'672);
+  CHECK(CountParameters(*MakeModel("resnet50", true, 1000, 64, true, 0)) == 25'557'032);
+  CHECK(CountParameters(*MakeModel("resnet101", true, 1000, 64, true, 0)) == 44'549'160);
+}
+
+TEST_CASE("parameter names follow torchvision's layout", "[resnet]") {
+  auto model = MakeModel("resnet50", true, 1000, 64, true, 0);
+  auto named = model->named_parameters();
+  CHECK(named.contains("conv1.weight"));
+  CHECK(named.contains("layer1.0.conv3.weight"));
+  CHECK(named.contains("layer1.0.downsample.0.weight"));
+  CHECK(named.contains("layer4.2.bn3.bias"));
+  CHECK(named.contains("fc.weight"));
+  CHECK(named["layer2.0.conv2.weight"].sizes() == torch::IntArrayRef({128, 128, 3, 3}));
+}
+
+TEST_CASE("both stems give class scores for a batch", "[resnet]") {
+  torch::NoGradGuard no_grad;
+  auto cifar = MakeModel("resnet18", false, 10, 16, true, 0);
+  cifar->eval();
+  CHECK(cifar->forward(torch::randn({3, 3, 32, 32})).sizes() == torch::IntArrayRef({3, 10}));
+  auto imagenet = MakeModel("resnet50", true, 1000, 8, true, 0);
+  imagenet->eval();
+  CHECK(imagenet->forward(torch::randn({2, 3, 64, 64})).sizes() == torch::IntArrayRef({2, 1000}));
+}
+
+TEST_CASE("convolutions get Kaiming-normal (fan_out) initialisation", "[resnet]") {
+  auto model = MakeModel("resnet18", false, 10, 64, true, 0);
+  auto w = model->named_parameters()["layer3.0.conv1.weight"];  // 256 x 128 x 3 x 3
+  const double expected_std = std::sqrt(2.0 / (256 * 9));
+  CHECK(w.std().item<double>() == Approx(expected_std).epsilon(0.02));
+  CHECK(model->named_parameters()["bn1.weight"].eq(1).all().item<bool>());
+}
+
+TEST_CASE("two Gloo ranks produce the gradients of one process on the whole batch",
+          "[reducer][gloo]") {
+  torch::manual_seed(7);
+  auto x = torch::randn({8, 3, 32, 32});
+  auto y = torch::randint(0, 10, {8});
+  auto reference = SingleProcessGradients(x, y);
+  auto grads = DataParallelGradients(x, y, 2, 1, 64 * 1024, 256 * 1024);
+  CHECK(MaxRelativeError(grads[0], reference) < 1e-5);
+  CHECK(MaxRelativeError(grads[1], reference) < 1e-5);
+}
+
+TEST_CASE("gradient accumulation reduces once and equals the whole batch", "[reducer][gloo]") {
+  torch::manual_seed(8);
+  auto x = torch::randn({8, 3, 32, 32});
+  auto y = torch::randint(0, 10, {8});
+  auto reference = SingleProcessGradients(x, y);
+  std::vector<GradientReducer::LaunchRecord> launches;
+  auto grads = DataParallelGradients(x, y, 2, 2, 64 * 1024, 256 * 1024, &launches);
+  CHECK(MaxRelativeError(grads[0], reference) < 1e-5);
+  CHECK(MaxRelativeError(grads[1], reference) < 1e-5);
+}
+
+TEST_CASE("bucket all-reduces start while backward is still running", "[reducer][gloo]") {
+  torch::manual_seed(9);
+  auto x = torch::randn({4, 3, 32, 32});
+  auto y = torch::randint(0, 10, {4});
+  std::vector<GradientReducer::LaunchRecord> launches;
+  DataParallelGradients(x, y, 2, 1, 16 * 1024, 64 * 1024, &launches);
+  REQUIRE(launches.size() > 3);
+  // The first bucket (the classifier and last stage) was handed to Gloo while most gradients
+  // were still to be computed; every bucket was launched from a gradient hook, not at the end.
+  CHECK(launches.front().gradients_pending > 0);
+  int launched_during_backward = 0;
+  for (const auto& l : launches) launched_during_backward += l.gradients_pending > 0;
+  CHECK(launched_during_backward == static_cast<int>(launches.size()) - 1);
+  CHECK(launches.back().gradients_pending == 0);
+}
+
+TEST_CASE("a checkpoint restores weights, momentum and progress", "[checkpoint]") {
+  TempDir dir;
+  auto x = torch::randn({4, 3, 32, 32});
+  auto y = torch::randint(0, 10, {4});
+  auto a = MakeModel("resnet18", false, 10, 8, true, 1);
+  torch::optim::SGD opt_a(a->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  Loss(a, x, y).backward();
+  opt_a.step();
+  TrainingProgress progress;
+  progress.epoch = 3;
+  progress.samples_in_epoch = 640;
+  progress.samples_seen = 12345;
+  progress.step = 99;
+  progress.world_size = 4;
+  SaveCheckpoint(dir.path, *a, opt_a, progress);
+  // A half-written temporary file from a killed writer does not disturb loading.
+  std::ofstream(dir.path + "/checkpoint.pt.tmp.12345") << "partial";
+
+  auto b = MakeModel("resnet18", false, 10, 8, true, 2);
+  torch::optim::SGD opt_b(b->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  auto peeked = PeekCheckpoint(dir.path);
+  REQUIRE(peeked);
+  CHECK(peeked->samples_seen == 12345);
+  TrainingProgress loaded = LoadCheckpoint(dir.path, *b, opt_b);
+  CHECK(loaded.epoch == 3);
+  CHECK(loaded.samples_in_epoch == 640);
+  CHECK(loaded.step == 99);
+  CHECK(loaded.world_size == 4);
+  auto pa = a->parameters(), pb = b->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) REQUIRE(torch::equal(pa[i], pb[i]));
+  auto ba = a->buffers(), bb = b->buffers();
+  for (size_t i = 0; i < ba.size(); ++i) REQUIRE(torch::equal(ba[i], bb[i]));
+  // Same momentum: one more identical step keeps the two models identical.
+  opt_a.zero_grad();
+  opt_b.zero_grad();
+  Loss(a, x, y).backward();
+  Loss(b, x, y).backward();
+  opt_a.step();
+  opt_b.step();
+  pa = a->parameters();
+  pb = b->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) REQUIRE(torch::allclose(pa[i], pb[i]));
+}
+
+TEST_CASE("a damaged checkpoint is an error naming the file; no checkpoint is no error",
+          "[checkpoint]") {
+  TempDir dir;
+  CHECK_FALSE(PeekCheckpoint(dir.path).has_value());
+  std::ofstream(dir.path + "/checkpoint.pt") << "not a zip archive";
+  try {
+    PeekCheckpoint(dir.path);
+    FAIL("no error");
+  } catch (const std::runtime_error& e) {
+    CHECK_THAT(e.what(), Catch::Contains(dir.path + "/checkpoint.pt"));
+  }
+}
