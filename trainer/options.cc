@@ -22,6 +22,8 @@ ParsedTrainerArgs ParseTrainerOptions(int argc, const char* const* argv) {
   TrainerOptions o;
   CLI::App app{"train: ResNet on CIFAR-10, data-parallel over Gloo or NCCL (bundled with mxrun)",
                "train"};
+  // As with argparse, a flag given twice takes its last value (scripts append overrides).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   auto opt = [&](const std::string& name, auto& value, const std::string& help) {
     return app.add_option(BothSpellings(name), value, help)->capture_default_str();
   };
@@ -66,7 +68,8 @@ ParsedTrainerArgs ParseTrainerOptions(int argc, const char* const* argv) {
   opt("schedule", schedule, "cosine, step or constant")
       ->check(CLI::IsMember({"cosine", "step", "constant"}));
   opt("milestones", o.milestones, "epochs where the step schedule multiplies lr by --gamma")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   opt("gamma", o.gamma, "step schedule factor")->check(CLI::Range(0.0, 1.0));
   opt("label_smoothing", o.label_smoothing, "label smoothing in [0, 1)")
       ->check(CLI::Range(0.0, 0.999));

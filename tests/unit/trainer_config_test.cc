@@ -50,6 +50,13 @@ TEST_CASE("the seed configuration's flags parse in both spellings", "[trainer_op
   CHECK(o.schedule == ScheduleKind::kStep);
 }
 
+TEST_CASE("a flag given twice takes its last value, as argparse does", "[trainer_options]") {
+  auto parsed = Parse({"--epochs", "3", "--epochs", "5", "--milestones", "1,2"});
+  REQUIRE(parsed.options);
+  CHECK(parsed.options->epochs == 5);
+  CHECK(parsed.options->milestones == std::vector<double>{1, 2});
+}
+
 TEST_CASE("bad trainer flags are errors that say what is accepted", "[trainer_options]") {
   CHECK_THAT(ParseError({"--model", "resnet20"}), Catch::Contains("resnet18"));
   CHECK_THAT(ParseError({"--batch_size", "0"}), Catch::Contains("batch_size"));

@@ -1,0 +1,271 @@
+// The bundled trainer end to end: under mxrun (two workers, Gloo over 127.0.0.1), killed and
+// resumed from its checkpoint, under torchrun, alone, and its data sharding against PyTorch's own
+// DistributedSampler. TRAIN_BIN and MXRUN_BIN are set by CMake.
+
+#include <catch2/catch.hpp>
+
+#include <dirent.h>
+#include <signal.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "nlohmann/json.hpp"
+#include "rendezvous/net.h"
+#include "tests/subprocess.h"
+#include "trainer/distributed_sampler.h"
+
+using namespace std::chrono_literals;
+using mxrun::testing::ProcessResult;
+using mxrun::testing::ReadFile;
+using mxrun::testing::Run;
+using mxrun::testing::Subprocess;
+using mxrun::testing::TempDir;
+using nlohmann::json;
+
+namespace {
+
+const std::string kMxrun = MXRUN_BIN;
+const std::string kTrain = TRAIN_BIN;
+
+// A small, quick configuration: ResNet-18 at 1/8 width on synthetic data.
+std::vector<std::string> SmallRun(const TempDir& dir, std::vector<std::string> extra) {
+  std::vector<std::string> args{"--width", "8", "--synthetic_train", "2048", "--synthetic_test",
+                                "512", "--batch_size", "32", "--lr", "0.05",
+                                "--ckpt_dir", dir.path() + "/ckpt",
+                                "--metrics_file", dir.path() + "/metrics.jsonl"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+std::vector<json> Metrics(const TempDir& dir, const std::string& event) {
+  std::vector<json> records;
+  std::istringstream in(ReadFile(dir.path() + "/metrics.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    json record = json::parse(line);
+    if (record["event"] == event) records.push_back(record);
+  }
+  return records;
+}
+
+std::string Describe(const ProcessResult& r) {
+  return "exit " + std::to_string(r.exit_code) + "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
+}
+
+// Pids of `parent`'s direct children (from /proc, every thread's children file).
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> children;
+  const std::string task_dir = "/proc/" + std::to_string(parent) + "/task";
+  DIR* dir = ::opendir(task_dir.c_str());
+  if (dir == nullptr) return children;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    std::istringstream in(ReadFile(task_dir + "/" + entry->d_name + "/children"));
+    for (pid_t pid; in >> pid;) children.push_back(pid);
+  }
+  ::closedir(dir);
+  return children;
+}
+
+std::string EnvOf(pid_t pid, const std::string& key) {
+  const std::string environ = ReadFile("/proc/" + std::to_string(pid) + "/environ");
+  std::istringstream in(environ);
+  for (std::string entry; std::getline(in, entry, '\0');) {
+    if (entry.rfind(key + "=", 0) == 0) return entry.substr(key.size() + 1);
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("mxrun --standalone --nproc_per_node=2 train learns the synthetic set to 90%",
+          "[trainer]") {
+  TempDir dir;
+  std::vector<std::string> argv{kMxrun, "--standalone", "--nproc_per_node=2", "train"};
+  for (auto& a : SmallRun(dir, {"--epochs", "3", "--log_every", "0"})) argv.push_back(a);
+  ProcessResult r = Run(argv, {}, 240s);
+  INFO(Describe(r));
+  REQUIRE(r.exit_code == 0);
+  auto epochs = Metrics(dir, "epoch");
+  REQUIRE(epochs.size() == 3);
+  CHECK(epochs.back()["world_size"] == 2);
+  CHECK(epochs.back()["test_samples"] == 512);  // the test split, sharded and summed exactly
+  CHECK(epochs.back()["test_accuracy"].get<double>() >= 0.90);
+  CHECK(epochs.back()["train_loss"].get<double>() < epochs.front()["train_loss"].get<double>());
+  CHECK(r.out.find("[n0 r0] epoch 3/3 done") != std::string::npos);
+  CHECK(r.out.find("[n0 r1]") == std::string::npos);  // only rank 0 reports progress
+}
+
+TEST_CASE("a worker killed mid-training is restarted and resumes from the checkpoint",
+          "[trainer]") {
+  TempDir dir;
+  std::vector<std::string> argv{kMxrun, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
+                                "train"};
+  // 2 epochs of 32 steps; a checkpoint every 4 steps; a metrics line every step.
+  for (auto& a : SmallRun(dir, {"--epochs", "2", "--log_every", "1", "--ckpt_every", "4",
+                                "--no_eval"})) {
+    argv.push_back(a);
+  }
+  Subprocess job(argv);
+  // Wait until training is well under way (a checkpoint exists), then SIGKILL rank 0: the
+  // checkpoint writer, so a kill in the middle of a write is possible too.
+  const std::string metrics = dir.path() + "/metrics.jsonl";
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (std::chrono::steady_clock::now() < deadline &&
+         ReadFile(metrics).find("\"step\":10,") == std::string::npos) {
+    std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE(ReadFile(metrics).find("\"step\":10,") != std::string::npos);
+  pid_t rank0 = -1;
+  for (pid_t child : ChildrenOf(job.pid())) {
+    if (EnvOf(child, "RANK") == "0") rank0 = child;
+  }
+  REQUIRE(rank0 > 0);
+  REQUIRE(::kill(rank0, SIGKILL) == 0);
+
+  ProcessResult r = job.Wait(240s);
+  INFO(Describe(r));
+  REQUIRE(r.exit_code == 0);
+  auto resumes = Metrics(dir, "resume");
+  REQUIRE(resumes.size() == 1);
+  const int resumed_at = resumes[0]["step"].get<int>();
+  CHECK(resumed_at >= 8);           // at least the checkpoint seen before the kill
+  CHECK(resumed_at % 4 == 0);       // a checkpoint boundary
+  CHECK(resumes[0]["restart_count"] == 1);
+  auto starts = Metrics(dir, "start");
+  REQUIRE(starts.size() == 2);
+  auto done = Metrics(dir, "done");
+  REQUIRE(done.size() == 1);
+  CHECK(done[0]["step"] == starts[0]["planned_steps"]);  // finished at the planned step count
+  CHECK(done[0]["step"] == 64);
+  CHECK(done[0]["samples_seen"] == 64 * 32 * 2);
+  // The second attempt started from the checkpoint, not from step 1.
+  auto steps = Metrics(dir, "step");
+  int first_step_after_resume = -1;
+  bool after = false;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    json record = json::parse(line);
+    if (record["event"] == "resume") after = true;
+    if (after && record["event"] == "step") {
+      first_step_after_resume = record["step"];
+      break;
+    }
+  }
+  CHECK(first_step_after_resume == resumed_at + 1);
+  CHECK(r.err.find("restart") != std::string::npos);
+}
+
+TEST_CASE("train runs unchanged under torchrun's static rendezvous (agent store)",
+          "[trainer][torchrun]") {
+  TempDir dir;
+  auto port = mxrun::PickFreePort("127.0.0.1");
+  REQUIRE(port.ok());
+  std::vector<std::string> argv{"/usr/bin/torchrun", "--redirects", "9:0", "--tee", "9:0",
+                                "--nproc_per_node=2", "--master_addr=127.0.0.1",
+                                "--master_port=" + std::to_string(*port),
+                                "--monitor_interval=0.2", "--no_python", kTrain};
+  for (auto& a : SmallRun(dir, {"--epochs", "1", "--max_steps", "6", "--log_every", "3",
+                                "--synthetic_test", "64"})) {
+    argv.push_back(a);
+  }
+  ProcessResult r = Run(argv, {}, 240s);
+  INFO(Describe(r));
+  REQUIRE(r.exit_code == 0);
+  auto done = Metrics(dir, "done");
+  REQUIRE(done.size() == 1);
+  CHECK(done[0]["step"] == 6);
+  CHECK(Metrics(dir, "start")[0]["world_size"] == 2);
+}
+
+TEST_CASE("train runs alone as one process", "[trainer]") {
+  TempDir dir;
+  std::vector<std::string> argv{kTrain};
+  for (auto& a : SmallRun(dir, {"--epochs", "1", "--max_steps", "3", "--synthetic_test", "64"})) {
+    argv.push_back(a);
+  }
+  // No torchrun variables at all, even when the test itself runs under a launcher.
+  ProcessResult r = Run(argv, {{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_PORT", ""},
+                               {"MASTER_ADDR", ""}, {"LOCAL_RANK", ""}}, 120s);
+  INFO(Describe(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK(Metrics(dir, "start")[0]["world_size"] == 1);
+  CHECK(Metrics(dir, "done")[0]["step"] == 3);
+}
+
+TEST_CASE("a failing trainer reports through the error file into mxrun's summary",
+          "[trainer]") {
+  TempDir dir;
+  ProcessResult r = Run({kMxrun, "--standalone", "--nproc_per_node=1", "train", "--data_dir",
+                         dir.path() + "/missing", "--ckpt_dir", ""},
+                        {}, 120s);
+  INFO(Describe(r));
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("cannot open CIFAR-10 file " + dir.path() + "/missing/data_batch_1.bin") !=
+        std::string::npos);
+  CHECK(r.err.find("std::runtime_error") != std::string::npos);
+}
+
+TEST_CASE("bad trainer flags exit 2 with the accepted values", "[trainer]") {
+  ProcessResult r = Run({kTrain, "--model", "resnet20"}, {}, 60s);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("resnet18") != std::string::npos);
+  ProcessResult env = Run({kTrain}, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", ""},
+                                     {"MASTER_PORT", ""}}, 60s);
+  CHECK(env.exit_code == 2);
+  CHECK(env.err.find("MASTER_ADDR and MASTER_PORT") != std::string::npos);
+}
+
+TEST_CASE("sharding equals torch.utils.data.DistributedSampler index for index",
+          "[trainer][sampler]") {
+  struct Case {
+    int n, world;
+    bool drop_last;
+    int seed;
+  };
+  const std::vector<Case> cases{{100, 1, false, 0}, {100, 3, false, 0}, {101, 4, false, 7},
+                                {101, 4, true, 7},  {50000, 8, false, 0}, {10, 16, false, 3},
+                                {37, 5, true, 1}};
+  // Python prints one JSON object: key "n/world/drop/seed/rank/epoch" -> index list.
+  std::string script =
+      "import json, torch\n"
+      "from torch.utils.data import DistributedSampler\n"
+      "out = {}\n"
+      "for n, w, d, s in " ;
+  script += "[";
+  for (const Case& c : cases) {
+    script += "(" + std::to_string(c.n) + "," + std::to_string(c.world) + "," +
+              (c.drop_last ? "True" : "False") + "," + std::to_string(c.seed) + "),";
+  }
+  script += "]:\n"
+            "  for r in range(w):\n"
+            "    smp = DistributedSampler(range(n), num_replicas=w, rank=r, shuffle=True, seed=s, "
+            "drop_last=d)\n"
+            "    for e in (0, 1, 5):\n"
+            "      smp.set_epoch(e)\n"
+            "      out[f'{n}/{w}/{int(d)}/{s}/{r}/{e}'] = list(smp)\n"
+            "print(json.dumps(out))\n";
+  ProcessResult r = Run({"/usr/bin/python3", "-c", script}, {}, 120s);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json expected = json::parse(r.out);
+  int compared = 0;
+  for (const Case& c : cases) {
+    for (int rank = 0; rank < c.world; ++rank) {
+      for (int epoch : {0, 1, 5}) {
+        mxrun::trainer::SamplerConfig config{c.n, c.world, rank, true,
+                                             static_cast<uint64_t>(c.seed), c.drop_last};
+        const std::string key = std::to_string(c.n) + "/" + std::to_string(c.world) + "/" +
+                                std::to_string(int{c.drop_last}) + "/" + std::to_string(c.seed) +
+                                "/" + std::to_string(rank) + "/" + std::to_string(epoch);
+        INFO(key);
+        REQUIRE(mxrun::trainer::ShardIndices(config, epoch) ==
+                expected[key].get<std::vector<int64_t>>());
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared == 3 * (1 + 3 + 4 + 4 + 8 + 16 + 5));
+}
