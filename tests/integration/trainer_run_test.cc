@@ -269,3 +269,43 @@ TEST_CASE("sharding equals torch.utils.data.DistributedSampler index for index",
   }
   CHECK(compared == 3 * (1 + 3 + 4 + 4 + 8 + 16 + 5));
 }
+
+// GPU-only (label gpu; skipped by scripts/test.sh where nvidia-smi finds no GPU). One GPU is
+// enough: NCCL will not put two ranks on one device, so these run a single worker.
+TEST_CASE("train runs on a GPU with bf16 autocast and channels-last", "[gpu]") {
+  TempDir dir;
+  std::vector<std::string> argv{kTrain};
+  for (auto& a : SmallRun(dir, {"--device", "cuda", "--amp", "bf16", "--channels_last",
+                                "--epochs", "1", "--max_steps", "8", "--log_every", "4",
+                                "--ckpt_every", "4"})) {
+    argv.push_back(a);
+  }
+  ProcessResult r = Run(argv, {{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_PORT", ""}}, 300s);
+  INFO(Describe(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK(Metrics(dir, "start")[0]["device"].get<std::string>().rfind("cuda", 0) == 0);
+  CHECK(Metrics(dir, "done")[0]["step"] == 8);
+}
+
+TEST_CASE("fp16 training with loss scaling resumes on the GPU", "[gpu]") {
+  TempDir dir;
+  std::vector<std::string> argv{kMxrun, "--standalone", "--nproc_per_node=1", "train"};
+  for (auto& a : SmallRun(dir, {"--device", "cuda", "--backend", "nccl", "--amp", "fp16",
+                                "--epochs", "1", "--max_steps", "6", "--log_every", "2",
+                                "--ckpt_every", "3"})) {
+    argv.push_back(a);
+  }
+  ProcessResult first = Run(argv, {}, 300s);
+  INFO(Describe(first));
+  REQUIRE(first.exit_code == 0);
+  argv.push_back("--resume");
+  argv.push_back("--max_steps");
+  argv.push_back("9");
+  ProcessResult second = Run(argv, {}, 300s);
+  INFO(Describe(second));
+  REQUIRE(second.exit_code == 0);
+  auto resumes = Metrics(dir, "resume");
+  REQUIRE(resumes.size() == 1);
+  CHECK(resumes[0]["step"] == 6);
+  CHECK(Metrics(dir, "done").back()["step"] == 9);
+}

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds only the bundled trainer against the CUDA LibTorch inside a PyTorch installation, with
+# NCCL: for GPU machines that have PyTorch but neither gRPC nor Debian's packages.
+#
+#   scripts/build-trainer-cuda.sh [BUILD_DIR]        (default: build-cuda)
+#
+# Environment:
+#   PYTHON        the Python whose torch to build against (default: python3)
+#   CUDA_ARCH     CUDA architectures (default: 90, H100/H200; "native" needs a visible GPU)
+#   HEADERS_DIR   folder with CLI/CLI.hpp and nlohmann/json.hpp (default: .deps/include, filled
+#                 from /usr/include when those headers are installed there; on a machine without
+#                 them, run `scripts/build-trainer-cuda.sh --vendor-headers` on a Debian machine
+#                 with the project's dependencies first and carry .deps/ over)
+#
+# The result is BUILD_DIR/bin/train. mxrun itself is built by scripts/build.sh on Debian; the
+# trainer runs under any launcher (mxrun, torchrun --no_python) or alone.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+headers="${HEADERS_DIR:-$root/.deps/include}"
+
+vendor_headers() {
+    mkdir -p "$headers"
+    for dir in CLI nlohmann; do
+        if [[ ! -d "$headers/$dir" ]]; then
+            [[ -d "/usr/include/$dir" ]] || {
+                echo "build-trainer-cuda: /usr/include/$dir is missing (apt-get install libcli11-dev nlohmann-json3-dev)" >&2
+                exit 2
+            }
+            cp -r "/usr/include/$dir" "$headers/"
+        fi
+    done
+}
+
+if [[ "${1:-}" == "--vendor-headers" ]]; then
+    vendor_headers
+    echo "build-trainer-cuda: headers in $headers"
+    exit 0
+fi
+build="${1:-$root/build-cuda}"
+python="${PYTHON:-python3}"
+arch="${CUDA_ARCH:-90}"
+
+if [[ ! -f "$headers/CLI/CLI.hpp" || ! -f "$headers/nlohmann/json.hpp" ]]; then
+    vendor_headers
+fi
+prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)') || {
+    echo "build-trainer-cuda: $python cannot import torch (set PYTHON to a Python with PyTorch)" >&2
+    exit 2
+}
+# NCCL's header ships in the nvidia-nccl wheel beside PyTorch, or with the CUDA toolkit.
+nccl_include=$("$python" - <<'PY' 2>/dev/null || true
+import os
+try:
+    import nvidia.nccl
+    paths = list(getattr(nvidia.nccl, "__path__", [])) or [os.path.dirname(nvidia.nccl.__file__)]
+    for p in paths:
+        if os.path.exists(os.path.join(p, "include", "nccl.h")):
+            print(os.path.join(p, "include"))
+            break
+except Exception:
+    pass
+PY
+)
+for candidate in "$nccl_include" /usr/local/cuda/include /usr/include; do
+    if [[ -n "$candidate" && -f "$candidate/nccl.h" ]]; then nccl_include=$candidate; break; fi
+done
+[[ -f "$nccl_include/nccl.h" ]] || { echo "build-trainer-cuda: nccl.h not found" >&2; exit 2; }
+
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+cmake -S "$root" -B "$build" "${generator[@]}" \
+    -DMXRUN_TRAINER_ONLY=ON \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$prefix" \
+    -DMXRUN_HEADERS_DIR="$headers" \
+    -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    -DTORCH_CUDA_ARCH_LIST="9.0" \
+    -DCMAKE_CXX_FLAGS="-I$nccl_include"
+cmake --build "$build" --parallel "$(nproc)" --target train
+echo "build-trainer-cuda: built $build/bin/train"
