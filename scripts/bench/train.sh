@@ -215,8 +215,6 @@ def run_job(cmd, rundir):
             rc = p.wait()
             timed_out = True
         dt = time.perf_counter() - t
-        # Anything the launcher left behind in its group (it should have left nothing).
-        kill_group(p.pid)
         live.discard(p.pid)
     return rc, dt, timed_out
 
