@@ -158,6 +158,34 @@ TEST_CASE("a worker killed mid-training is restarted and resumes from the checkp
   CHECK(r.err.find("restart") != std::string::npos);
 }
 
+TEST_CASE("a resume at another world size continues from the same samples seen", "[trainer]") {
+  TempDir dir;
+  // One process, 10 steps of 32: 320 samples seen, then two workers carry on for 4 steps of 64.
+  std::vector<std::string> alone{kTrain};
+  for (auto& a : SmallRun(dir, {"--epochs", "2", "--max_steps", "10", "--no_eval"})) {
+    alone.push_back(a);
+  }
+  ProcessResult first = Run(alone, {{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_PORT", ""}}, 120s);
+  INFO(Describe(first));
+  REQUIRE(first.exit_code == 0);
+  std::vector<std::string> two{kMxrun, "--standalone", "--nproc_per_node=2", "train"};
+  for (auto& a : SmallRun(dir, {"--epochs", "2", "--max_steps", "14", "--no_eval", "--resume"})) {
+    two.push_back(a);
+  }
+  ProcessResult second = Run(two, {}, 120s);
+  INFO(Describe(second));
+  REQUIRE(second.exit_code == 0);
+  auto resumes = Metrics(dir, "resume");
+  REQUIRE(resumes.size() == 1);
+  CHECK(resumes[0]["from_world_size"] == 1);
+  CHECK(resumes[0]["world_size"] == 2);
+  CHECK(resumes[0]["samples_seen"] == 320);
+  auto done = Metrics(dir, "done");
+  REQUIRE(done.size() == 2);
+  CHECK(done[1]["step"] == 14);
+  CHECK(done[1]["samples_seen"] == 320 + 4 * 64);
+}
+
 TEST_CASE("train runs unchanged under torchrun's static rendezvous (agent store)",
           "[trainer][torchrun]") {
   TempDir dir;
