@@ -1,5 +1,6 @@
 #include "trainer/checkpoint.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -68,6 +69,18 @@ torch::serialize::InputArchive OpenArchive(const std::string& path, torch::Devic
   return archive;
 }
 
+// Temporary files left by writers that were killed mid-write (only rank 0 writes, one at a time).
+void RemoveStaleTemporaries(const std::string& dir) {
+  DIR* folder = ::opendir(dir.c_str());
+  if (folder == nullptr) return;
+  while (dirent* entry = ::readdir(folder)) {
+    if (std::string(entry->d_name).rfind("checkpoint.pt.tmp.", 0) == 0) {
+      ::unlink((dir + "/" + entry->d_name).c_str());
+    }
+  }
+  ::closedir(folder);
+}
+
 }  // namespace
 
 std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint.pt"; }
@@ -101,6 +114,7 @@ void SaveCheckpoint(const std::string& dir, torch::nn::Module& model,
 
   const std::string final_path = CheckpointPath(dir);
   const std::string temp_path = final_path + ".tmp." + std::to_string(::getpid());
+  RemoveStaleTemporaries(dir);
   try {
     archive.save_to(temp_path);
   } catch (const c10::Error& e) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <thread>
 #include <type_traits>
 
 #include <ATen/autocast_mode.h>
@@ -540,10 +541,14 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
 
 int Trainer::Run() {
   const auto start = Clock::now();
+  // Intra-op threads: --threads, else OMP_NUM_THREADS (launchers set 1 per worker), else this
+  // node's cores shared among its workers (LibTorch alone would use just one here).
   int threads = o_.threads;
   if (threads == 0) {
     const char* omp = std::getenv("OMP_NUM_THREADS");
-    threads = omp != nullptr ? std::max(1, std::atoi(omp)) : 1;
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = omp != nullptr && std::atoi(omp) > 0 ? std::atoi(omp)
+                                                   : std::max(1, cores / id_.local_world_size);
   }
   torch::set_num_threads(threads);
 

@@ -181,9 +181,11 @@ TEST_CASE("a checkpoint restores weights, momentum and progress", "[checkpoint]"
   progress.samples_seen = 12345;
   progress.step = 99;
   progress.world_size = 4;
-  SaveCheckpoint(dir.path, *a, opt_a, progress);
-  // A half-written temporary file from a killed writer does not disturb loading.
+  // A half-written temporary file from a killed writer disturbs neither saving nor loading, and
+  // the next save clears it away.
   std::ofstream(dir.path + "/checkpoint.pt.tmp.12345") << "partial";
+  SaveCheckpoint(dir.path, *a, opt_a, progress);
+  CHECK(::access((dir.path + "/checkpoint.pt.tmp.12345").c_str(), F_OK) != 0);
 
   auto b = MakeModel("resnet18", false, 10, 8, true, 2);
   torch::optim::SGD opt_b(b->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
