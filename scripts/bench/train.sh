@@ -44,7 +44,10 @@
 #   PYTHON     python used to drive the measurements (default /usr/bin/python3)
 #
 # OMP_NUM_THREADS is removed from both jobs' environment, so both launchers set it to 1 for
-# their workers. torchrun 1.13 crashes under Python 3.11 unless it gets --redirects 9:0
+# their workers; the rest of the environment is passed to both unchanged. glibc's allocator
+# settings (MALLOC_*_ environment variables, GLIBC_TUNABLES) change CPU throughput markedly
+# (freed activations returned to the kernel and faulted in again every step), so any that
+# are set are listed in the report. torchrun 1.13 crashes under Python 3.11 unless it gets --redirects 9:0
 # --tee 9:0 (a local rank that does not exist, so nothing is redirected); it also gets
 # --monitor_interval=0.1. Every launcher is started in its own session and, should it
 # overrun TIMEOUT, killed by that process group's id.
@@ -138,6 +141,8 @@ echo "- machine: nproc=$(nproc), uname -r=$(uname -r)${cpu_model:+, cpu=$cpu_mod
 echo "- mxrun: \`$MXRUN\` ($("$workdir/bin/mxrun" --version 2>/dev/null | head -n1 || echo unknown), repo at $git_rev, binary sha256 $mxrun_sha..., trainer sha256 $train_sha...)"
 echo "- torchrun: \`$TORCHRUN\` (torch $("$torch_py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo unknown), $("$torch_py" --version 2>&1)), reference \`scripts/bench/reference/ddp_resnet.py\` (sha256 $(sha256sum "$workdir/bin/ddp_resnet.py" | cut -c1-12)...)"
 echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+malloc_env="$(env | grep -E '^(MALLOC_[A-Z_]+_|GLIBC_TUNABLES)=' | sort | tr '\n' ' ' || true)"
+echo "- allocator environment (both jobs): ${malloc_env:+${malloc_env% }}${malloc_env:-none (glibc defaults)}"
 echo "- runs: $RUNS per launcher, alternating; per run the first window of $LOG_EVERY steps is dropped (warm-up) and the median of the other $((STEPS / LOG_EVERY - 1)) kept; figures are medians over runs"
 echo
 
