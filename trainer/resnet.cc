@@ -24,29 +24,19 @@ torch::nn::Conv2d Conv(int in, int out, int kernel, int stride) {
                                .bias(false));
 }
 
-// BasicBlock (two 3x3 convs, expansion 1) or Bottleneck (1x1, 3x3, 1x1, expansion 4).
+// BasicBlock (two 3x3 convs, expansion 1) or Bottleneck (1x1, 3x3, 1x1, expansion 4), each conv
+// followed by its norm; registered as conv1/bn1, conv2/bn2[, conv3/bn3] as torchvision names them.
 class BlockImpl : public torch::nn::Module {
  public:
-  BlockImpl(int in, int planes, int stride, bool bottleneck, bool batch_norm)
-      : bottleneck_(bottleneck) {
+  BlockImpl(int in, int planes, int stride, bool bottleneck, bool batch_norm) {
     const int out = planes * (bottleneck ? 4 : 1);
     if (bottleneck) {
-      conv1_ = register_module("conv1", Conv(in, planes, 1, 1));
-      bn1_ = Norm(planes, batch_norm);
-      register_module("bn1", bn1_.ptr());
-      conv2_ = register_module("conv2", Conv(planes, planes, 3, stride));
-      bn2_ = Norm(planes, batch_norm);
-      register_module("bn2", bn2_.ptr());
-      conv3_ = register_module("conv3", Conv(planes, out, 1, 1));
-      bn3_ = Norm(out, batch_norm);
-      register_module("bn3", bn3_.ptr());
+      Add(in, planes, 1, 1, batch_norm);
+      Add(planes, planes, 3, stride, batch_norm);  // ResNet v1.5: the stride sits in the 3x3
+      Add(planes, out, 1, 1, batch_norm);
     } else {
-      conv1_ = register_module("conv1", Conv(in, planes, 3, stride));
-      bn1_ = Norm(planes, batch_norm);
-      register_module("bn1", bn1_.ptr());
-      conv2_ = register_module("conv2", Conv(planes, planes, 3, 1));
-      bn2_ = Norm(planes, batch_norm);
-      register_module("bn2", bn2_.ptr());
+      Add(in, planes, 3, stride, batch_norm);
+      Add(planes, planes, 3, 1, batch_norm);
     }
     if (stride != 1 || in != out) {
       downsample_ = torch::nn::Sequential(Conv(in, out, 1, stride));
@@ -57,20 +47,24 @@ class BlockImpl : public torch::nn::Module {
 
   torch::Tensor forward(torch::Tensor x) {
     torch::Tensor identity = downsample_ ? downsample_->forward(x) : x;
-    torch::Tensor y = torch::relu(bn1_.forward(conv1_->forward(x)));
-    if (bottleneck_) {
-      y = torch::relu(bn2_.forward(conv2_->forward(y)));
-      y = bn3_.forward(conv3_->forward(y));
-    } else {
-      y = bn2_.forward(conv2_->forward(y));
+    torch::Tensor y = x;
+    for (std::size_t i = 0; i < convs_.size(); ++i) {
+      y = norms_[i].forward(convs_[i]->forward(y));
+      if (i + 1 < convs_.size()) y = torch::relu(y);  // the last one is added to identity first
     }
     return torch::relu(y + identity);
   }
 
  private:
-  bool bottleneck_;
-  torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
-  torch::nn::AnyModule bn1_, bn2_, bn3_;
+  void Add(int in, int out, int kernel, int stride, bool batch_norm) {
+    const std::string n = std::to_string(convs_.size() + 1);
+    convs_.push_back(register_module("conv" + n, Conv(in, out, kernel, stride)));
+    norms_.push_back(Norm(out, batch_norm));
+    register_module("bn" + n, norms_.back().ptr());
+  }
+
+  std::vector<torch::nn::Conv2d> convs_;
+  std::vector<torch::nn::AnyModule> norms_;
   torch::nn::Sequential downsample_{nullptr};
 };
 TORCH_MODULE(Block);
