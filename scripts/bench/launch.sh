@@ -82,9 +82,15 @@ export BENCH_RUNS="$RUNS" BENCH_TORCHRUN_RUNS="$TORCHRUN_RUNS" BENCH_MXRUN="$wor
        BENCH_TORCHRUN="$TORCHRUN" BENCH_WORKDIR="$workdir" BENCH_QUIET_WAIT="$QUIET_WAIT"
 
 # The measurements themselves are driven from Python for sub-millisecond clocks and
-# bounded waits. Every process it starts is tracked by pid and killed by pid.
-"$PYTHON" - <<'PY'
-import os, select, signal, statistics, subprocess, sys, time
+# bounded waits. Every process it starts is tracked by pid and killed by pid. The helpers it
+# shares with the other bench scripts are in bench_common.py beside this script.
+"$PYTHON" - "$script_dir" <<'PY'
+import os, select, signal, subprocess, sys, time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[1])
+from bench_common import (Log, busy_waits, loadavg, median, print_problems, signal_pid,
+                          wait_quiet)
 
 RUNS = int(os.environ["BENCH_RUNS"])
 T_RUNS = int(os.environ["BENCH_TORCHRUN_RUNS"])
@@ -101,26 +107,11 @@ RUN_TIMEOUT = 60.0   # any single launcher run
 POLL = 0.005         # restart-file polling period
 WAIT_LIMIT = 30.0    # any wait for worker files
 QUIET_WAIT = float(os.environ["BENCH_QUIET_WAIT"])
-QUIET_BUSY = 0.15    # "idle" means under 15% of all CPU time busy
 
-problems = []        # anomalies seen (non-zero exit codes, timeouts, ...)
+log = Log("launch.sh")
+problems = log.problems   # anomalies seen (non-zero exit codes, timeouts, ...)
+note, progress = log.warn, log.progress
 live = set()         # pids of processes we started that may still be running
-
-
-def note(msg):
-    problems.append(msg)
-    print(f"launch.sh: warning: {msg}", file=sys.stderr)
-
-
-def progress(msg):
-    print(f"launch.sh: {msg}", file=sys.stderr, flush=True)
-
-
-def kill_pid(pid):
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def wait_exit(proc, timeout):
@@ -152,7 +143,7 @@ def reap(proc, timeout):
             raise subprocess.TimeoutExpired(proc.args, timeout)
         rc = proc.wait()
     except subprocess.TimeoutExpired:
-        kill_pid(proc.pid)
+        signal_pid(proc.pid)
         rc = proc.wait(timeout=10)
         live.discard(proc.pid)
         return rc, True
@@ -165,10 +156,6 @@ def start(cmd, **kw):
                          stderr=subprocess.DEVNULL, cwd=WORK, **kw)
     live.add(p.pid)
     return p
-
-
-def median(xs):
-    return statistics.median(xs) if xs else float("nan")
 
 
 # ---------------------------------------------------------------- 1. launch time
@@ -265,7 +252,7 @@ def kill_workers(d):
             except (ValueError, OSError):
                 continue
             if argv[:2] == [b"sleep", b"120"] or d.encode() in argv:
-                kill_pid(pid)
+                signal_pid(pid)
 
 
 def restart_time(base, idx):
@@ -300,59 +287,22 @@ def restart_time(base, idx):
         return result
     finally:
         if p.poll() is None:
-            kill_pid(p.pid)
+            signal_pid(p.pid)
             p.wait(timeout=10)
         live.discard(p.pid)
         kill_workers(d)
 
 
 # ---------------------------------------------------------------- driver
-def cpu_busy(window=0.25):
-    """Fraction of all CPU time not idle over a short window (other tenants' load)."""
-    def snap():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return v[3] + v[4], sum(v)   # idle + iowait, total
-    i0, t0 = snap()
-    time.sleep(window)
-    i1, t1 = snap()
-    return 1.0 - (i1 - i0) / max(1, t1 - t0)
-
-
-busy_waits = {"waited": 0, "gave_up": 0, "worst": 0.0}
-
-
-def wait_quiet():
-    """Before each measured iteration, wait (at most QUIET_WAIT s) until the machine
-    is idle (< QUIET_BUSY busy), so that other work does not inflate the figures."""
-    if QUIET_WAIT <= 0:
-        return
-    deadline = time.monotonic() + QUIET_WAIT
-    waited = False
-    while True:
-        b = cpu_busy()
-        if b < QUIET_BUSY:
-            if waited:
-                busy_waits["waited"] += 1
-            return
-        busy_waits["worst"] = max(busy_waits["worst"], b)
-        if time.monotonic() >= deadline:
-            busy_waits["gave_up"] += 1
-            return
-        if not waited:
-            progress(f"machine busy ({b:.0%} CPU), waiting up to {QUIET_WAIT:.0f}s for it to settle")
-        waited = True
-        time.sleep(1.0)
-
-
 def measure(label, fn):
     """fn(launcher_name) -> value or None. Interleaves the launchers run by run, so
-    that both see the same background load; one warm-up run each, not counted."""
+    that both see the same background load; one warm-up run each, not counted.
+    Before each measured iteration, waits (at most QUIET_WAIT s) for an idle machine."""
     for lname in LAUNCHERS:
         fn(lname)
     xs = {lname: [] for lname in LAUNCHERS}
     for i in range(max(runs for _, runs in LAUNCHERS.values())):
-        wait_quiet()
+        wait_quiet(QUIET_WAIT, progress)
         for lname, (_, runs) in LAUNCHERS.items():
             if i < runs:
                 v = fn(lname)
@@ -414,23 +364,18 @@ def main():
     print("- restart: `LAUNCHER --standalone --nproc_per_node=2 --max_restarts=1 --no_python sh worker.sh DIR`,"
           " SIGKILL to local rank 0, time until both attempt-1 workers have started")
     print()
-    print("Load average at end: " + " ".join(open("/proc/loadavg").read().split()[:3]) + "; "
+    print("Load average at end: " + loadavg() + "; "
           f"iterations that waited for an idle machine: {busy_waits['waited']}, "
           f"that ran on a busy one after {QUIET_WAIT:.0f}s: {busy_waits['gave_up']}")
     if busy_waits["gave_up"]:
         note(f"{busy_waits['gave_up']} iteration(s) ran while other work used up to "
              f"{busy_waits['worst']:.0%} of the CPU; timings may be inflated")
-    if problems:
-        print()
-        print("Problems seen:")
-        print()
-        for msg in problems:
-            print(f"- {msg}")
+    print_problems(problems)
 
 
 try:
     main()
 finally:
     for pid in list(live):
-        kill_pid(pid)
+        signal_pid(pid)
 PY

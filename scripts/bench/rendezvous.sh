@@ -158,8 +158,13 @@ export BENCH_RUNS="$RUNS" BENCH_T_DEAD_RUNS="$TORCHRUN_DEAD_RUNS" BENCH_T_DEAD_T
        BENCH_LOADGEN_NODES="$LOADGEN_NODES" BENCH_WORKDIR="$workdir" BENCH_TORCHRUN="$TORCHRUN"
 
 # The measurements are driven from Python: sub-millisecond clocks, 5 ms polling, bounded waits.
-"$PYTHON" - <<'PY' &
+# The helpers it shares with the other bench scripts are in bench_common.py beside this script.
+"$PYTHON" - "$script_dir" <<'PY' &
 import os, re, signal, socket, statistics, subprocess, sys, time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[1])
+from bench_common import Log, loadavg, signal_group, signal_pids
 
 WORK = os.environ["BENCH_WORKDIR"]
 RUNS = int(os.environ["BENCH_RUNS"])
@@ -182,18 +187,11 @@ MX_TIMEOUT = 60.0                    # mxrun: bound of any single wait
 START_TIMEOUT = 120.0                # any launcher: first round formed
 STOP_GRACE = 15.0                    # SIGTERM -> exit, at the end of a run
 
-problems = []   # anomalies: printed at the end
+log = Log("rendezvous.sh")
+problems = log.problems   # anomalies: printed at the end
+problem, progress = log.warn, log.progress
 notes = []      # observations (what torchrun's survivors did, ...)
 started = []    # every Popen, to reap
-
-
-def progress(msg):
-    print(f"rendezvous.sh: {msg}", file=sys.stderr, flush=True)
-
-
-def problem(msg):
-    problems.append(msg)
-    progress("warning: " + msg)
 
 
 def on_term(signum, frame):
@@ -243,21 +241,6 @@ def pids_with(entry):
         if key in env.split(b"\0"):
             out.append(int(d))
     return out
-
-
-def signal_pids(pids, sig):
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def signal_group(pgid, sig):
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def wait_until(pred, timeout, abort=None):
@@ -879,7 +862,7 @@ def main():
     print("- case 4, both: N x `LAUNCHER --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:PORT --rdzv_id=ID "
           "--nnodes=N:N --nproc_per_node=1 --no_python sh worker.sh` (worker exits 0 after its start line)")
     print()
-    print("Load average at end: " + " ".join(open("/proc/loadavg").read().split()[:3]))
+    print("Load average at end: " + loadavg())
     if notes:
         print()
         print("What torchrun did instead:")

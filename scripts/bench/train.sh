@@ -153,9 +153,15 @@ export BENCH_RUNS="$RUNS" BENCH_MODEL="$MODEL" BENCH_WIDTH="$WIDTH" BENCH_BATCH=
        BENCH_REFERENCE="$workdir/bin/ddp_resnet.py" BENCH_WORKDIR="$workdir"
 
 # The runs are driven from Python for bounded waits and JSON parsing. Every launcher is
-# started in a new session and tracked (and, if need be, killed) by its process group id.
-"$PYTHON" - <<'PY'
+# started in a new session and tracked (and, if need be, killed) by its process group id. The
+# helpers it shares with the other bench scripts are in bench_common.py beside this script.
+"$PYTHON" - "$script_dir" <<'PY'
 import json, math, os, signal, statistics, subprocess, sys, time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[1])
+from bench_common import (Log, busy_waits, loadavg, median, print_problems, signal_group,
+                          wait_quiet)
 
 E = os.environ
 RUNS = int(E["BENCH_RUNS"])
@@ -164,7 +170,6 @@ WIDTH, BATCH, STEPS = int(E["BENCH_WIDTH"]), int(E["BENCH_BATCH"]), int(E["BENCH
 LOG_EVERY, N, NPROC = int(E["BENCH_LOG_EVERY"]), int(E["BENCH_N"]), int(E["BENCH_NPROC"])
 TIMEOUT = float(E["BENCH_TIMEOUT"])
 QUIET_WAIT = float(E["BENCH_QUIET_WAIT"])
-QUIET_BUSY = 0.15
 MXRUN, TORCHRUN, REFERENCE = E["BENCH_MXRUN"], E["BENCH_TORCHRUN"], E["BENCH_REFERENCE"]
 WORK = E["BENCH_WORKDIR"]
 CUDA = DEVICE == "cuda"
@@ -179,24 +184,10 @@ MXRUN_EXTRA = ["--no_eval", "--ckpt_dir", ""]   # + --metrics_file RUN/m.jsonl
 # Both jobs run with OMP_NUM_THREADS unset: both launchers then give each worker 1 thread.
 ENV = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS" and not k.startswith("BENCH_")}
 
-problems = []
+log = Log("train.sh")
+problems = log.problems
+note, progress = log.warn, log.progress
 live = set()   # process group ids of launchers that may still be running
-
-
-def note(msg):
-    problems.append(msg)
-    print(f"train.sh: warning: {msg}", file=sys.stderr, flush=True)
-
-
-def progress(msg):
-    print(f"train.sh: {msg}", file=sys.stderr, flush=True)
-
-
-def kill_group(pgid, sig=signal.SIGKILL):
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def run_job(cmd, rundir):
@@ -211,12 +202,12 @@ def run_job(cmd, rundir):
             rc = p.wait(timeout=TIMEOUT)
             timed_out = False
         except subprocess.TimeoutExpired:
-            kill_group(p.pid, signal.SIGTERM)
+            signal_group(p.pid, signal.SIGTERM)
             try:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 pass
-            kill_group(p.pid)
+            signal_group(p.pid)
             rc = p.wait()
             timed_out = True
         dt = time.perf_counter() - t
@@ -298,45 +289,6 @@ def one_run(name, idx):
     return result
 
 
-def cpu_busy(window=0.25):
-    def snap():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return v[3] + v[4], sum(v)
-    i0, t0 = snap()
-    time.sleep(window)
-    i1, t1 = snap()
-    return 1.0 - (i1 - i0) / max(1, t1 - t0)
-
-
-busy_waits = {"waited": 0, "gave_up": 0, "worst": 0.0}
-
-
-def wait_quiet():
-    if QUIET_WAIT <= 0:
-        return
-    deadline = time.monotonic() + QUIET_WAIT
-    waited = False
-    while True:
-        b = cpu_busy()
-        if b < QUIET_BUSY:
-            if waited:
-                busy_waits["waited"] += 1
-            return
-        busy_waits["worst"] = max(busy_waits["worst"], b)
-        if time.monotonic() >= deadline:
-            busy_waits["gave_up"] += 1
-            return
-        if not waited:
-            progress(f"machine busy ({b:.0%} CPU), waiting up to {QUIET_WAIT:.0f}s for it to settle")
-        waited = True
-        time.sleep(1.0)
-
-
-def median(xs):
-    return statistics.median(xs) if xs else float("nan")
-
-
 def fmt(v, digits=1):
     if v is None or v != v:
         return "n/a"
@@ -351,7 +303,7 @@ def main():
     results = {"mxrun": [], "reference": []}
     order = []
     for i in range(RUNS):
-        wait_quiet()
+        wait_quiet(QUIET_WAIT, progress)
         pair = ["mxrun", "reference"] if i % 2 == 0 else ["reference", "mxrun"]
         order.append(pair[0])
         for name in pair:
@@ -417,23 +369,18 @@ def main():
                                 "--monitor_interval=0.1", "scripts/bench/reference/ddp_resnet.py"]
                                + COMMON) + "`")
     print()
-    print("Load average at end: " + " ".join(open("/proc/loadavg").read().split()[:3]) + "; "
+    print("Load average at end: " + loadavg() + "; "
           f"pairs that waited for an idle machine: {busy_waits['waited']}, "
           f"that ran on a busy one after {QUIET_WAIT:.0f}s: {busy_waits['gave_up']}")
     if busy_waits["gave_up"]:
         note(f"{busy_waits['gave_up']} pair(s) of runs started while other work used up to "
              f"{busy_waits['worst']:.0%} of the CPU; figures may be low")
-    if problems:
-        print()
-        print("Problems seen:")
-        print()
-        for msg in problems:
-            print("- " + msg.replace("\n", "\n  "))
+    print_problems(problems)
 
 
 try:
     main()
 finally:
     for pgid in list(live):
-        kill_group(pgid)
+        signal_group(pgid)
 PY
