@@ -119,6 +119,7 @@ int Main(int argc, char** argv) {
   if (!command.ok()) return UsageError(command.status().message());
 
   ConfigureLogging();
+  for (const std::string& notice : parsed->notices) spdlog::info("{}", notice);
   // Signals become events on the agent's signalfd. They are blocked before any thread exists (the
   // master and the rendezvous client start gRPC threads), so no other thread can take them.
   sigset_t blocked;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/signal_names.h"
+#include "launcher/slurm.h"
 
 namespace mxrun {
 namespace {
@@ -191,6 +192,30 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
     values[flag.name] = value;
   }
 
+  // Under Slurm, flags neither on the command line nor in PET_* come from SLURM_* (not for
+  // --standalone jobs, and the rendezvous only when none of its flags was given).
+  std::vector<std::string> notices;
+  if (!ToBool(values["standalone"])) {
+    absl::StatusOr<std::optional<SlurmDefaults>> slurm = DetectSlurm(env);
+    if (!slurm.ok()) return slurm.status();
+    if (*slurm) {
+      const bool rendezvous_given = values["rdzv_backend"].given ||
+                                    values["rdzv_endpoint"].given || values["master_addr"].given;
+      std::string filled;
+      for (const auto& [name, text] : (*slurm)->flags) {
+        Value& value = values[name];
+        if (value.given) continue;
+        if ((name == "rdzv_backend" || name == "rdzv_endpoint") && rendezvous_given) continue;
+        value = Value{text, absl::StrCat("--", name, " (from Slurm)"), true};
+        absl::StrAppend(&filled, " --", name, "=", text);
+      }
+      if (!filled.empty()) {
+        notices.push_back(absl::StrCat("Slurm job ", (*slurm)->job_id, ": using", filled,
+                                       " (flags or PET_* variables override these)"));
+      }
+    }
+  }
+
   LaunchOptions o;
   absl::StatusOr<NodeRange> nnodes = ParseNodeRange(values["nnodes"].text);
   if (!nnodes.ok()) return nnodes.status();
@@ -310,7 +335,7 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   } else {
     o.entrypoint_kind = EntrypointKind::kPythonScript;
   }
-  return ParseResult{std::move(o), ""};
+  return ParseResult{std::move(o), "", std::move(notices)};
 }
 
 }  // namespace mxrun

@@ -56,6 +56,7 @@ struct LaunchOptions {
 struct ParseResult {
   std::optional<LaunchOptions> options;
   std::string help_text;              // set for --help / --version
+  std::vector<std::string> notices;   // one-line notes for the user (values inferred from Slurm)
 };
 absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv,
                                                const std::map<std::string, std::string>& env);

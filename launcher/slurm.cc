@@ -1,0 +1,157 @@
+#include "launcher/slurm.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace mxrun {
+namespace {
+
+absl::Status BadHostlist(absl::string_view expression, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("hostlist '", expression, "' is not valid: ", why,
+                   "; accepted: names such as gpu[01-04,07] or node1,node2"));
+}
+
+// Splits at commas outside brackets.
+absl::StatusOr<std::vector<std::string>> SplitTopLevel(absl::string_view expression) {
+  std::vector<std::string> items;
+  std::string current;
+  int depth = 0;
+  for (char c : expression) {
+    if (c == '[') {
+      if (++depth > 1) return BadHostlist(expression, "nested '['");
+    } else if (c == ']') {
+      if (--depth < 0) return BadHostlist(expression, "']' without '['");
+    }
+    if (c == ',' && depth == 0) {
+      items.push_back(std::move(current));
+      current.clear();
+    } else {
+      current.push_back(c);
+    }
+  }
+  if (depth != 0) return BadHostlist(expression, "'[' without ']'");
+  items.push_back(std::move(current));
+  for (const std::string& item : items) {
+    if (item.empty()) return BadHostlist(expression, "an empty name");
+  }
+  return items;
+}
+
+// "01-04,07" -> {"01","02","03","04","07"}
+absl::StatusOr<std::vector<std::string>> ExpandRanges(absl::string_view ranges,
+                                                      absl::string_view expression) {
+  std::vector<std::string> out;
+  for (absl::string_view range : absl::StrSplit(ranges, ',')) {
+    std::vector<absl::string_view> ends = absl::StrSplit(range, absl::MaxSplits('-', 1));
+    auto digits = [](absl::string_view s) {
+      return !s.empty() && s.size() <= 9 &&
+             s.find_first_not_of("0123456789") == absl::string_view::npos;
+    };
+    if (!digits(ends[0]) || (ends.size() == 2 && !digits(ends[1]))) {
+      return BadHostlist(expression, absl::StrCat("'[", ranges, "]' holds '", range,
+                                                  "', not a number or a range N-M"));
+    }
+    int low = 0, high = 0;
+    (void)absl::SimpleAtoi(ends[0], &low);
+    high = low;
+    if (ends.size() == 2) (void)absl::SimpleAtoi(ends[1], &high);
+    if (high < low) {
+      return BadHostlist(expression, absl::StrCat("the range ", range, " runs backwards"));
+    }
+    if (high - low >= kMaxHostlistHosts) {
+      return BadHostlist(expression, absl::StrCat("more than ", kMaxHostlistHosts, " hosts"));
+    }
+    const int width = static_cast<int>(ends[0].size());
+    for (int n = low; n <= high; ++n) {
+      std::string number = std::to_string(n);
+      if (static_cast<int>(number.size()) < width) {
+        number.insert(0, width - number.size(), '0');
+      }
+      out.push_back(std::move(number));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ExpandHostlist(absl::string_view expression) {
+  if (expression.empty()) return BadHostlist(expression, "it is empty");
+  absl::StatusOr<std::vector<std::string>> items = SplitTopLevel(expression);
+  if (!items.ok()) return items.status();
+  std::vector<std::string> hosts;
+  for (const std::string& item : *items) {
+    // Cartesian product over the bracket groups, left to right.
+    std::vector<std::string> partial{""};
+    std::size_t pos = 0;
+    while (pos < item.size()) {
+      const std::size_t open = item.find('[', pos);
+      const std::string literal = item.substr(pos, open == std::string::npos ? open : open - pos);
+      for (std::string& p : partial) p += literal;
+      if (open == std::string::npos) break;
+      const std::size_t close = item.find(']', open);
+      absl::StatusOr<std::vector<std::string>> numbers =
+          ExpandRanges(absl::string_view(item).substr(open + 1, close - open - 1), expression);
+      if (!numbers.ok()) return numbers.status();
+      if (partial.size() * numbers->size() + hosts.size() > kMaxHostlistHosts) {
+        return BadHostlist(expression, absl::StrCat("more than ", kMaxHostlistHosts, " hosts"));
+      }
+      std::vector<std::string> next;
+      for (const std::string& p : partial) {
+        for (const std::string& n : *numbers) next.push_back(p + n);
+      }
+      partial = std::move(next);
+      pos = close + 1;
+    }
+    hosts.insert(hosts.end(), partial.begin(), partial.end());
+  }
+  return hosts;
+}
+
+absl::StatusOr<std::optional<SlurmDefaults>> DetectSlurm(
+    const std::map<std::string, std::string>& env) {
+  auto get = [&](const char* key) -> const std::string* {
+    auto it = env.find(key);
+    return it == env.end() || it->second.empty() ? nullptr : &it->second;
+  };
+  const std::string* job_id = get("SLURM_JOB_ID");
+  if (job_id == nullptr) return std::nullopt;
+  SlurmDefaults d;
+  d.job_id = *job_id;
+  auto count = [&](const char* key, int min) -> absl::StatusOr<std::optional<int>> {
+    const std::string* text = get(key);
+    if (text == nullptr) return std::optional<int>();
+    int n = 0;
+    if (!absl::SimpleAtoi(*text, &n) || n < min) {
+      return absl::InvalidArgumentError(absl::StrCat(key, "='", *text, "' is not an integer >= ",
+                                                     min, " (set by Slurm?)"));
+    }
+    return std::optional<int>(n);
+  };
+  auto nnodes = count(get("SLURM_NNODES") ? "SLURM_NNODES" : "SLURM_JOB_NUM_NODES", 1);
+  if (!nnodes.ok()) return nnodes.status();
+  if (*nnodes) d.flags["nnodes"] = std::to_string(**nnodes);
+  auto node_id = count("SLURM_NODEID", 0);
+  if (!node_id.ok()) return node_id.status();
+  if (*node_id) d.flags["node_rank"] = std::to_string(**node_id);
+  const char* list_key = get("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST" : "SLURM_NODELIST";
+  if (const std::string* list = get(list_key)) {
+    absl::StatusOr<std::vector<std::string>> hosts = ExpandHostlist(*list);
+    if (!hosts.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(list_key, ": ", hosts.status().message()));
+    }
+    d.flags["rdzv_backend"] = "c10d";
+    d.flags["rdzv_endpoint"] = absl::StrCat(hosts->front(), ":", kSlurmRendezvousPort);
+  }
+  d.flags["rdzv_id"] = absl::StrCat("slurm-", *job_id);
+  // SLURM_GPUS_ON_NODE: a count; Slurm sets 0 or leaves it out when no GPUs were requested.
+  if (const std::string* gpus = get("SLURM_GPUS_ON_NODE")) {
+    int n = 0;
+    if (absl::SimpleAtoi(*gpus, &n) && n > 0) d.flags["nproc_per_node"] = std::to_string(n);
+  }
+  return d;
+}
+
+}  // namespace mxrun
