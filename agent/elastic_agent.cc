@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "agent/failure_report.h"
 #include "common/signal_names.h"
 #include "spdlog/spdlog.h"
@@ -84,30 +85,46 @@ int ElasticAgent::JobFailed(const RendezvousEvent& event) {
 std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event) {
   using Kind = RendezvousEvent::Kind;
   switch (event.kind) {
-    case Kind::kRoundReady:
+    case Kind::kRegistered:
+      config_.notifier.Ready(event.reason);
+      return std::nullopt;
+    case Kind::kRoundReady: {
       if (phase_ != Phase::kJoining) return std::nullopt;  // stale: a newer request is pending
       group_ = std::make_unique<WorkerGroup>(config_.worker, *loop_, guardian_);
       phase_ = Phase::kRunning;
       group_->Start(event.round);
+      const RoundAssignment& r = event.round;
+      config_.notifier.Ready(absl::StrCat(
+          "round ", r.round, ": node ", r.node_rank, " of ", r.num_nodes, ", ranks ",
+          r.global_rank_base, "-", r.global_rank_base + r.local_world_size - 1, " of ",
+          r.world_size, ", restarts ", r.restart_count, "/", r.max_restarts));
       return std::nullopt;
+    }
     case Kind::kRejoin:
       if (event.restart) {
         spdlog::warn("restarting the worker group ({} of {} restarts)", event.restarts_spent,
                      event.max_restarts);
+        config_.notifier.Status(absl::StrCat("restarting the worker group (", event.restarts_spent,
+                                             " of ", event.max_restarts, " restarts): ",
+                                             event.reason));
       } else {
         spdlog::info("re-forming the worker group: {}", event.reason);
+        config_.notifier.Status(absl::StrCat("re-forming the worker group: ", event.reason));
       }
       StopGroup(SIGTERM);
       phase_ = Phase::kJoining;
       rendezvous_.Join();
       return std::nullopt;
     case Kind::kJobSucceeded:
+      config_.notifier.Stopping("job succeeded");
       StopGroup(SIGTERM);  // normally already gone
       return kExitSuccess;
     case Kind::kJobFailed:
+      config_.notifier.Stopping("job failed: the restart budget is spent");
       StopGroup(SIGTERM);
       return JobFailed(event);
     case Kind::kError:
+      config_.notifier.Stopping(absl::StrCat("rendezvous failed: ", event.error.message()));
       StopGroup(SIGTERM);
       spdlog::error("rendezvous failed: {}", std::string(event.error.message()));
       return kExitRendezvousFailed;
@@ -133,6 +150,7 @@ int ElasticAgent::Run() {
   rendezvous_.Join();
   while (true) {
     if (stop_signal_ != 0) {
+      config_.notifier.Stopping(absl::StrCat("stopping the workers on ", SignalName(stop_signal_)));
       StopGroup(stop_signal_);
       rendezvous_.Leave();
       return 128 + stop_signal_;
@@ -144,7 +162,8 @@ int ElasticAgent::Run() {
       if (std::optional<int> exit_code = OnRendezvousEvent(event)) return *exit_code;
       continue;
     }
-    loop_->RunOnce(std::nullopt);
+    loop_->RunOnce(config_.notifier.NextWatchdog());
+    config_.notifier.Tick(ServiceNotifier::Clock::now());
   }
 }
 

@@ -20,6 +20,7 @@
 
 #include "agent/death_guardian.h"
 #include "agent/worker_group.h"
+#include "common/service_notify.h"
 #include "rendezvous/rendezvous.h"
 
 namespace mxrun {
@@ -30,6 +31,7 @@ struct AgentConfig {
   std::chrono::milliseconds term_timeout{30000};
   std::set<int> handled_signals;            // forwarded to the workers, then the agent exits
   std::string agent_error_file;             // mxrun's own TORCHELASTIC_ERROR_FILE (may be empty)
+  ServiceNotifier notifier;                 // systemd notifications (disabled outside systemd)
 };
 
 inline constexpr int kExitSuccess = 0;

@@ -56,6 +56,8 @@ EnvMap BuildWorkerEnv(const EnvMap& agent_env, const GroupContract& group, int l
   } else {
     set("TORCHELASTIC_ERROR_FILE", extras.error_file);
   }
+  // The service manager talks to mxrun, not to its workers.
+  for (const char* key : {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}) env.erase(key);
   if (!extras.host_name.empty()) set("MXRUN_HOST", extras.host_name);
   if (!extras.log_dir.empty()) set("MXRUN_LOG_DIR", extras.log_dir);
   return env;

@@ -137,6 +137,7 @@ int Main(int argc, char** argv) {
   if (auto it = env.find("TORCHELASTIC_ERROR_FILE"); it != env.end()) {
     config.agent_error_file = it->second;
   }
+  config.notifier = ServiceNotifier::FromEnv(env, static_cast<long>(::getpid()));
   WorkerSpec& worker = config.worker;
   worker.executable = command->executable;
   worker.argv = command->argv;

@@ -197,7 +197,13 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
   RendezvousEvent event;
   switch (message.kind_case()) {
     case v1::MasterMessage::kWaiting:
-      return;  // an acknowledgement: the agent logs nothing per node to keep large jobs quiet
+      // An acknowledgement: the agent logs nothing per node to keep large jobs quiet, but a
+      // service manager learns that the node is registered.
+      event.kind = RendezvousEvent::Kind::kRegistered;
+      event.reason = absl::StrCat("registered; ", message.waiting().nodes_waiting(),
+                                  " node(s) waiting, ", message.waiting().min_nodes(), " to ",
+                                  message.waiting().max_nodes(), " needed");
+      break;
     case v1::MasterMessage::kRound:
       round_ = message.round().round();
       event.kind = RendezvousEvent::Kind::kRoundReady;

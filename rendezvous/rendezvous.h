@@ -34,6 +34,7 @@ struct RoundAssignment {
 
 struct RendezvousEvent {
   enum class Kind {
+    kRegistered,    // the rendezvous accepted this node's join; `reason` says what it waits for
     kRoundReady,    // `round` is this node's assignment: start the workers
     kRejoin,        // stop the workers and Join() again (`restart`: a failure spent the budget)
     kJobSucceeded,  // every node's workers succeeded: exit 0

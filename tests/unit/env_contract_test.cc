@@ -52,6 +52,16 @@ TEST_CASE("every torchrun variable is set with torchrun's values", "[env]") {
   CHECK(env["MXRUN_HOST"] == "h");
 }
 
+TEST_CASE("systemd's notification variables are not passed to workers", "[env]") {
+  EnvMap env = BuildWorkerEnv({{"NOTIFY_SOCKET", "/run/x"}, {"WATCHDOG_USEC", "1"},
+                               {"WATCHDOG_PID", "7"}, {"PATH", "/bin"}},
+                              TwoNodesOfFour(), 0, {});
+  CHECK(env.count("NOTIFY_SOCKET") == 0);
+  CHECK(env.count("WATCHDOG_USEC") == 0);
+  CHECK(env.count("WATCHDOG_PID") == 0);
+  CHECK(env["PATH"] == "/bin");
+}
+
 TEST_CASE("a user's own choices are kept", "[env]") {
   EnvMap agent{{"OMP_NUM_THREADS", "8"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"},
                {"RANK", "99"}, {"TORCHELASTIC_ERROR_FILE", "/agent/own.json"}};
