@@ -1,5 +1,6 @@
 #include "launcher/options.h"
 
+#include <algorithm>
 #include <csignal>
 
 #include "CLI/CLI.hpp"
@@ -12,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/signal_names.h"
+#include "launcher/config_file.h"
 #include "launcher/slurm.h"
 
 namespace mxrun {
@@ -58,6 +60,8 @@ const std::vector<Flag>& Flags() {
       {"module", "-m", true, "run the entrypoint as a Python module (python -m)", ""},
       {"no_python", "", true, "run the entrypoint as a program, without python", ""},
       {"run_path", "", true, "run the entrypoint as a Python script path (as torchrun)", ""},
+      {"config", "", false, "TOML file with flags as keys (precedence: flag > env > file)", ""},
+      {"print_config", "", true, "print the effective configuration with each value's source", ""},
   };
   return flags;
 }
@@ -65,11 +69,18 @@ const std::vector<Flag>& Flags() {
 std::string Dashed(absl::string_view name) { return absl::StrReplaceAll(name, {{"_", "-"}}); }
 
 std::string EnvName(absl::string_view name) { return "PET_" + absl::AsciiStrToUpper(name); }
+std::string MxrunEnvName(absl::string_view name) {
+  return "MXRUN_" + absl::AsciiStrToUpper(name);
+}
+
+// Keys a configuration file may hold beyond the flags: what to run.
+constexpr const char* kEntrypointKey = "entrypoint";
+constexpr const char* kArgsKey = "args";
 
 // A flag's value and where it came from, for error messages.
 struct Value {
   std::string text;
-  std::string source;  // "--nproc_per_node" or "PET_NPROC_PER_NODE" or "default"
+  std::string source;  // "--nproc_per_node", "MXRUN_..."/"PET_...", "FILE:LINE: key" or "default"
   bool given = false;
 };
 
@@ -100,6 +111,32 @@ absl::StatusOr<double> ToSeconds(const Value& value) {
 bool ToBool(const Value& value) {
   std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(value.text));
   return lower == "1" || lower == "true" || lower == "yes" || lower == "on";
+}
+
+// --print-config: the effective configuration as TOML (usable as a --config file), with the
+// source of each value.
+std::string FormatEffectiveConfig(const std::map<std::string, Value>& values,
+                                  const std::vector<std::string>& command,
+                                  const std::string& command_source) {
+  auto quote = [](const std::string& text) {
+    return absl::StrCat("\"", absl::StrReplaceAll(text, {{"\\", "\\\\"}, {"\"", "\\\""}}), "\"");
+  };
+  std::string out = "# mxrun's effective configuration (precedence: flag > MXRUN_*/PET_* > file > default)\n";
+  for (const Flag& flag : Flags()) {
+    if (flag.name == "config" || flag.name == "print_config") continue;
+    const Value& v = values.at(flag.name);
+    const std::string text = flag.boolean ? (ToBool(v) ? "true" : "false") : quote(v.text);
+    absl::StrAppend(&out, flag.name, " = ", text, "  # ", v.source, "\n");
+  }
+  if (!command.empty()) {
+    absl::StrAppend(&out, kEntrypointKey, " = ", quote(command.front()), "  # ", command_source,
+                    "\n", kArgsKey, " = [");
+    for (std::size_t i = 1; i < command.size(); ++i) {
+      absl::StrAppend(&out, i > 1 ? ", " : "", quote(command[i]));
+    }
+    absl::StrAppend(&out, "]\n");
+  }
+  return out;
 }
 
 }  // namespace
@@ -176,7 +213,50 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
     return absl::InvalidArgumentError(e.what());
   }
 
-  // Resolve each flag: command line, then PET_*, then the default.
+  // The configuration file, when one is named (on the command line or in the environment).
+  std::optional<ConfigFile> file;
+  {
+    std::string config_path;
+    if (app.count("--config") > 0) {
+      config_path = cli_text["config"];
+    } else if (auto it = env.find(MxrunEnvName("config")); it != env.end()) {
+      config_path = it->second;
+    } else if (auto it2 = env.find(EnvName("config")); it2 != env.end()) {
+      config_path = it2->second;
+    }
+    if (!config_path.empty()) {
+      absl::StatusOr<ConfigFile> read = ReadConfigFile(config_path);
+      if (!read.ok()) return read.status();
+      file = std::move(*read);
+    }
+  }
+  std::map<std::string, const ConfigEntry*> file_entries;
+  if (file) {
+    for (const ConfigEntry& entry : file->entries) {
+      const bool is_flag = std::any_of(Flags().begin(), Flags().end(), [&](const Flag& f) {
+        return f.name == entry.key && f.name != "config" && f.name != "print_config";
+      });
+      auto where = absl::StrCat(file->path, ":", entry.line, ": ");
+      if (!is_flag && entry.key != kEntrypointKey && entry.key != kArgsKey) {
+        std::string accepted;
+        for (const Flag& f : Flags()) {
+          if (f.name != "config" && f.name != "print_config") absl::StrAppend(&accepted, f.name, ", ");
+        }
+        return absl::InvalidArgumentError(absl::StrCat(where, "unknown key '", entry.key,
+                                                       "'; accepted: ", accepted, kEntrypointKey,
+                                                       ", ", kArgsKey));
+      }
+      if (entry.is_array != (entry.key == kArgsKey)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "'", entry.key, "' ",
+            entry.is_array ? "takes a single value, not an array"
+                           : "is a list of strings: args = [\"--lr\", \"0.1\"]"));
+      }
+      file_entries[entry.key] = &entry;
+    }
+  }
+
+  // Resolve each flag: command line, then MXRUN_*, then PET_*, then the file, then the default.
   std::map<std::string, Value> values;
   for (const Flag& flag : Flags()) {
     Value value{flag.default_value, absl::StrCat("--", flag.name), false};
@@ -184,10 +264,22 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
     if (on_cli) {
       value.text = flag.boolean ? (cli_flag[flag.name] ? "1" : "0") : cli_text[flag.name];
       value.given = true;
-    } else if (auto it = env.find(EnvName(flag.name)); it != env.end()) {
-      value.text = it->second;
-      value.source = EnvName(flag.name);
-      value.given = true;
+    } else if (auto it = env.find(MxrunEnvName(flag.name)); it != env.end()) {
+      value = Value{it->second, MxrunEnvName(flag.name), true};
+    } else if (auto it2 = env.find(EnvName(flag.name)); it2 != env.end()) {
+      value = Value{it2->second, EnvName(flag.name), true};
+    } else if (auto it3 = file_entries.find(flag.name); it3 != file_entries.end()) {
+      const ConfigEntry& entry = *it3->second;
+      value = Value{entry.values.front(),
+                    absl::StrCat(file->path, ":", entry.line, ": ", flag.name), true};
+      if (flag.boolean) {
+        if (value.text != "true" && value.text != "false") {
+          return Invalid(value, "not a boolean", "true or false");
+        }
+        value.text = value.text == "true" ? "1" : "0";
+      }
+    } else {
+      value.source = "default";
     }
     values[flag.name] = value;
   }
@@ -314,6 +406,19 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
 
   std::vector<std::string> rest = app.remaining();
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  std::string entrypoint_source = "command line";
+  if (rest.empty() && file_entries.count(kEntrypointKey) > 0) {
+    const ConfigEntry& entry = *file_entries[kEntrypointKey];
+    rest.push_back(entry.values.front());
+    entrypoint_source = absl::StrCat(file->path, ":", entry.line);
+    if (auto it = file_entries.find(kArgsKey); it != file_entries.end()) {
+      rest.insert(rest.end(), it->second->values.begin(), it->second->values.end());
+    }
+  }
+  if (ToBool(values["print_config"])) {
+    return ParseResult{std::nullopt, FormatEffectiveConfig(values, rest, entrypoint_source),
+                       std::move(notices)};
+  }
   if (rest.empty()) {
     return absl::InvalidArgumentError(
         "no entrypoint given; usage: mxrun [options] ENTRYPOINT [ARGS...] "

@@ -1,0 +1,147 @@
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "launcher/config_file.h"
+#include "launcher/options.h"
+
+using mxrun::ParseConfigText;
+using mxrun::ParseLaunchOptions;
+
+namespace {
+
+// A configuration file that exists for the test's duration.
+class ConfigOnDisk {
+ public:
+  explicit ConfigOnDisk(const std::string& text) {
+    char pattern[] = "/tmp/mxrun-config-test-XXXXXX";
+    const int fd = ::mkstemp(pattern);
+    ::close(fd);
+    path_ = pattern;
+    std::ofstream(path_) << text;
+  }
+  ~ConfigOnDisk() { ::unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+absl::StatusOr<mxrun::ParseResult> Parse(std::vector<std::string> args,
+                                         std::map<std::string, std::string> env = {}) {
+  args.insert(args.begin(), "mxrun");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return ParseLaunchOptions(static_cast<int>(argv.size()), argv.data(), env);
+}
+
+std::string ErrorOf(const std::string& text) {
+  auto parsed = ParseConfigText("job.toml", text);
+  return parsed.ok() ? "no error" : std::string(parsed.status().message());
+}
+
+}  // namespace
+
+TEST_CASE("the TOML subset: strings, numbers, booleans, arrays and comments", "[config]") {
+  auto file = ParseConfigText("job.toml",
+                              "# comment\n"
+                              "\n"
+                              "nnodes = \"2:4\"  # trailing comment\n"
+                              "nproc_per_node = 8\n"
+                              "term_timeout = 2.5\n"
+                              "standalone = false\n"
+                              "rdzv_id = 'literal \\\\ kept'\n"
+                              "args = [\"--lr\", \"0.1\", 'a b']\n");
+  REQUIRE(file.ok());
+  REQUIRE(file->entries.size() == 6);
+  CHECK(file->entries[0].key == "nnodes");
+  CHECK(file->entries[0].values[0] == "2:4");
+  CHECK(file->entries[0].line == 3);
+  CHECK(file->entries[1].values[0] == "8");
+  CHECK(file->entries[2].values[0] == "2.5");
+  CHECK(file->entries[3].values[0] == "false");
+  CHECK(file->entries[4].values[0] == "literal \\\\ kept");
+  CHECK(file->entries[5].is_array);
+  CHECK(file->entries[5].values == std::vector<std::string>{"--lr", "0.1", "a b"});
+}
+
+TEST_CASE("malformed configuration files name the file and line", "[config]") {
+  CHECK_THAT(ErrorOf("\n[job]\n"), Catch::StartsWith("job.toml:2: tables"));
+  CHECK_THAT(ErrorOf("a.b = 1\n"), Catch::StartsWith("job.toml:1: dotted key"));
+  CHECK_THAT(ErrorOf("x = \"open\n"), Catch::StartsWith("job.toml:1: unterminated string"));
+  CHECK_THAT(ErrorOf("x = 1\nx = 2\n"), Catch::StartsWith("job.toml:2: 'x' is set twice"));
+  CHECK_THAT(ErrorOf("x = gpu\n"), Catch::Contains("'gpu' is not a TOML value"));
+  CHECK_THAT(ErrorOf("x = 1 2\n"), Catch::StartsWith("job.toml:1: unexpected text"));
+  CHECK_THAT(ErrorOf("x = [1, 2\n"), Catch::Contains("unterminated array"));
+  CHECK_THAT(ErrorOf("= 3\n"), Catch::Contains("expected a key"));
+}
+
+TEST_CASE("precedence: flag over MXRUN_* over PET_* over file over default", "[config]") {
+  ConfigOnDisk config(
+      "nproc_per_node = 3\nmax_restarts = 4\nterm_timeout = 7\nrole = \"file\"\n"
+      "log_dir = \"/file/logs\"\n");
+  auto parsed = Parse({"--config", config.path(), "--nproc_per_node=1", "x.py"},
+                      {{"MXRUN_MAX_RESTARTS", "5"}, {"PET_MAX_RESTARTS", "6"},
+                       {"PET_TERM_TIMEOUT", "8"}});
+  REQUIRE(parsed.ok());
+  const auto& o = *parsed->options;
+  CHECK(o.nproc_per_node == "1");       // flag
+  CHECK(o.max_restarts == 5);           // MXRUN_* over PET_* and the file
+  CHECK(o.term_timeout_seconds == 8);   // PET_* over the file
+  CHECK(o.role == "file");              // file over the default
+  CHECK(o.log_dir == "/file/logs");
+  CHECK(o.master_port == 29500);        // default
+}
+
+TEST_CASE("a configuration file can name what to run", "[config]") {
+  ConfigOnDisk config("entrypoint = \"train\"\nargs = [\"--epochs\", \"2\"]\nstandalone = true\n");
+  auto parsed = Parse({"--config", config.path()});
+  REQUIRE(parsed.ok());
+  CHECK(parsed->options->entrypoint == "train");
+  CHECK(parsed->options->entrypoint_args == std::vector<std::string>{"--epochs", "2"});
+  CHECK(parsed->options->standalone);
+  // A command line entrypoint wins, with its own arguments.
+  auto cli = Parse({"--config", config.path(), "x.py", "--a"});
+  CHECK(cli->options->entrypoint == "x.py");
+  CHECK(cli->options->entrypoint_args == std::vector<std::string>{"--a"});
+}
+
+TEST_CASE("unknown keys and bad values in the file are errors with file and line", "[config]") {
+  ConfigOnDisk unknown("nproc_per_node = 2\nnprocs = 2\n");
+  auto a = Parse({"--config", unknown.path(), "x.py"});
+  REQUIRE_FALSE(a.ok());
+  CHECK_THAT(std::string(a.status().message()),
+             Catch::StartsWith(unknown.path() + ":2: unknown key 'nprocs'"));
+  ConfigOnDisk bad("\nnproc_per_node = \"lots\"\n");
+  auto b = Parse({"--config", bad.path(), "x.py"});
+  REQUIRE_FALSE(b.ok());
+  CHECK_THAT(std::string(b.status().message()),
+             Catch::StartsWith(bad.path() + ":2: nproc_per_node='lots' is not valid"));
+  ConfigOnDisk not_bool("standalone = \"yes\"\n");
+  auto c = Parse({"--config", not_bool.path(), "x.py"});
+  CHECK_THAT(std::string(c.status().message()), Catch::Contains("true or false"));
+  ConfigOnDisk array("nnodes = [1, 2]\n");
+  auto d = Parse({"--config", array.path(), "x.py"});
+  CHECK_THAT(std::string(d.status().message()), Catch::Contains("not an array"));
+  auto missing = Parse({"--config", "/nonexistent/job.toml", "x.py"});
+  CHECK_THAT(std::string(missing.status().message()), Catch::Contains("cannot open"));
+}
+
+TEST_CASE("--print-config shows every value with its source", "[config]") {
+  ConfigOnDisk config("max_restarts = 4\nentrypoint = \"train\"\n");
+  auto parsed = Parse({"--config", config.path(), "--print-config", "--nproc_per_node=2"},
+                      {{"PET_TERM_TIMEOUT", "9"}});
+  REQUIRE(parsed.ok());
+  CHECK_FALSE(parsed->options);
+  const std::string& text = parsed->help_text;
+  CHECK_THAT(text, Catch::Contains("nproc_per_node = \"2\"  # --nproc_per_node"));
+  CHECK_THAT(text, Catch::Contains("term_timeout = \"9\"  # PET_TERM_TIMEOUT"));
+  CHECK_THAT(text, Catch::Contains("max_restarts = \"4\"  # " + config.path() + ":1: max_restarts"));
+  CHECK_THAT(text, Catch::Contains("master_port = \"29500\"  # default"));
+  CHECK_THAT(text, Catch::Contains("entrypoint = \"train\"  # " + config.path() + ":2"));
+  // What it prints is itself a valid configuration file.
+  CHECK(ParseConfigText("printed", text).ok());
+}
