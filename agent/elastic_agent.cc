@@ -73,7 +73,11 @@ void ElasticAgent::CheckGroup() {
 int ElasticAgent::JobFailed(const RendezvousEvent& event) {
   SummaryContext context{config_.entrypoint_name, event.restarts_spent, event.max_restarts};
   std::string summary = FormatFailureSummary(event.first_failure, context);
-  std::fwrite(summary.data(), 1, summary.size(), stderr);
+  if (config_.json_logs) {
+    spdlog::error("{}", summary);  // one JSON record; the summary's lines stay in its message
+  } else {
+    std::fwrite(summary.data(), 1, summary.size(), stderr);
+  }
   std::fflush(stderr);
   if (!config_.agent_error_file.empty() &&
       !WriteAgentErrorFile(config_.agent_error_file, event.first_failure)) {

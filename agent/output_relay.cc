@@ -1,5 +1,7 @@
 #include "agent/output_relay.h"
 
+#include <nlohmann/json.hpp>
+
 #include <fcntl.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -67,8 +69,15 @@ void OutputRelay::EmitLine(std::string_view line) {
   last_lines_->Add(line);
   if (target_.console_fd < 0) return;
   std::string whole;
-  whole.reserve(target_.prefix.size() + line.size() + 1);
-  whole.append(target_.prefix).append(line).push_back('\n');
+  whole.reserve(target_.prefix.size() + line.size() + 4);
+  if (target_.json) {
+    whole.append(target_.prefix)
+        .append(nlohmann::json(std::string(line))
+                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+        .append("}\n");
+  } else {
+    whole.append(target_.prefix).append(line).push_back('\n');
+  }
   if (!WriteAll(target_.console_fd, whole)) target_.console_fd = -1;  // console gone (EPIPE)
 }
 

@@ -42,6 +42,8 @@ struct RelayTarget {
   int console_fd = -1;   // -1: not shown on the console
   int file_fd = -1;      // -1: no log file
   std::string prefix;    // put before every console line
+  bool json = false;     // console lines as JSON: prefix opens the object, the line is its last
+                         // member ("line"), escaped
 };
 
 class OutputRelay {

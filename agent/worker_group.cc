@@ -113,7 +113,14 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round) {
     RelayTarget target;
     target.console_fd = routing.to_console ? console_fd : -1;
     target.file_fd = routing.to_file ? OpenLog(dir + "/" + file_name) : -1;
-    target.prefix = prefix;
+    if (spec_.json_logs) {
+      target.json = true;
+      target.prefix = absl::StrCat("{\"node\":", round.node_rank, ",\"rank\":", worker.global_rank,
+                                   ",\"local_rank\":", worker.local_rank, ",\"stream\":\"",
+                                   stream == kStdOut ? "stdout" : "stderr", "\",\"line\":");
+    } else {
+      target.prefix = prefix;
+    }
     return std::make_unique<OutputRelay>(read_fd, std::move(target), &worker.last_lines);
   };
   worker.out = make_relay(out_pipe[0], kStdOut, STDOUT_FILENO, "stdout.log");

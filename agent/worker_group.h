@@ -36,6 +36,7 @@ struct WorkerSpec {
   std::string attempts_dir;            // per-attempt folders (error files, logs) are made here
   bool attempts_dir_kept = false;      // false: a scratch folder removed at exit (paths not shown)
   size_t last_lines = 10;              // kept per worker for the failure summary
+  bool json_logs = false;              // console lines as JSON objects (--log_format=json)
 };
 
 class WorkerGroup {

@@ -18,6 +18,7 @@
 #include "common/files.h"
 #include "common/strings.h"
 #include "launcher/entrypoint.h"
+#include "launcher/log_setup.h"
 #include "launcher/nproc.h"
 #include "launcher/options.h"
 #include "launcher/rendezvous_setup.h"
@@ -88,12 +89,6 @@ absl::StatusOr<std::string> MakeTempDir(const std::string& templ) {
   return buffer;
 }
 
-void ConfigureLogging() {
-  auto logger = spdlog::stderr_color_st("mxrun");
-  logger->set_pattern("mxrun: %^%l%$: %v");
-  spdlog::set_default_logger(logger);
-}
-
 int Main(int argc, char** argv) {
   const EnvMap env = EnvFromStrings(environ);
   absl::StatusOr<ParseResult> parsed = ParseLaunchOptions(argc, argv, env);
@@ -118,7 +113,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<WorkerCommand> command = BuildWorkerCommand(options, env, SelfDir());
   if (!command.ok()) return UsageError(command.status().message());
 
-  ConfigureLogging();
+  ConfigureLogging(options.log_format == "json");
   for (const std::string& notice : parsed->notices) spdlog::info("{}", notice);
   // Signals become events on the agent's signalfd. They are blocked before any thread exists (the
   // master and the rendezvous client start gRPC threads), so no other thread can take them.
@@ -138,6 +133,8 @@ int Main(int argc, char** argv) {
     config.agent_error_file = it->second;
   }
   config.notifier = ServiceNotifier::FromEnv(env, static_cast<long>(::getpid()));
+  config.json_logs = options.log_format == "json";
+  config.worker.json_logs = config.json_logs;
   WorkerSpec& worker = config.worker;
   worker.executable = command->executable;
   worker.argv = command->argv;

@@ -47,6 +47,7 @@ const std::vector<Flag>& Flags() {
       {"role", "", false, "user-defined role of the workers", "default"},
       {"local_addr", "", false, "address this node advertises", ""},
       {"log_dir", "", false, "folder for per-rank, per-attempt log files", ""},
+      {"log_format", "", false, "console output: text, or json (one object per line)", "text"},
       {"redirects", "-r", false, "streams sent to log files only: 0-3, or per local rank 0:1,1:2",
        "0"},
       {"tee", "-t", false, "streams sent to log files and the console: 0-3, or 0:1,1:2", "0"},
@@ -365,6 +366,10 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   if (o.role.empty()) return Invalid(values["role"], "empty", "a non-empty name");
   o.local_addr = values["local_addr"].text;
   o.log_dir = values["log_dir"].text;
+  o.log_format = absl::AsciiStrToLower(values["log_format"].text);
+  if (o.log_format != "text" && o.log_format != "json") {
+    return Invalid(values["log_format"], "unknown format", "text or json");
+  }
 
   for (const char* name : {"redirects", "tee"}) {
     absl::StatusOr<PerRankStd> parsed = ParsePerRankStd(values[name].text);

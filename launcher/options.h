@@ -40,6 +40,7 @@ struct LaunchOptions {
   std::string role = "default";
   std::string local_addr;
   std::string log_dir;
+  std::string log_format = "text";    // text | json
   PerRankStd redirects;
   PerRankStd tee;
   std::set<int> local_ranks_filter;

@@ -10,6 +10,9 @@
 
 #include <cstring>
 
+#include <sstream>
+
+#include "nlohmann/json.hpp"
 #include "tests/subprocess.h"
 
 using namespace std::chrono_literals;
@@ -113,4 +116,34 @@ TEST_CASE("SIGTERM from systemctl stop sends STOPPING before the workers' grace 
   const int stopping = IndexOf(messages, "STOPPING=1");
   REQUIRE(stopping > 0);
   CHECK(messages[stopping].find("SIGTERM") != std::string::npos);
+}
+
+TEST_CASE("--log_format=json makes every console line a JSON object", "[systemd][json]") {
+  ProcessResult r = Run(MxrunWithChild({"--standalone", "--nproc_per_node=2", "--log_format=json"},
+                                       {"--lines=2", "--exit=3", "--only-rank=1"}),
+                        {}, 60s);
+  CHECK(r.exit_code == 1);
+  int worker_lines = 0, mxrun_records = 0;
+  bool summary_seen = false;
+  for (const std::string* stream : {&r.out, &r.err}) {
+    std::istringstream in(*stream);
+    for (std::string line; std::getline(in, line);) {
+      INFO(line);
+      nlohmann::json record = nlohmann::json::parse(line);  // throws (fails) on a non-JSON line
+      if (record.contains("line")) {
+        ++worker_lines;
+        CHECK(record["node"] == 0);
+        CHECK((record["stream"] == "stdout" || record["stream"] == "stderr"));
+      } else {
+        ++mxrun_records;
+        CHECK(record["source"] == "mxrun");
+        if (record["message"].get<std::string>().find("Root cause") != std::string::npos) {
+          summary_seen = true;
+        }
+      }
+    }
+  }
+  CHECK(worker_lines >= 4);
+  CHECK(mxrun_records >= 2);
+  CHECK(summary_seen);
 }
