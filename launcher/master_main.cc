@@ -5,6 +5,7 @@
 // The token is read from --token_file, else from MXRUN_RDZV_TOKEN. SIGTERM or SIGINT stop it.
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -12,7 +13,11 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
+#include "common/env_contract.h"
+#include "common/service_notify.h"
 #include "rendezvous/master_server.h"
+
+extern char** environ;
 
 int main(int argc, char** argv) {
   CLI::App app{"mxrun-master: the mxrun rendezvous master (many runs, keyed by run id)",
@@ -69,8 +74,13 @@ int main(int argc, char** argv) {
   std::printf("mxrun-master listening on %s%s\n", (*server)->address().c_str(),
               options.token.empty() ? "" : " (token required)");
   std::fflush(stdout);
+  // As a systemd Type=notify service: ready once it serves.
+  mxrun::ServiceNotifier notifier =
+      mxrun::ServiceNotifier::FromEnv(mxrun::EnvFromStrings(environ), static_cast<long>(getpid()));
+  notifier.Ready("listening on " + (*server)->address());
   int signo = 0;
   sigwait(&stop, &signo);
+  notifier.Stopping("stopping on signal " + std::to_string(signo));
   std::fprintf(stderr, "mxrun-master: stopping on signal %d\n", signo);
   (*server)->Shutdown(std::chrono::seconds(2));
   return 0;

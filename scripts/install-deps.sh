@@ -8,6 +8,7 @@ PACKAGES=(
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   libabsl-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
   libtorch-dev libgloo-dev python3-torch
+  systemd  # systemd-analyze, for the unit tests of the service files
 )
 
 missing=()
