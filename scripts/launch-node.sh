@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Starts one node of a multi-node mxrun job: run it on every node of the job, with the same
+# variables everywhere (NODE_RANK aside). The node on MASTER's host hosts the rendezvous master
+# unless a standalone mxrun-master serves it (scripts/systemd/mxrun-master.service).
+#
+#   JOB_ID=exp1 MASTER=node0:29400 NNODES=2 NPROC=4 scripts/launch-node.sh train --model resnet50
+#   JOB_ID=exp1 MASTER=node0:29400 NNODES=2:4 scripts/launch-node.sh my_train.py --lr 0.1
+#
+# Variables (flags of mxrun given after the script's name are passed on too and win):
+#   JOB_ID        job id shared by every node (required; --rdzv_id)
+#   MASTER        rendezvous endpoint HOST:PORT (required; --rdzv_endpoint)
+#   NNODES        node count, N or MIN:MAX (required; --nnodes)
+#   NPROC         workers per node: a number, gpu, cpu or auto (default gpu when nvidia-smi finds
+#                 one, else 1; --nproc_per_node)
+#   NODE_RANK     ask for this node rank (optional; otherwise ranks follow host names)
+#   MAX_RESTARTS  group restarts after failures (default 3)
+#   LOG_DIR       per-rank log folder (optional)
+#   TOKEN_FILE    rendezvous token file (optional; the same file on every node)
+#   MXRUN         the mxrun binary (default: build/bin/mxrun of this checkout, else mxrun on PATH)
+# Everything after the variables is the entrypoint and its arguments, as for mxrun.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+fail() { echo "launch-node: $*" >&2; exit 2; }
+[[ -n "${JOB_ID:-}" ]] || fail "JOB_ID is not set (the job id every node shares, e.g. JOB_ID=exp1)"
+[[ -n "${MASTER:-}" ]] || fail "MASTER is not set (the rendezvous endpoint HOST:PORT, e.g. MASTER=node0:29400)"
+[[ "$MASTER" =~ ^[^:]+:[0-9]+$ || "$MASTER" =~ ^\[.+\]:[0-9]+$ ]] || fail "MASTER='$MASTER' is not HOST:PORT"
+[[ -n "${NNODES:-}" ]] || fail "NNODES is not set (N, or MIN:MAX for an elastic job)"
+[[ "$NNODES" =~ ^[1-9][0-9]*(:[1-9][0-9]*)?$ ]] || fail "NNODES='$NNODES' is not N or MIN:MAX"
+if [[ -z "${NPROC:-}" ]]; then
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then NPROC=gpu; else NPROC=1; fi
+fi
+[[ "$NPROC" =~ ^([1-9][0-9]*|gpu|cpu|auto)$ ]] || fail "NPROC='$NPROC' is not a number, gpu, cpu or auto"
+MAX_RESTARTS="${MAX_RESTARTS:-3}"
+[[ "$MAX_RESTARTS" =~ ^[0-9]+$ ]] || fail "MAX_RESTARTS='$MAX_RESTARTS' is not a whole number"
+[[ $# -gt 0 ]] || fail "no entrypoint: give what to run, e.g. 'train --epochs 10' or 'my_train.py'"
+
+if [[ -z "${MXRUN:-}" ]]; then
+    if [[ -x "$root/build/bin/mxrun" ]]; then MXRUN="$root/build/bin/mxrun"; else MXRUN=mxrun; fi
+fi
+flags=(--rdzv_backend=c10d --rdzv_endpoint="$MASTER" --rdzv_id="$JOB_ID" --nnodes="$NNODES"
+       --nproc_per_node="$NPROC" --max_restarts="$MAX_RESTARTS")
+[[ -n "${NODE_RANK:-}" ]] && flags+=(--node_rank="$NODE_RANK")
+[[ -n "${LOG_DIR:-}" ]] && flags+=(--log_dir="$LOG_DIR")
+[[ -n "${TOKEN_FILE:-}" ]] && flags+=(--rdzv_conf="token_file=$TOKEN_FILE")
+exec "$MXRUN" "${flags[@]}" "$@"

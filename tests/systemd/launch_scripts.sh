@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# scripts/launch-local-cluster.sh and scripts/launch-node.sh: a 2-node job of 2 workers each on
+# 127.0.0.1 forms one world of 4, and bad variables are refused with exit code 2.
+#   launch_scripts.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$1
+root=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export MXRUN="$build/bin/mxrun"
+
+NPROC=2 timeout 120 "$root/scripts/launch-local-cluster.sh" 2 \
+    --no_python "$build/bin/test_child" --env-out="$tmp" > "$tmp/out" 2>&1 || {
+    cat "$tmp/out"; echo "launch-local-cluster failed"; exit 1; }
+for rank in 0 1 2 3; do
+    grep -q '^WORLD_SIZE=4$' "$tmp/env.$rank" || { echo "rank $rank: no WORLD_SIZE=4"; cat "$tmp/out"; exit 1; }
+    grep -q '^TORCHELASTIC_RUN_ID=local-' "$tmp/env.$rank" || { echo "rank $rank: run id"; exit 1; }
+done
+# Both nodes took part: GROUP_RANK 0 and 1 are each there twice.
+[[ $(grep -h '^GROUP_RANK=' "$tmp"/env.* | sort | uniq -c | awk '{print $1}' | tr -d '\n') == 22 ]]
+
+# A failing job's exit code comes back.
+set +e
+NPROC=1 MAX_RESTARTS=0 timeout 120 "$root/scripts/launch-local-cluster.sh" 2 \
+    --no_python "$build/bin/test_child" --exit=3 --only-rank=1 > "$tmp/fail" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || { cat "$tmp/fail"; echo "failing job: exit $rc, expected 1"; exit 1; }
+
+# Missing or malformed variables: exit 2 with the variable named.
+expect_usage() {
+    local needle=$1; shift
+    set +e
+    out=$(env "$@" "$root/scripts/launch-node.sh" train 2>&1)
+    local code=$?
+    set -e
+    [[ $code -eq 2 && "$out" == *"$needle"* ]] || { echo "expected exit 2 naming $needle, got $code: $out"; exit 1; }
+}
+expect_usage JOB_ID -u JOB_ID MASTER=h:1 NNODES=2
+expect_usage "MASTER='h'" JOB_ID=j MASTER=h NNODES=2
+expect_usage "NNODES='0'" JOB_ID=j MASTER=h:1 NNODES=0
+expect_usage "NPROC='x'" JOB_ID=j MASTER=h:1 NNODES=2 NPROC=x
+set +e
+"$root/scripts/launch-local-cluster.sh" zero train > /dev/null 2>&1; rc=$?
+set -e
+[[ $rc -eq 2 ]]
+echo "launch scripts work"
