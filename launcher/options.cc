@@ -74,6 +74,14 @@ std::string MxrunEnvName(absl::string_view name) {
   return "MXRUN_" + absl::AsciiStrToUpper(name);
 }
 
+// MASTER_ADDR and MASTER_PORT as set by Kubeflow's PyTorchJob (and many launch scripts) stand in for
+// --master_addr and --master_port when neither the flag nor PET_* gives them.
+const char* PlainEnvName(absl::string_view name) {
+  if (name == "master_addr") return "MASTER_ADDR";
+  if (name == "master_port") return "MASTER_PORT";
+  return nullptr;
+}
+
 // Keys a configuration file may hold beyond the flags: what to run.
 constexpr const char* kEntrypointKey = "entrypoint";
 constexpr const char* kArgsKey = "args";
@@ -269,6 +277,9 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
       value = Value{it->second, MxrunEnvName(flag.name), true};
     } else if (auto it2 = env.find(EnvName(flag.name)); it2 != env.end()) {
       value = Value{it2->second, EnvName(flag.name), true};
+    } else if (const char* plain = PlainEnvName(flag.name);
+               plain != nullptr && env.count(plain) > 0 && !env.at(plain).empty()) {
+      value = Value{env.at(plain), plain, true};  // Kubeflow's PyTorchJob sets these
     } else if (auto it3 = file_entries.find(flag.name); it3 != file_entries.end()) {
       const ConfigEntry& entry = *it3->second;
       value = Value{entry.values.front(),

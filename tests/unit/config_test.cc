@@ -145,3 +145,18 @@ TEST_CASE("--print-config shows every value with its source", "[config]") {
   // What it prints is itself a valid configuration file.
   CHECK(ParseConfigText("printed", text).ok());
 }
+
+TEST_CASE("Kubeflow's MASTER_ADDR and MASTER_PORT stand in for the flags", "[config]") {
+  auto parsed = Parse({"--nnodes=2", "--node_rank=1", "x.py"},
+                      {{"MASTER_ADDR", "job-master-0"}, {"MASTER_PORT", "23456"},
+                       {"PET_NPROC_PER_NODE", "4"}});
+  REQUIRE(parsed.ok());
+  CHECK(parsed->options->master_addr == "job-master-0");
+  CHECK(parsed->options->master_port == 23456);
+  CHECK(parsed->options->nproc_per_node == "4");
+  // PET_* and the flags still win.
+  auto pet = Parse({"--master_port=1234", "x.py"},
+                   {{"MASTER_ADDR", "a"}, {"PET_MASTER_ADDR", "b"}, {"MASTER_PORT", "23456"}});
+  CHECK(pet->options->master_addr == "b");
+  CHECK(pet->options->master_port == 1234);
+}
