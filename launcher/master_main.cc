@@ -1,7 +1,7 @@
 // mxrun-master: the rendezvous master on its own, for a head node (a systemd service) that outlives
 // any training node. Prints "mxrun-master listening on HOST:PORT" once it serves.
 //
-//   mxrun-master [--host=ADDR] [--port=29400] [--bind_all] [--token_file=PATH]
+//   mxrun-master [--host=ADDR] [--port=29400] [--bind_all] [--token_file=PATH] [--state_dir=DIR]
 // The token is read from --token_file, else from MXRUN_RDZV_TOKEN. SIGTERM or SIGINT stop it.
 
 #include <signal.h>
@@ -26,12 +26,16 @@ int main(int argc, char** argv) {
   int port = 29400;
   bool bind_all = false;
   std::string token_file;
+  std::string state_dir;
   app.add_option("--host", host, "address to listen on (default 127.0.0.1)");
   app.add_option("--port", port, "port (0: any free port; default 29400)")
       ->check(CLI::Range(0, 65535));
   app.add_flag("--bind_all,--bind-all", bind_all, "listen on every interface");
   app.add_option("--token_file,--token-file", token_file,
                  "file holding the shared token every agent must present");
+  app.add_option("--state_dir,--state-dir", state_dir,
+                 "keep the running jobs' rendezvous state here, so that after a crash and restart "
+                 "the agents reconnect and running workers carry on");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -46,6 +50,7 @@ int main(int argc, char** argv) {
   options.host = host;
   options.port = port;
   options.bind_all = bind_all;
+  options.state_dir = state_dir;
   if (!token_file.empty()) {
     std::ifstream in(token_file);
     std::stringstream text;

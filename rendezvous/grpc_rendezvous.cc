@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <random>
+
 #include "absl/strings/str_cat.h"
 #include "rendezvous/net.h"
 #include "rendezvous/proto_convert.h"
@@ -25,7 +27,12 @@ GrpcRendezvous::GrpcRendezvous(GrpcRendezvousConfig config) : config_(std::move(
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   channel_ = grpc::CreateCustomChannel(config_.endpoint, grpc::InsecureChannelCredentials(), args);
   stub_ = v1::Rendezvous::NewStub(channel_);
-  if (!config_.token.empty()) context_.AddMetadata(kTokenMetadataKey, config_.token);
+  if (config_.node.agent_id.empty()) {
+    // Recognises this agent process across a restart of a durable master.
+    std::random_device random;
+    config_.node.agent_id = absl::StrCat(absl::Hex(random(), absl::kZeroPad8),
+                                         absl::Hex(random(), absl::kZeroPad8));
+  }
   reader_ = std::thread([this] { ReaderLoop(); });
   writer_ = std::thread([this] { WriterLoop(); });
 }
@@ -34,9 +41,9 @@ GrpcRendezvous::~GrpcRendezvous() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     closing_ = true;
+    if (context_) context_->TryCancel();
   }
   wake_.notify_all();
-  context_.TryCancel();
   if (writer_.joinable()) writer_.join();
   if (reader_.joinable()) reader_.join();
 }
@@ -53,84 +60,130 @@ void GrpcRendezvous::PostError(absl::Status status) {
   events_.Post(std::move(event));
 }
 
-void GrpcRendezvous::ReaderLoop() {
-  // The master may start after the agents: wait for it up to the join timeout, in slices so that
-  // destruction is never held up.
+bool GrpcRendezvous::OpenSession(bool reconnecting) {
+  // The master may start after the agents, or restart: wait for it up to the join timeout, in
+  // slices so that destruction is never held up.
   const auto deadline = std::chrono::steady_clock::now() + config_.job.timeouts.join_timeout;
   bool up = false;
   while (!up && std::chrono::steady_clock::now() < deadline) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (closing_) return;
+      if (closing_) return false;
     }
     up = channel_->WaitForConnected(std::chrono::system_clock::now() +
                                     std::chrono::milliseconds(100));
   }
   if (!up) {
     PostError(absl::UnavailableError(absl::StrCat(
-        "cannot reach the rendezvous master at ", config_.endpoint, " (waited ",
+        reconnecting ? "lost the rendezvous master at " : "cannot reach the rendezvous master at ",
+        config_.endpoint, reconnecting ? " and it did not come back within " : " (waited ",
         config_.job.timeouts.join_timeout.count() / 1000.0,
-        " s, the join timeout); is it running, and is the endpoint right?")));
-    return;
+        reconnecting ? " s (the join timeout)"
+                     : " s, the join timeout); is it running, and is the endpoint right?")));
+    return false;
   }
-  stream_ = stub_->Session(&context_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (closing_) return false;
+    context_ = std::make_unique<grpc::ClientContext>();
+    if (!config_.token.empty()) context_->AddMetadata(kTokenMetadataKey, config_.token);
+    if (reconnecting) {
+      // First on the new session: the join again, as a resume when workers run here; then the
+      // last report, which may have been lost with the old session (the master drops repeats).
+      std::deque<v1::AgentMessage> replay;
+      if (last_join_) {
+        v1::AgentMessage join = *last_join_;
+        const int running = running_round_;
+        if (running >= 0) {
+          join.mutable_join()->set_resume(true);
+          join.mutable_join()->set_resume_round(running);
+        }
+        replay.push_back(std::move(join));
+      }
+      if (last_report_) replay.push_back(*last_report_);
+      outgoing_.insert(outgoing_.begin(), replay.begin(), replay.end());
+    }
+    stream_ = stub_->Session(context_.get());
     connected_ = true;
   }
   wake_.notify_all();
-  v1::MasterMessage message;
-  while (stream_->Read(&message)) OnMasterMessage(message);
-  {
-    // Finish() must not race a Write(): stop the writer first.
-    std::unique_lock<std::mutex> lock(mutex_);
-    connected_ = false;
-    wake_.notify_all();
-    wake_.wait(lock, [this] { return !writing_; });
-  }
-  grpc::Status status = stream_->Finish();
-  if (finished_) return;
-  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-    PostError(FromGrpc(status));
-  } else if (!status.ok()) {
-    PostError(absl::UnavailableError(absl::StrCat("lost the connection to the rendezvous master at ",
-                                                  config_.endpoint, ": ",
-                                                  status.error_message())));
-  } else {
-    PostError(absl::UnavailableError(
-        absl::StrCat("the rendezvous master at ", config_.endpoint, " closed the session")));
+  return true;
+}
+
+void GrpcRendezvous::ReaderLoop() {
+  for (bool reconnecting = false;; reconnecting = true) {
+    if (!OpenSession(reconnecting)) return;
+    v1::MasterMessage message;
+    while (stream_->Read(&message)) OnMasterMessage(message);
+    {
+      // Finish() must not race a Write(): stop the writer first.
+      std::unique_lock<std::mutex> lock(mutex_);
+      connected_ = false;
+      wake_.notify_all();
+      wake_.wait(lock, [this] { return !writing_; });
+    }
+    grpc::Status status = stream_->Finish();
+    if (finished_) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (closing_) return;
+    }
+    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      PostError(FromGrpc(status));
+      return;
+    }
+    if (durable_ && !status.ok()) continue;  // a durable master restarting: reconnect
+    if (!status.ok()) {
+      PostError(absl::UnavailableError(absl::StrCat("lost the connection to the rendezvous master at ",
+                                                    config_.endpoint, ": ",
+                                                    status.error_message())));
+    } else {
+      PostError(absl::UnavailableError(
+          absl::StrCat("the rendezvous master at ", config_.endpoint, " closed the session")));
+    }
+    return;
   }
 }
 
 void GrpcRendezvous::WriterLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
-  wake_.wait(lock, [this] { return connected_ || closing_; });
-  auto last_write = std::chrono::steady_clock::now();
-  while (connected_) {
-    if (outgoing_.empty()) {
-      if (closing_) break;
-      const auto due = last_write + config_.job.timeouts.heartbeat_interval;
-      wake_.wait_until(lock, due, [this] { return !outgoing_.empty() || closing_ || !connected_; });
-      if (!connected_) break;
-      if (outgoing_.empty() && !closing_ && std::chrono::steady_clock::now() >= due) {
-        v1::AgentMessage beat;
-        beat.mutable_heartbeat();
-        outgoing_.push_back(std::move(beat));
+  for (;;) {
+    wake_.wait(lock, [this] { return connected_ || closing_; });
+    if (!connected_) return;  // closing with no session
+    auto last_write = std::chrono::steady_clock::now();
+    bool left = false;
+    while (connected_) {
+      if (outgoing_.empty()) {
+        if (closing_) break;
+        const auto due = last_write + config_.job.timeouts.heartbeat_interval;
+        wake_.wait_until(lock, due,
+                         [this] { return !outgoing_.empty() || closing_ || !connected_; });
+        if (!connected_) break;
+        if (outgoing_.empty() && !closing_ && std::chrono::steady_clock::now() >= due) {
+          v1::AgentMessage beat;
+          beat.mutable_heartbeat();
+          outgoing_.push_back(std::move(beat));
+        }
+        continue;
       }
-      continue;
+      v1::AgentMessage message = std::move(outgoing_.front());
+      outgoing_.pop_front();
+      const bool leaving = message.has_leave();
+      writing_ = true;
+      lock.unlock();
+      bool ok = stream_->Write(message);
+      if (ok && leaving) stream_->WritesDone();
+      lock.lock();
+      writing_ = false;
+      wake_.notify_all();
+      last_write = std::chrono::steady_clock::now();
+      if (leaving) left = true;
+      if (!ok || leaving) break;  // a broken stream is reported (or reopened) by the reader
     }
-    v1::AgentMessage message = std::move(outgoing_.front());
-    outgoing_.pop_front();
-    const bool leaving = message.has_leave();
-    writing_ = true;
-    lock.unlock();
-    bool ok = stream_->Write(message);
-    if (ok && leaving) stream_->WritesDone();
-    lock.lock();
-    writing_ = false;
-    wake_.notify_all();
-    last_write = std::chrono::steady_clock::now();
-    if (!ok || leaving) break;  // a broken stream is reported by the reader
+    if (left || closing_) return;
+    // The session broke: wait until the reader has let go of it, then for the next one.
+    wake_.wait(lock, [this] { return !connected_ || closing_; });
+    if (closing_) return;
   }
 }
 
@@ -168,6 +221,11 @@ void GrpcRendezvous::Join() {
   join->set_run_id(config_.run_id);
   *join->mutable_node() = ToProto(node);
   *join->mutable_job() = ToProto(config_.job);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    last_join_ = message;
+    last_report_.reset();
+  }
   Send(std::move(message));
 }
 
@@ -175,12 +233,20 @@ void GrpcRendezvous::ReportFailure(const WorkerFailure& failure) {
   v1::AgentMessage message;
   message.mutable_failure()->set_round(round_);
   *message.mutable_failure()->mutable_failure() = ToProto(failure);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    last_report_ = message;
+  }
   Send(std::move(message));
 }
 
 void GrpcRendezvous::ReportSucceeded() {
   v1::AgentMessage message;
   message.mutable_succeeded()->set_round(round_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    last_report_ = message;
+  }
   Send(std::move(message));
 }
 
@@ -197,6 +263,7 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
   RendezvousEvent event;
   switch (message.kind_case()) {
     case v1::MasterMessage::kWaiting:
+      if (message.waiting().durable()) durable_ = true;
       // An acknowledgement: the agent logs nothing per node to keep large jobs quiet, but a
       // service manager learns that the node is registered.
       event.kind = RendezvousEvent::Kind::kRegistered;
@@ -205,11 +272,14 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
                                   message.waiting().max_nodes(), " needed");
       break;
     case v1::MasterMessage::kRound:
+      if (message.round().durable()) durable_ = true;
       round_ = message.round().round();
+      running_round_ = round_.load();
       event.kind = RendezvousEvent::Kind::kRoundReady;
       event.round = FromProto(message.round());
       break;
     case v1::MasterMessage::kStop:
+      running_round_ = -1;
       event.kind = RendezvousEvent::Kind::kRejoin;
       event.reason = message.stop().reason();
       event.restart = message.stop().restart();

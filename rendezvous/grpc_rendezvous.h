@@ -7,13 +7,17 @@
 //
 // Connecting waits up to join_timeout for the master (it may start after the agents); an unreachable
 // master, a refusal (wrong token, mismatched job, finished run) or a lost connection become a
-// kError event, which the agent turns into exit code 3.
+// kError event, which the agent turns into exit code 3. Except: when the master said it is durable
+// (mxrun-master --state_dir), a lost connection is retried for up to join_timeout, and the new
+// session resumes the running round (Join with resume) so the workers carry on; the last report
+// is sent again, since it may have died with the old session.
 
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -46,6 +50,9 @@ class GrpcRendezvous final : public Rendezvous {
 
  private:
   void ReaderLoop();
+  // Waits (bounded) for the channel to connect and opens a session; false when closing or when
+  // the master stayed unreachable (the error is posted).
+  bool OpenSession(bool reconnecting);
   void WriterLoop();
   void Send(v1::AgentMessage message);
   void PostError(absl::Status status);
@@ -55,7 +62,7 @@ class GrpcRendezvous final : public Rendezvous {
   RendezvousEventQueue events_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Rendezvous::Stub> stub_;
-  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientContext> context_;  // one per session; guarded by mutex_
   std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::MasterMessage>> stream_;
 
   std::mutex mutex_;
@@ -66,7 +73,11 @@ class GrpcRendezvous final : public Rendezvous {
   bool closing_ = false;      // Leave() or destruction: no more writes after the queue
   bool error_posted_ = false;
   std::atomic<int> round_{-1};
+  std::atomic<int> running_round_{-1};  // the round whose workers run here (-1: none)
+  std::atomic<bool> durable_{false};    // the master keeps its state across restarts
   std::atomic<bool> finished_{false};
+  std::optional<v1::AgentMessage> last_join_;    // guarded by mutex_
+  std::optional<v1::AgentMessage> last_report_;  // guarded by mutex_
   std::thread reader_;
   std::thread writer_;
 };

@@ -22,6 +22,14 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(
   server->host_ = options.bind_all ? "0.0.0.0" : options.host;
   server->store_ = std::make_unique<MemoryStore>();
   server->rendezvous_ = std::make_unique<RendezvousService>(options.token);
+  if (!options.state_dir.empty()) {
+    absl::StatusOr<MasterStateFile> file = MasterStateFile::Open(options.state_dir);
+    if (!file.ok()) return file.status();
+    if (absl::Status restored = server->rendezvous_->KeepStateIn(std::move(*file)); !restored.ok()) {
+      server->rendezvous_->Shutdown();
+      return restored;
+    }
+  }
   server->store_service_ = std::make_unique<StoreService>(*server->store_, options.token);
 
   grpc::ServerBuilder builder;

@@ -23,6 +23,7 @@ struct MasterServerOptions {
   int port = 0;                    // 0: any free port (read it back with port())
   bool bind_all = false;           // listen on every interface
   std::string token;               // demanded on every call when non-empty
+  std::string state_dir;           // keep running runs here across restarts (empty: in memory)
 };
 
 class MasterServer {

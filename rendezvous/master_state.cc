@@ -488,3 +488,85 @@ std::vector<RunSnapshot> MasterState::Snapshot(Time now, const std::string& run_
 }
 
 }  // namespace mxrun
+
+namespace mxrun {
+
+MasterState::Out MasterState::Resume(Time now, NodeId node, const std::string& run_id,
+                                     const NodeDesc& desc, const JobDesc& job, int round) {
+  auto it = runs_.find(run_id);
+  if (it != runs_.end() && it->second.phase == Phase::kRunning && it->second.round == round &&
+      !desc.agent_id.empty() && node_runs_.count(node) == 0) {
+    Run& run = it->second;
+    for (NodeId& member : run.members) {
+      Node& n = run.nodes[member];
+      if (n.desc.agent_id != desc.agent_id) continue;
+      if (member <= next_detached_id_) break;  // a live session has it already
+      // Re-attach: the member's entry moves to the new session's id; nothing else changes.
+      Node moved = n;
+      moved.last_seen = now;
+      run.nodes.erase(member);
+      node_runs_.erase(member);
+      run.nodes[node] = moved;
+      node_runs_[node] = run_id;
+      member = node;
+      Out out;
+      ToAgent ack = Message(node, ToAgent::Kind::kWaiting);
+      ack.nodes_waiting = 0;
+      out.push_back(ack);
+      return out;
+    }
+  }
+  // The round is not (or no longer) known here: the agent stops its workers and joins afresh.
+  Out out;
+  ToAgent stop = Message(node, ToAgent::Kind::kStop);
+  stop.reason = absl::StrCat("the rendezvous master no longer knows round ", round, " of run '",
+                             run_id, "'; re-forming the group");
+  out.push_back(stop);
+  (void)job;
+  return out;
+}
+
+std::vector<PersistedRun> MasterState::Persisted() const {
+  std::vector<PersistedRun> runs;
+  for (const auto& [id, run] : runs_) {
+    if (run.phase != Phase::kRunning) continue;
+    PersistedRun p;
+    p.run_id = id;
+    p.job = run.job;
+    p.round = run.round;
+    p.restarts_spent = run.restarts_spent;
+    p.world_size = run.world_size;
+    for (NodeId member : run.members) {
+      const Node& n = run.nodes.at(member);
+      p.members.push_back({n.desc, n.node_rank, n.state == NodeState::kSucceeded});
+    }
+    runs.push_back(std::move(p));
+  }
+  return runs;
+}
+
+void MasterState::Restore(Time now, const std::vector<PersistedRun>& runs) {
+  for (const PersistedRun& p : runs) {
+    Run& run = runs_[p.run_id];
+    run.id = p.run_id;
+    run.job = p.job;
+    run.phase = Phase::kRunning;
+    run.round = p.round;
+    run.restarts_spent = p.restarts_spent;
+    run.world_size = p.world_size;
+    run.waiting_since = now;
+    for (const PersistedMember& m : p.members) {
+      const NodeId id = next_detached_id_--;
+      Node& n = run.nodes[id];
+      n.desc = m.desc;
+      n.state = m.succeeded ? NodeState::kSucceeded : NodeState::kRunning;
+      n.join_order = next_join_order_++;
+      n.last_seen = now;  // the lease starts now: the agent has that long to reconnect
+      n.node_rank = m.node_rank;
+      node_runs_[id] = p.run_id;
+      run.members.push_back(id);
+    }
+  }
+}
+
+}  // namespace mxrun

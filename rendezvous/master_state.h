@@ -62,6 +62,7 @@ struct NodeDesc {
   int requested_rank = -1;    // -1: none
   bool hosts_master = false;
   int master_port = 0;        // free port on `address` for the workers' TCPStore
+  std::string agent_id;       // stable for the agent process (recognised after a master restart)
 };
 
 struct JobDesc {
@@ -86,6 +87,22 @@ struct ToAgent {
   std::optional<WorkerFailure> first_failure;  // kFinished (failed)
   absl::Status refusal;                     // kRefused
   bool close_session = false;               // the master ends this session after the message
+};
+
+// What a master with a state folder keeps across its own restart: the runs whose groups are
+// running, with their members (identified by agent id, since sessions do not survive).
+struct PersistedMember {
+  NodeDesc desc;
+  int node_rank = 0;
+  bool succeeded = false;
+};
+struct PersistedRun {
+  std::string run_id;
+  JobDesc job;
+  int round = 0;
+  int restarts_spent = 0;
+  int world_size = 0;
+  std::vector<PersistedMember> members;  // by node rank
 };
 
 // What `mxrun status` shows.
@@ -114,6 +131,17 @@ class MasterState {
   // First message of a session, or a re-join after a stop (same node id).
   Out Join(Time now, NodeId node, const std::string& run_id, const NodeDesc& desc,
            const JobDesc& job);
+  // An agent whose workers still run round `round` reconnects after the master restarted: it is
+  // re-attached to that round (acknowledged with kWaiting, nothing stops) when the restored state
+  // has it as a member; otherwise it is told to stop its workers and join afresh.
+  Out Resume(Time now, NodeId node, const std::string& run_id, const NodeDesc& desc,
+             const JobDesc& job, int round);
+
+  // The running runs, for a state file; and the restore after a restart. Restored members wait
+  // for their agents to reconnect under fresh sessions; one that has not within the lease
+  // counts as gone (the others stop and re-form, as for any lost node).
+  std::vector<PersistedRun> Persisted() const;
+  void Restore(Time now, const std::vector<PersistedRun>& runs);
   Out Heartbeat(Time now, NodeId node);
   Out ReportFailure(Time now, NodeId node, int round, const WorkerFailure& failure);
   Out ReportSucceeded(Time now, NodeId node, int round);
@@ -164,6 +192,8 @@ class MasterState {
   std::map<std::string, Run> runs_;
   std::map<NodeId, std::string> node_runs_;
   uint64_t next_join_order_ = 0;
+  // Restored members are keyed by ids from the top of the range until their agents reconnect.
+  NodeId next_detached_id_ = ~NodeId{0};
 };
 
 // Natural order of host names: digit runs compare as numbers ("node7" < "node66").

@@ -96,6 +96,7 @@ v1::NodeInfo ToProto(const NodeDesc& d) {
   p.set_node_rank(d.requested_rank);
   p.set_hosts_master(d.hosts_master);
   p.set_master_port(d.master_port);
+  p.set_agent_id(d.agent_id);
   return p;
 }
 
@@ -107,6 +108,7 @@ NodeDesc FromProto(const v1::NodeInfo& p) {
   d.requested_rank = p.node_rank();
   d.hosts_master = p.hosts_master();
   d.master_port = p.master_port();
+  d.agent_id = p.agent_id();
   return d;
 }
 

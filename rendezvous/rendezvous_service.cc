@@ -1,5 +1,6 @@
 #include "rendezvous/rendezvous_service.h"
 
+#include <cstdio>
 #include <deque>
 
 #include "rendezvous/proto_convert.h"
@@ -161,7 +162,13 @@ void RendezvousService::OnMessage(NodeId node, const v1::AgentMessage& message) 
         Deliver({refusal});
         return;
       }
-      Deliver(state_.Join(now, node, join.run_id(), FromProto(join.node()), FromProto(join.job())));
+      if (join.resume()) {
+        Deliver(state_.Resume(now, node, join.run_id(), FromProto(join.node()),
+                              FromProto(join.job()), join.resume_round()));
+      } else {
+        Deliver(state_.Join(now, node, join.run_id(), FromProto(join.node()),
+                            FromProto(join.job())));
+      }
       return;
     }
     case v1::AgentMessage::kHeartbeat:
@@ -196,9 +203,31 @@ void RendezvousService::Unregister(NodeId node) {
 void RendezvousService::Deliver(const MasterState::Out& out) {
   for (const ToAgent& message : out) {
     auto it = sessions_.find(message.node);
-    if (it == sessions_.end()) continue;
-    it->second->Send(ToProto(message), message.close_session);
+    if (it == sessions_.end()) continue;  // e.g. a restored member whose agent is not back yet
+    v1::MasterMessage proto = ToProto(message);
+    if (state_file_) {
+      if (proto.has_waiting()) proto.mutable_waiting()->set_durable(true);
+      if (proto.has_round()) proto.mutable_round()->set_durable(true);
+    }
+    it->second->Send(std::move(proto), message.close_session);
   }
+  if (state_file_) {
+    absl::Status saved = state_file_->Save(state_.Persisted());
+    if (!saved.ok() && !state_write_failed_) {
+      std::fprintf(stderr, "mxrun-master: warning: cannot keep state in %s: %s\n",
+                   state_file_->path().c_str(), std::string(saved.message()).c_str());
+    }
+    state_write_failed_ = !saved.ok();
+  }
+}
+
+absl::Status RendezvousService::KeepStateIn(MasterStateFile file) {
+  absl::StatusOr<std::vector<PersistedRun>> runs = file.Load();
+  if (!runs.ok()) return runs.status();
+  std::lock_guard<std::mutex> lock(mutex_);
+  state_.Restore(clock_(), *runs);
+  state_file_ = std::move(file);
+  return absl::OkStatus();
 }
 
 void RendezvousService::TickLoop() {

@@ -10,12 +10,14 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
 
 #include "mxrun.grpc.pb.h"
 #include "rendezvous/master_state.h"
+#include "rendezvous/master_state_file.h"
 
 namespace mxrun {
 
@@ -38,6 +40,10 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
   // Stops the ticker and ends every open session (call before shutting the server down).
   void Shutdown();
 
+  // Keeps the running runs in `file` from now on, after restoring what it holds (call before
+  // serving). Agents are told the master is durable, so they reconnect after it restarts.
+  absl::Status KeepStateIn(MasterStateFile file);
+
  private:
   class SessionReactor;
   friend class SessionReactor;
@@ -53,6 +59,8 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
   const Clock clock_;
   std::mutex mutex_;
   MasterState state_;
+  std::optional<MasterStateFile> state_file_;  // guarded by mutex_
+  bool state_write_failed_ = false;
   std::map<NodeId, SessionReactor*> sessions_;
   NodeId next_node_ = 1;
   bool shutting_down_ = false;

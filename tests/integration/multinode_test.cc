@@ -15,6 +15,7 @@
 using namespace std::chrono_literals;
 using mxrun::testing::CountOccurrences;
 using mxrun::testing::IntsAfter;
+using mxrun::testing::ReadFile;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::Subprocess;
 using mxrun::testing::TempDir;
@@ -272,7 +273,7 @@ TEST_CASE("PyTorch Gloo all-reduce across 2 nodes x 2 workers, also after a re-f
   }
 }
 
-TEST_CASE("mxrun status shows runs, rounds and members; runs on one master stay apart",
+TEST_CASE("mxrun status shows runs, rounds and members, and runs on one master stay apart",
           "[multinode]") {
   Master master;
   std::vector<std::unique_ptr<Subprocess>> agents;
@@ -306,4 +307,75 @@ TEST_CASE("mxrun status shows runs, rounds and members; runs on one master stay 
       {kMxrun, "status", "--rdzv_endpoint=127.0.0.1:" + std::to_string(FreePort()), "--timeout=1"},
       {}, 20s);
   CHECK(unreachable.exit_code == 3);
+}
+
+TEST_CASE("a master killed and restarted on its state folder: the job goes on, workers start once",
+          "[multinode][state_dir]") {
+  TempDir dir;
+  const std::string port = std::to_string(FreePort());
+  const std::string endpoint = "127.0.0.1:" + port;
+  auto start_master = [&] {
+    auto master = std::make_unique<Subprocess>(std::vector<std::string>{
+        kMaster, "--port=" + port, "--state_dir=" + dir.path() + "/state"});
+    REQUIRE(master->WaitForStdout("listening on", 1, 10s));
+    return master;
+  };
+  auto master = start_master();
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    agents.push_back(std::make_unique<Subprocess>(
+        Agent(Dynamic(endpoint, "durable", "2", {"--nproc_per_node=1"}), {"--ready", "--sleep=6"})));
+  }
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
+  // The round is running: the master dies without warning and comes back on the same folder.
+  REQUIRE(kill(master->pid(), SIGKILL) == 0);
+  master->Wait(10s);
+  CHECK_THAT(ReadFile(dir.path() + "/state/state.json"), Catch::Contains("\"run_id\": \"durable\""));
+  master = start_master();
+
+  std::string all;
+  for (auto& agent : agents) {
+    ProcessResult r = agent->Wait(60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("restarting") == std::string::npos);
+    CHECK(r.err.find("re-forming") == std::string::npos);
+    all += r.out;
+  }
+  // Each node's worker started exactly once and ran to its end.
+  CHECK(mxrun::testing::CountOccurrences(all, "ready rank=") == 2);
+  CHECK(IntsAfter(all, "world") == std::vector<int>(2, 2));
+  // A finished job leaves no running run in the state file.
+  CHECK_THAT(ReadFile(dir.path() + "/state/state.json"), !Catch::Contains("\"durable\""));
+}
+
+TEST_CASE("a restarted master without the round tells agents to re-form", "[multinode][state_dir]") {
+  TempDir dir;
+  const std::string port = std::to_string(FreePort());
+  const std::string endpoint = "127.0.0.1:" + port;
+  auto start_master = [&](const std::string& state) {
+    auto master = std::make_unique<Subprocess>(std::vector<std::string>{
+        kMaster, "--port=" + port, "--state_dir=" + dir.path() + "/" + state});
+    REQUIRE(master->WaitForStdout("listening on", 1, 10s));
+    return master;
+  };
+  auto master = start_master("a");
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    agents.push_back(std::make_unique<Subprocess>(Agent(
+        Dynamic(endpoint, "lost", "2", {"--nproc_per_node=1"}), {"--ready", "--sleep=3"})));
+  }
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
+  REQUIRE(kill(master->pid(), SIGKILL) == 0);
+  master->Wait(10s);
+  master = start_master("b");  // an empty state folder: the round is unknown there
+  std::string all;
+  for (auto& agent : agents) {
+    ProcessResult r = agent->Wait(60s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    all += r.out + r.err;
+  }
+  CHECK_THAT(all, Catch::Contains("no longer knows round 0"));
+  CHECK(mxrun::testing::CountOccurrences(all, "ready rank=") == 4);  // a second round ran
 }

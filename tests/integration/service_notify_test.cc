@@ -118,7 +118,7 @@ TEST_CASE("SIGTERM from systemctl stop sends STOPPING before the workers' grace 
   CHECK(messages[stopping].find("SIGTERM") != std::string::npos);
 }
 
-TEST_CASE("--log_format=json makes every console line a JSON object", "[systemd][json]") {
+TEST_CASE("the json log format makes every console line a JSON object", "[systemd][json]") {
   ProcessResult r = Run(MxrunWithChild({"--standalone", "--nproc_per_node=2", "--log_format=json"},
                                        {"--lines=2", "--exit=3", "--only-rank=1"}),
                         {}, 60s);

@@ -213,7 +213,7 @@ TEST_CASE("a checkpoint restores weights, momentum and progress", "[checkpoint]"
   for (size_t i = 0; i < pa.size(); ++i) REQUIRE(torch::allclose(pa[i], pb[i]));
 }
 
-TEST_CASE("a damaged checkpoint is an error naming the file; no checkpoint is no error",
+TEST_CASE("a damaged checkpoint is an error naming the file, a missing one is none",
           "[checkpoint]") {
   TempDir dir;
   CHECK_FALSE(PeekCheckpoint(dir.path).has_value());

@@ -130,7 +130,7 @@ TEST_CASE("unknown keys and bad values in the file are errors with file and line
   CHECK_THAT(std::string(missing.status().message()), Catch::Contains("cannot open"));
 }
 
-TEST_CASE("--print-config shows every value with its source", "[config]") {
+TEST_CASE("print-config shows every value with its source", "[config]") {
   ConfigOnDisk config("max_restarts = 4\nentrypoint = \"train\"\n");
   auto parsed = Parse({"--config", config.path(), "--print-config", "--nproc_per_node=2"},
                       {{"PET_TERM_TIMEOUT", "9"}});

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rendezvous/master_state.h"
+#include "rendezvous/master_state_file.h"
 
 using namespace std::chrono_literals;
 using mxrun::JobDesc;
@@ -60,7 +61,15 @@ class Scenario {
     d.requested_rank = rank;
     d.hosts_master = hosts_master;
     d.master_port = 5000 + static_cast<int>(node);
+    d.agent_id = "agent-" + host;
     return Lines(state.Join(now, node, run_id, d, job));
+  }
+  std::vector<std::string> Resume(mxrun::NodeId node, const std::string& host, int round) {
+    NodeDesc d;
+    d.host = host;
+    d.agent_id = "agent-" + host;
+    d.local_world_size = 2;
+    return Lines(state.Resume(now, node, run_id, d, job, round));
   }
   std::vector<std::string> Fail(mxrun::NodeId node, int round, int rank) {
     mxrun::WorkerFailure f;
@@ -164,7 +173,7 @@ TEST_CASE("a worker failure restarts every node and spends the budget once", "[m
               "a new job with another --rdzv_id"});
 }
 
-TEST_CASE("success needs every member; an early finisher waits", "[master]") {
+TEST_CASE("success needs every member, and an early finisher waits", "[master]") {
   Scenario s(2, 2);
   s.Join(1, "node1");
   s.Join(2, "node2");
@@ -299,4 +308,63 @@ TEST_CASE("status snapshot shows members with their ranks", "[master]") {
   CHECK(snaps[0].phase == "waiting");
   CHECK(snaps[0].round == 0);
   REQUIRE(snaps[0].members.size() == 3);
+}
+
+TEST_CASE("a restored master re-attaches agents to their running round", "[master][state_dir]") {
+  Scenario before;
+  before.Join(1, "h1");
+  before.Join(2, "h2");
+  REQUIRE(before.state.Persisted().size() == 1);
+  // Through the state file's JSON, as across a process restart.
+  auto runs = mxrun::PersistedRunsFromJson(mxrun::PersistedRunsToJson(before.state.Persisted()));
+  REQUIRE(runs.ok());
+  CHECK((*runs)[0].members.size() == 2);
+  CHECK((*runs)[0].members[0].desc.agent_id == "agent-h1");
+
+  Scenario after;
+  after.state.Restore(after.now, *runs);
+  CHECK(after.Resume(11, "h1", 0) == Lines{"n11: waiting 0"});
+  CHECK(after.Resume(12, "h2", 0) == Lines{"n12: waiting 0"});
+  CHECK(after.Advance(3s).empty());
+  after.Beat({11, 12});
+  CHECK(after.Succeed(11, 0).empty());
+  CHECK(after.Succeed(12, 0) == Lines{"n11: finished ok", "n12: finished ok"});
+  CHECK(after.state.Persisted().empty());  // finished runs are not kept
+}
+
+TEST_CASE("a resume the restored master cannot honour is told to stop and re-join",
+          "[master][state_dir]") {
+  Scenario s;
+  s.Join(1, "h1");
+  s.Join(2, "h2");
+  Scenario after;
+  after.state.Restore(after.now, s.state.Persisted());
+  Lines wrong_round = after.Resume(11, "h1", 5);
+  REQUIRE(wrong_round.size() == 1);
+  CHECK_THAT(wrong_round[0], Catch::StartsWith("n11: stop 0/0: the rendezvous master no longer "
+                                               "knows round 5"));
+  Lines stranger = after.Resume(13, "h9", 0);
+  REQUIRE(stranger.size() == 1);
+  CHECK_THAT(stranger[0], Catch::Contains("no longer knows round 0"));
+}
+
+TEST_CASE("a restored member whose agent does not come back within the lease is gone",
+          "[master][state_dir]") {
+  Scenario s;
+  s.Join(1, "h1");
+  s.Join(2, "h2");
+  Scenario after;
+  after.state.Restore(after.now, s.state.Persisted());
+  CHECK(after.Resume(11, "h1", 0) == Lines{"n11: waiting 0"});
+  CHECK(after.Advance(4s).empty());
+  after.Beat({11});
+  Lines expired = after.Advance(2s);
+  REQUIRE(expired.size() == 1);
+  CHECK_THAT(expired[0], Catch::StartsWith("n11: stop 0/0: h2 left (no heartbeat"));
+}
+
+TEST_CASE("damaged state JSON is refused", "[master][state_dir]") {
+  CHECK_FALSE(mxrun::PersistedRunsFromJson("{").ok());
+  CHECK_FALSE(mxrun::PersistedRunsFromJson(R"({"format": "other", "runs": []})").ok());
+  CHECK(mxrun::PersistedRunsFromJson(R"({"format": "mxrun-master-state-1", "runs": []})")->empty());
 }

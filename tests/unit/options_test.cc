@@ -119,7 +119,7 @@ TEST_CASE("bad input names the flag, the value and what is accepted", "[options]
              Catch::Contains("PET_NPROC_PER_NODE='zero'"));
 }
 
-TEST_CASE("--help is not an error", "[options]") {
+TEST_CASE("help is not an error", "[options]") {
   auto result = Parse({"--help"});
   REQUIRE(result.ok());
   CHECK_FALSE(result->options.has_value());

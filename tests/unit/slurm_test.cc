@@ -103,7 +103,7 @@ TEST_CASE("mxrun fills unset flags from Slurm and says so in one line", "[slurm]
   CHECK_THAT(parsed.notices[0], Catch::Contains("--rdzv_endpoint=gpu07:29400"));
 }
 
-TEST_CASE("flags and PET_* variables win over Slurm; --standalone ignores it", "[slurm]") {
+TEST_CASE("flags and PET_* variables win over Slurm, and standalone jobs ignore it", "[slurm]") {
   auto env = RecordedSlurmNode1();
   env["PET_NPROC_PER_NODE"] = "2";
   auto parsed = Parse({"--nnodes=1:4", "--rdzv_endpoint=head:1234", "train.py"}, env);

@@ -67,7 +67,7 @@ TEST_CASE("bad trainer flags are errors that say what is accepted", "[trainer_op
              Catch::Contains("must be less than --epochs"));
 }
 
-TEST_CASE("--help returns the help text instead of options", "[trainer_options]") {
+TEST_CASE("help returns the help text instead of options", "[trainer_options]") {
   auto parsed = Parse({"--help"});
   CHECK_FALSE(parsed.options);
   CHECK_THAT(parsed.help_text, Catch::Contains("--batch_size"));

@@ -1,0 +1,154 @@
+#include "rendezvous/master_state_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/files.h"
+
+namespace mxrun {
+namespace {
+
+using nlohmann::json;
+
+long long Ms(std::chrono::milliseconds d) { return static_cast<long long>(d.count()); }
+
+absl::Status SyncPath(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return absl::InternalError(absl::StrCat("fsync ", path, ": ", std::strerror(err)));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string PersistedRunsToJson(const std::vector<PersistedRun>& runs) {
+  json doc = {{"format", "mxrun-master-state-1"}, {"runs", json::array()}};
+  for (const PersistedRun& r : runs) {
+    json run = {{"run_id", r.run_id},
+                {"min_nodes", r.job.min_nodes},
+                {"max_nodes", r.job.max_nodes},
+                {"max_restarts", r.job.max_restarts},
+                {"join_timeout_ms", Ms(r.job.timeouts.join_timeout)},
+                {"last_call_timeout_ms", Ms(r.job.timeouts.last_call_timeout)},
+                {"heartbeat_interval_ms", Ms(r.job.timeouts.heartbeat_interval)},
+                {"missed_heartbeats", r.job.timeouts.missed_heartbeats},
+                {"round", r.round},
+                {"restarts_spent", r.restarts_spent},
+                {"world_size", r.world_size},
+                {"members", json::array()}};
+    for (const PersistedMember& m : r.members) {
+      run["members"].push_back({{"agent_id", m.desc.agent_id},
+                                {"host", m.desc.host},
+                                {"address", m.desc.address},
+                                {"local_world_size", m.desc.local_world_size},
+                                {"requested_rank", m.desc.requested_rank},
+                                {"hosts_master", m.desc.hosts_master},
+                                {"master_port", m.desc.master_port},
+                                {"node_rank", m.node_rank},
+                                {"succeeded", m.succeeded}});
+    }
+    doc["runs"].push_back(std::move(run));
+  }
+  return doc.dump(1);
+}
+
+absl::StatusOr<std::vector<PersistedRun>> PersistedRunsFromJson(const std::string& text) {
+  std::vector<PersistedRun> runs;
+  try {
+    json doc = json::parse(text);
+    if (doc.at("format") != "mxrun-master-state-1") {
+      return absl::InvalidArgumentError("unknown state format (expected mxrun-master-state-1)");
+    }
+    for (const json& run : doc.at("runs")) {
+      PersistedRun r;
+      r.run_id = run.at("run_id");
+      r.job.min_nodes = run.at("min_nodes");
+      r.job.max_nodes = run.at("max_nodes");
+      r.job.max_restarts = run.at("max_restarts");
+      r.job.timeouts.join_timeout = std::chrono::milliseconds(run.at("join_timeout_ms").get<long long>());
+      r.job.timeouts.last_call_timeout =
+          std::chrono::milliseconds(run.at("last_call_timeout_ms").get<long long>());
+      r.job.timeouts.heartbeat_interval =
+          std::chrono::milliseconds(run.at("heartbeat_interval_ms").get<long long>());
+      r.job.timeouts.missed_heartbeats = run.at("missed_heartbeats");
+      r.round = run.at("round");
+      r.restarts_spent = run.at("restarts_spent");
+      r.world_size = run.at("world_size");
+      for (const json& m : run.at("members")) {
+        PersistedMember member;
+        member.desc.agent_id = m.at("agent_id");
+        member.desc.host = m.at("host");
+        member.desc.address = m.at("address");
+        member.desc.local_world_size = m.at("local_world_size");
+        member.desc.requested_rank = m.at("requested_rank");
+        member.desc.hosts_master = m.at("hosts_master");
+        member.desc.master_port = m.at("master_port");
+        member.node_rank = m.at("node_rank");
+        member.succeeded = m.at("succeeded");
+        r.members.push_back(std::move(member));
+      }
+      runs.push_back(std::move(r));
+    }
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  return runs;
+}
+
+absl::StatusOr<MasterStateFile> MasterStateFile::Open(const std::string& dir) {
+  if (!MakeDirs(dir)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--state_dir=", dir, ": cannot create the folder: ", std::strerror(errno)));
+  }
+  MasterStateFile file;
+  file.dir_ = dir;
+  file.path_ = dir + "/state.json";
+  return file;
+}
+
+absl::StatusOr<std::vector<PersistedRun>> MasterStateFile::Load() const {
+  std::ifstream in(path_);
+  if (!in) return std::vector<PersistedRun>{};
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  absl::StatusOr<std::vector<PersistedRun>> runs = PersistedRunsFromJson(buffer.str());
+  if (!runs.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the master's state file ", path_, " is damaged (", runs.status().message(),
+        "); move it away to start with no state"));
+  }
+  const_cast<MasterStateFile*>(this)->last_written_ = PersistedRunsToJson(*runs);
+  return runs;
+}
+
+absl::Status MasterStateFile::Save(const std::vector<PersistedRun>& runs) {
+  std::string text = PersistedRunsToJson(runs);
+  if (text == last_written_) return absl::OkStatus();
+  const std::string temp = path_ + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", temp));
+  }
+  if (absl::Status s = SyncPath(temp, O_RDONLY); !s.ok()) return s;
+  if (::rename(temp.c_str(), path_.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", temp, ": ", std::strerror(errno)));
+  }
+  if (absl::Status s = SyncPath(dir_, O_RDONLY | O_DIRECTORY); !s.ok()) return s;
+  last_written_ = std::move(text);
+  return absl::OkStatus();
+}
+
+}  // namespace mxrun
