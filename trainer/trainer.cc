@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 #include <type_traits>
@@ -116,17 +117,6 @@ struct LossScaler {
     return ok;
   }
 };
-
-// The optimizer's per-parameter state is keyed by the parameter's TensorImpl, as a string in
-// LibTorch 1.x and as the pointer itself in 2.x.
-template <typename Map>
-typename Map::key_type StateKey(const torch::Tensor& p) {
-  if constexpr (std::is_same_v<typename Map::key_type, std::string>) {
-    return c10::guts::to_string(p.unsafeGetTensorImpl());
-  } else {
-    return p.unsafeGetTensorImpl();
-  }
-}
 
 // Sums of loss, correct predictions and samples, reduced across ranks exactly.
 struct Tally {
@@ -297,18 +287,7 @@ void Trainer::Restore() {
     std::vector<torch::Tensor> state = params_;
     state.insert(state.end(), buffers_.begin(), buffers_.end());
     if (o_.momentum > 0) {
-      auto& states = optimizer_->state();
-      using Map = std::decay_t<decltype(states)>;
-      for (auto& p : params_) {
-        auto key = StateKey<Map>(p);
-        if (states.find(key) == states.end()) {
-          auto fresh = std::make_unique<torch::optim::SGDParamState>();
-          fresh->momentum_buffer(torch::zeros_like(p));
-          states[key] = std::move(fresh);
-        }
-        state.push_back(
-            static_cast<torch::optim::SGDParamState&>(*states[key]).momentum_buffer());
-      }
+      for (auto& p : params_) state.push_back(MomentumBuffer(*optimizer_, p));
     }
     comm_->Broadcast(state, source);
   }

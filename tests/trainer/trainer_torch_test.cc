@@ -213,6 +213,28 @@ TEST_CASE("a checkpoint restores weights, momentum and progress", "[checkpoint]"
   for (size_t i = 0; i < pa.size(); ++i) REQUIRE(torch::allclose(pa[i], pb[i]));
 }
 
+TEST_CASE("momentum buffers are found where the optimizer keeps them", "[checkpoint]") {
+  auto model = MakeModel("resnet18", false, 10, 8, true, 1);
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  Loss(model, torch::randn({2, 3, 32, 32}), torch::randint(0, 10, {2})).backward();
+  opt.step();
+  const size_t entries = opt.state().size();
+  REQUIRE(entries == model->parameters().size());
+  auto p = model->parameters()[0];
+  torch::Tensor buffer = MomentumBuffer(opt, p);
+  CHECK(opt.state().size() == entries);  // the existing entry, not a new one under another key
+  // Writing into it changes what the next step does: it is the optimizer's own tensor.
+  {
+    torch::NoGradGuard no_grad;
+    buffer.fill_(1.0);
+  }
+  CHECK(MomentumBuffer(opt, p).eq(1.0).all().item<bool>());
+  // A fresh optimizer gets zero buffers for parameters it has no state for.
+  torch::optim::SGD fresh(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  CHECK(MomentumBuffer(fresh, p).eq(0.0).all().item<bool>());
+  CHECK(fresh.state().size() == 1);
+}
+
 TEST_CASE("a damaged checkpoint is an error naming the file, a missing one is none",
           "[checkpoint]") {
   TempDir dir;
