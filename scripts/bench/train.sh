@@ -38,6 +38,10 @@
 #   TIMEOUT    seconds one run may take before it is killed (default 1800)
 #   QUIET_WAIT before each pair of runs, wait at most this many seconds for the machine to be
 #              idle (< 15% CPU busy) (default 120; 0: don't)
+#   TRAINER_LAUNCHER  mxrun (default) or torchrun: what launches the bundled trainer. On a GPU
+#              machine where mxrun itself is not built (only the trainer, with
+#              scripts/build-trainer-cuda.sh), torchrun --no_python runs it; the comparison is then
+#              trainer against trainer, the launcher the same on both sides.
 #   MXRUN      mxrun binary (default <repo>/build/bin/mxrun; its bundled trainer `train`
 #              must sit beside it)
 #   TORCHRUN   torchrun (default /usr/bin/torchrun)
@@ -67,6 +71,7 @@ DEVICE="${DEVICE:-cpu}"
 TIMEOUT="${TIMEOUT:-1800}"
 QUIET_WAIT="${QUIET_WAIT:-120}"
 MXRUN="${MXRUN:-$repo_root/build/bin/mxrun}"
+TRAINER_LAUNCHER="${TRAINER_LAUNCHER:-mxrun}"
 TORCHRUN="${TORCHRUN:-/usr/bin/torchrun}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 REFERENCE="$script_dir/reference/ddp_resnet.py"
@@ -95,7 +100,9 @@ case "$MODEL" in
 esac
 case "$AMP" in off|bf16|fp16) ;; *) die "AMP must be off, bf16 or fp16, not '$AMP'";; esac
 [ "$DEVICE" = cuda ] || [ "$AMP" = off ] || die "AMP=$AMP needs DEVICE=cuda"
-[ -x "$MXRUN" ] || die "mxrun not found or not executable: $MXRUN (build it: cd build && ninja mxrun)"
+case "$TRAINER_LAUNCHER" in mxrun|torchrun) ;; *) die "TRAINER_LAUNCHER must be mxrun or torchrun, not '$TRAINER_LAUNCHER'";; esac
+[ "$TRAINER_LAUNCHER" = torchrun ] || [ -x "$MXRUN" ] ||
+    die "mxrun not found or not executable: $MXRUN (build it: cd build && ninja mxrun)"
 [ -x "$(dirname "$MXRUN")/train" ] ||
     die "the bundled trainer is not beside mxrun: $(dirname "$MXRUN")/train (build it: cd build && ninja train)"
 [ -x "$TORCHRUN" ] || die "torchrun not found: $TORCHRUN"
@@ -111,7 +118,7 @@ trap 'exit 143' TERM
 # Private copies of mxrun, its trainer and the reference, so that a rebuild or an edit during
 # the benchmark cannot swap them under it. mxrun runs the `train` that sits beside it.
 mkdir "$workdir/bin"
-cp -- "$MXRUN" "$workdir/bin/mxrun"
+if [ -x "$MXRUN" ]; then cp -- "$MXRUN" "$workdir/bin/mxrun"; else : > "$workdir/bin/mxrun"; fi
 cp -- "$(dirname "$MXRUN")/train" "$workdir/bin/train"
 cp -- "$REFERENCE" "$workdir/bin/ddp_resnet.py"
 mxrun_sha="$(sha256sum "$workdir/bin/mxrun" | cut -c1-12)"
@@ -123,6 +130,7 @@ for v in RUNS MODEL WIDTH BATCH STEPS LOG_EVERY N DEVICE AMP NPROC TIMEOUT QUIET
     invocation+="$v=${!v} "
 done
 [ "$MXRUN" != "$repo_root/build/bin/mxrun" ] && invocation+="MXRUN=$MXRUN "
+[ "$TRAINER_LAUNCHER" != mxrun ] && invocation+="TRAINER_LAUNCHER=$TRAINER_LAUNCHER "
 [ "$TORCHRUN" != /usr/bin/torchrun ] && invocation+="TORCHRUN=$TORCHRUN "
 invocation+="$0"
 [ "$#" -gt 0 ] && invocation+=" $*"
@@ -150,6 +158,7 @@ export BENCH_RUNS="$RUNS" BENCH_MODEL="$MODEL" BENCH_WIDTH="$WIDTH" BENCH_BATCH=
        BENCH_STEPS="$STEPS" BENCH_LOG_EVERY="$LOG_EVERY" BENCH_N="$N" BENCH_DEVICE="$DEVICE" \
        BENCH_AMP="$AMP" BENCH_NPROC="$NPROC" BENCH_TIMEOUT="$TIMEOUT" BENCH_QUIET_WAIT="$QUIET_WAIT" \
        BENCH_MXRUN="$workdir/bin/mxrun" BENCH_TORCHRUN="$TORCHRUN" \
+       BENCH_TRAIN="$workdir/bin/train" BENCH_TRAINER_LAUNCHER="$TRAINER_LAUNCHER" \
        BENCH_REFERENCE="$workdir/bin/ddp_resnet.py" BENCH_WORKDIR="$workdir"
 
 # The runs are driven from Python for bounded waits and JSON parsing. Every launcher is
@@ -244,8 +253,13 @@ def one_run(name, idx):
     os.mkdir(rundir)
     if name == "mxrun":
         metrics = os.path.join(rundir, "m.jsonl")
-        cmd = [MXRUN, "--standalone", f"--nproc_per_node={NPROC}", "train"] + COMMON + \
-              MXRUN_EXTRA + ["--metrics_file", metrics]
+        if E["BENCH_TRAINER_LAUNCHER"] == "torchrun":
+            launcher = [TORCHRUN] + TORCH_QUIRKS + ["--standalone", f"--nproc_per_node={NPROC}",
+                                                    "--monitor_interval=0.1", "--no_python",
+                                                    E["BENCH_TRAIN"]]
+        else:
+            launcher = [MXRUN, "--standalone", f"--nproc_per_node={NPROC}", "train"]
+        cmd = launcher + COMMON + MXRUN_EXTRA + ["--metrics_file", metrics]
     else:
         cmd = [TORCHRUN] + TORCH_QUIRKS + ["--standalone", f"--nproc_per_node={NPROC}",
                                            "--monitor_interval=0.1", REFERENCE] + COMMON
