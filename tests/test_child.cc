@@ -22,6 +22,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sys/select.h>
+
 #include <ctime>
 #include <string>
 
@@ -52,12 +54,22 @@ bool Flag(const char* arg, const char* name, std::string* value) {
   return true;
 }
 
-void SleepSeconds(double seconds) {
-  timespec ts;
-  ts.tv_sec = static_cast<time_t>(seconds);
-  ts.tv_nsec = static_cast<long>((seconds - static_cast<double>(ts.tv_sec)) * 1e9);
-  // Interrupted by SIGTERM: stop sleeping so the handler's exit happens promptly.
-  while (nanosleep(&ts, &ts) != 0 && !g_term) {  // an ignored SIGTERM sleeps on
+// SIGTERM is blocked except while sleeping here (pselect unblocks it atomically), so one that
+// arrives between setting up and starting to sleep is not lost: it is pending and ends the sleep
+// at once. An ignored SIGTERM sleeps on.
+void SleepSeconds(double seconds, const sigset_t& unblocked) {
+  timespec end;
+  clock_gettime(CLOCK_MONOTONIC, &end);
+  const double until = static_cast<double>(end.tv_sec) + end.tv_nsec / 1e9 + seconds;
+  while (!g_term) {
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    const double left = until - (static_cast<double>(now.tv_sec) + now.tv_nsec / 1e9);
+    if (left <= 0) break;
+    timespec ts;
+    ts.tv_sec = static_cast<time_t>(left);
+    ts.tv_nsec = static_cast<long>((left - static_cast<double>(ts.tv_sec)) * 1e9);
+    pselect(0, nullptr, nullptr, nullptr, &ts, &unblocked);
   }
 }
 
@@ -96,6 +108,11 @@ int main(int argc, char** argv) {
   sa.sa_handler = ignore_term ? OnTermIgnored : OnTerm;
   sa.sa_flags = ignore_term ? SA_RESTART : 0;
   sigaction(SIGTERM, &sa, nullptr);
+  sigset_t term, unblocked;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigprocmask(SIG_BLOCK, &term, &unblocked);
+  sigdelset(&unblocked, SIGTERM);
 
   if (!env_out.empty()) {
     std::string path = env_out + "/env." + rank;
@@ -132,7 +149,7 @@ int main(int argc, char** argv) {
   // A worker that is about to fail does so at once; the others sleep (when asked to).
   const bool sleep_now = !failing && (sleep_below < 0 || attempt < sleep_below) &&
                          (sleep_world < 0 || std::atoi(Env("WORLD_SIZE").c_str()) == sleep_world);
-  if (sleep_seconds > 0 && sleep_now) SleepSeconds(sleep_seconds);
+  if (sleep_seconds > 0 && sleep_now) SleepSeconds(sleep_seconds, unblocked);
   if (g_term) {
     std::printf("caught SIGTERM rank=%s\n", rank.c_str());
     std::fflush(stdout);

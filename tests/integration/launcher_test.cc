@@ -358,7 +358,10 @@ TEST_CASE("two standalone jobs on one host get their own run id and master port"
   CHECK(env_a["MASTER_PORT"] != env_b["MASTER_PORT"]);
   CHECK(env_a["TORCHELASTIC_RUN_ID"] != env_b["TORCHELASTIC_RUN_ID"]);
   kill(first.pid(), SIGTERM);
-  CHECK(first.Wait(20s).exit_code == 143);
+  ProcessResult first_result = first.Wait(20s);
+  INFO("first: signal " << first_result.term_signal << " timed out " << first_result.timed_out
+                        << "\nstdout:\n" << first_result.out << "\nstderr:\n" << first_result.err);
+  CHECK(first_result.exit_code == 143);
   // Stopping one job leaves the other running.
   CHECK(second.WaitForStdout("caught SIGTERM", 1, 200ms) == false);
   kill(second.pid(), SIGTERM);
