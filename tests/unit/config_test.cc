@@ -7,6 +7,7 @@
 
 #include "launcher/config_file.h"
 #include "launcher/options.h"
+#include "tests/unit/parse_launch_args.h"
 
 using mxrun::ParseConfigText;
 using mxrun::ParseLaunchOptions;
@@ -32,10 +33,7 @@ class ConfigOnDisk {
 
 absl::StatusOr<mxrun::ParseResult> Parse(std::vector<std::string> args,
                                          std::map<std::string, std::string> env = {}) {
-  args.insert(args.begin(), "mxrun");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return ParseLaunchOptions(static_cast<int>(argv.size()), argv.data(), env);
+  return mxrun::testing::ParseLaunchArgs(std::move(args), std::move(env));
 }
 
 std::string ErrorOf(const std::string& text) {

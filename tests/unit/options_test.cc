@@ -3,6 +3,7 @@
 #include <csignal>
 
 #include "launcher/options.h"
+#include "tests/unit/parse_launch_args.h"
 
 using mxrun::EntrypointKind;
 using mxrun::LaunchOptions;
@@ -12,10 +13,7 @@ namespace {
 
 absl::StatusOr<mxrun::ParseResult> Parse(std::vector<std::string> args,
                                          std::map<std::string, std::string> env = {}) {
-  args.insert(args.begin(), "mxrun");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  return ParseLaunchOptions(static_cast<int>(argv.size()), argv.data(), env);
+  return mxrun::testing::ParseLaunchArgs(std::move(args), std::move(env));
 }
 
 LaunchOptions ParseOk(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {

@@ -2,6 +2,7 @@
 
 #include "launcher/options.h"
 #include "launcher/slurm.h"
+#include "tests/unit/parse_launch_args.h"
 
 using mxrun::DetectSlurm;
 using mxrun::ExpandHostlist;
@@ -25,10 +26,7 @@ std::map<std::string, std::string> RecordedSlurmNode1() {
 }
 
 mxrun::ParseResult Parse(std::vector<std::string> args, std::map<std::string, std::string> env) {
-  args.insert(args.begin(), "mxrun");
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  auto parsed = mxrun::ParseLaunchOptions(static_cast<int>(argv.size()), argv.data(), env);
+  auto parsed = mxrun::testing::ParseLaunchArgs(std::move(args), std::move(env));
   REQUIRE(parsed.ok());
   return *parsed;
 }
