@@ -1,10 +1,8 @@
 #include "trainer/checkpoint.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -24,15 +22,6 @@ namespace mxrun::trainer {
 namespace {
 
 constexpr const char* kFormat = "mxrun-train-checkpoint-1";
-
-void FsyncPath(const std::string& path, int flags) {
-  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("cannot open " + path + " to sync: " + std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) throw std::runtime_error("fsync of " + path + " failed: " + std::strerror(err));
-}
 
 void WriteInt(torch::serialize::OutputArchive& archive, const std::string& key, std::int64_t v) {
   archive.write(key, torch::tensor(v, torch::kInt64));
@@ -98,6 +87,8 @@ typename Map::key_type StateKey(const torch::Tensor& p) {
   }
 }
 
+std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint.pt"; }
+
 }  // namespace
 
 torch::Tensor MomentumBuffer(torch::optim::SGD& optimizer, const torch::Tensor& param) {
@@ -112,7 +103,6 @@ torch::Tensor MomentumBuffer(torch::optim::SGD& optimizer, const torch::Tensor& 
   return static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer();
 }
 
-std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint.pt"; }
 
 void SaveCheckpoint(const std::string& dir, torch::nn::Module& model,
                     torch::optim::Optimizer& optimizer, const TrainingProgress& progress) {
@@ -151,14 +141,10 @@ void SaveCheckpoint(const std::string& dir, torch::nn::Module& model,
     throw std::runtime_error("cannot write checkpoint " + temp_path + ": " +
                              e.what_without_backtrace());
   }
-  FsyncPath(temp_path, O_RDONLY);
-  if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp_path.c_str());
-    throw std::runtime_error("cannot rename " + temp_path + " to " + final_path + ": " +
-                             std::strerror(err));
+  if (const int err = ReplaceFileDurably(temp_path, final_path); err != 0) {
+    throw std::runtime_error("cannot make checkpoint " + temp_path + " durable as " + final_path +
+                             ": " + std::strerror(err));
   }
-  FsyncPath(dir, O_RDONLY | O_DIRECTORY);
 }
 
 std::optional<TrainingProgress> PeekCheckpoint(const std::string& dir) {

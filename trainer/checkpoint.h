@@ -31,8 +31,6 @@ struct TrainingProgress {
   double loss_scale = 0;              // fp16 loss scaler (0: not used)
 };
 
-std::string CheckpointPath(const std::string& dir);
-
 // Writes the checkpoint. Throws std::runtime_error naming the path on any failure.
 void SaveCheckpoint(const std::string& dir, torch::nn::Module& model,
                     torch::optim::Optimizer& optimizer, const TrainingProgress& progress);

@@ -29,7 +29,6 @@ using GroupBase = c10d::ProcessGroup;
 class WorkHandle : public PendingCollective {
  public:
   explicit WorkHandle(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
-  bool IsCompleted() override { return work_->isCompleted(); }
   void Wait() override { work_->wait(); }
 
  private:
@@ -39,11 +38,15 @@ class WorkHandle : public PendingCollective {
 class C10dCollectives : public Collectives {
  public:
   C10dCollectives(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<GroupBase> group,
-                  int rank, int size)
-      : store_(std::move(store)), group_(std::move(group)), rank_(rank), size_(size) {}
+                  int rank, int size, at::Device device)
+      : store_(std::move(store)),
+        group_(std::move(group)),
+        rank_(rank),
+        size_(size),
+        device_(device) {}
 
-  int rank() const override { return rank_; }
   int size() const override { return size_; }
+  at::Device device() const override { return device_; }
 
   std::unique_ptr<PendingCollective> AllReduceSum(at::Tensor& tensor) override {
     std::vector<at::Tensor> tensors{tensor};
@@ -87,6 +90,7 @@ class C10dCollectives : public Collectives {
   c10::intrusive_ptr<GroupBase> group_;
   int rank_;
   int size_;
+  at::Device device_;
 };
 
 bool IsLoopback(const std::string& addr) {
@@ -118,6 +122,7 @@ bool NcclAvailable() {
 }
 
 std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBackend backend,
+                                              at::Device device,
                                               std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(id.master_port);
@@ -148,7 +153,9 @@ std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBack
   } else {
     group = MakeGloo(scoped, id.rank, id.world_size, id.master_addr, timeout);
   }
-  return std::make_unique<C10dCollectives>(store, group, id.rank, id.world_size);
+  return std::make_unique<C10dCollectives>(
+      store, group, id.rank, id.world_size,
+      backend == CommBackend::kNccl ? device : at::Device(at::kCPU));
 }
 
 std::vector<std::unique_ptr<Collectives>> MakeLocalGlooGroups(int size,
@@ -160,7 +167,7 @@ std::vector<std::unique_ptr<Collectives>> MakeLocalGlooGroups(int size,
   for (int rank = 0; rank < size; ++rank) {
     threads.emplace_back([&, rank] {
       groups[rank] = std::make_unique<C10dCollectives>(
-          store, MakeGloo(store, rank, size, "127.0.0.1", timeout), rank, size);
+          store, MakeGloo(store, rank, size, "127.0.0.1", timeout), rank, size, at::kCPU);
     });
   }
   for (std::thread& t : threads) t.join();

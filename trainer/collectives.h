@@ -21,15 +21,15 @@ enum class CommBackend { kGloo, kNccl };
 class PendingCollective {
  public:
   virtual ~PendingCollective() = default;
-  virtual bool IsCompleted() = 0;
   virtual void Wait() = 0;  // throws when the collective failed or timed out
 };
 
 class Collectives {
  public:
   virtual ~Collectives() = default;
-  virtual int rank() const = 0;
   virtual int size() const = 0;
+  // Where tensors handed to the collectives must live (CPU for Gloo, the rank's GPU for NCCL).
+  virtual at::Device device() const = 0;
   // Starts summing `tensor` in place across ranks.
   virtual std::unique_ptr<PendingCollective> AllReduceSum(at::Tensor& tensor) = 0;
   // Copies rank `root`'s tensors into every rank's tensors (same shapes), and waits. Tensors of one
@@ -43,7 +43,9 @@ class Collectives {
 // the store (TORCHELASTIC_USE_AGENT_STORE=True), every rank connects to it under the prefix
 // /worker/attempt_<restart count>. Gloo binds to 127.0.0.1 when MASTER_ADDR is a loopback
 // address, to GLOO_SOCKET_IFNAME when set, and to the host name's address otherwise.
+// `device` is this rank's training device (NCCL works on it; Gloo always on the CPU).
 std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBackend backend,
+                                              at::Device device,
                                               std::chrono::milliseconds timeout);
 
 // `size` Gloo groups inside this process over an in-memory store and 127.0.0.1, one per rank,

@@ -88,16 +88,13 @@ void GradientReducer::OnGradientReady(int param) {
 }
 
 void GradientReducer::Launch(int bucket) {
-  launches_.push_back({bucket, gradients_pending_, false});
+  launches_.push_back({bucket, gradients_pending_});
   in_flight_[bucket] = comm_->AllReduceSum(buffers_[bucket]);
 }
 
 void GradientReducer::FinishBackward() {
   std::lock_guard lock(mutex_);
   if (!reduce_) return;
-  for (LaunchRecord& record : launches_) {
-    record.completed_before_finish = in_flight_[record.bucket]->IsCompleted();
-  }
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     if (!in_flight_[b]) Launch(static_cast<int>(b));
   }

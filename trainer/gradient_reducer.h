@@ -41,12 +41,10 @@ class GradientReducer {
   // For tests and diagnostics.
   const std::vector<std::vector<int>>& buckets() const { return buckets_; }
   // For each bucket, in launch order: how many parameters' gradients were still to come in the
-  // same backward when that bucket's all-reduce was started, and whether that handle had already
-  // completed when FinishBackward began.
+  // same backward when that bucket's all-reduce was started.
   struct LaunchRecord {
     int bucket = 0;
     int gradients_pending = 0;
-    bool completed_before_finish = false;
   };
   const std::vector<LaunchRecord>& last_launches() const { return launches_; }
 

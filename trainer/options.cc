@@ -88,7 +88,8 @@ ParsedTrainerArgs ParseTrainerOptions(int argc, const char* const* argv) {
   flag("no_channels_last", no_channels_last, "keep the contiguous (NCHW) memory format");
   opt("bucket_cap_mb", o.bucket_cap_mb, "gradient bucket size in MiB (DDP's bucket_cap_mb)")
       ->check(CLI::Range(0.001, 4096.0));
-  opt("threads", o.threads, "intra-op threads (0: OMP_NUM_THREADS, else 1)")
+  opt("threads", o.threads,
+      "intra-op threads (0: OMP_NUM_THREADS, else the cores shared among this node's workers)")
       ->check(CLI::Range(0, 1024));
   opt("timeout", o.timeout_seconds, "seconds to wait for the store and for collectives")
       ->check(CLI::PositiveNumber);

@@ -51,7 +51,7 @@ struct TrainerOptions {
   std::string amp = "off";            // off | bf16 | fp16 (CUDA only)
   std::optional<bool> channels_last;  // default: on for CUDA
   double bucket_cap_mb = 25;
-  int threads = 0;                    // intra-op threads; 0: OMP_NUM_THREADS or 1
+  int threads = 0;                    // intra-op threads; 0: OMP_NUM_THREADS, else cores / workers
   double timeout_seconds = 300;       // store and collective timeout
 
   // Checkpoints, metrics, output

@@ -4,10 +4,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
-#include <type_traits>
 
 #include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
@@ -66,26 +64,26 @@ CommBackend ChooseBackend(const TrainerOptions& o, const torch::Device& device) 
   return device.is_cuda() && NcclAvailable() ? CommBackend::kNccl : CommBackend::kGloo;
 }
 
+// Turns CUDA autocast on or off (PyTorch 2.4 made the device an argument).
+void SetCudaAutocast(bool enabled, at::ScalarType dtype) {
+#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4 || TORCH_VERSION_MAJOR >= 3
+  if (enabled) at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+  at::autocast::set_autocast_enabled(at::kCUDA, enabled);
+#else
+  if (enabled) at::autocast::set_autocast_gpu_dtype(dtype);
+  at::autocast::set_enabled(enabled);
+#endif
+}
+
 // Mixed precision for the forward pass, on CUDA only.
 class AutocastScope {
  public:
   AutocastScope(bool enabled, at::ScalarType dtype) : enabled_(enabled) {
-    if (!enabled_) return;
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4 || TORCH_VERSION_MAJOR >= 3
-    at::autocast::set_autocast_dtype(at::kCUDA, dtype);
-    at::autocast::set_autocast_enabled(at::kCUDA, true);
-#else
-    at::autocast::set_autocast_gpu_dtype(dtype);
-    at::autocast::set_enabled(true);
-#endif
+    if (enabled_) SetCudaAutocast(true, dtype);
   }
   ~AutocastScope() {
     if (!enabled_) return;
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4 || TORCH_VERSION_MAJOR >= 3
-    at::autocast::set_autocast_enabled(at::kCUDA, false);
-#else
-    at::autocast::set_enabled(false);
-#endif
+    SetCudaAutocast(false, at::kFloat);
     at::autocast::clear_cache();
   }
 
@@ -100,9 +98,10 @@ struct LossScaler {
   double scale = 65536.0;
   int clean_steps = 0;
 
-  // Unscales in place; returns false when the step must be skipped.
-  bool Unscale(std::vector<torch::Tensor>& grads) {
-    if (!enabled) return true;
+  // Unscales the parameters' gradients in place; returns false when the step must be skipped.
+  bool Unscale(const std::vector<torch::Tensor>& params) {
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : params) grads.push_back(p.grad());
     auto found_inf = torch::zeros({1}, grads.front().options().dtype(torch::kFloat));
     auto inv_scale = torch::full({1}, 1.0 / scale, grads.front().options().dtype(torch::kFloat));
     at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
@@ -128,11 +127,32 @@ struct Tally {
       : loss_sum(torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device))),
         correct(torch::zeros({}, torch::TensorOptions().dtype(torch::kInt64).device(device))) {}
 
-  void Add(const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& loss_sum_batch) {
-    loss_sum += loss_sum_batch.detach().to(torch::kFloat64);
-    correct += (logits.argmax(1) == labels).sum();
-    count += labels.size(0);
+  // `batch_loss_sum`: float64, detached; `batch_correct`: predictions equal to the labels.
+  void Add(const torch::Tensor& batch_loss_sum, const torch::Tensor& batch_correct,
+           std::int64_t batch_size) {
+    loss_sum += batch_loss_sum;
+    correct += batch_correct;
+    count += batch_size;
   }
+};
+
+// One batch's contribution to a Tally, computed once however many tallies it goes to.
+struct BatchScore {
+  torch::Tensor loss_sum;
+  torch::Tensor correct;
+  std::int64_t size;
+
+  BatchScore(const torch::Tensor& logits, const torch::Tensor& labels,
+             const torch::Tensor& batch_loss_sum)
+      : loss_sum(batch_loss_sum.detach().to(torch::kFloat64)),
+        correct((logits.argmax(1) == labels).sum()),
+        size(labels.size(0)) {}
+  void AddTo(Tally& tally) const { tally.Add(loss_sum, correct, size); }
+};
+
+// The host memory of a loader batch: pinned on CUDA, so copies to the GPU run asynchronously.
+struct BatchTensors {
+  torch::Tensor images, labels;
 };
 
 struct TallyResult {
@@ -162,9 +182,6 @@ class Trainer {
   void Checkpoint();
   BatchAllocator Allocator();
   std::pair<torch::Tensor, torch::Tensor> ToDevice(const Batch& batch);
-  void SyncBuffers() {
-    if (comm_ && !buffers_.empty()) comm_->Broadcast(buffers_, 0);
-  }
   bool Done() const { return o_.max_steps > 0 && progress_.step >= o_.max_steps; }
 
   const TrainerOptions& o_;
@@ -183,9 +200,8 @@ class Trainer {
   LossScaler scaler_;
   TrainingProgress progress_;
   std::unique_ptr<MetricsLog> metrics_;
-  std::int64_t steps_per_epoch_ = 0;
+  SamplerConfig sampler_;
   std::int64_t planned_steps_ = 0;
-  double lr_ = 0;
 };
 
 void Trainer::LoadData() {
@@ -250,10 +266,12 @@ void Trainer::Restore() {
   const int world = id_.world_size;
   int source = local ? id_.rank : -1;
   if (comm_) {
+    // Slot r: rank r's samples seen + 1 (0: no checkpoint), summed across ranks.
     auto seen = torch::zeros({world}, torch::kInt64);
     if (local) seen[id_.rank] = local->samples_seen + 1;
-    std::vector<torch::Tensor> parts{seen};
-    comm_->AllReduceSum(parts[0])->Wait();
+    seen = seen.to(comm_->device());
+    comm_->AllReduceSum(seen)->Wait();
+    seen = seen.cpu();
     source = -1;
     std::int64_t best = 0;
     for (int r = 0; r < world; ++r) {
@@ -261,13 +279,11 @@ void Trainer::Restore() {
       if (v > best) best = v, source = r;
     }
   }
+  std::vector<torch::Tensor> state = params_;
+  state.insert(state.end(), buffers_.begin(), buffers_.end());
   if (source < 0) {
     // Fresh start: every rank begins with rank 0's weights, as DDP's constructor does.
-    if (comm_) {
-      std::vector<torch::Tensor> state = params_;
-      state.insert(state.end(), buffers_.begin(), buffers_.end());
-      comm_->Broadcast(state, 0);
-    }
+    if (comm_) comm_->Broadcast(state, 0);
     return;
   }
   if (id_.rank == source) progress_ = LoadCheckpoint(o_.ckpt_dir, *model_, *optimizer_);
@@ -275,17 +291,18 @@ void Trainer::Restore() {
     // Progress, weights, buffers and momentum buffers from the source rank.
     auto numbers = torch::tensor({progress_.epoch, progress_.samples_in_epoch,
                                   progress_.samples_seen, progress_.step, progress_.world_size},
-                                 torch::kInt64);
-    auto scale = torch::tensor({progress_.loss_scale}, torch::kFloat64);
+                                 torch::kInt64)
+                       .to(comm_->device());
+    auto scale = torch::tensor({progress_.loss_scale}, torch::kFloat64).to(comm_->device());
     comm_->Broadcast({numbers, scale}, source);
+    numbers = numbers.cpu();
+    scale = scale.cpu();
     progress_.epoch = numbers[0].item<std::int64_t>();
     progress_.samples_in_epoch = numbers[1].item<std::int64_t>();
     progress_.samples_seen = numbers[2].item<std::int64_t>();
     progress_.step = numbers[3].item<std::int64_t>();
     progress_.world_size = numbers[4].item<std::int64_t>();
     progress_.loss_scale = scale[0].item<double>();
-    std::vector<torch::Tensor> state = params_;
-    state.insert(state.end(), buffers_.begin(), buffers_.end());
     if (o_.momentum > 0) {
       for (auto& p : params_) state.push_back(MomentumBuffer(*optimizer_, p));
     }
@@ -311,10 +328,7 @@ void Trainer::Restore() {
 BatchAllocator Trainer::Allocator() {
   const bool pin = device_.is_cuda();
   return [pin](std::int64_t n) {
-    struct Tensors {
-      torch::Tensor images, labels;
-    };
-    auto t = std::make_shared<Tensors>();
+    auto t = std::make_shared<BatchTensors>();
     auto options = torch::TensorOptions().pinned_memory(pin);
     t->images = torch::empty({n, kImageChannels, kImageSide, kImageSide}, options.dtype(torch::kFloat));
     t->labels = torch::empty({n}, options.dtype(torch::kInt64));
@@ -327,10 +341,7 @@ BatchAllocator Trainer::Allocator() {
 }
 
 std::pair<torch::Tensor, torch::Tensor> Trainer::ToDevice(const Batch& batch) {
-  struct Tensors {
-    torch::Tensor images, labels;
-  };
-  auto* t = static_cast<Tensors*>(batch.storage.owner.get());
+  auto* t = static_cast<BatchTensors*>(batch.storage.owner.get());
   torch::Tensor images = t->images.narrow(0, 0, batch.size);
   torch::Tensor labels = t->labels.narrow(0, 0, batch.size);
   if (device_.is_cuda()) {
@@ -342,15 +353,14 @@ std::pair<torch::Tensor, torch::Tensor> Trainer::ToDevice(const Batch& batch) {
 }
 
 TallyResult Trainer::Reduce(const Tally& tally) {
-  auto sums = torch::stack({tally.loss_sum.to(torch::kFloat64),
-                            tally.correct.to(torch::kFloat64),
+  auto sums = torch::stack({tally.loss_sum, tally.correct.to(torch::kFloat64),
                             torch::full({}, static_cast<double>(tally.count),
                                         tally.loss_sum.options())});
   if (comm_) {
-    if (!device_.is_cuda() || !NcclAvailable()) sums = sums.to(torch::kCPU);
+    sums = sums.to(comm_->device());
     comm_->AllReduceSum(sums)->Wait();
   }
-  sums = sums.to(torch::kCPU);
+  sums = sums.cpu();
   TallyResult r;
   r.count = static_cast<std::int64_t>(sums[2].item<double>());
   if (r.count > 0) {
@@ -364,7 +374,10 @@ TallyResult Trainer::Evaluate() {
   // Exact sharding of the test split: rank r takes r, r + W, r + 2W, ... with no padding.
   std::vector<std::int64_t> shard;
   for (std::int64_t i = id_.rank; i < test_set_.size(); i += id_.world_size) shard.push_back(i);
-  SyncBuffers();  // every rank evaluates with rank 0's BatchNorm statistics
+  // Every rank evaluates with rank 0's BatchNorm statistics. (Training needs no such sync: in
+  // train mode BatchNorm normalises with the batch's own statistics, so the running ones that
+  // drift apart between ranks are read only here and in rank 0's checkpoints.)
+  if (comm_ && !buffers_.empty()) comm_->Broadcast(buffers_, 0);
   model_->eval();
   torch::NoGradGuard no_grad;
   Tally tally(device_);
@@ -380,7 +393,7 @@ TallyResult Trainer::Evaluate() {
     auto loss = torch::nn::functional::cross_entropy(
         logits.to(torch::kFloat), labels,
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-    tally.Add(logits, labels, loss);
+    BatchScore(logits, labels, loss).AddTo(tally);
   }
   model_->train();
   return Reduce(tally);
@@ -394,8 +407,7 @@ void Trainer::Checkpoint() {
 }
 
 void Trainer::TrainEpoch(std::int64_t epoch) {
-  SamplerConfig sampler{train_set_.size(), id_.world_size, id_.rank, true, o_.seed, false};
-  std::vector<std::int64_t> shard = ShardIndices(sampler, epoch);
+  std::vector<std::int64_t> shard = ShardIndices(sampler_, epoch);
   // Resuming mid-epoch: the epoch's order does not depend on the world size, and the first
   // samples_in_epoch positions of it are done; each rank skips its share of them.
   const std::int64_t skip =
@@ -413,15 +425,15 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
   auto window_start = Clock::now();
   std::int64_t window_samples = 0;
   const auto epoch_start = Clock::now();
-  const std::int64_t epoch_total = SamplesPerRank(sampler) * id_.world_size;
+  const std::int64_t epoch_total = SamplesPerRank(sampler_) * id_.world_size;
   std::int64_t consumed_local = skip;  // this rank's position in its shard
   std::int64_t step_start_seen = progress_.samples_seen;
+  double lr = schedule_.At(static_cast<double>(step_start_seen) / train_set_.size());
   int micro = 0;
   model_->train();
   while (auto batch = loader.Next()) {
     auto [images, labels] = ToDevice(*batch);
     const bool last_micro = micro == o_.grad_accum - 1 || batch->number == batches - 1;
-    SyncBuffers();
     torch::Tensor logits;
     {
       AutocastScope autocast(amp_, amp_dtype_);
@@ -436,8 +448,9 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
     if (scaler_.enabled) loss = loss * scaler_.scale;
     reducer_->PrepareForBackward(last_micro);
     loss.backward();
-    epoch_tally.Add(logits, labels, loss_sum);
-    window_tally.Add(logits, labels, loss_sum);
+    const BatchScore score(logits, labels, loss_sum);
+    score.AddTo(epoch_tally);
+    score.AddTo(window_tally);
     window_samples += batch->size * id_.world_size;
     progress_.samples_seen += batch->size * id_.world_size;
     consumed_local += batch->size;
@@ -447,13 +460,11 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
     }
     micro = 0;
     reducer_->FinishBackward();
-    std::vector<torch::Tensor> grads;
-    for (auto& p : params_) grads.push_back(p.grad());
-    const bool step_ok = scaler_.Unscale(grads);
+    const bool step_ok = !scaler_.enabled || scaler_.Unscale(params_);
     if (o_.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(params_, o_.clip_grad_norm);
-    lr_ = schedule_.At(static_cast<double>(step_start_seen) / train_set_.size());
+    lr = schedule_.At(static_cast<double>(step_start_seen) / train_set_.size());
     for (auto& group : optimizer_->param_groups()) {
-      static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr_);
+      static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr);
     }
     if (step_ok) optimizer_->step();
     reducer_->ZeroGrad();
@@ -465,14 +476,14 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
       const double rate = window_samples / std::max(SecondsSince(window_start), 1e-9);
       Say("epoch %lld/%d step %lld/%lld loss %.4f acc %.2f%% lr %.5f %.0f img/s",
           static_cast<long long>(epoch + 1), o_.epochs, static_cast<long long>(progress_.step),
-          static_cast<long long>(planned_steps_), r.loss, 100 * r.accuracy, lr_, rate);
+          static_cast<long long>(planned_steps_), r.loss, 100 * r.accuracy, lr, rate);
       if (id_.rank == 0) {
         metrics_->Append({{"event", "step"},
                           {"epoch", epoch},
                           {"step", progress_.step},
                           {"loss", r.loss},
                           {"accuracy", r.accuracy},
-                          {"lr", lr_},
+                          {"lr", lr},
                           {"images_per_sec", rate},
                           {"world_size", id_.world_size}});
       }
@@ -480,7 +491,9 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
       window_samples = 0;
       window_start = Clock::now();
     }
-    if (o_.ckpt_every > 0 && progress_.step % o_.ckpt_every == 0) Checkpoint();
+    // Every --ckpt_every steps, except where the end-of-epoch checkpoint follows at once.
+    const bool epoch_ends = progress_.samples_in_epoch >= epoch_total || Done();
+    if (o_.ckpt_every > 0 && progress_.step % o_.ckpt_every == 0 && !epoch_ends) Checkpoint();
     if (Done()) break;
   }
   const double train_seconds = SecondsSince(epoch_start);
@@ -498,7 +511,7 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
                         {"train_accuracy", train.accuracy},
                         {"images_per_sec", rate},
                         {"train_seconds", train_seconds},
-                        {"lr", lr_},
+                        {"lr", lr},
                         {"world_size", id_.world_size}};
   std::string eval_text;
   if (o_.eval) {
@@ -525,9 +538,9 @@ int Trainer::Run() {
   int threads = o_.threads;
   if (threads == 0) {
     const char* omp = std::getenv("OMP_NUM_THREADS");
+    const int from_env = omp != nullptr ? std::atoi(omp) : 0;
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = omp != nullptr && std::atoi(omp) > 0 ? std::atoi(omp)
-                                                   : std::max(1, cores / id_.local_world_size);
+    threads = from_env > 0 ? from_env : std::max(1, cores / id_.local_world_size);
   }
   torch::set_num_threads(threads);
 
@@ -545,18 +558,19 @@ int Trainer::Run() {
   LoadData();
   BuildModel();
   if (id_.world_size > 1) {
-    comm_ = JoinProcessGroup(id_, backend,
-                             std::chrono::milliseconds(static_cast<std::int64_t>(o_.timeout_seconds * 1000)));
+    comm_ = JoinProcessGroup(
+        id_, backend, device_,
+        std::chrono::milliseconds(static_cast<std::int64_t>(o_.timeout_seconds * 1000)));
   }
   Restore();
   reducer_ = std::make_unique<GradientReducer>(
       params_, comm_.get(), kDefaultFirstBucketBytes,
       static_cast<std::int64_t>(o_.bucket_cap_mb * 1024 * 1024));
 
-  SamplerConfig sampler{train_set_.size(), id_.world_size, id_.rank, true, o_.seed, false};
-  const std::int64_t batches = (SamplesPerRank(sampler) + o_.batch_size - 1) / o_.batch_size;
-  steps_per_epoch_ = (batches + o_.grad_accum - 1) / o_.grad_accum;
-  planned_steps_ = steps_per_epoch_ * o_.epochs;
+  sampler_ = SamplerConfig{train_set_.size(), id_.world_size, id_.rank, true, o_.seed, false};
+  const std::int64_t batches = (SamplesPerRank(sampler_) + o_.batch_size - 1) / o_.batch_size;
+  const std::int64_t steps_per_epoch = (batches + o_.grad_accum - 1) / o_.grad_accum;
+  planned_steps_ = steps_per_epoch * o_.epochs;
   if (o_.max_steps > 0) planned_steps_ = std::min(planned_steps_, o_.max_steps);
   schedule_.base_lr = o_.lr;
   schedule_.warmup_epochs = o_.warmup_epochs;
@@ -572,7 +586,7 @@ int Trainer::Run() {
       id_.world_size == 1 ? "none" : backend == CommBackend::kNccl ? "nccl" : "gloo",
       static_cast<long long>(train_set_.size()), static_cast<long long>(test_set_.size()),
       o_.data_dir.empty() ? "synthetic" : o_.data_dir.c_str(),
-      static_cast<long long>(o_.batch_size), static_cast<long long>(steps_per_epoch_));
+      static_cast<long long>(o_.batch_size), static_cast<long long>(steps_per_epoch));
   if (id_.rank == 0) {
     metrics_->Append({{"event", "start"},
                       {"model", o_.model},
@@ -580,7 +594,7 @@ int Trainer::Run() {
                       {"device", device_.str()},
                       {"world_size", id_.world_size},
                       {"restart_count", id_.restart_count},
-                      {"steps_per_epoch", steps_per_epoch_},
+                      {"steps_per_epoch", steps_per_epoch},
                       {"planned_steps", planned_steps_}});
   }
 
