@@ -1,7 +1,6 @@
 #include "tests/subprocess.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -161,21 +160,10 @@ bool WaitForExit(pid_t pid, std::chrono::milliseconds timeout) {
 
 bool IsAlive(pid_t pid) { return !WaitForExit(pid, std::chrono::milliseconds(0)); }
 
-namespace {
-int RemoveEntry(const char* path, const struct stat*, int, FTW*) {
-  remove(path);
-  return 0;
+std::string Describe(const ProcessResult& r) {
+  return "exit " + std::to_string(r.exit_code) + (r.timed_out ? " (timed out)" : "") +
+         "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
 }
-}  // namespace
-
-TempDir::TempDir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string templ = std::string(base != nullptr && *base ? base : "/tmp") + "/mxrun-test-XXXXXX";
-  if (mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp");
-  path_ = templ;
-}
-
-TempDir::~TempDir() { nftw(path_.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS); }
 
 std::vector<std::string> MxrunWithChild(const std::vector<std::string>& flags,
                                         const std::vector<std::string>& child_args) {

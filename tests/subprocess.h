@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/temp_dir.h"
+
 namespace mxrun::testing {
 
 struct ProcessResult {
@@ -48,6 +50,9 @@ class Subprocess {
   bool reaped_ = false;
 };
 
+// The exit code and both outputs, for a failed assertion's message.
+std::string Describe(const ProcessResult& result);
+
 ProcessResult Run(const std::vector<std::string>& argv,
                   const std::map<std::string, std::string>& env = {},
                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
@@ -57,16 +62,6 @@ ProcessResult Run(const std::vector<std::string>& argv,
 bool WaitForExit(pid_t pid, std::chrono::milliseconds timeout);
 bool IsAlive(pid_t pid);
 
-// A fresh temporary folder, removed with its contents when the object dies.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // `mxrun FLAGS --no_python test_child CHILD_ARGS`: the command most integration tests run
 // (binaries from the MXRUN_BIN and TEST_CHILD_BIN compile definitions).

@@ -9,7 +9,6 @@
 
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "nlohmann/json.hpp"
 #include "rendezvous/net.h"
@@ -17,6 +16,7 @@
 #include "trainer/distributed_sampler.h"
 
 using namespace std::chrono_literals;
+using mxrun::testing::Describe;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::ReadFile;
 using mxrun::testing::Run;
@@ -39,19 +39,16 @@ std::vector<std::string> SmallRun(const TempDir& dir, std::vector<std::string> e
   return args;
 }
 
+// The --metrics_file records of one event kind ("" for all), in order.
 std::vector<json> Metrics(const TempDir& dir, const std::string& event) {
   std::vector<json> records;
   std::istringstream in(ReadFile(dir.path() + "/metrics.jsonl"));
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
     json record = json::parse(line);
-    if (record["event"] == event) records.push_back(record);
+    if (event.empty() || record["event"] == event) records.push_back(record);
   }
   return records;
-}
-
-std::string Describe(const ProcessResult& r) {
-  return "exit " + std::to_string(r.exit_code) + "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
 }
 
 // Pids of `parent`'s direct children (from /proc, every thread's children file).
@@ -110,14 +107,9 @@ TEST_CASE("a worker killed mid-training is restarted and resumes from the checkp
   }
   Subprocess job(argv);
   // Wait until training is well under way (a checkpoint exists), then SIGKILL rank 0: the
-  // checkpoint writer, so a kill in the middle of a write is possible too.
-  const std::string metrics = dir.path() + "/metrics.jsonl";
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (std::chrono::steady_clock::now() < deadline &&
-         ReadFile(metrics).find("\"step\":10,") == std::string::npos) {
-    std::this_thread::sleep_for(20ms);
-  }
-  REQUIRE(ReadFile(metrics).find("\"step\":10,") != std::string::npos);
+  // checkpoint writer, so a kill in the middle of a write is possible too. Rank 0 prints its
+  // progress line for step 10 just before it appends that step's metrics record.
+  REQUIRE(job.WaitForStdout("step 10/64", 1, 120s));
   pid_t rank0 = -1;
   for (pid_t child : ChildrenOf(job.pid())) {
     if (EnvOf(child, "RANK") == "0") rank0 = child;
@@ -142,12 +134,9 @@ TEST_CASE("a worker killed mid-training is restarted and resumes from the checkp
   CHECK(done[0]["step"] == 64);
   CHECK(done[0]["samples_seen"] == 64 * 32 * 2);
   // The second attempt started from the checkpoint, not from step 1.
-  auto steps = Metrics(dir, "step");
   int first_step_after_resume = -1;
   bool after = false;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    json record = json::parse(line);
+  for (const json& record : Metrics(dir, "")) {
     if (record["event"] == "resume") after = true;
     if (after && record["event"] == "step") {
       first_step_after_resume = record["step"];
@@ -205,7 +194,7 @@ TEST_CASE("train runs unchanged under torchrun's static rendezvous (agent store)
   auto done = Metrics(dir, "done");
   REQUIRE(done.size() == 1);
   CHECK(done[0]["step"] == 6);
-  CHECK(Metrics(dir, "start")[0]["world_size"] == 2);
+  CHECK(Metrics(dir, "start").at(0)["world_size"] == 2);
 }
 
 TEST_CASE("train runs alone as one process", "[trainer]") {
@@ -219,8 +208,8 @@ TEST_CASE("train runs alone as one process", "[trainer]") {
                                {"MASTER_ADDR", ""}, {"LOCAL_RANK", ""}}, 120s);
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
-  CHECK(Metrics(dir, "start")[0]["world_size"] == 1);
-  CHECK(Metrics(dir, "done")[0]["step"] == 3);
+  CHECK(Metrics(dir, "start").at(0)["world_size"] == 1);
+  CHECK(Metrics(dir, "done").at(0)["step"] == 3);
 }
 
 TEST_CASE("a failing trainer reports through the error file into mxrun's summary",
@@ -311,8 +300,8 @@ TEST_CASE("train runs on a GPU with bf16 autocast and channels-last", "[gpu]") {
   ProcessResult r = Run(argv, {{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_PORT", ""}}, 300s);
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
-  CHECK(Metrics(dir, "start")[0]["device"].get<std::string>().rfind("cuda", 0) == 0);
-  CHECK(Metrics(dir, "done")[0]["step"] == 8);
+  CHECK(Metrics(dir, "start").at(0)["device"].get<std::string>().rfind("cuda", 0) == 0);
+  CHECK(Metrics(dir, "done").at(0)["step"] == 8);
 }
 
 TEST_CASE("fp16 training with loss scaling resumes on the GPU", "[gpu]") {
@@ -335,5 +324,5 @@ TEST_CASE("fp16 training with loss scaling resumes on the GPU", "[gpu]") {
   auto resumes = Metrics(dir, "resume");
   REQUIRE(resumes.size() == 1);
   CHECK(resumes[0]["step"] == 6);
-  CHECK(Metrics(dir, "done").back()["step"] == 9);
+  CHECK(Metrics(dir, "done").at(Metrics(dir, "done").size() - 1)["step"] == 9);
 }

@@ -7,15 +7,17 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <set>
 #include <thread>
 
-#include "common/files.h"
+#include "tests/temp_dir.h"
 #include "trainer/checkpoint.h"
 #include "trainer/collectives.h"
 #include "trainer/gradient_reducer.h"
 #include "trainer/resnet.h"
 
 using namespace mxrun::trainer;
+using mxrun::testing::TempDir;
 
 namespace {
 
@@ -31,25 +33,18 @@ ResNet MakeModel(const std::string& arch, bool imagenet, int classes, int width,
   return ResNet(c);
 }
 
-struct TempDir {
-  TempDir() {
-    char pattern[] = "/tmp/mxrun-trainer-test.XXXXXX";
-    path = ::mkdtemp(pattern);
-  }
-  ~TempDir() { mxrun::RemoveTree(path); }
-  std::string path;
-};
-
 torch::Tensor Loss(ResNet& model, const torch::Tensor& x, const torch::Tensor& y) {
   return torch::nn::functional::cross_entropy(model->forward(x), y);
 }
 
 // Gradients after one step of `world` ranks (threads with real Gloo groups), each on its
-// contiguous slice of (x, y) split into `micro` micro-batches, through GradientReducer.
+// contiguous slice of (x, y) split into `micro` micro-batches, through GradientReducer. Rank 0's
+// bucket launches over all micro-batches of the step go to `launches`, its bucket count to
+// `buckets`.
 std::vector<std::vector<torch::Tensor>> DataParallelGradients(
     const torch::Tensor& x, const torch::Tensor& y, int world, int micro,
     std::int64_t first_bucket, std::int64_t bucket,
-    std::vector<GradientReducer::LaunchRecord>* launches = nullptr) {
+    std::vector<GradientReducer::LaunchRecord>* launches = nullptr, size_t* buckets = nullptr) {
   auto groups = MakeLocalGlooGroups(world, std::chrono::seconds(30));
   std::vector<ResNet> models;
   for (int r = 0; r < world; ++r) models.push_back(MakeModel("resnet18", false, 10, 8, false, 42));
@@ -63,10 +58,14 @@ std::vector<std::vector<torch::Tensor>> DataParallelGradients(
       for (int m = 0; m < micro; ++m) {
         reducer.PrepareForBackward(m == micro - 1);
         (Loss(models[r], xs[m], ys[m]) / micro).backward();
+        if (r == 0 && launches) {
+          launches->insert(launches->end(), reducer.last_launches().begin(),
+                           reducer.last_launches().end());
+        }
       }
       reducer.FinishBackward();
       for (auto& p : models[r]->parameters()) grads[r].push_back(p.grad().clone());
-      if (r == 0 && launches) *launches = reducer.last_launches();
+      if (r == 0 && buckets) *buckets = reducer.buckets().size();
     });
   }
   for (auto& t : threads) t.join();
@@ -146,9 +145,15 @@ TEST_CASE("gradient accumulation reduces once and equals the whole batch", "[red
   auto y = torch::randint(0, 10, {8});
   auto reference = SingleProcessGradients(x, y);
   std::vector<GradientReducer::LaunchRecord> launches;
-  auto grads = DataParallelGradients(x, y, 2, 2, 64 * 1024, 256 * 1024, &launches);
+  size_t buckets = 0;
+  auto grads = DataParallelGradients(x, y, 2, 2, 64 * 1024, 256 * 1024, &launches, &buckets);
   CHECK(MaxRelativeError(grads[0], reference) < 1e-5);
   CHECK(MaxRelativeError(grads[1], reference) < 1e-5);
+  // Every bucket was all-reduced exactly once in the step: none during the first micro-batch.
+  std::set<int> launched;
+  for (const auto& l : launches) launched.insert(l.bucket);
+  CHECK(launches.size() == buckets);
+  CHECK(launched.size() == buckets);
 }
 
 TEST_CASE("bucket all-reduces start while backward is still running", "[reducer][gloo]") {
@@ -183,16 +188,16 @@ TEST_CASE("a checkpoint restores weights, momentum and progress", "[checkpoint]"
   progress.world_size = 4;
   // A half-written temporary file from a killed writer disturbs neither saving nor loading, and
   // the next save clears it away.
-  std::ofstream(dir.path + "/checkpoint.pt.tmp.12345") << "partial";
-  SaveCheckpoint(dir.path, *a, opt_a, progress);
-  CHECK(::access((dir.path + "/checkpoint.pt.tmp.12345").c_str(), F_OK) != 0);
+  std::ofstream(dir.path() + "/checkpoint.pt.tmp.12345") << "partial";
+  SaveCheckpoint(dir.path(), *a, opt_a, progress);
+  CHECK(::access((dir.path() + "/checkpoint.pt.tmp.12345").c_str(), F_OK) != 0);
 
   auto b = MakeModel("resnet18", false, 10, 8, true, 2);
   torch::optim::SGD opt_b(b->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  auto peeked = PeekCheckpoint(dir.path);
+  auto peeked = PeekCheckpoint(dir.path());
   REQUIRE(peeked);
   CHECK(peeked->samples_seen == 12345);
-  TrainingProgress loaded = LoadCheckpoint(dir.path, *b, opt_b);
+  TrainingProgress loaded = LoadCheckpoint(dir.path(), *b, opt_b);
   CHECK(loaded.epoch == 3);
   CHECK(loaded.samples_in_epoch == 640);
   CHECK(loaded.step == 99);
@@ -238,12 +243,12 @@ TEST_CASE("momentum buffers are found where the optimizer keeps them", "[checkpo
 TEST_CASE("a damaged checkpoint is an error naming the file, a missing one is none",
           "[checkpoint]") {
   TempDir dir;
-  CHECK_FALSE(PeekCheckpoint(dir.path).has_value());
-  std::ofstream(dir.path + "/checkpoint.pt") << "not a zip archive";
+  CHECK_FALSE(PeekCheckpoint(dir.path()).has_value());
+  std::ofstream(dir.path() + "/checkpoint.pt") << "not a zip archive";
   try {
-    PeekCheckpoint(dir.path);
+    PeekCheckpoint(dir.path());
     FAIL("no error");
   } catch (const std::runtime_error& e) {
-    CHECK_THAT(e.what(), Catch::Contains(dir.path + "/checkpoint.pt"));
+    CHECK_THAT(e.what(), Catch::Contains(dir.path() + "/checkpoint.pt"));
   }
 }
