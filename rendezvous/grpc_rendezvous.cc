@@ -101,10 +101,14 @@ bool GrpcRendezvous::OpenSession(bool reconnecting) {
         replay.push_back(std::move(join));
       }
       if (last_report_) replay.push_back(*last_report_);
+      // What the old session never sent is superseded by the replay (a Join queued twice would
+      // look to the master like a member that lost its workers); only a Leave still stands.
+      std::erase_if(outgoing_, [](const v1::AgentMessage& m) { return !m.has_leave(); });
       outgoing_.insert(outgoing_.begin(), replay.begin(), replay.end());
     }
     stream_ = stub_->Session(context_.get());
     connected_ = true;
+    ++session_;
   }
   wake_.notify_all();
   return true;
@@ -147,18 +151,23 @@ void GrpcRendezvous::ReaderLoop() {
 
 void GrpcRendezvous::WriterLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
+  uint64_t served = 0;  // the session this writer writes to (0: none yet)
   for (;;) {
-    wake_.wait(lock, [this] { return connected_ || closing_; });
-    if (!connected_) return;  // closing with no session
+    // A session it has not served yet: after a broken one, the reader may already have opened
+    // the next before this thread wakes, so waiting for "not connected" could miss it.
+    wake_.wait(lock, [&] { return closing_ || (connected_ && session_ != served); });
+    if (!connected_ || session_ == served) return;  // closing with no new session
+    served = session_;
+    const auto live = [&] { return connected_ && session_ == served; };
     auto last_write = std::chrono::steady_clock::now();
     bool left = false;
-    while (connected_) {
+    while (live()) {
       if (outgoing_.empty()) {
         if (closing_) break;
         const auto due = last_write + config_.job.timeouts.heartbeat_interval;
         wake_.wait_until(lock, due,
-                         [this] { return !outgoing_.empty() || closing_ || !connected_; });
-        if (!connected_) break;
+                         [&] { return !outgoing_.empty() || closing_ || !live(); });
+        if (!live()) break;
         if (outgoing_.empty() && !closing_ && std::chrono::steady_clock::now() >= due) {
           v1::AgentMessage beat;
           beat.mutable_heartbeat();
@@ -181,9 +190,6 @@ void GrpcRendezvous::WriterLoop() {
       if (!ok || leaving) break;  // a broken stream is reported (or reopened) by the reader
     }
     if (left || closing_) return;
-    // The session broke: wait until the reader has let go of it, then for the next one.
-    wake_.wait(lock, [this] { return !connected_ || closing_; });
-    if (closing_) return;
   }
 }
 

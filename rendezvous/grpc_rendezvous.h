@@ -13,6 +13,7 @@
 // is sent again, since it may have died with the old session.
 
 #include <atomic>
+#include <cstdint>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -69,6 +70,7 @@ class GrpcRendezvous final : public Rendezvous {
   std::condition_variable wake_;
   std::deque<v1::AgentMessage> outgoing_;
   bool connected_ = false;    // the stream exists; the writer may write
+  uint64_t session_ = 0;      // counts the sessions opened (the writer serves each one once)
   bool writing_ = false;      // the writer is inside Write() (Finish() must wait for it)
   bool closing_ = false;      // Leave() or destruction: no more writes after the queue
   bool error_posted_ = false;

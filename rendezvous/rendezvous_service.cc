@@ -116,16 +116,18 @@ RendezvousService::RendezvousService(std::string token, std::chrono::millisecond
 RendezvousService::~RendezvousService() { Shutdown(); }
 
 void RendezvousService::Shutdown() {
-  std::vector<SessionReactor*> open;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (shutting_down_) return;
     shutting_down_ = true;
-    for (auto& [node, session] : sessions_) open.push_back(session);
   }
   ticker_wake_.notify_all();
   if (ticker_.joinable()) ticker_.join();
-  for (SessionReactor* session : open) session->Close();
+  // Closed under mutex_: a reactor frees itself in OnDone only after Unregister, which takes
+  // mutex_, so none is freed while this runs. Close() never calls back here synchronously (gRPC
+  // runs a bidi reactor's OnDone on another thread, never inline in Finish).
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [node, session] : sessions_) session->Close();
 }
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::MasterMessage>* RendezvousService::Session(
