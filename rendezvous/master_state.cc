@@ -190,6 +190,7 @@ MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run
   if (run.phase == Phase::kRunning) {
     const bool member = std::find(run.members.begin(), run.members.end(), node) !=
                         run.members.end();
+    if (member) changed_ = true;  // a member's description and state are kept
     if (member && previous != NodeState::kStopping) {
       // A member asking to join again while its group runs: it lost its workers; re-form.
       StopMembers(now, run, absl::StrCat(desc.host, " re-joined"), false, out);
@@ -256,6 +257,7 @@ MasterState::Out MasterState::ReportSucceeded(Time now, NodeId node, int round) 
     return out;
   }
   n.state = NodeState::kSucceeded;
+  changed_ = true;
   for (NodeId m : run->members) {
     if (run->nodes[m].state != NodeState::kSucceeded) return out;
   }
@@ -315,7 +317,9 @@ MasterState::Out MasterState::Tick(Time now) {
 void MasterState::RemoveNode(Run& run, NodeId node) {
   run.nodes.erase(node);
   node_runs_.erase(node);
-  run.members.erase(std::remove(run.members.begin(), run.members.end(), node), run.members.end());
+  const auto removed = std::remove(run.members.begin(), run.members.end(), node);
+  if (removed != run.members.end()) changed_ = true;
+  run.members.erase(removed, run.members.end());
 }
 
 void MasterState::StopMembers(Time now, Run& run, const std::string& reason, bool restart,
@@ -334,12 +338,14 @@ void MasterState::StopMembers(Time now, Run& run, const std::string& reason, boo
   run.phase = Phase::kWaiting;
   run.waiting_since = now;
   run.last_call_deadline.reset();
+  changed_ = true;
 }
 
 void MasterState::Finish(Time now, Run& run, bool success,
                          const std::optional<WorkerFailure>& failure, Out& out) {
   run.phase = success ? Phase::kSucceeded : Phase::kFailed;
   run.finished_at = now;
+  changed_ = true;
   for (auto& [node, n] : run.nodes) {
     ToAgent done = Message(node, ToAgent::Kind::kFinished);
     done.success = success;
@@ -428,6 +434,7 @@ void MasterState::CloseRound(Run& run, std::vector<NodeId> waiting, Out& out) {
   ++run.round;
   run.phase = Phase::kRunning;
   run.members = slots;
+  changed_ = true;
   run.last_call_deadline.reset();
   int world_size = 0;
   for (NodeId id : slots) world_size += run.nodes[id].desc.local_world_size;
@@ -509,6 +516,7 @@ MasterState::Out MasterState::Resume(Time now, NodeId node, const std::string& r
       run.nodes[node] = moved;
       node_runs_[node] = run_id;
       member = node;
+      changed_ = true;
       Out out;
       ToAgent ack = Message(node, ToAgent::Kind::kWaiting);
       ack.nodes_waiting = 0;
@@ -546,6 +554,7 @@ std::vector<PersistedRun> MasterState::Persisted() const {
 }
 
 void MasterState::Restore(Time now, const std::vector<PersistedRun>& runs) {
+  if (!runs.empty()) changed_ = true;
   for (const PersistedRun& p : runs) {
     Run& run = runs_[p.run_id];
     run.id = p.run_id;

@@ -34,6 +34,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -142,6 +143,9 @@ class MasterState {
   // counts as gone (the others stop and re-form, as for any lost node).
   std::vector<PersistedRun> Persisted() const;
   void Restore(Time now, const std::vector<PersistedRun>& runs);
+  // True once after any call that changed what Persisted() returns (heartbeats and ticks that
+  // only move the clock do not), so that the state file is written only when there is news.
+  bool TakeChanged() { return std::exchange(changed_, false); }
   Out Heartbeat(Time now, NodeId node);
   Out ReportFailure(Time now, NodeId node, int round, const WorkerFailure& failure);
   Out ReportSucceeded(Time now, NodeId node, int round);
@@ -192,6 +196,7 @@ class MasterState {
   std::map<std::string, Run> runs_;
   std::map<NodeId, std::string> node_runs_;
   uint64_t next_join_order_ = 0;
+  bool changed_ = false;  // Persisted() differs from when TakeChanged() was last called
   // Restored members are keyed by ids from the top of the range until their agents reconnect.
   NodeId next_detached_id_ = ~NodeId{0};
 };

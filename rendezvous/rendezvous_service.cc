@@ -213,13 +213,17 @@ void RendezvousService::Deliver(const MasterState::Out& out) {
     }
     it->second->Send(std::move(proto), message.close_session);
   }
-  if (state_file_) {
+  // Written only when the kept state changed (not for every heartbeat or tick); a failed write
+  // stays pending and is tried again on the next delivery.
+  save_pending_ = state_.TakeChanged() || save_pending_;
+  if (state_file_ && save_pending_) {
     absl::Status saved = state_file_->Save(state_.Persisted());
     if (!saved.ok() && !state_write_failed_) {
       std::fprintf(stderr, "mxrun-master: warning: cannot keep state in %s: %s\n",
                    state_file_->path().c_str(), std::string(saved.message()).c_str());
     }
     state_write_failed_ = !saved.ok();
+    save_pending_ = !saved.ok();
   }
 }
 

@@ -60,6 +60,7 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
   std::mutex mutex_;
   MasterState state_;
   std::optional<MasterStateFile> state_file_;  // guarded by mutex_
+  bool save_pending_ = false;       // the state changed since it was last written
   bool state_write_failed_ = false;
   std::map<NodeId, SessionReactor*> sessions_;
   NodeId next_node_ = 1;

@@ -363,6 +363,26 @@ TEST_CASE("a restored member whose agent does not come back within the lease is 
   CHECK_THAT(expired[0], Catch::StartsWith("n11: stop 0/0: h2 left (no heartbeat"));
 }
 
+TEST_CASE("only a change of the kept state asks for a save, never a heartbeat or a tick",
+          "[master][state_dir]") {
+  Scenario s(2, 2);
+  s.Join(1, "node1");
+  CHECK_FALSE(s.state.TakeChanged());  // a waiting node is not kept
+  s.Join(2, "node2");
+  CHECK(s.state.TakeChanged());  // the round closed
+  CHECK_FALSE(s.state.TakeChanged());  // taken once
+  for (int i = 0; i < 3; ++i) {
+    s.Beat({1, 2});
+    CHECK(s.Advance(1s).empty());
+  }
+  CHECK_FALSE(s.state.TakeChanged());
+  CHECK(s.Succeed(1, 0).empty());
+  CHECK(s.state.TakeChanged());  // a member's success is kept
+  CHECK(s.Gone(2) == Lines{"n1: stop 0/0: node2 left (stream closed)"});
+  CHECK(s.state.TakeChanged());  // the group stopped
+  CHECK(s.state.Persisted().empty());
+}
+
 TEST_CASE("damaged state JSON is refused", "[master][state_dir]") {
   CHECK_FALSE(mxrun::PersistedRunsFromJson("{").ok());
   CHECK_FALSE(mxrun::PersistedRunsFromJson(R"({"format": "other", "runs": []})").ok());
