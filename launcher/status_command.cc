@@ -7,7 +7,6 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "mxrun.grpc.pb.h"
-#include "rendezvous/master_server.h"
 #include "rendezvous/net.h"
 #include "rendezvous/validation.h"
 

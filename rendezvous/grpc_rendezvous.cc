@@ -5,18 +5,12 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "rendezvous/grpc_status.h"
 #include "rendezvous/net.h"
 #include "rendezvous/proto_convert.h"
 #include "rendezvous/validation.h"
 
 namespace mxrun {
-namespace {
-
-absl::Status FromGrpc(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
-
-}  // namespace
 
 GrpcRendezvous::GrpcRendezvous(GrpcRendezvousConfig config) : config_(std::move(config)) {
   grpc::ChannelArguments args;
@@ -133,7 +127,7 @@ void GrpcRendezvous::ReaderLoop() {
       if (closing_) return;
     }
     if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-      PostError(FromGrpc(status));
+      PostError(FromGrpcStatus(status));
       return;
     }
     if (durable_ && !status.ok()) continue;  // a durable master restarting: reconnect
@@ -196,6 +190,14 @@ void GrpcRendezvous::WriterLoop() {
 void GrpcRendezvous::Send(v1::AgentMessage message) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    // Joins and reports are remembered for the replay on a new session (see OpenSession); a new
+    // join starts a round afresh, so the previous report is void.
+    if (message.has_join()) {
+      last_join_ = message;
+      last_report_.reset();
+    } else if (message.has_failure() || message.has_succeeded()) {
+      last_report_ = message;
+    }
     if (closing_) return;
     outgoing_.push_back(std::move(message));
   }
@@ -205,7 +207,7 @@ void GrpcRendezvous::Send(v1::AgentMessage message) {
 void GrpcRendezvous::Join() {
   NodeDesc node = config_.node;
   if (node.address.empty()) {
-    absl::StatusOr<HostPort> endpoint = ParseHostPort(config_.endpoint, 29400);
+    absl::StatusOr<HostPort> endpoint = ParseHostPort(config_.endpoint, kDefaultRendezvousPort);
     absl::StatusOr<std::string> local =
         endpoint.ok() ? LocalAddressToward(endpoint->host, endpoint->port)
                       : absl::StatusOr<std::string>(endpoint.status());
@@ -227,11 +229,6 @@ void GrpcRendezvous::Join() {
   join->set_run_id(config_.run_id);
   *join->mutable_node() = ToProto(node);
   *join->mutable_job() = ToProto(config_.job);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    last_join_ = message;
-    last_report_.reset();
-  }
   Send(std::move(message));
 }
 
@@ -239,20 +236,12 @@ void GrpcRendezvous::ReportFailure(const WorkerFailure& failure) {
   v1::AgentMessage message;
   message.mutable_failure()->set_round(round_);
   *message.mutable_failure()->mutable_failure() = ToProto(failure);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    last_report_ = message;
-  }
   Send(std::move(message));
 }
 
 void GrpcRendezvous::ReportSucceeded() {
   v1::AgentMessage message;
   message.mutable_succeeded()->set_round(round_);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    last_report_ = message;
-  }
   Send(std::move(message));
 }
 
@@ -273,9 +262,10 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
       // An acknowledgement: the agent logs nothing per node to keep large jobs quiet, but a
       // service manager learns that the node is registered.
       event.kind = RendezvousEvent::Kind::kRegistered;
+      // The node range is this agent's own: the master refuses a join whose range differs.
       event.reason = absl::StrCat("registered; ", message.waiting().nodes_waiting(),
-                                  " node(s) waiting, ", message.waiting().min_nodes(), " to ",
-                                  message.waiting().max_nodes(), " needed");
+                                  " node(s) waiting, ", config_.job.min_nodes, " to ",
+                                  config_.job.max_nodes, " needed");
       break;
     case v1::MasterMessage::kRound:
       if (message.round().durable()) durable_ = true;

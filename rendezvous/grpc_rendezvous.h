@@ -55,6 +55,7 @@ class GrpcRendezvous final : public Rendezvous {
   // the master stayed unreachable (the error is posted).
   bool OpenSession(bool reconnecting);
   void WriterLoop();
+  // Queues `message` for the writer (dropped once closing); remembers joins and reports.
   void Send(v1::AgentMessage message);
   void PostError(absl::Status status);
   void OnMasterMessage(const v1::MasterMessage& message);

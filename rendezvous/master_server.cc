@@ -4,17 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "rendezvous/memory_store.h"
+#include "rendezvous/net.h"
 #include "rendezvous/rendezvous_service.h"
 #include "rendezvous/store_service.h"
 
 namespace mxrun {
-
-std::string JoinHostPort(const std::string& host, int port) {
-  if (host.find(':') != std::string::npos && host.front() != '[') {
-    return absl::StrCat("[", host, "]:", port);
-  }
-  return absl::StrCat(host, ":", port);
-}
 
 absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(
     const MasterServerOptions& options) {

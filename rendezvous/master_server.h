@@ -52,7 +52,4 @@ class MasterServer {
   bool shut_down_ = false;
 };
 
-// "host:port" with brackets around IPv6 literals.
-std::string JoinHostPort(const std::string& host, int port);
-
 }  // namespace mxrun

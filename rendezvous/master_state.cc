@@ -98,6 +98,10 @@ MasterState::Run* MasterState::FindRunOf(NodeId node) {
   return run == runs_.end() ? nullptr : &run->second;
 }
 
+bool MasterState::IsMember(const Run& run, NodeId node) {
+  return std::find(run.members.begin(), run.members.end(), node) != run.members.end();
+}
+
 bool MasterState::RankOrderLess(const Node& a, const Node& b) {
   if (a.desc.hosts_master != b.desc.hosts_master) return a.desc.hosts_master;
   if (a.desc.host != b.desc.host) return NaturalLess(a.desc.host, b.desc.host);
@@ -188,8 +192,7 @@ MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run
   node_runs_[node] = run_id;
 
   if (run.phase == Phase::kRunning) {
-    const bool member = std::find(run.members.begin(), run.members.end(), node) !=
-                        run.members.end();
+    const bool member = IsMember(run, node);
     if (member) changed_ = true;  // a member's description and state are kept
     if (member && previous != NodeState::kStopping) {
       // A member asking to join again while its group runs: it lost its workers; re-form.
@@ -230,8 +233,7 @@ MasterState::Out MasterState::ReportFailure(Time now, NodeId node, int round,
   Run* run = FindRunOf(node);
   if (run == nullptr) return out;
   run->nodes[node].last_seen = now;
-  if (run->phase != Phase::kRunning || round != run->round ||
-      std::find(run->members.begin(), run->members.end(), node) == run->members.end()) {
+  if (run->phase != Phase::kRunning || round != run->round || !IsMember(*run, node)) {
     return out;  // stale: that round was already stopped
   }
   if (run->restarts_spent < run->job.max_restarts) {
@@ -270,8 +272,7 @@ MasterState::Out MasterState::NodeGone(Time now, NodeId node, const std::string&
   Run* run = FindRunOf(node);
   if (run == nullptr) return out;
   const std::string host = run->nodes[node].desc.host;
-  const bool member =
-      std::find(run->members.begin(), run->members.end(), node) != run->members.end();
+  const bool member = IsMember(*run, node);
   RemoveNode(*run, node);
   if (run->phase == Phase::kRunning && member) {
     StopMembers(now, *run, absl::StrCat(host, " left (", why, ")"), false, out);
@@ -494,12 +495,8 @@ std::vector<RunSnapshot> MasterState::Snapshot(Time now, const std::string& run_
   return result;
 }
 
-}  // namespace mxrun
-
-namespace mxrun {
-
 MasterState::Out MasterState::Resume(Time now, NodeId node, const std::string& run_id,
-                                     const NodeDesc& desc, const JobDesc& job, int round) {
+                                     const NodeDesc& desc, int round) {
   auto it = runs_.find(run_id);
   if (it != runs_.end() && it->second.phase == Phase::kRunning && it->second.round == round &&
       !desc.agent_id.empty() && node_runs_.count(node) == 0) {
@@ -517,11 +514,7 @@ MasterState::Out MasterState::Resume(Time now, NodeId node, const std::string& r
       node_runs_[node] = run_id;
       member = node;
       changed_ = true;
-      Out out;
-      ToAgent ack = Message(node, ToAgent::Kind::kWaiting);
-      ack.nodes_waiting = 0;
-      out.push_back(ack);
-      return out;
+      return {Message(node, ToAgent::Kind::kWaiting)};
     }
   }
   // The round is not (or no longer) known here: the agent stops its workers and joins afresh.
@@ -530,7 +523,6 @@ MasterState::Out MasterState::Resume(Time now, NodeId node, const std::string& r
   stop.reason = absl::StrCat("the rendezvous master no longer knows round ", round, " of run '",
                              run_id, "'; re-forming the group");
   out.push_back(stop);
-  (void)job;
   return out;
 }
 

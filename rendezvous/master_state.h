@@ -135,8 +135,7 @@ class MasterState {
   // An agent whose workers still run round `round` reconnects after the master restarted: it is
   // re-attached to that round (acknowledged with kWaiting, nothing stops) when the restored state
   // has it as a member; otherwise it is told to stop its workers and join afresh.
-  Out Resume(Time now, NodeId node, const std::string& run_id, const NodeDesc& desc,
-             const JobDesc& job, int round);
+  Out Resume(Time now, NodeId node, const std::string& run_id, const NodeDesc& desc, int round);
 
   // The running runs, for a state file; and the restore after a restart. Restored members wait
   // for their agents to reconnect under fresh sessions; one that has not within the lease
@@ -183,6 +182,7 @@ class MasterState {
   };
 
   Run* FindRunOf(NodeId node);
+  static bool IsMember(const Run& run, NodeId node);  // of the current round
   void MaybeCloseRound(Time now, Run& run, Out& out);
   void CloseRound(Run& run, std::vector<NodeId> waiting, Out& out);
   void StopMembers(Time now, Run& run, const std::string& reason, bool restart, Out& out);

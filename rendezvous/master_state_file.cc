@@ -1,17 +1,14 @@
 #include "rendezvous/master_state_file.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
-#include <cstring>
 #include <fstream>
-#include <sstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
+#include "common/strings.h"
 
 namespace mxrun {
 namespace {
@@ -19,16 +16,6 @@ namespace {
 using nlohmann::json;
 
 long long Ms(std::chrono::milliseconds d) { return static_cast<long long>(d.count()); }
-
-absl::Status SyncPath(const std::string& path, int flags) {
-  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return absl::InternalError(absl::StrCat("fsync ", path, ": ", std::strerror(err)));
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -109,26 +96,23 @@ absl::StatusOr<std::vector<PersistedRun>> PersistedRunsFromJson(const std::strin
 absl::StatusOr<MasterStateFile> MasterStateFile::Open(const std::string& dir) {
   if (!MakeDirs(dir)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--state_dir=", dir, ": cannot create the folder: ", std::strerror(errno)));
+        absl::StrCat("--state_dir=", dir, ": cannot create the folder: ", ErrnoText(errno)));
   }
   MasterStateFile file;
-  file.dir_ = dir;
   file.path_ = dir + "/state.json";
   return file;
 }
 
-absl::StatusOr<std::vector<PersistedRun>> MasterStateFile::Load() const {
-  std::ifstream in(path_);
-  if (!in) return std::vector<PersistedRun>{};
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  absl::StatusOr<std::vector<PersistedRun>> runs = PersistedRunsFromJson(buffer.str());
+absl::StatusOr<std::vector<PersistedRun>> MasterStateFile::Load() {
+  std::optional<std::string> text = ReadWholeFile(path_);
+  if (!text) return std::vector<PersistedRun>{};
+  absl::StatusOr<std::vector<PersistedRun>> runs = PersistedRunsFromJson(*text);
   if (!runs.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the master's state file ", path_, " is damaged (", runs.status().message(),
         "); move it away to start with no state"));
   }
-  const_cast<MasterStateFile*>(this)->last_written_ = PersistedRunsToJson(*runs);
+  last_written_ = PersistedRunsToJson(*runs);
   return runs;
 }
 
@@ -142,11 +126,9 @@ absl::Status MasterStateFile::Save(const std::vector<PersistedRun>& runs) {
     out.close();
     if (!out) return absl::InternalError(absl::StrCat("cannot write ", temp));
   }
-  if (absl::Status s = SyncPath(temp, O_RDONLY); !s.ok()) return s;
-  if (::rename(temp.c_str(), path_.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", temp, ": ", std::strerror(errno)));
+  if (const int err = ReplaceFileDurably(temp, path_); err != 0) {
+    return absl::InternalError(absl::StrCat("cannot replace ", path_, ": ", ErrnoText(err)));
   }
-  if (absl::Status s = SyncPath(dir_, O_RDONLY | O_DIRECTORY); !s.ok()) return s;
   last_written_ = std::move(text);
   return absl::OkStatus();
 }

@@ -20,14 +20,13 @@ class MasterStateFile {
   static absl::StatusOr<MasterStateFile> Open(const std::string& dir);
 
   // What the folder holds (nothing on a first start). A damaged file is an error naming it.
-  absl::StatusOr<std::vector<PersistedRun>> Load() const;
+  absl::StatusOr<std::vector<PersistedRun>> Load();
   // Writes `runs` when they differ from what was last written or loaded.
   absl::Status Save(const std::vector<PersistedRun>& runs);
 
   const std::string& path() const { return path_; }
 
  private:
-  std::string dir_;
   std::string path_;
   std::string last_written_;
 };

@@ -88,6 +88,13 @@ absl::StatusOr<HostPort> ParseHostPort(const std::string& text, int default_port
   return result;
 }
 
+std::string JoinHostPort(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos && host.front() != '[') {
+    return absl::StrCat("[", host, "]:", port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
 absl::StatusOr<int> PickFreePort(const std::string& address) {
   absl::StatusOr<AddrInfoPtr> found = Resolve(address, 0, SOCK_STREAM);
   if (!found.ok()) return found.status();

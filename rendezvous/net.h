@@ -7,6 +7,9 @@
 
 namespace mxrun {
 
+// The rendezvous master's port when an endpoint names none (as torchrun's c10d backend).
+inline constexpr int kDefaultRendezvousPort = 29400;
+
 struct HostPort {
   std::string host;
   int port = 0;
@@ -15,6 +18,9 @@ struct HostPort {
 // "host", "host:port", "[v6]:port", "v6" (no port). `default_port` when none is given.
 // Errors: InvalidArgument naming the text and the accepted forms.
 absl::StatusOr<HostPort> ParseHostPort(const std::string& text, int default_port);
+
+// "host:port" with brackets around IPv6 literals: the inverse of ParseHostPort.
+std::string JoinHostPort(const std::string& host, int port);
 
 // A TCP port that is free on `address` right now (bind to port 0 and read it back). The usual race
 // applies: another process may take it before the worker binds it.

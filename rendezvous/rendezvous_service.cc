@@ -3,24 +3,11 @@
 #include <cstdio>
 #include <deque>
 
+#include "rendezvous/grpc_status.h"
 #include "rendezvous/proto_convert.h"
 #include "rendezvous/validation.h"
 
 namespace mxrun {
-
-std::string PresentedToken(const grpc::CallbackServerContext& context) {
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find(kTokenMetadataKey);
-  return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
-}
-
-namespace {
-
-grpc::Status ToGrpc(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
-}  // namespace
 
 // One agent's Session stream. Writes are queued (one in flight at a time, as gRPC requires) and
 // started outside the queue's lock, because reactions may run inline.
@@ -136,7 +123,7 @@ grpc::ServerBidiReactor<v1::AgentMessage, v1::MasterMessage>* RendezvousService:
   const NodeId node = next_node_++;
   auto* session = new SessionReactor(this, node);
   if (absl::Status auth = CheckToken(token_, PresentedToken(*context)); !auth.ok()) {
-    session->Refuse(ToGrpc(auth));
+    session->Refuse(ToGrpcStatus(auth));
     return session;
   }
   if (shutting_down_) {
@@ -166,7 +153,7 @@ void RendezvousService::OnMessage(NodeId node, const v1::AgentMessage& message) 
       }
       if (join.resume()) {
         Deliver(state_.Resume(now, node, join.run_id(), FromProto(join.node()),
-                              FromProto(join.job()), join.resume_round()));
+                              join.resume_round()));
       } else {
         Deliver(state_.Join(now, node, join.run_id(), FromProto(join.node()),
                             FromProto(join.job())));
@@ -250,12 +237,12 @@ grpc::ServerUnaryReactor* RendezvousService::GetStatus(grpc::CallbackServerConte
                                                        v1::StatusReply* reply) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (absl::Status auth = CheckToken(token_, PresentedToken(*context)); !auth.ok()) {
-    reactor->Finish(ToGrpc(auth));
+    reactor->Finish(ToGrpcStatus(auth));
     return reactor;
   }
   if (!request->run_id().empty()) {
     if (absl::Status valid = ValidateRunId(request->run_id()); !valid.ok()) {
-      reactor->Finish(ToGrpc(valid));
+      reactor->Finish(ToGrpcStatus(valid));
       return reactor;
     }
   }

@@ -69,7 +69,4 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
   std::thread ticker_;
 };
 
-// The token a client presented, from the call's metadata (empty when none).
-std::string PresentedToken(const grpc::CallbackServerContext& context);
-
 }  // namespace mxrun

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "rendezvous/grpc_status.h"
 #include "rendezvous/validation.h"
 
 namespace mxrun {
@@ -20,12 +21,6 @@ namespace {
 // kMissingKeyChars characters, so the status stays far below gRPC's metadata limit.
 constexpr size_t kMissingKeysNamed = 8;
 constexpr size_t kMissingKeyChars = 64;
-
-// absl and gRPC number the canonical codes alike.
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
 
 grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -158,12 +153,9 @@ StoreService::~StoreService() = default;
 
 absl::Status StoreService::CheckCall(grpc::CallbackServerContext* context,
                                      const std::string& run_id) const {
-  absl::string_view presented;
-  const auto& metadata = context->client_metadata();
-  if (auto it = metadata.find(kTokenMetadataKey); it != metadata.end()) {
-    presented = absl::string_view(it->second.data(), it->second.size());
+  if (absl::Status status = CheckToken(token_, PresentedToken(*context)); !status.ok()) {
+    return status;
   }
-  if (absl::Status status = CheckToken(token_, presented); !status.ok()) return status;
   return ValidateRunId(run_id);
 }
 

@@ -69,7 +69,7 @@ class Scenario {
     d.host = host;
     d.agent_id = "agent-" + host;
     d.local_world_size = 2;
-    return Lines(state.Resume(now, node, run_id, d, job, round));
+    return Lines(state.Resume(now, node, run_id, d, round));
   }
   std::vector<std::string> Fail(mxrun::NodeId node, int round, int rank) {
     mxrun::WorkerFailure f;
