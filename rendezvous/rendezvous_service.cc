@@ -190,18 +190,9 @@ void RendezvousService::Unregister(NodeId node) {
 }
 
 void RendezvousService::Deliver(const MasterState::Out& out) {
-  for (const ToAgent& message : out) {
-    auto it = sessions_.find(message.node);
-    if (it == sessions_.end()) continue;  // e.g. a restored member whose agent is not back yet
-    v1::MasterMessage proto = ToProto(message);
-    if (state_file_) {
-      if (proto.has_waiting()) proto.mutable_waiting()->set_durable(true);
-      if (proto.has_round()) proto.mutable_round()->set_durable(true);
-    }
-    it->second->Send(std::move(proto), message.close_session);
-  }
-  // Written only when the kept state changed (not for every heartbeat or tick); a failed write
-  // stays pending and is tried again on the next delivery.
+  // The kept state is on disk before the agents hear of it: a master killed right after telling
+  // them a round finds that round again when it restarts. Written only when it changed (not for
+  // every heartbeat or tick); a failed write stays pending and is tried again on the next delivery.
   save_pending_ = state_.TakeChanged() || save_pending_;
   if (state_file_ && save_pending_) {
     absl::Status saved = state_file_->Save(state_.Persisted());
@@ -211,6 +202,16 @@ void RendezvousService::Deliver(const MasterState::Out& out) {
     }
     state_write_failed_ = !saved.ok();
     save_pending_ = !saved.ok();
+  }
+  for (const ToAgent& message : out) {
+    auto it = sessions_.find(message.node);
+    if (it == sessions_.end()) continue;  // e.g. a restored member whose agent is not back yet
+    v1::MasterMessage proto = ToProto(message);
+    if (state_file_) {
+      if (proto.has_waiting()) proto.mutable_waiting()->set_durable(true);
+      if (proto.has_round()) proto.mutable_round()->set_durable(true);
+    }
+    it->second->Send(std::move(proto), message.close_session);
   }
 }
 
