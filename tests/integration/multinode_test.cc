@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 
+#include "rendezvous/net.h"
 #include "tests/subprocess.h"
 
 using namespace std::chrono_literals;
@@ -25,28 +26,42 @@ namespace {
 const std::string kMxrun = MXRUN_BIN;
 const std::string kMaster = MXRUN_MASTER_BIN;
 
-// A standalone master on 127.0.0.1 with a port chosen by the kernel.
+struct MasterOptions {
+  std::vector<std::string> extra;  // more flags
+  int port = 0;                    // 0: chosen by the kernel
+  std::string state_dir;           // --state_dir when not empty
+};
+
+// A standalone master on 127.0.0.1, stopped with SIGTERM when it goes out of scope.
 class Master {
  public:
-  explicit Master(std::vector<std::string> extra = {},
-                  std::map<std::string, std::string> env = {}) {
-    std::vector<std::string> argv{kMaster, "--port=0"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    process_ = std::make_unique<Subprocess>(argv, env);
+  explicit Master(MasterOptions options = {}) {
+    std::vector<std::string> argv{kMaster, "--port=" + std::to_string(options.port)};
+    if (!options.state_dir.empty()) argv.push_back("--state_dir=" + options.state_dir);
+    argv.insert(argv.end(), options.extra.begin(), options.extra.end());
+    process_ = std::make_unique<Subprocess>(argv);
     REQUIRE(process_->WaitForStdout("listening on", 1, 10s));
     const std::string& out = process_->out();
     size_t at = out.find("listening on ") + 13;
     endpoint_ = out.substr(at, out.find_first_of(" \n", at) - at);
   }
   ~Master() {
+    if (killed_) return;  // reaped: its pid may belong to another process by now
     kill(process_->pid(), SIGTERM);
     process_->Wait(10s);
+  }
+  // Dies without warning (SIGKILL), as a crashed master does.
+  void Kill() {
+    REQUIRE(kill(process_->pid(), SIGKILL) == 0);
+    process_->Wait(10s);
+    killed_ = true;
   }
   const std::string& endpoint() const { return endpoint_; }
 
  private:
   std::unique_ptr<Subprocess> process_;
   std::string endpoint_;
+  bool killed_ = false;
 };
 
 std::vector<std::string> Agent(std::vector<std::string> flags, std::vector<std::string> child) {
@@ -61,13 +76,21 @@ std::vector<std::string> Dynamic(const std::string& endpoint, const std::string&
   return flags;
 }
 
+// One node of a static 2-node job x 2 workers whose master listens on `port`.
+std::unique_ptr<Subprocess> StaticNode(const std::string& port, int rank,
+                                       std::vector<std::string> more,
+                                       std::vector<std::string> child) {
+  std::vector<std::string> flags{"--nnodes=2", "--node_rank=" + std::to_string(rank),
+                                 "--master_port=" + port, "--nproc_per_node=2"};
+  flags.insert(flags.end(), more.begin(), more.end());
+  return std::make_unique<Subprocess>(Agent(flags, child));
+}
+
 int FreePort() {
   // Bind-then-close gives a port nobody listens on right after (tests never guess ports).
-  Subprocess probe({"/usr/bin/python3", "-c",
-                    "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); "
-                    "print(s.getsockname()[1])"});
-  ProcessResult r = probe.Wait(10s);
-  return std::stoi(r.out);
+  absl::StatusOr<int> port = mxrun::PickFreePort("127.0.0.1");
+  REQUIRE(port.ok());
+  return *port;
 }
 
 }  // namespace
@@ -77,10 +100,7 @@ TEST_CASE("static rendezvous: 2 nodes x 2 workers get global ranks by node rank"
   const std::string port = std::to_string(FreePort());
   std::vector<std::unique_ptr<Subprocess>> nodes;
   for (int rank : {1, 0}) {  // node 1 starts first: it waits for its master
-    nodes.push_back(std::make_unique<Subprocess>(
-        Agent({"--nnodes=2", "--node_rank=" + std::to_string(rank), "--master_port=" + port,
-               "--nproc_per_node=2"},
-              {"--ready"})));
+    nodes.push_back(StaticNode(port, rank, {}, {"--ready"}));
   }
   ProcessResult n1 = nodes[0]->Wait(60s);
   ProcessResult n0 = nodes[1]->Wait(60s);
@@ -159,11 +179,9 @@ TEST_CASE("a late agent is admitted: the group re-forms to the larger world", "[
 TEST_CASE("a worker failure on node 1 restarts node 0's workers too", "[multinode]") {
   const std::string port = std::to_string(FreePort());
   auto node = [&](int rank) {
-    return std::make_unique<Subprocess>(
-        Agent({"--nnodes=2", "--node_rank=" + std::to_string(rank), "--master_port=" + port,
-               "--nproc_per_node=2", "--max_restarts=1"},
-              {"--ready", "--exit=3", "--only-rank=2", "--fail-below-attempt=1", "--sleep=60",
-               "--sleep-below-attempt=1"}));
+    return StaticNode(port, rank, {"--max_restarts=1"},
+                      {"--ready", "--exit=3", "--only-rank=2", "--fail-below-attempt=1",
+                       "--sleep=60", "--sleep-below-attempt=1"});
   };
   auto n0 = node(0);
   auto n1 = node(1);
@@ -180,10 +198,8 @@ TEST_CASE("a worker failure on node 1 restarts node 0's workers too", "[multinod
 TEST_CASE("an exhausted budget stops every node with the same summary", "[multinode]") {
   const std::string port = std::to_string(FreePort());
   auto node = [&](int rank) {
-    return std::make_unique<Subprocess>(
-        Agent({"--nnodes=2", "--node_rank=" + std::to_string(rank), "--master_port=" + port,
-               "--nproc_per_node=2", "--max_restarts=1"},
-              {"--ready", "--exit=3", "--only-rank=2", "--sleep=60"}));
+    return StaticNode(port, rank, {"--max_restarts=1"},
+                      {"--ready", "--exit=3", "--only-rank=2", "--sleep=60"});
   };
   auto n0 = node(0);
   auto n1 = node(1);
@@ -213,7 +229,7 @@ TEST_CASE("a master with a token refuses a wrong or missing token", "[multinode]
   TempDir dir;
   const std::string token_file = dir.path() + "/token";
   std::ofstream(token_file) << "s3cret\n";
-  Master master({"--token_file=" + token_file});
+  Master master({.extra = {"--token_file=" + token_file}});
   for (const std::string token : {"wrong", ""}) {
     ProcessResult r = mxrun::testing::Run(
         Agent(Dynamic(master.endpoint(), "tok", "1:2", {"--rdzv_conf=join_timeout=5,is_host=0"}),
@@ -296,6 +312,9 @@ TEST_CASE("mxrun status shows runs, rounds and members, and runs on one master s
   CHECK(CountOccurrences(all.out, "running    ") == 3);  // three members, each running
   ProcessResult one = mxrun::testing::Run(
       {kMxrun, "status", "--rdzv_endpoint=" + master.endpoint(), "--rdzv_id=statB"}, {}, 20s);
+  INFO(one.out << one.err);
+  CHECK(one.exit_code == 0);
+  CHECK_THAT(one.out, Catch::Contains("run statB: running, round 0, nodes 1:1, world size 3"));
   CHECK_THAT(one.out, !Catch::Contains("statA"));
   // Each job saw only its own world.
   CHECK(IntsAfter(agents[2]->out(), "world") == std::vector<int>(3, 3));
@@ -312,15 +331,9 @@ TEST_CASE("mxrun status shows runs, rounds and members, and runs on one master s
 TEST_CASE("a master killed and restarted on its state folder: the job goes on, workers start once",
           "[multinode][state_dir]") {
   TempDir dir;
-  const std::string port = std::to_string(FreePort());
-  const std::string endpoint = "127.0.0.1:" + port;
-  auto start_master = [&] {
-    auto master = std::make_unique<Subprocess>(std::vector<std::string>{
-        kMaster, "--port=" + port, "--state_dir=" + dir.path() + "/state"});
-    REQUIRE(master->WaitForStdout("listening on", 1, 10s));
-    return master;
-  };
-  auto master = start_master();
+  const MasterOptions options{.port = FreePort(), .state_dir = dir.path() + "/state"};
+  auto master = std::make_unique<Master>(options);
+  const std::string endpoint = master->endpoint();
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int i = 0; i < 2; ++i) {
     agents.push_back(std::make_unique<Subprocess>(
@@ -328,10 +341,9 @@ TEST_CASE("a master killed and restarted on its state folder: the job goes on, w
   }
   for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
   // The round is running: the master dies without warning and comes back on the same folder.
-  REQUIRE(kill(master->pid(), SIGKILL) == 0);
-  master->Wait(10s);
+  master->Kill();
   CHECK_THAT(ReadFile(dir.path() + "/state/state.json"), Catch::Contains("\"run_id\": \"durable\""));
-  master = start_master();
+  master = std::make_unique<Master>(options);
 
   std::string all;
   for (auto& agent : agents) {
@@ -345,30 +357,26 @@ TEST_CASE("a master killed and restarted on its state folder: the job goes on, w
   // Each node's worker started exactly once and ran to its end.
   CHECK(mxrun::testing::CountOccurrences(all, "ready rank=") == 2);
   CHECK(IntsAfter(all, "world") == std::vector<int>(2, 2));
-  // A finished job leaves no running run in the state file.
-  CHECK_THAT(ReadFile(dir.path() + "/state/state.json"), !Catch::Contains("\"durable\""));
+  // A finished job leaves no running run in the state file (which is still there).
+  const std::string final_state = ReadFile(dir.path() + "/state/state.json");
+  REQUIRE_FALSE(final_state.empty());
+  CHECK_THAT(final_state, !Catch::Contains("\"durable\""));
 }
 
 TEST_CASE("a restarted master without the round tells agents to re-form", "[multinode][state_dir]") {
   TempDir dir;
-  const std::string port = std::to_string(FreePort());
-  const std::string endpoint = "127.0.0.1:" + port;
-  auto start_master = [&](const std::string& state) {
-    auto master = std::make_unique<Subprocess>(std::vector<std::string>{
-        kMaster, "--port=" + port, "--state_dir=" + dir.path() + "/" + state});
-    REQUIRE(master->WaitForStdout("listening on", 1, 10s));
-    return master;
-  };
-  auto master = start_master("a");
+  const int port = FreePort();
+  auto master = std::make_unique<Master>(MasterOptions{.port = port, .state_dir = dir.path() + "/a"});
+  const std::string endpoint = master->endpoint();
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int i = 0; i < 2; ++i) {
     agents.push_back(std::make_unique<Subprocess>(Agent(
         Dynamic(endpoint, "lost", "2", {"--nproc_per_node=1"}), {"--ready", "--sleep=3"})));
   }
   for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
-  REQUIRE(kill(master->pid(), SIGKILL) == 0);
-  master->Wait(10s);
-  master = start_master("b");  // an empty state folder: the round is unknown there
+  master->Kill();
+  // An empty state folder: the round is unknown there.
+  master = std::make_unique<Master>(MasterOptions{.port = port, .state_dir = dir.path() + "/b"});
   std::string all;
   for (auto& agent : agents) {
     ProcessResult r = agent->Wait(60s);

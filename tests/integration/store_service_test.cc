@@ -67,7 +67,7 @@ bool Eventually(const std::function<bool()>& condition, std::chrono::millisecond
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!condition()) {
     if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::yield();
+    std::this_thread::sleep_for(1ms);
   }
   return true;
 }
