@@ -1,8 +1,11 @@
 #include "launcher/slurm.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "rendezvous/net.h"
 
 namespace mxrun {
 namespace {
@@ -137,15 +140,25 @@ absl::StatusOr<std::optional<SlurmDefaults>> DetectSlurm(
   if (!node_id.ok()) return node_id.status();
   if (*node_id) d.flags["node_rank"] = std::to_string(**node_id);
   const char* list_key = get("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST" : "SLURM_NODELIST";
+  std::vector<std::string> hosts;
   if (const std::string* list = get(list_key)) {
-    absl::StatusOr<std::vector<std::string>> hosts = ExpandHostlist(*list);
-    if (!hosts.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(list_key, ": ", hosts.status().message()));
+    absl::StatusOr<std::vector<std::string>> expanded = ExpandHostlist(*list);
+    if (!expanded.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(list_key, ": ", expanded.status().message()));
     }
-    d.flags["rdzv_backend"] = "c10d";
-    d.flags["rdzv_endpoint"] = absl::StrCat(hosts->front(), ":", kSlurmRendezvousPort);
+    hosts = std::move(*expanded);
   }
-  d.flags["rdzv_id"] = absl::StrCat("slurm-", *job_id);
+  // One node (an salloc shell, a one-node sbatch job) needs no rendezvous over the network: its
+  // runs stay on the single-node path, and two of them never share a run id and a port.
+  const int nodes = *nnodes ? **nnodes : std::max<int>(1, static_cast<int>(hosts.size()));
+  if (nodes > 1) {
+    if (!hosts.empty()) {
+      d.flags["rdzv_backend"] = "c10d";
+      d.flags["rdzv_endpoint"] = absl::StrCat(hosts.front(), ":", kDefaultRendezvousPort);
+    }
+    d.flags["rdzv_id"] = absl::StrCat("slurm-", *job_id);
+  }
   // SLURM_GPUS_ON_NODE: a count; Slurm sets 0 or leaves it out when no GPUs were requested.
   if (const std::string* gpus = get("SLURM_GPUS_ON_NODE")) {
     int n = 0;

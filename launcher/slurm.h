@@ -27,14 +27,12 @@ struct SlurmDefaults {
                                              // rdzv_backend, rdzv_endpoint, rdzv_id, nproc_per_node
 };
 
-// The default rendezvous port on the first node (torchrun's c10d default).
-inline constexpr int kSlurmRendezvousPort = 29400;
-
 // nullopt when SLURM_JOB_ID is not set. Otherwise the flags Slurm implies: --nnodes from
-// SLURM_NNODES (or SLURM_JOB_NUM_NODES), --node_rank from SLURM_NODEID, a c10d rendezvous on the
-// first host of SLURM_JOB_NODELIST (or SLURM_NODELIST) at port 29400, --rdzv_id from the job id,
-// and --nproc_per_node from SLURM_GPUS_ON_NODE when that is a positive count. A variable that is
-// present but malformed is an error naming it.
+// SLURM_NNODES (or SLURM_JOB_NUM_NODES), --node_rank from SLURM_NODEID, --nproc_per_node from
+// SLURM_GPUS_ON_NODE when that is a positive count, and, when the job has more than one node, a
+// c10d rendezvous on the first host of SLURM_JOB_NODELIST (or SLURM_NODELIST) at the default port
+// (kDefaultRendezvousPort, 29400) with --rdzv_id from the job id (a one-node job keeps the
+// single-node path). A variable that is present but malformed is an error naming it.
 absl::StatusOr<std::optional<SlurmDefaults>> DetectSlurm(
     const std::map<std::string, std::string>& env);
 

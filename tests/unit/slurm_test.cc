@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "launcher/options.h"
+#include "launcher/rendezvous_setup.h"
 #include "launcher/slurm.h"
 #include "tests/unit/parse_launch_args.h"
 
@@ -117,4 +118,36 @@ TEST_CASE("flags and PET_* variables win over Slurm, and standalone jobs ignore 
   auto standalone = Parse({"--standalone", "train.py"}, RecordedSlurmNode1());
   CHECK(standalone.options->nnodes.max == 1);
   CHECK(standalone.notices.empty());
+}
+
+TEST_CASE("a one-node Slurm allocation keeps mxrun on the single-node path", "[slurm]") {
+  // An salloc shell on one node: every mxrun run in it must stay local, not host a master on
+  // 29400 under one shared run id.
+  const std::map<std::string, std::string> env = {
+      {"SLURM_JOB_ID", "48214"}, {"SLURM_NNODES", "1"}, {"SLURM_NODEID", "0"},
+      {"SLURM_JOB_NODELIST", "gpu07"}, {"SLURM_GPUS_ON_NODE", "2"}};
+  auto d = DetectSlurm(env);
+  REQUIRE(d.ok());
+  REQUIRE(d->has_value());
+  const auto& flags = (*d)->flags;
+  CHECK(flags.at("nnodes") == "1");
+  CHECK(flags.at("nproc_per_node") == "2");
+  CHECK(flags.count("rdzv_backend") == 0);
+  CHECK(flags.count("rdzv_endpoint") == 0);
+  CHECK(flags.count("rdzv_id") == 0);
+
+  auto parsed = Parse({"train.py"}, env);
+  const auto& o = *parsed.options;
+  CHECK(o.rdzv_backend == "static");
+  CHECK(o.rdzv_endpoint.empty());
+  CHECK(o.rdzv_id == "none");
+  CHECK_FALSE(mxrun::NeedsNetwork(o));
+
+  // Without SLURM_NNODES the node list's length decides.
+  auto listed = DetectSlurm({{"SLURM_JOB_ID", "7"}, {"SLURM_NODELIST", "gpu[07-08]"}});
+  REQUIRE(listed.ok());
+  CHECK((**listed).flags.at("rdzv_endpoint") == "gpu07:29400");
+  auto single = DetectSlurm({{"SLURM_JOB_ID", "7"}, {"SLURM_NODELIST", "gpu07"}});
+  REQUIRE(single.ok());
+  CHECK((**single).flags.count("rdzv_endpoint") == 0);
 }
