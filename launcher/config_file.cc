@@ -1,11 +1,12 @@
 #include "launcher/config_file.h"
 
 #include <cctype>
-#include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 
 namespace mxrun {
 namespace {
@@ -175,14 +176,12 @@ absl::StatusOr<ConfigFile> ParseConfigText(const std::string& path, const std::s
 }
 
 absl::StatusOr<ConfigFile> ReadConfigFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
+  std::optional<std::string> text = ReadWholeFile(path);
+  if (!text) {
     return absl::InvalidArgumentError(
         absl::StrCat("--config=", path, ": cannot open the configuration file"));
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return ParseConfigText(path, buffer.str());
+  return ParseConfigText(path, *text);
 }
 
 }  // namespace mxrun

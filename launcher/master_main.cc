@@ -8,14 +8,14 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <string>
 
 #include "CLI/CLI.hpp"
-#include "absl/strings/ascii.h"
 #include "common/env_contract.h"
 #include "common/service_notify.h"
+#include "launcher/token.h"
 #include "rendezvous/master_server.h"
+#include "rendezvous/net.h"
 
 extern char** environ;
 
@@ -23,12 +23,13 @@ int main(int argc, char** argv) {
   CLI::App app{"mxrun-master: the mxrun rendezvous master (many runs, keyed by run id)",
                "mxrun-master"};
   std::string host = "127.0.0.1";
-  int port = 29400;
+  int port = mxrun::kDefaultRendezvousPort;
   bool bind_all = false;
   std::string token_file;
   std::string state_dir;
   app.add_option("--host", host, "address to listen on (default 127.0.0.1)");
-  app.add_option("--port", port, "port (0: any free port; default 29400)")
+  app.add_option("--port", port,
+                 "port (0: any free port; default " + std::to_string(port) + ")")
       ->check(CLI::Range(0, 65535));
   app.add_flag("--bind_all,--bind-all", bind_all, "listen on every interface");
   app.add_option("--token_file,--token-file", token_file,
@@ -51,19 +52,14 @@ int main(int argc, char** argv) {
   options.port = port;
   options.bind_all = bind_all;
   options.state_dir = state_dir;
-  if (!token_file.empty()) {
-    std::ifstream in(token_file);
-    std::stringstream text;
-    text << in.rdbuf();
-    options.token = std::string(absl::StripAsciiWhitespace(text.str()));
-    if (!in || options.token.empty()) {
-      std::fprintf(stderr, "mxrun-master: error: --token_file=%s: missing or empty\n",
-                   token_file.c_str());
-      return 2;
-    }
-  } else if (const char* token = std::getenv("MXRUN_RDZV_TOKEN")) {
-    options.token = std::string(absl::StripAsciiWhitespace(token));
+  const mxrun::EnvMap env = mxrun::EnvFromStrings(environ);
+  absl::StatusOr<std::string> token = mxrun::ReadRendezvousToken(token_file, env);
+  if (!token.ok()) {
+    std::fprintf(stderr, "mxrun-master: error: --token_file=%s: %s\n", token_file.c_str(),
+                 std::string(token.status().message()).c_str());
+    return 2;
   }
+  options.token = std::move(*token);
 
   // Block the stop signals before gRPC starts its threads; wait for them here.
   sigset_t stop;
@@ -80,8 +76,7 @@ int main(int argc, char** argv) {
               options.token.empty() ? "" : " (token required)");
   std::fflush(stdout);
   // As a systemd Type=notify service: ready once it serves.
-  mxrun::ServiceNotifier notifier =
-      mxrun::ServiceNotifier::FromEnv(mxrun::EnvFromStrings(environ), static_cast<long>(getpid()));
+  mxrun::ServiceNotifier notifier = mxrun::ServiceNotifier::FromEnv(env, static_cast<long>(getpid()));
   notifier.Ready("listening on " + (*server)->address());
   int signo = 0;
   sigwait(&stop, &signo);

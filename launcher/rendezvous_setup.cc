@@ -1,13 +1,12 @@
 #include "launcher/rendezvous_setup.h"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "launcher/token.h"
 #include "rendezvous/local_rendezvous.h"
 
 namespace mxrun {
@@ -71,22 +70,12 @@ absl::StatusOr<RendezvousSettings> ParseRendezvousSettings(const LaunchOptions& 
           absl::StrCat("--rdzv_conf key '", key, "' is not known; accepted: ", kAcceptedKeys));
     }
   }
-  if (!token_file.empty()) {
-    std::ifstream in(token_file);
-    if (!in) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--rdzv_conf token_file=", token_file, ": cannot be read"));
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    s.token = std::string(absl::StripAsciiWhitespace(text.str()));
-    if (s.token.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--rdzv_conf token_file=", token_file, ": the file is empty"));
-    }
-  } else if (auto it = env.find("MXRUN_RDZV_TOKEN"); it != env.end()) {
-    s.token = std::string(absl::StripAsciiWhitespace(it->second));
+  absl::StatusOr<std::string> token = ReadRendezvousToken(token_file, env);
+  if (!token.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rdzv_conf token_file=", token_file, ": ", token.status().message()));
   }
+  s.token = std::move(*token);
   return s;
 }
 

@@ -8,7 +8,7 @@
 //     has bound H:P yet.
 // --rdzv_conf keys: join_timeout, last_call_timeout, heartbeat_interval (keep_alive_interval),
 // missed_heartbeats (keep_alive_max_attempt), close_timeout (accepted), is_host, bind_all,
-// token_file. The token is read from token_file, else from MXRUN_RDZV_TOKEN.
+// token_file (the token, else MXRUN_RDZV_TOKEN: token.h).
 
 #include <functional>
 #include <memory>

@@ -14,8 +14,6 @@
 namespace mxrun {
 namespace {
 
-constexpr int kDefaultRdzvPort = 29400;
-
 // gRPC's own log lines go to mxrun's log at debug level, so that an expected condition (losing the
 // race to host the master: "Address already in use") does not print a scary error. Setting
 // GRPC_VERBOSITY keeps gRPC's logger for debugging.
@@ -74,7 +72,7 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
           "--rdzv_backend=c10d needs --rdzv_endpoint=HOST[:PORT] (the master's address, the same "
           "on every node)");
     }
-    absl::StatusOr<HostPort> endpoint = ParseHostPort(options.rdzv_endpoint, kDefaultRdzvPort);
+    absl::StatusOr<HostPort> endpoint = ParseHostPort(options.rdzv_endpoint, kDefaultRendezvousPort);
     if (!endpoint.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--rdzv_endpoint: ",
                                                      endpoint.status().message()));
