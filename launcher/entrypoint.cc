@@ -1,6 +1,8 @@
 #include "launcher/entrypoint.h"
 
+#include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +17,14 @@ std::string EnvOr(const EnvMap& env, const std::string& key, const std::string& 
 }
 
 }  // namespace
+
+std::string SelfDir() {
+  char path[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return ".";
+  const std::string self(path, static_cast<size_t>(n));
+  return self.substr(0, self.rfind('/'));
+}
 
 absl::StatusOr<WorkerCommand> BuildWorkerCommand(const LaunchOptions& options, const EnvMap& env,
                                                  const std::string& self_dir) {

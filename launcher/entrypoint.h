@@ -22,6 +22,10 @@ struct WorkerCommand {
   std::string display_name;        // for messages: the entrypoint as the user wrote it
 };
 
+// The folder of the running mxrun binary, where the bundled trainer and mxrun-multinode are
+// installed ("." when /proc/self/exe cannot be read).
+std::string SelfDir();
+
 // `self_dir` is the folder of the mxrun binary (where the bundled trainer lives).
 // Errors: InvalidArgument naming the missing or unusable file.
 absl::StatusOr<WorkerCommand> BuildWorkerCommand(const LaunchOptions& options, const EnvMap& env,

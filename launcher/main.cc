@@ -38,14 +38,6 @@ int UsageError(absl::string_view message) {
   return kExitUsage;
 }
 
-std::string SelfDir() {
-  char path[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0) return ".";
-  std::string self(path, static_cast<size_t>(n));
-  return self.substr(0, self.rfind('/'));
-}
-
 #if !MXRUN_NETWORK_BUILD
 // Replaces this process with the sibling binary `name` installed beside it, same arguments.
 int ExecSibling(const char* name, char** argv) {
@@ -89,11 +81,21 @@ absl::StatusOr<std::string> MakeTempDir(const std::string& templ) {
   return buffer;
 }
 
+// The parser's notes for the user, on stderr as log lines.
+void LogNotes(const ParseResult& parsed) {
+  for (const std::string& notice : parsed.notices) spdlog::info("{}", notice);
+  for (const std::string& warning : parsed.warnings) spdlog::warn("{}", warning);
+}
+
 int Main(int argc, char** argv) {
   const EnvMap env = EnvFromStrings(environ);
   absl::StatusOr<ParseResult> parsed = ParseLaunchOptions(argc, argv, env);
   if (!parsed.ok()) return UsageError(parsed.status().message());
-  if (!parsed->options) {
+  if (!parsed->options) {  // --help, --version, or --print-config (checked, see options.h)
+    if (!parsed->notices.empty() || !parsed->warnings.empty()) {
+      ConfigureLogging(false);
+      LogNotes(*parsed);
+    }
     std::fputs(parsed->help_text.c_str(), stdout);
     return kExitSuccess;
   }
@@ -102,11 +104,7 @@ int Main(int argc, char** argv) {
   if (NeedsNetwork(options)) return ExecSibling("mxrun-multinode", argv);
 #endif
 
-  if (options.nnodes.max == 1 && options.node_rank != 0) {
-    return UsageError(absl::StrCat("--node_rank=", options.node_rank,
-                                   " is not valid with one node: the only node has rank 0"));
-  }
-  absl::StatusOr<RendezvousSettings> settings = ParseRendezvousSettings(options, env);
+  absl::StatusOr<RendezvousSettings> settings = CheckRendezvousFlags(options, env);
   if (!settings.ok()) return UsageError(settings.status().message());
   absl::StatusOr<int> nproc = ResolveNprocPerNode(options.nproc_per_node, env);
   if (!nproc.ok()) return UsageError(nproc.status().message());
@@ -114,7 +112,7 @@ int Main(int argc, char** argv) {
   if (!command.ok()) return UsageError(command.status().message());
 
   ConfigureLogging(options.log_format == "json");
-  for (const std::string& notice : parsed->notices) spdlog::info("{}", notice);
+  LogNotes(*parsed);
   // Signals become events on the agent's signalfd. They are blocked before any thread exists (the
   // master and the rendezvous client start gRPC threads), so no other thread can take them.
   sigset_t blocked;

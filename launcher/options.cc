@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
@@ -14,20 +15,31 @@
 #include "absl/strings/strip.h"
 #include "common/signal_names.h"
 #include "launcher/config_file.h"
+#include "launcher/entrypoint.h"
+#include "launcher/nproc.h"
+#include "launcher/rendezvous_setup.h"
 #include "launcher/slurm.h"
 
 namespace mxrun {
 namespace {
 
 // One flag of the command line. Values are kept as text until validation, so that a value from the
-// command line and one from PET_* are checked by the same code with the same messages.
+// command line and one from the environment or a file are checked by the same code with the same
+// messages.
 struct Flag {
   std::string name;        // canonical, underscores: "nproc_per_node"
   std::string short_name;  // "-m" or empty
   bool boolean = false;
   std::string help;
   std::string default_value;
+  bool file_key = true;    // may be set in a --config file (and is printed by --print-config)
 };
+
+// The order of a flag's sources, as --help, --print-config and the Slurm notice state it (options.h
+// has the details).
+constexpr const char* kPrecedence = "flag > MXRUN_* > PET_* > config file > Slurm > default";
+
+constexpr const char* kVersion = "mxrun " MXRUN_VERSION;
 
 const std::vector<Flag>& Flags() {
   static const std::vector<Flag> flags = {
@@ -61,21 +73,25 @@ const std::vector<Flag>& Flags() {
       {"module", "-m", true, "run the entrypoint as a Python module (python -m)", ""},
       {"no_python", "", true, "run the entrypoint as a program, without python", ""},
       {"run_path", "", true, "run the entrypoint as a Python script path (as torchrun)", ""},
-      {"config", "", false, "TOML file with flags as keys (precedence: flag > env > file)", ""},
-      {"print_config", "", true, "print the effective configuration with each value's source", ""},
+      {"config", "", false, "TOML file: flags as keys, plus entrypoint and args", "", false},
+      {"print_config", "", true,
+       "check the configuration as a launch would, then print it with each value's source", "",
+       false},
   };
   return flags;
 }
 
-std::string Dashed(absl::string_view name) { return absl::StrReplaceAll(name, {{"_", "-"}}); }
-
-std::string EnvName(absl::string_view name) { return "PET_" + absl::AsciiStrToUpper(name); }
-std::string MxrunEnvName(absl::string_view name) {
-  return "MXRUN_" + absl::AsciiStrToUpper(name);
+const Flag& FlagNamed(absl::string_view name) {
+  for (const Flag& flag : Flags()) {
+    if (flag.name == name) return flag;
+  }
+  std::abort();  // a name spelled wrong in this file
 }
 
+std::string Dashed(absl::string_view name) { return absl::StrReplaceAll(name, {{"_", "-"}}); }
+
 // MASTER_ADDR and MASTER_PORT as set by Kubeflow's PyTorchJob (and many launch scripts) stand in for
-// --master_addr and --master_port when neither the flag nor PET_* gives them.
+// --master_addr and --master_port.
 const char* PlainEnvName(absl::string_view name) {
   if (name == "master_addr") return "MASTER_ADDR";
   if (name == "master_port") return "MASTER_PORT";
@@ -127,12 +143,18 @@ bool ToBool(const Value& value) {
 std::string FormatEffectiveConfig(const std::map<std::string, Value>& values,
                                   const std::vector<std::string>& command,
                                   const std::string& command_source) {
-  auto quote = [](const std::string& text) {
-    return absl::StrCat("\"", absl::StrReplaceAll(text, {{"\\", "\\\\"}, {"\"", "\\\""}}), "\"");
+  auto quote = [](const std::string& text) {  // a TOML basic string, as config_file.cc reads it
+    return absl::StrCat("\"",
+                        absl::StrReplaceAll(text, {{"\\", "\\\\"},
+                                                   {"\"", "\\\""},
+                                                   {"\n", "\\n"},
+                                                   {"\t", "\\t"}}),
+                        "\"");
   };
-  std::string out = "# mxrun's effective configuration (precedence: flag > MXRUN_*/PET_* > file > default)\n";
+  std::string out =
+      absl::StrCat("# mxrun's effective configuration (precedence: ", kPrecedence, ")\n");
   for (const Flag& flag : Flags()) {
-    if (flag.name == "config" || flag.name == "print_config") continue;
+    if (!flag.file_key) continue;
     const Value& v = values.at(flag.name);
     const std::string text = flag.boolean ? (ToBool(v) ? "true" : "false") : quote(v.text);
     absl::StrAppend(&out, flag.name, " = ", text, "  # ", v.source, "\n");
@@ -188,22 +210,24 @@ absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(absl::string_vi
 
 absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv,
                                                const std::map<std::string, std::string>& env) {
-  CLI::App app{
-      "mxrun: a torchrun-compatible launcher for distributed PyTorch training.\n"
-      "Usage: mxrun [options] ENTRYPOINT [ARGS...]   (ENTRYPOINT: script.py, -m module, "
-      "--no_python program, or 'train' for the bundled trainer)",
-      "mxrun"};
+  CLI::App app{absl::StrCat(
+                   "mxrun: a torchrun-compatible launcher for distributed PyTorch training.\n"
+                   "Usage: mxrun [options] ENTRYPOINT [ARGS...]   (ENTRYPOINT: script.py, -m module, "
+                   "--no_python program, or 'train' for the bundled trainer)\n"
+                   "Every flag can also be set as MXRUN_<FLAG> or PET_<FLAG> in the environment "
+                   "(MXRUN_NPROC_PER_NODE=4) or in a --config file; precedence: ",
+                   kPrecedence, "."),
+               "mxrun"};
   app.prefix_command();
-  app.set_version_flag("--version", "mxrun 0.1.0");
+  app.set_version_flag("--version", kVersion);
   std::map<std::string, std::string> cli_text;
   std::map<std::string, bool> cli_flag;
   for (const Flag& flag : Flags()) {
     std::string names = absl::StrCat("--", flag.name);
     if (Dashed(flag.name) != flag.name) absl::StrAppend(&names, ",--", Dashed(flag.name));
     if (!flag.short_name.empty()) absl::StrAppend(&names, ",", flag.short_name);
-    std::string help = absl::StrCat(flag.help, " (env ", EnvName(flag.name),
-                                    flag.default_value.empty() ? "" : "; default ",
-                                    flag.default_value, ")");
+    std::string help = absl::StrCat(flag.help, flag.default_value.empty() ? "" : " (default ",
+                                    flag.default_value, flag.default_value.empty() ? "" : ")");
     if (flag.boolean) {
       app.add_flag(names, cli_flag[flag.name], help);
     } else {
@@ -212,44 +236,58 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   }
   std::vector<std::string> args;
   for (int i = argc - 1; i > 0; --i) args.emplace_back(argv[i]);  // CLI11 wants them reversed
+  ParseResult result;
   try {
     app.parse(args);
   } catch (const CLI::CallForHelp&) {
-    return ParseResult{std::nullopt, app.help()};
+    result.help_text = app.help();
+    return result;
   } catch (const CLI::CallForVersion&) {
-    return ParseResult{std::nullopt, "mxrun 0.1.0\n"};
+    result.help_text = absl::StrCat(kVersion, "\n");
+    return result;
   } catch (const CLI::ParseError& e) {
     return absl::InvalidArgumentError(e.what());
   }
 
-  // The configuration file, when one is named (on the command line or in the environment).
+  // A flag's value from the command line or the environment, the sources above a configuration
+  // file in the precedence of options.h; nullopt when none of them gives it.
+  auto from_command_line_or_env = [&](const Flag& flag) -> std::optional<Value> {
+    const std::string option = absl::StrCat("--", flag.name);
+    if (app.count(option) > 0) {
+      return Value{flag.boolean ? (cli_flag[flag.name] ? "1" : "0") : cli_text[flag.name], option,
+                   true};
+    }
+    const std::string upper = absl::AsciiStrToUpper(flag.name);
+    for (const std::string& name : {absl::StrCat("MXRUN_", upper), absl::StrCat("PET_", upper)}) {
+      if (auto it = env.find(name); it != env.end()) return Value{it->second, name, true};
+    }
+    if (const char* plain = PlainEnvName(flag.name)) {
+      if (auto it = env.find(plain); it != env.end() && !it->second.empty()) {
+        return Value{it->second, plain, true};
+      }
+    }
+    return std::nullopt;
+  };
+
+  // The configuration file, when one is named.
   std::optional<ConfigFile> file;
-  {
-    std::string config_path;
-    if (app.count("--config") > 0) {
-      config_path = cli_text["config"];
-    } else if (auto it = env.find(MxrunEnvName("config")); it != env.end()) {
-      config_path = it->second;
-    } else if (auto it2 = env.find(EnvName("config")); it2 != env.end()) {
-      config_path = it2->second;
-    }
-    if (!config_path.empty()) {
-      absl::StatusOr<ConfigFile> read = ReadConfigFile(config_path);
-      if (!read.ok()) return read.status();
-      file = std::move(*read);
-    }
+  if (std::optional<Value> path = from_command_line_or_env(FlagNamed("config"));
+      path && !path->text.empty()) {
+    absl::StatusOr<ConfigFile> read = ReadConfigFile(path->text);
+    if (!read.ok()) return read.status();
+    file = std::move(*read);
   }
   std::map<std::string, const ConfigEntry*> file_entries;
   if (file) {
     for (const ConfigEntry& entry : file->entries) {
       const bool is_flag = std::any_of(Flags().begin(), Flags().end(), [&](const Flag& f) {
-        return f.name == entry.key && f.name != "config" && f.name != "print_config";
+        return f.file_key && f.name == entry.key;
       });
       auto where = absl::StrCat(file->path, ":", entry.line, ": ");
       if (!is_flag && entry.key != kEntrypointKey && entry.key != kArgsKey) {
         std::string accepted;
         for (const Flag& f : Flags()) {
-          if (f.name != "config" && f.name != "print_config") absl::StrAppend(&accepted, f.name, ", ");
+          if (f.file_key) absl::StrAppend(&accepted, f.name, ", ");
         }
         return absl::InvalidArgumentError(absl::StrCat(where, "unknown key '", entry.key,
                                                        "'; accepted: ", accepted, kEntrypointKey,
@@ -265,40 +303,30 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
     }
   }
 
-  // Resolve each flag: command line, then MXRUN_*, then PET_*, then the file, then the default.
+  // Resolve each flag in the precedence of options.h (Slurm below).
   std::map<std::string, Value> values;
   for (const Flag& flag : Flags()) {
-    Value value{flag.default_value, absl::StrCat("--", flag.name), false};
-    const bool on_cli = app.count(absl::StrCat("--", flag.name)) > 0;
-    if (on_cli) {
-      value.text = flag.boolean ? (cli_flag[flag.name] ? "1" : "0") : cli_text[flag.name];
-      value.given = true;
-    } else if (auto it = env.find(MxrunEnvName(flag.name)); it != env.end()) {
-      value = Value{it->second, MxrunEnvName(flag.name), true};
-    } else if (auto it2 = env.find(EnvName(flag.name)); it2 != env.end()) {
-      value = Value{it2->second, EnvName(flag.name), true};
-    } else if (const char* plain = PlainEnvName(flag.name);
-               plain != nullptr && env.count(plain) > 0 && !env.at(plain).empty()) {
-      value = Value{env.at(plain), plain, true};  // Kubeflow's PyTorchJob sets these
-    } else if (auto it3 = file_entries.find(flag.name); it3 != file_entries.end()) {
-      const ConfigEntry& entry = *it3->second;
-      value = Value{entry.values.front(),
-                    absl::StrCat(file->path, ":", entry.line, ": ", flag.name), true};
-      if (flag.boolean) {
-        if (value.text != "true" && value.text != "false") {
-          return Invalid(value, "not a boolean", "true or false");
+    std::optional<Value> value = from_command_line_or_env(flag);
+    if (!value) {
+      if (auto it = file_entries.find(flag.name); it != file_entries.end()) {
+        const ConfigEntry& entry = *it->second;
+        value = Value{entry.values.front(),
+                      absl::StrCat(file->path, ":", entry.line, ": ", flag.name), true};
+        if (flag.boolean) {
+          if (value->text != "true" && value->text != "false") {
+            return Invalid(*value, "not a boolean", "true or false");
+          }
+          value->text = value->text == "true" ? "1" : "0";
         }
-        value.text = value.text == "true" ? "1" : "0";
+      } else {
+        value = Value{flag.default_value, "default", false};
       }
-    } else {
-      value.source = "default";
     }
-    values[flag.name] = value;
+    values[flag.name] = std::move(*value);
   }
 
-  // Under Slurm, flags neither on the command line nor in PET_* come from SLURM_* (not for
-  // --standalone jobs, and the rendezvous only when none of its flags was given).
-  std::vector<std::string> notices;
+  // Under Slurm, flags that no other source gives come from SLURM_* (not for --standalone jobs,
+  // and the rendezvous only when none of its flags was given).
   if (!ToBool(values["standalone"])) {
     absl::StatusOr<std::optional<SlurmDefaults>> slurm = DetectSlurm(env);
     if (!slurm.ok()) return slurm.status();
@@ -314,8 +342,8 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
         absl::StrAppend(&filled, " --", name, "=", text);
       }
       if (!filled.empty()) {
-        notices.push_back(absl::StrCat("Slurm job ", (*slurm)->job_id, ": using", filled,
-                                       " (flags or PET_* variables override these)"));
+        result.notices.push_back(absl::StrCat("Slurm job ", (*slurm)->job_id, ": using", filled,
+                                              " (precedence: ", kPrecedence, ")"));
       }
     }
   }
@@ -431,32 +459,54 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
       rest.insert(rest.end(), it->second->values.begin(), it->second->values.end());
     }
   }
-  if (ToBool(values["print_config"])) {
-    return ParseResult{std::nullopt, FormatEffectiveConfig(values, rest, entrypoint_source),
-                       std::move(notices)};
-  }
-  if (rest.empty()) {
+  const bool print_config = ToBool(values["print_config"]);
+  if (rest.empty() && !print_config) {  // --print-config may show a configuration without one
     return absl::InvalidArgumentError(
         "no entrypoint given; usage: mxrun [options] ENTRYPOINT [ARGS...] "
         "(a script.py, -m module, --no_python program, or 'train')");
   }
-  if (absl::StartsWith(rest.front(), "-") && rest.front() != "-") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown flag '", rest.front(), "' before the entrypoint; run 'mxrun --help' for the "
-        "flags mxrun accepts"));
+  if (!rest.empty()) {
+    if (absl::StartsWith(rest.front(), "-") && rest.front() != "-") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown flag '", rest.front(), "' before the entrypoint; run 'mxrun --help' for the "
+          "flags mxrun accepts"));
+    }
+    o.entrypoint = rest.front();
+    o.entrypoint_args.assign(rest.begin() + 1, rest.end());
+    if (module) {
+      o.entrypoint_kind = EntrypointKind::kPythonModule;
+    } else if (no_python) {
+      o.entrypoint_kind = EntrypointKind::kExecutable;
+    } else if (o.entrypoint == "train") {
+      o.entrypoint_kind = EntrypointKind::kBundledTrainer;
+    } else {
+      o.entrypoint_kind = EntrypointKind::kPythonScript;
+    }
   }
-  o.entrypoint = rest.front();
-  o.entrypoint_args.assign(rest.begin() + 1, rest.end());
-  if (module) {
-    o.entrypoint_kind = EntrypointKind::kPythonModule;
-  } else if (no_python) {
-    o.entrypoint_kind = EntrypointKind::kExecutable;
-  } else if (o.entrypoint == "train") {
-    o.entrypoint_kind = EntrypointKind::kBundledTrainer;
-  } else {
-    o.entrypoint_kind = EntrypointKind::kPythonScript;
+  if (!print_config) {
+    result.options = std::move(o);
+    return result;
   }
-  return ParseResult{std::move(o), "", std::move(notices)};
+
+  // --print-config: the configuration is checked as a launch checks it (all cheap, no network).
+  // What depends on this machine, its GPUs and the entrypoint on its disk, is a warning: a
+  // configuration may be printed on another machine than the one it is for.
+  if (absl::StatusOr<RendezvousSettings> rendezvous = CheckRendezvousFlags(o, env);
+      !rendezvous.ok()) {
+    return rendezvous.status();
+  }
+  result.help_text = FormatEffectiveConfig(values, rest, entrypoint_source);
+  const std::string on_this_machine = "a launch on this machine would fail: ";
+  if (absl::StatusOr<int> nproc = ResolveNprocPerNode(o.nproc_per_node, env); !nproc.ok()) {
+    result.warnings.push_back(absl::StrCat(on_this_machine, nproc.status().message()));
+  }
+  if (!o.entrypoint.empty()) {
+    if (absl::StatusOr<WorkerCommand> command = BuildWorkerCommand(o, env, SelfDir());
+        !command.ok()) {
+      result.warnings.push_back(absl::StrCat(on_this_machine, command.status().message()));
+    }
+  }
+  return result;
 }
 
 }  // namespace mxrun

@@ -1,10 +1,18 @@
 #pragma once
 // mxrun's command line: torchrun's flags in both spellings (--nproc_per_node, --nproc-per-node),
-// each also read from PET_<FLAG> when not given, validated into one LaunchOptions value.
-// Errors are InvalidArgument with a message naming the flag, the bad value and what is accepted;
-// main turns them into exit code 2.
+// validated into one LaunchOptions value. Each flag's value comes from the first of these that
+// gives it:
+//   1. the command line;
+//   2. MXRUN_<FLAG> in the environment (MXRUN_NPROC_PER_NODE);
+//   3. PET_<FLAG>, as torchrun reads it;
+//   4. for --master_addr and --master_port only, MASTER_ADDR and MASTER_PORT (Kubeflow's
+//      PyTorchJob sets these);
+//   5. the --config file (its path itself from 1-3: --config, MXRUN_CONFIG, PET_CONFIG);
+//   6. under Slurm, what SLURM_* implies (slurm.h);
+//   7. the default.
+// Errors are InvalidArgument with a message naming the flag and where its value came from, the bad
+// value and what is accepted; main turns them into exit code 2.
 
-#include "absl/strings/string_view.h"
 #include <map>
 #include <optional>
 #include <set>
@@ -12,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "agent/log_spec.h"
 
 namespace mxrun {
@@ -52,12 +61,16 @@ struct LaunchOptions {
   std::vector<std::string> entrypoint_args;
 };
 
-// Parses argv (argv[0] is the program name). `env` supplies PET_* values. A request for help or
-// the version is reported as the returned `help_text` with no options.
+// Parses argv (argv[0] is the program name). `env` supplies the MXRUN_*, PET_*, MASTER_* and
+// SLURM_* values. A request for help or the version, and --print-config, are reported as the
+// returned `help_text` with no options. --print-config checks the configuration as a launch does
+// first (CheckRendezvousFlags) and is an error where a launch would be one; only the entrypoint may
+// be missing, and what depends on this machine (its GPUs, the entrypoint on its disk) is a warning.
 struct ParseResult {
   std::optional<LaunchOptions> options;
-  std::string help_text;              // set for --help / --version
+  std::string help_text;              // set for --help / --version / --print-config
   std::vector<std::string> notices;   // one-line notes for the user (values inferred from Slurm)
+  std::vector<std::string> warnings;  // --print-config: where a launch on this machine would stop
 };
 absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv,
                                                const std::map<std::string, std::string>& env);

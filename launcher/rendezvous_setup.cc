@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "launcher/token.h"
 #include "rendezvous/local_rendezvous.h"
+#include "rendezvous/net.h"
 
 namespace mxrun {
 namespace {
@@ -35,10 +36,59 @@ absl::StatusOr<bool> Bool(const std::string& key, const std::string& value) {
       absl::StrCat("--rdzv_conf ", key, "=", value, " is not valid; accepted: 1/0, true/false"));
 }
 
+// The flag combinations a multi-node job cannot run with.
+absl::Status CheckNetworkFlags(const LaunchOptions& options) {
+  if (options.rdzv_backend == "static") {
+    if (options.nnodes.min != options.nnodes.max) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--nnodes=", options.nnodes.min, ":", options.nnodes.max,
+          " needs a dynamic rendezvous (--rdzv_backend=c10d --rdzv_endpoint=HOST:PORT); the "
+          "static rendezvous takes a fixed --nnodes=N with --node_rank"));
+    }
+    if (options.node_rank >= options.nnodes.max) {
+      return absl::InvalidArgumentError(absl::StrCat("--node_rank=", options.node_rank,
+                                                     " is not valid with --nnodes=",
+                                                     options.nnodes.max, "; accepted: 0 to ",
+                                                     options.nnodes.max - 1));
+    }
+    return absl::OkStatus();
+  }
+  if (options.rdzv_endpoint.empty()) {
+    return absl::InvalidArgumentError(
+        "--rdzv_backend=c10d needs --rdzv_endpoint=HOST[:PORT] (the master's address, the same "
+        "on every node)");
+  }
+  if (absl::StatusOr<HostPort> endpoint = RendezvousEndpoint(options); !endpoint.ok()) {
+    return endpoint.status();
+  }
+  if (options.rdzv_id.empty() || options.rdzv_id == "none") {
+    return absl::InvalidArgumentError(
+        "--rdzv_id is required with a dynamic rendezvous: give every node of the job the same "
+        "id (for example the scheduler's job id)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::StatusOr<RendezvousSettings> ParseRendezvousSettings(const LaunchOptions& options,
-                                                           const EnvMap& env) {
+absl::StatusOr<HostPort> RendezvousEndpoint(const LaunchOptions& options) {
+  absl::StatusOr<HostPort> endpoint = ParseHostPort(options.rdzv_endpoint, kDefaultRendezvousPort);
+  if (!endpoint.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rdzv_endpoint: ", endpoint.status().message()));
+  }
+  return endpoint;
+}
+
+absl::StatusOr<RendezvousSettings> CheckRendezvousFlags(const LaunchOptions& options,
+                                                        const EnvMap& env) {
+  if (options.nnodes.max == 1 && options.node_rank != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--node_rank=", options.node_rank, " is not valid with one node: the only node has rank 0"));
+  }
+  if (NeedsNetwork(options)) {
+    if (absl::Status status = CheckNetworkFlags(options); !status.ok()) return status;
+  }
   RendezvousSettings s;
   std::string token_file;
   for (const auto& [key, value] : options.rdzv_conf) {

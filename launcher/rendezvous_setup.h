@@ -18,6 +18,7 @@
 #include "common/env_contract.h"
 #include "launcher/options.h"
 #include "rendezvous/master_state.h"
+#include "rendezvous/net.h"
 #include "rendezvous/rendezvous.h"
 
 namespace mxrun {
@@ -31,9 +32,16 @@ struct RendezvousSettings {
   std::string token;
 };
 
-// Errors: InvalidArgument naming the key and what is accepted (exit 2).
-absl::StatusOr<RendezvousSettings> ParseRendezvousSettings(const LaunchOptions& options,
-                                                           const EnvMap& env);
+// Checks the node and rendezvous flags as a launch does before it starts anything, and returns
+// the settings: --node_rank against --nnodes; for a job that NeedsNetwork, the static or dynamic
+// flag combinations, --rdzv_endpoint and --rdzv_id; --rdzv_conf and its token. No network, cheap:
+// --print-config runs it too. Errors: InvalidArgument naming the flag or key and what is accepted
+// (exit 2).
+absl::StatusOr<RendezvousSettings> CheckRendezvousFlags(const LaunchOptions& options,
+                                                        const EnvMap& env);
+
+// --rdzv_endpoint as host and port (kDefaultRendezvousPort when it names none).
+absl::StatusOr<HostPort> RendezvousEndpoint(const LaunchOptions& options);
 
 struct NodeRendezvous {
   // Set when this agent hosts the master. A shared_ptr: its deleter is bound where the server is
@@ -58,9 +66,9 @@ absl::StatusOr<NodeRendezvous> SetUpLocalRendezvous(const LaunchOptions& options
                                                     int local_world_size,
                                                     const std::string& standalone_run_id);
 
-// The multi-node rendezvous (rendezvous_setup_network.cc, links gRPC): starts the in-process master
-// when this node hosts it. Errors: InvalidArgument for flag combinations (exit 2), Unavailable when
-// the master cannot be hosted where it must be (exit 3).
+// The multi-node rendezvous (rendezvous_setup_network.cc, links gRPC) for options that passed
+// CheckRendezvousFlags: starts the in-process master when this node hosts it. Errors: Unavailable
+// when the master cannot be hosted where it must be (exit 3).
 absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& options,
                                                       const RendezvousSettings& settings,
                                                       int local_world_size,

@@ -49,34 +49,14 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
   master.token = settings.token;
   bool host_master = false;
   if (options.rdzv_backend == "static") {
-    if (options.nnodes.min != options.nnodes.max) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--nnodes=", options.nnodes.min, ":", options.nnodes.max,
-          " needs a dynamic rendezvous (--rdzv_backend=c10d --rdzv_endpoint=HOST:PORT); the "
-          "static rendezvous takes a fixed --nnodes=N with --node_rank"));
-    }
-    if (options.node_rank >= options.nnodes.max) {
-      return absl::InvalidArgumentError(absl::StrCat("--node_rank=", options.node_rank,
-                                                     " is not valid with --nnodes=",
-                                                     options.nnodes.max, "; accepted: 0 to ",
-                                                     options.nnodes.max - 1));
-    }
     config.node.requested_rank = options.node_rank;
     config.endpoint = JoinHostPort(options.master_addr, options.master_port);
     master.host = options.master_addr;
     master.port = options.master_port;
     host_master = options.node_rank == 0;
   } else {
-    if (options.rdzv_endpoint.empty()) {
-      return absl::InvalidArgumentError(
-          "--rdzv_backend=c10d needs --rdzv_endpoint=HOST[:PORT] (the master's address, the same "
-          "on every node)");
-    }
-    absl::StatusOr<HostPort> endpoint = ParseHostPort(options.rdzv_endpoint, kDefaultRendezvousPort);
-    if (!endpoint.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--rdzv_endpoint: ",
-                                                     endpoint.status().message()));
-    }
+    absl::StatusOr<HostPort> endpoint = RendezvousEndpoint(options);
+    if (!endpoint.ok()) return endpoint.status();
     if (options.node_rank_given) config.node.requested_rank = options.node_rank;
     config.endpoint = JoinHostPort(endpoint->host, endpoint->port);
     master.host = endpoint->host;
@@ -84,13 +64,6 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
     host_master = settings.is_host == 1 ||
                   (settings.is_host == -1 && IsLocalHost(endpoint->host) &&
                    !PortInUse(endpoint->host, endpoint->port));
-  }
-  if (options.rdzv_id.empty() || options.rdzv_id == "none") {
-    if (options.rdzv_backend != "static") {
-      return absl::InvalidArgumentError(
-          "--rdzv_id is required with a dynamic rendezvous: give every node of the job the same "
-          "id (for example the scheduler's job id)");
-    }
   }
 
   if (host_master) {

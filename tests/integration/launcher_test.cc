@@ -262,6 +262,7 @@ TEST_CASE("bad input exits 2 with a message saying what is accepted", "[integrat
       {{"--no_python", "-m", "mod"}, "cannot be used together"},
       {{"--term_timeout=soon", "--no_python", "true"}, "--term_timeout"},
       {{}, "no entrypoint"},
+      {{"--print-config", "--nnodes=1", "--node_rank=1"}, "is not valid with one node"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv{kMxrun};
@@ -366,4 +367,17 @@ TEST_CASE("two standalone jobs on one host get their own run id and master port"
   CHECK(second.WaitForStdout("caught SIGTERM", 1, 200ms) == false);
   kill(second.pid(), SIGTERM);
   CHECK(second.Wait(20s).exit_code == 143);
+}
+
+TEST_CASE("print-config shows the parser's notices and warnings on stderr", "[integration][usage]") {
+  ProcessResult r = Run({kMxrun, "--print-config", "--nproc_per_node=gpu", "--no_python", "true"},
+                        {{"SLURM_JOB_ID", "77"}, {"SLURM_NNODES", "1"},
+                         {"CUDA_VISIBLE_DEVICES", ""}},
+                        10s);
+  INFO(mxrun::testing::Describe(r));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("nnodes = \"1\"  # --nnodes (from Slurm)"));
+  CHECK_THAT(r.err, Catch::Contains("info: Slurm job 77: using --nnodes=1"));
+  CHECK_THAT(r.err, Catch::Contains("warning: a launch on this machine would fail: "
+                                    "--nproc_per_node=gpu: no NVIDIA GPU is visible"));
 }

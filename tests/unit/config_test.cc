@@ -158,3 +158,63 @@ TEST_CASE("Kubeflow's MASTER_ADDR and MASTER_PORT stand in for the flags", "[con
   CHECK(pet->options->master_addr == "b");
   CHECK(pet->options->master_port == 1234);
 }
+
+TEST_CASE("print-config refuses what a launch refuses before printing", "[config]") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {{"--nnodes=1", "--node_rank=1"}, "is not valid with one node"},
+      {{"--nnodes=1:2"}, "needs a dynamic rendezvous"},
+      {{"--nnodes=2", "--node_rank=2"}, "--node_rank=2 is not valid with --nnodes=2"},
+      {{"--nnodes=2", "--rdzv_backend=c10d"}, "needs --rdzv_endpoint"},
+      {{"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=h:x"}, "--rdzv_endpoint:"},
+      {{"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=h:1"}, "--rdzv_id is required"},
+      {{"--rdzv_conf=speed=3"}, "--rdzv_conf key 'speed' is not known"},
+      {{"--rdzv_conf=token_file=/nonexistent/token"}, "token_file=/nonexistent/token: cannot be read"},
+      {{"-x.py"}, "unknown flag '-x.py'"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.insert(args.begin(), "--print-config");
+    auto parsed = Parse(args);
+    INFO(c.expected);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK_THAT(std::string(parsed.status().message()), Catch::Contains(c.expected));
+  }
+  // Without an entrypoint it still prints (a configuration may name it later).
+  auto bare = Parse({"--print-config", "--nnodes=2", "--rdzv_backend=c10d",
+                     "--rdzv_endpoint=head:29400", "--rdzv_id=job"});
+  REQUIRE(bare.ok());
+  CHECK_THAT(bare->help_text, Catch::Contains("rdzv_id = \"job\"  # --rdzv_id"));
+  CHECK(bare->warnings.empty());
+}
+
+TEST_CASE("print-config warns about what only this machine lacks and keeps the notices",
+          "[config]") {
+  auto parsed = Parse({"--print-config", "--nproc_per_node=gpu", "--no_python",
+                       "/nonexistent/program"},
+                      {{"CUDA_VISIBLE_DEVICES", ""}, {"SLURM_JOB_ID", "77"}, {"SLURM_NNODES", "1"}});
+  REQUIRE(parsed.ok());
+  CHECK_FALSE(parsed->options);
+  CHECK_THAT(parsed->help_text, Catch::Contains("nproc_per_node = \"gpu\""));
+  REQUIRE(parsed->warnings.size() == 2);
+  CHECK_THAT(parsed->warnings[0], Catch::Contains("no NVIDIA GPU is visible"));
+  CHECK_THAT(parsed->warnings[1], Catch::Contains("/nonexistent/program"));
+  REQUIRE(parsed->notices.size() == 1);
+  CHECK_THAT(parsed->notices[0], Catch::Contains("Slurm job 77: using --nnodes=1"));
+}
+
+TEST_CASE("print-config escapes newlines and tabs so its output reads back", "[config]") {
+  const std::string role = "a\tb \"c\"\nd\\e";
+  auto parsed = Parse({"--print-config", "--role=" + role, "--no_python", "true", "x\ny"});
+  REQUIRE(parsed.ok());
+  auto file = ParseConfigText("printed", parsed->help_text);
+  INFO(parsed->help_text);
+  REQUIRE(file.ok());
+  std::map<std::string, std::vector<std::string>> read;
+  for (const auto& entry : file->entries) read[entry.key] = entry.values;
+  CHECK(read["role"] == std::vector<std::string>{role});
+  CHECK(read["args"] == std::vector<std::string>{"x\ny"});
+}
