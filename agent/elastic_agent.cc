@@ -2,8 +2,8 @@
 
 #include <sys/wait.h>
 
-#include <cerrno>
 #include <cstdio>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "agent/failure_report.h"
@@ -11,6 +11,23 @@
 #include "spdlog/spdlog.h"
 
 namespace mxrun {
+
+namespace {
+
+// One line for the log and for the service's status (`systemctl status`); with `stopping`, the
+// status also tells systemd the service is stopping. Logged first: the status may be the last thing
+// said before a long stop.
+void Announce(ServiceNotifier& notifier, spdlog::level::level_enum level, const std::string& text,
+              bool stopping = false) {
+  spdlog::log(level, "{}", text);
+  if (stopping) {
+    notifier.Stopping(text);
+  } else {
+    notifier.Status(text);
+  }
+}
+
+}  // namespace
 
 ElasticAgent::ElasticAgent(AgentConfig config, Rendezvous& rendezvous, DeathGuardian& guardian)
     : config_(std::move(config)), rendezvous_(rendezvous), guardian_(guardian) {}
@@ -73,7 +90,7 @@ void ElasticAgent::CheckGroup() {
 int ElasticAgent::JobFailed(const RendezvousEvent& event) {
   SummaryContext context{config_.entrypoint_name, event.restarts_spent, event.max_restarts};
   std::string summary = FormatFailureSummary(event.first_failure, context);
-  if (config_.json_logs) {
+  if (config_.worker.json_logs) {
     spdlog::error("{}", summary);  // one JSON record; the summary's lines stay in its message
   } else {
     std::fwrite(summary.data(), 1, summary.size(), stderr);
@@ -106,14 +123,12 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
     }
     case Kind::kRejoin:
       if (event.restart) {
-        spdlog::warn("restarting the worker group ({} of {} restarts)", event.restarts_spent,
-                     event.max_restarts);
-        config_.notifier.Status(absl::StrCat("restarting the worker group (", event.restarts_spent,
-                                             " of ", event.max_restarts, " restarts): ",
-                                             event.reason));
+        Announce(config_.notifier, spdlog::level::warn,
+                 absl::StrCat("restarting the worker group (", event.restarts_spent, " of ",
+                              event.max_restarts, " restarts): ", event.reason));
       } else {
-        spdlog::info("re-forming the worker group: {}", event.reason);
-        config_.notifier.Status(absl::StrCat("re-forming the worker group: ", event.reason));
+        Announce(config_.notifier, spdlog::level::info,
+                 absl::StrCat("re-forming the worker group: ", event.reason));
       }
       StopGroup(SIGTERM);
       phase_ = Phase::kJoining;
@@ -128,9 +143,9 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       StopGroup(SIGTERM);
       return JobFailed(event);
     case Kind::kError:
-      config_.notifier.Stopping(absl::StrCat("rendezvous failed: ", event.error.message()));
+      Announce(config_.notifier, spdlog::level::err,
+               absl::StrCat("rendezvous failed: ", event.error.message()), /*stopping=*/true);
       StopGroup(SIGTERM);
-      spdlog::error("rendezvous failed: {}", std::string(event.error.message()));
       return kExitRendezvousFailed;
   }
   return std::nullopt;

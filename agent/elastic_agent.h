@@ -32,7 +32,6 @@ struct AgentConfig {
   std::set<int> handled_signals;            // forwarded to the workers, then the agent exits
   std::string agent_error_file;             // mxrun's own TORCHELASTIC_ERROR_FILE (may be empty)
   ServiceNotifier notifier;                 // systemd notifications (disabled outside systemd)
-  bool json_logs = false;                   // the failure summary as one log record
 };
 
 inline constexpr int kExitSuccess = 0;

@@ -1,12 +1,12 @@
 #include "agent/output_relay.h"
 
-#include <nlohmann/json.hpp>
-
 #include <fcntl.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <string>
+
+#include "agent/json_quote.h"
 
 namespace mxrun {
 
@@ -61,6 +61,15 @@ bool WriteAll(int fd, std::string_view data) {
 OutputRelay::OutputRelay(int pipe_fd, RelayTarget target, LastLines* last_lines)
     : pipe_fd_(pipe_fd), target_(std::move(target)), last_lines_(last_lines) {
   fcntl(pipe_fd_, F_SETFL, fcntl(pipe_fd_, F_GETFL) | O_NONBLOCK);
+  const std::string node = std::to_string(target_.node_rank);
+  const std::string rank = std::to_string(target_.global_rank);
+  if (target_.json) {
+    line_prefix_ = "{\"node\":" + node + ",\"rank\":" + rank +
+                   ",\"local_rank\":" + std::to_string(target_.local_rank) + ",\"stream\":\"" +
+                   (target_.is_stderr ? "stderr" : "stdout") + "\",\"line\":";
+  } else {
+    line_prefix_ = "[n" + node + " r" + rank + "] ";
+  }
 }
 
 OutputRelay::~OutputRelay() { Close(); }
@@ -69,14 +78,12 @@ void OutputRelay::EmitLine(std::string_view line) {
   last_lines_->Add(line);
   if (target_.console_fd < 0) return;
   std::string whole;
-  whole.reserve(target_.prefix.size() + line.size() + 4);
+  whole.reserve(line_prefix_.size() + line.size() + 4);
+  whole.append(line_prefix_);
   if (target_.json) {
-    whole.append(target_.prefix)
-        .append(nlohmann::json(std::string(line))
-                    .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
-        .append("}\n");
+    whole.append(JsonQuote(line)).append("}\n");
   } else {
-    whole.append(target_.prefix).append(line).push_back('\n');
+    whole.append(line).push_back('\n');
   }
   if (!WriteAll(target_.console_fd, whole)) target_.console_fd = -1;  // console gone (EPIPE)
 }

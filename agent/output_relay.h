@@ -1,7 +1,7 @@
 #pragma once
 // Relays one worker stream (stdout or stderr) from its pipe to the console and/or a log file.
-// Console lines get a prefix naming node and global rank ("[n0 r3] ") and are written whole, one
-// write per line, so lines of different workers never interleave mid-line. The log file gets the raw
+// Console lines name the node and global rank ("[n0 r3] ", or JSON objects) and are written whole,
+// one write per line, so lines of different workers never interleave mid-line. The log file gets the raw
 // bytes. The last lines of each worker are kept for the failure summary.
 
 #include <deque>
@@ -38,12 +38,17 @@ class LastLines {
   std::deque<std::string> lines_;
 };
 
+// Where one worker stream goes, and the worker it belongs to. A console line is
+// "[n<node_rank> r<global_rank>] <line>", or with `json` one object per line:
+// {"node":0,"rank":3,"local_rank":1,"stream":"stdout","line":"..."}.
 struct RelayTarget {
   int console_fd = -1;   // -1: not shown on the console
   int file_fd = -1;      // -1: no log file
-  std::string prefix;    // put before every console line
-  bool json = false;     // console lines as JSON: prefix opens the object, the line is its last
-                         // member ("line"), escaped
+  int node_rank = 0;
+  int global_rank = 0;
+  int local_rank = 0;
+  bool is_stderr = false;
+  bool json = false;
 };
 
 class OutputRelay {
@@ -69,6 +74,7 @@ class OutputRelay {
 
   int pipe_fd_;
   RelayTarget target_;
+  std::string line_prefix_;  // what comes before each console line (made once)
   LastLines* last_lines_;
   LineAssembler assembler_;
 };

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -96,7 +95,6 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round) {
   }
   request.env = EnvToStrings(BuildWorkerEnv(spec_.base_env, contract, worker.local_rank, extras));
 
-  const std::string prefix = absl::StrCat("[n", round.node_rank, " r", worker.global_rank, "] ");
   int out_pipe[2] = {-1, -1};
   int err_pipe[2] = {-1, -1};
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
@@ -113,14 +111,11 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round) {
     RelayTarget target;
     target.console_fd = routing.to_console ? console_fd : -1;
     target.file_fd = routing.to_file ? OpenLog(dir + "/" + file_name) : -1;
-    if (spec_.json_logs) {
-      target.json = true;
-      target.prefix = absl::StrCat("{\"node\":", round.node_rank, ",\"rank\":", worker.global_rank,
-                                   ",\"local_rank\":", worker.local_rank, ",\"stream\":\"",
-                                   stream == kStdOut ? "stdout" : "stderr", "\",\"line\":");
-    } else {
-      target.prefix = prefix;
-    }
+    target.node_rank = round.node_rank;
+    target.global_rank = worker.global_rank;
+    target.local_rank = worker.local_rank;
+    target.is_stderr = stream == kStdErr;
+    target.json = spec_.json_logs;
     return std::make_unique<OutputRelay>(read_fd, std::move(target), &worker.last_lines);
   };
   worker.out = make_relay(out_pipe[0], kStdOut, STDOUT_FILENO, "stdout.log");

@@ -36,7 +36,8 @@ struct WorkerSpec {
   std::string attempts_dir;            // per-attempt folders (error files, logs) are made here
   bool attempts_dir_kept = false;      // false: a scratch folder removed at exit (paths not shown)
   size_t last_lines = 10;              // kept per worker for the failure summary
-  bool json_logs = false;              // console lines as JSON objects (--log_format=json)
+  bool json_logs = false;              // --log_format=json: console lines as JSON objects, and the
+                                       // agent's failure summary as one log record
 };
 
 class WorkerGroup {

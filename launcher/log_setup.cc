@@ -2,9 +2,9 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
-#include <nlohmann/json.hpp>
-
+#include "agent/json_quote.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -17,8 +17,7 @@ class JsonMessageFlag : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&,
               spdlog::memory_buf_t& dest) override {
-    const std::string text = nlohmann::json(std::string(msg.payload.data(), msg.payload.size()))
-                                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    const std::string text = JsonQuote(std::string_view(msg.payload.data(), msg.payload.size()));
     dest.append(text.data(), text.data() + text.size());
   }
   std::unique_ptr<custom_flag_formatter> clone() const override {

@@ -131,8 +131,7 @@ int Main(int argc, char** argv) {
     config.agent_error_file = it->second;
   }
   config.notifier = ServiceNotifier::FromEnv(env, static_cast<long>(::getpid()));
-  config.json_logs = options.log_format == "json";
-  config.worker.json_logs = config.json_logs;
+  config.worker.json_logs = options.log_format == "json";
   WorkerSpec& worker = config.worker;
   worker.executable = command->executable;
   worker.argv = command->argv;

@@ -381,3 +381,27 @@ TEST_CASE("print-config shows the parser's notices and warnings on stderr", "[in
   CHECK_THAT(r.err, Catch::Contains("warning: a launch on this machine would fail: "
                                     "--nproc_per_node=gpu: no NVIDIA GPU is visible"));
 }
+
+TEST_CASE("a failed rendezvous is logged at once and before the workers' grace period",
+          "[integration][failure]") {
+  // A standalone master dies under a running one-node job whose worker ignores SIGTERM: the agent
+  // says why it stops before it spends the worker's grace period.
+  Subprocess master({MXRUN_MASTER_BIN, "--port=0"});
+  REQUIRE(master.WaitForStdout("listening on", 1, 10s));
+  const std::string& listening = master.out();
+  const size_t at = listening.find("listening on ") + 13;
+  const std::string endpoint = listening.substr(at, listening.find_first_of(" \n", at) - at);
+  Subprocess agent(Mxrun({"--rdzv_backend=c10d", "--rdzv_endpoint=" + endpoint,
+                          "--rdzv_id=master-dies", "--nnodes=1", "--term_timeout=2"},
+                         {"--ready", "--ignore-sigterm", "--sleep=60"}));
+  REQUIRE(agent.WaitForStdout("ready", 1, 20s));
+  kill(master.pid(), SIGKILL);
+  ProcessResult r = agent.Wait(30s);
+  INFO(mxrun::testing::Describe(r));
+  CHECK(r.exit_code == 3);
+  const size_t failed = r.err.find("rendezvous failed");
+  const size_t killed = r.err.find("sending SIGKILL");
+  REQUIRE(failed != std::string::npos);
+  REQUIRE(killed != std::string::npos);
+  CHECK(failed < killed);
+}

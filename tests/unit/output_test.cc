@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "agent/json_quote.h"
 #include "agent/log_spec.h"
 #include "agent/output_relay.h"
+#include "nlohmann/json.hpp"
 
 using mxrun::LineAssembler;
 
@@ -56,7 +58,8 @@ TEST_CASE("the relay prefixes whole lines and writes raw bytes to the file", "[o
   REQUIRE(file >= 0);
   mxrun::LastLines last(10);
   {
-    mxrun::OutputRelay relay(in[0], {console[1], file, "[n0 r1] "}, &last);
+    mxrun::OutputRelay relay(in[0], {.console_fd = console[1], .file_fd = file, .global_rank = 1},
+                             &last);
     REQUIRE(write(in[1], "one\ntw", 6) == 6);
     CHECK(relay.OnReadable());
     REQUIRE(write(in[1], "o\nthree", 7) == 7);
@@ -73,6 +76,38 @@ TEST_CASE("the relay prefixes whole lines and writes raw bytes to the file", "[o
   CHECK(std::string(raw, m > 0 ? m : 0) == "one\ntwo\nthree");
   unlink(path);
   close(console[0]);
+}
+
+TEST_CASE("with json the relay writes one whole object per line", "[output]") {
+  int in[2], console[2];
+  REQUIRE(pipe(in) == 0);
+  REQUIRE(pipe(console) == 0);
+  mxrun::LastLines last(10);
+  {
+    mxrun::OutputRelay relay(in[0],
+                             {.console_fd = console[1], .node_rank = 2, .global_rank = 9,
+                              .local_rank = 1, .is_stderr = true, .json = true},
+                             &last);
+    const std::string data = "say \"hi\"\tnow\nbad \xff byte\n";
+    REQUIRE(write(in[1], data.data(), data.size()) == static_cast<ssize_t>(data.size()));
+    close(in[1]);
+    relay.DrainAndClose();
+  }
+  close(console[1]);
+  char buffer[512] = {};
+  ssize_t n = read(console[0], buffer, sizeof buffer - 1);
+  close(console[0]);
+  const std::string text(buffer, n > 0 ? n : 0);
+  CHECK(text.substr(0, text.find('\n')) ==
+        R"({"node":2,"rank":9,"local_rank":1,"stream":"stderr","line":"say \"hi\"\tnow"})");
+  auto second = nlohmann::json::parse(text.substr(text.find('\n') + 1));
+  CHECK(second["line"] == "bad \xef\xbf\xbd byte");  // invalid UTF-8 replaced, the line kept
+  CHECK(second["stream"] == "stderr");
+}
+
+TEST_CASE("JsonQuote escapes quotes, backslashes and control characters", "[output]") {
+  CHECK(mxrun::JsonQuote("a\"b\\c\nd") == R"("a\"b\\c\nd")");
+  CHECK(mxrun::JsonQuote("") == R"("")");
 }
 
 TEST_CASE("routing follows torchrun's redirects and tee", "[output]") {
