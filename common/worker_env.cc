@@ -1,7 +1,6 @@
 #include "common/worker_env.h"
 
 #include <charconv>
-
 #include <stdexcept>
 
 namespace mxrun {
@@ -13,8 +12,7 @@ const std::string* Find(const EnvMap& env, const std::string& key) {
 }
 
 // Reads `key` as an integer in [lo, hi]; `fallback` when it is unset.
-int IntVar(const EnvMap& env, const std::string& key, int fallback, int lo,
-                           int hi) {
+int IntVar(const EnvMap& env, const std::string& key, int fallback, int lo, int hi) {
   const std::string* value = Find(env, key);
   if (value == nullptr) return fallback;
   int parsed = 0;

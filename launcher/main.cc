@@ -25,7 +25,6 @@
 #if MXRUN_NETWORK_BUILD
 #include "launcher/status_command.h"
 #endif
-#include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
 extern char** environ;

@@ -146,7 +146,6 @@ absl::StatusOr<NodeRendezvous> SetUpLocalRendezvous(const LaunchOptions& options
     local.master_port = options.master_port;
   }
   NodeRendezvous result;
-  result.run_id = local.run_id;
   result.description = "single node";
   result.rendezvous = std::make_unique<LocalRendezvous>(local);
   return result;

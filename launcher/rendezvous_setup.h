@@ -52,7 +52,6 @@ struct NodeRendezvous {
   // its master goes away.
   std::function<void()> before_exit;
   std::unique_ptr<Rendezvous> rendezvous;
-  std::string run_id;
   std::string description;                  // one line for the log
 };
 

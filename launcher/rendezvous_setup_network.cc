@@ -79,7 +79,6 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
     }
     // Dynamic mode: another agent on this machine hosts it already; join it as a client.
   }
-  result.run_id = config.run_id;
   result.description = absl::StrCat(
       options.rdzv_backend == "static" ? "static" : "dynamic", " rendezvous at ", config.endpoint,
       result.master ? " (hosted here)" : "", ", run '", config.run_id, "', nodes ",
