@@ -9,10 +9,11 @@
 #   scripts/demo.sh --epochs 10 --width 64
 # Checkpoints and the metrics file go to $MXRUN_DEMO_DIR (default /tmp/mxrun-demo).
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
-bin="${MXRUN_BUILD_DIR:-$root/build}/bin"
+bin="$build/bin"
 export PYTHON_EXEC="${PYTHON_EXEC:-/usr/bin/python3}"  # the Python that has Debian's torch
 if [[ ! -x "$bin/train" ]]; then
     echo "demo: the bundled trainer was not built (LibTorch missing?); running the PyTorch DDP example" >&2
@@ -20,7 +21,7 @@ if [[ ! -x "$bin/train" ]]; then
 fi
 out="${MXRUN_DEMO_DIR:-/tmp/mxrun-demo}"
 mkdir -p "$out"
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+if have_nvidia_gpu; then
     size=(--epochs 5 --batch_size 128)
     nproc=gpu
 else

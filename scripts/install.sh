@@ -12,10 +12,10 @@
 # Then: systemctl daemon-reload; systemctl enable --now mxrun-master (head node), and per job
 # write /etc/mxrun/JOB.toml and systemctl start mxrun-agent@JOB.
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 prefix=/usr/local
 sysconfdir=/etc
-build="${MXRUN_BUILD_DIR:-$root/build}"
 for arg in "$@"; do
     case "$arg" in
         --prefix=*) prefix="${arg#*=}" ;;

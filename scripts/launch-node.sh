@@ -16,10 +16,12 @@
 #   MAX_RESTARTS  group restarts after failures (default 3)
 #   LOG_DIR       per-rank log folder (optional)
 #   TOKEN_FILE    rendezvous token file (optional; the same file on every node)
-#   MXRUN         the mxrun binary (default: build/bin/mxrun of this checkout, else mxrun on PATH)
+#   MXRUN         the mxrun binary (default: bin/mxrun of this checkout's build folder,
+#                 $MXRUN_BUILD_DIR or build/, else mxrun on PATH)
 # Everything after the variables is the entrypoint and its arguments, as for mxrun.
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 fail() { echo "launch-node: $*" >&2; exit 2; }
 [[ -n "${JOB_ID:-}" ]] || fail "JOB_ID is not set (the job id every node shares, e.g. JOB_ID=exp1)"
@@ -28,7 +30,7 @@ fail() { echo "launch-node: $*" >&2; exit 2; }
 [[ -n "${NNODES:-}" ]] || fail "NNODES is not set (N, or MIN:MAX for an elastic job)"
 [[ "$NNODES" =~ ^[1-9][0-9]*(:[1-9][0-9]*)?$ ]] || fail "NNODES='$NNODES' is not N or MIN:MAX"
 if [[ -z "${NPROC:-}" ]]; then
-    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then NPROC=gpu; else NPROC=1; fi
+    if have_nvidia_gpu; then NPROC=gpu; else NPROC=1; fi
 fi
 [[ "$NPROC" =~ ^([1-9][0-9]*|gpu|cpu|auto)$ ]] || fail "NPROC='$NPROC' is not a number, gpu, cpu or auto"
 MAX_RESTARTS="${MAX_RESTARTS:-3}"
@@ -36,7 +38,7 @@ MAX_RESTARTS="${MAX_RESTARTS:-3}"
 [[ $# -gt 0 ]] || fail "no entrypoint: give what to run, e.g. 'train --epochs 10' or 'my_train.py'"
 
 if [[ -z "${MXRUN:-}" ]]; then
-    if [[ -x "$root/build/bin/mxrun" ]]; then MXRUN="$root/build/bin/mxrun"; else MXRUN=mxrun; fi
+    if [[ -x "$build/bin/mxrun" ]]; then MXRUN="$build/bin/mxrun"; else MXRUN=mxrun; fi
 fi
 flags=(--rdzv_backend=c10d --rdzv_endpoint="$MASTER" --rdzv_id="$JOB_ID" --nnodes="$NNODES"
        --nproc_per_node="$NPROC" --max_restarts="$MAX_RESTARTS")
