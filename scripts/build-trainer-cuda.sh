@@ -39,6 +39,11 @@ fi
 build="${1:-$root/build-cuda}"
 python="${PYTHON:-python3}"
 arch="${CUDA_ARCH:-90}"
+# PyTorch's CMake wants the same architectures as TORCH_CUDA_ARCH_LIST ("90;80" -> "9.0;8.0").
+torch_arch_list=""
+if [[ "$arch" != native ]]; then
+    torch_arch_list=$(echo "$arch" | sed -E 's/([0-9]+)([0-9])/\1.\2/g')
+fi
 
 if [[ ! -f "$headers/CLI/CLI.hpp" || ! -f "$headers/nlohmann/json.hpp" ]]; then
     vendor_headers
@@ -74,7 +79,7 @@ cmake -S "$root" -B "$build" "${generator[@]}" \
     -DCMAKE_PREFIX_PATH="$prefix" \
     -DMXRUN_HEADERS_DIR="$headers" \
     -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-    -DTORCH_CUDA_ARCH_LIST="9.0" \
+    ${torch_arch_list:+-DTORCH_CUDA_ARCH_LIST="$torch_arch_list"} \
     -DCMAKE_CXX_FLAGS="-I$nccl_include"
 cmake --build "$build" --parallel "$(nproc)" --target train
 echo "build-trainer-cuda: built $build/bin/train"
