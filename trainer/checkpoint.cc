@@ -4,15 +4,12 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <sstream>
 #include <stdexcept>
-#include <type_traits>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Generator.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
-#include <torch/optim/sgd.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
@@ -73,36 +70,9 @@ void RemoveStaleTemporaries(const std::string& dir) {
   ::closedir(folder);
 }
 
-// The optimizer's per-parameter state is keyed by the parameter's TensorImpl: in LibTorch 1.x as a
-// string (what c10::guts::to_string printed, the pointer through an ostream; that helper is gone
-// in 2.x), in 2.x as the pointer itself.
-template <typename Map>
-typename Map::key_type StateKey(const torch::Tensor& p) {
-  if constexpr (std::is_same_v<typename Map::key_type, std::string>) {
-    std::ostringstream key;
-    key << p.unsafeGetTensorImpl();
-    return key.str();
-  } else {
-    return p.unsafeGetTensorImpl();
-  }
-}
-
 std::string CheckpointPath(const std::string& dir) { return dir + "/checkpoint.pt"; }
 
 }  // namespace
-
-torch::Tensor MomentumBuffer(torch::optim::SGD& optimizer, const torch::Tensor& param) {
-  auto& states = optimizer.state();
-  const auto key = StateKey<std::decay_t<decltype(states)>>(param);
-  auto it = states.find(key);
-  if (it == states.end()) {
-    auto fresh = std::make_unique<torch::optim::SGDParamState>();
-    fresh->momentum_buffer(torch::zeros_like(param));
-    it = states.emplace(key, std::move(fresh)).first;
-  }
-  return static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer();
-}
-
 
 void SaveCheckpoint(const std::string& dir, torch::nn::Module& model,
                     torch::optim::Optimizer& optimizer, const TrainingProgress& progress) {

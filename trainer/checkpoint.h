@@ -14,10 +14,6 @@ class Module;
 }
 namespace torch::optim {
 class Optimizer;
-class SGD;
-}
-namespace at {
-class Tensor;
 }
 
 namespace mxrun::trainer {
@@ -43,10 +39,5 @@ std::optional<TrainingProgress> PeekCheckpoint(const std::string& dir);
 // format stay), the optimizer state and the generator state; returns the progress.
 TrainingProgress LoadCheckpoint(const std::string& dir, torch::nn::Module& model,
                                 torch::optim::Optimizer& optimizer);
-
-// The SGD momentum buffer of `param` inside `optimizer` (created as zeros when the optimizer has
-// no state for it yet), so that a restore can broadcast momentum between ranks. The returned
-// tensor is the optimizer's own: writing into it changes the next step.
-at::Tensor MomentumBuffer(torch::optim::SGD& optimizer, const at::Tensor& param);
 
 }  // namespace mxrun::trainer

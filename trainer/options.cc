@@ -86,6 +86,9 @@ ParsedTrainerArgs ParseTrainerOptions(int argc, const char* const* argv) {
   bool channels_last = false, no_channels_last = false;
   flag("channels_last", channels_last, "channels-last memory format (default on CUDA)");
   flag("no_channels_last", no_channels_last, "keep the contiguous (NCHW) memory format");
+  bool no_cudnn_benchmark = false;
+  flag("no_cudnn_benchmark", no_cudnn_benchmark,
+       "don't autotune cuDNN convolutions (torch.backends.cudnn.benchmark, on by default)");
   opt("bucket_cap_mb", o.bucket_cap_mb, "gradient bucket size in MiB (DDP's bucket_cap_mb)")
       ->check(CLI::Range(0.001, 4096.0));
   opt("threads", o.threads,
@@ -114,6 +117,7 @@ ParsedTrainerArgs ParseTrainerOptions(int argc, const char* const* argv) {
   o.batch_norm = norm == "batch";
   o.augment = !no_augment;
   o.eval = !no_eval;
+  o.cudnn_benchmark = !no_cudnn_benchmark;
   o.schedule = schedule == "cosine" ? ScheduleKind::kCosine
                : schedule == "step" ? ScheduleKind::kStep
                                     : ScheduleKind::kConstant;

@@ -50,6 +50,7 @@ struct TrainerOptions {
   std::string backend = "auto";       // auto | nccl | gloo
   std::string amp = "off";            // off | bf16 | fp16 (CUDA only)
   std::optional<bool> channels_last;  // default: on for CUDA
+  bool cudnn_benchmark = true;        // autotune cuDNN convolutions per input shape (CUDA)
   double bucket_cap_mb = 25;
   int threads = 0;                    // intra-op threads; 0: OMP_NUM_THREADS, else cores / workers
   double timeout_seconds = 300;       // store and collective timeout

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
@@ -14,6 +15,7 @@
 #include <torch/optim/sgd.h>
 #include <torch/version.h>
 #if defined(MXRUN_WITH_CUDA)
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
@@ -27,6 +29,7 @@
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics_log.h"
 #include "trainer/resnet.h"
+#include "trainer/sgd.h"
 #include "trainer/synthetic_data.h"
 
 namespace mxrun::trainer {
@@ -180,6 +183,7 @@ class Trainer {
   TallyResult Reduce(const Tally& tally);
   TallyResult Evaluate();
   void Checkpoint();
+  void ReportMemory();
   BatchAllocator Allocator();
   std::pair<torch::Tensor, torch::Tensor> ToDevice(const Batch& batch);
   bool Done() const { return o_.max_steps > 0 && progress_.step >= o_.max_steps; }
@@ -466,7 +470,7 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
     for (auto& group : optimizer_->param_groups()) {
       static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr);
     }
-    if (step_ok) optimizer_->step();
+    if (step_ok) ForeachSgdStep(*optimizer_);
     reducer_->ZeroGrad();
     ++progress_.step;
     step_start_seen = progress_.samples_seen;
@@ -547,6 +551,8 @@ int Trainer::Run() {
   device_ = ChooseDevice(o_, id_);
   const CommBackend backend = ChooseBackend(o_, device_);
   channels_last_ = o_.channels_last.value_or(device_.is_cuda());
+  // Every batch has the same shape (but the last), so cuDNN's per-shape autotuning pays off.
+  if (device_.is_cuda()) at::globalContext().setBenchmarkCuDNN(o_.cudnn_benchmark);
   if (o_.amp != "off" && !device_.is_cuda()) {
     throw std::runtime_error("--amp " + o_.amp + " needs a CUDA device");
   }
@@ -610,7 +616,23 @@ int Trainer::Run() {
                       {"samples_seen", progress_.samples_seen},
                       {"seconds", SecondsSince(start)}});
   }
+  ReportMemory();
   return 0;
+}
+
+// Rank 0's peak GPU memory, as torch.cuda.max_memory_allocated / max_memory_reserved report it.
+void Trainer::ReportMemory() {
+#if defined(MXRUN_WITH_CUDA)
+  if (!device_.is_cuda() || id_.rank != 0) return;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
+  constexpr std::size_t kAllPools = 0;  // StatType::AGGREGATE
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const double allocated = static_cast<double>(stats.allocated_bytes[kAllPools].peak) / kMiB;
+  const double reserved = static_cast<double>(stats.reserved_bytes[kAllPools].peak) / kMiB;
+  Say("train: peak GPU memory %.0f MiB allocated, %.0f MiB reserved", allocated, reserved);
+  metrics_->Append(
+      {{"event", "memory"}, {"max_allocated_mib", allocated}, {"max_reserved_mib", reserved}});
+#endif
 }
 
 }  // namespace

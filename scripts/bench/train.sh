@@ -4,15 +4,20 @@
 #
 # Both train the same ResNet (torchvision layout, CIFAR stem) on synthetic CIFAR-shaped data
 # held in memory, with random crop + flip + normalisation, DistributedSampler sharding, SGD
-# (lr 0.1, momentum 0.9, weight decay 1e-4) and DDP-style gradient all-reduce (25 MiB buckets,
-# buffers broadcast from rank 0 every step):
+# (lr 0.1, momentum 0.9, weight decay 1e-4) and DDP-style gradient all-reduce (25 MiB buckets).
+# One difference is DDP's and kept: DDP broadcasts BatchNorm buffers from rank 0 before every
+# forward (broadcast_buffers=True, its default), the trainer only before evaluation (in training
+# BatchNorm normalises with batch statistics, so the running ones are not read there). With one
+# worker, as on CUDA by default, neither broadcasts anything.
 #
 #   mxrun:     $MXRUN --standalone --nproc_per_node=$NPROC train --model $MODEL --width $WIDTH
 #                --batch_size $BATCH --max_steps $STEPS --log_every $LOG_EVERY
 #                --synthetic_train $N --no_eval --ckpt_dir '' --metrics_file RUN/m.jsonl
 #   reference: $TORCHRUN --redirects 9:0 --tee 9:0 --standalone --nproc_per_node=$NPROC
 #                --monitor_interval=0.1 scripts/bench/reference/ddp_resnet.py (same flags,
-#                minus --no_eval, --ckpt_dir and --metrics_file)
+#                minus --no_eval, --ckpt_dir and --metrics_file; on CUDA plus --torchvision,
+#                torchvision's ResNet with a CIFAR stem where torchvision is installed, and
+#                --cudnn_benchmark, which the trainer does by default on CUDA)
 #
 # Every LOG_EVERY steps each side records images/s = global images of the window (batch x
 # world size x steps) over the window's wall time: the trainer in its --metrics_file, the
@@ -32,7 +37,7 @@
 #   LOG_EVERY  steps per throughput window (default 5)
 #   N          synthetic training images (default 4096)
 #   DEVICE     cpu (default) or cuda; cuda passes --device cuda --backend nccl --amp $AMP
-#              --channels_last to both sides
+#              --channels_last to both sides, and reports each side's peak GPU memory
 #   AMP        off | bf16 | fp16, with DEVICE=cuda only (default bf16 on cuda)
 #   NPROC      workers (default 2 on cpu, 1 on cuda)
 #   TIMEOUT    seconds one run may take before it is killed (default 1800)
@@ -189,6 +194,7 @@ COMMON = ["--model", MODEL, "--width", str(WIDTH), "--batch_size", str(BATCH),
 if CUDA:
     COMMON += ["--device", "cuda", "--backend", "nccl", "--amp", AMP, "--channels_last"]
 MXRUN_EXTRA = ["--no_eval", "--ckpt_dir", ""]   # + --metrics_file RUN/m.jsonl
+REFERENCE_EXTRA = ["--torchvision", "--cudnn_benchmark"] if CUDA else []
 
 # Both jobs run with OMP_NUM_THREADS unset: both launchers then give each worker 1 thread.
 ENV = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS" and not k.startswith("BENCH_")}
@@ -262,7 +268,7 @@ def one_run(name, idx):
         cmd = launcher + COMMON + MXRUN_EXTRA + ["--metrics_file", metrics]
     else:
         cmd = [TORCHRUN] + TORCH_QUIRKS + ["--standalone", f"--nproc_per_node={NPROC}",
-                                           "--monitor_interval=0.1", REFERENCE] + COMMON
+                                           "--monitor_interval=0.1", REFERENCE] + COMMON + REFERENCE_EXTRA
     progress(f"run {idx + 1}/{RUNS}: {name} ...")
     rc, seconds, timed_out = run_job(cmd, rundir)
     if name == "mxrun":
@@ -348,8 +354,9 @@ def main():
     p = lambda k: ", ".join(str(x) for x in sorted(params[k], key=str)) or "n/a"
     print(f"| trainable parameters | {p('mxrun')} | {p('reference')} | |")
     if CUDA:
-        mem = median([r["memory"] for r in valid["reference"] if r["memory"] is not None])
-        print(f"| peak GPU memory allocated, rank 0, MiB (median) | not reported | {fmt(mem)} | |")
+        mem = {k: median([r["memory"] for r in v if r["memory"] is not None]) for k, v in valid.items()}
+        print(f"| peak GPU memory allocated, rank 0, MiB (median) | {fmt(mem['mxrun'])} "
+              f"| {fmt(mem['reference'])} | {ratio(mem['mxrun'], mem['reference'])} |")
     print()
     print("Per run, images/s (median of the windows after the first; the launcher that went first "
           "in each pair is marked *):")
@@ -381,7 +388,7 @@ def main():
                           + MXRUN_EXTRA + ["--metrics_file", "RUN/m.jsonl"]) + "`")
     print("- reference: `" + q(["torchrun"] + TORCH_QUIRKS + ["--standalone", f"--nproc_per_node={NPROC}",
                                 "--monitor_interval=0.1", "scripts/bench/reference/ddp_resnet.py"]
-                               + COMMON) + "`")
+                               + COMMON + REFERENCE_EXTRA) + "`")
     print()
     print("Load average at end: " + loadavg() + "; "
           f"pairs that waited for an idle machine: {busy_waits['waited']}, "

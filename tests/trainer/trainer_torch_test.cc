@@ -15,6 +15,7 @@
 #include "trainer/collectives.h"
 #include "trainer/gradient_reducer.h"
 #include "trainer/resnet.h"
+#include "trainer/sgd.h"
 
 using namespace mxrun::trainer;
 using mxrun::testing::TempDir;
@@ -238,6 +239,77 @@ TEST_CASE("momentum buffers are found where the optimizer keeps them", "[checkpo
   torch::optim::SGD fresh(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   CHECK(MomentumBuffer(fresh, p).eq(0.0).all().item<bool>());
   CHECK(fresh.state().size() == 1);
+}
+
+struct SgdCase {
+  const char* name;
+  double momentum, dampening, weight_decay;
+  bool nesterov;
+};
+
+TEST_CASE("the multi-tensor SGD step makes torch::optim::SGD's update", "[optimizer]") {
+  const SgdCase cases[] = {{"momentum and weight decay", 0.9, 0, 1e-4, false},
+                           {"Nesterov", 0.9, 0, 5e-4, true},
+                           {"no momentum", 0, 0, 1e-4, false},
+                           {"dampening, no weight decay", 0.8, 0.1, 0, false}};
+  for (const SgdCase& c : cases) {
+    SECTION(c.name) {
+      torch::manual_seed(7);
+      // Two groups (the second without weight decay, as --no_decay_bn_bias makes them); the last
+      // tensor never gets a gradient and must be left alone.
+      std::vector<torch::Tensor> reference{torch::randn({4, 3, 3, 3}), torch::randn({5, 2}),
+                                           torch::randn({7}), torch::randn({3}),
+                                           torch::randn({2, 2})};
+      std::vector<torch::Tensor> ours;
+      for (auto& t : reference) {
+        t.set_requires_grad(true);
+        ours.push_back(t.detach().clone().set_requires_grad(true));
+      }
+      auto make = [&](std::vector<torch::Tensor>& p) {
+        auto options = torch::optim::SGDOptions(0.1)
+                           .momentum(c.momentum)
+                           .dampening(c.dampening)
+                           .weight_decay(c.weight_decay)
+                           .nesterov(c.nesterov);
+        auto no_decay = std::make_unique<torch::optim::SGDOptions>(options);
+        no_decay->weight_decay(0);
+        std::vector<torch::optim::OptimizerParamGroup> groups;
+        groups.emplace_back(std::vector<torch::Tensor>{p[0], p[1]},
+                            std::make_unique<torch::optim::SGDOptions>(options));
+        groups.emplace_back(std::vector<torch::Tensor>{p[2], p[3], p[4]}, std::move(no_decay));
+        return torch::optim::SGD(std::move(groups), options);
+      };
+      torch::optim::SGD reference_opt = make(reference), our_opt = make(ours);
+      const torch::Tensor untouched = ours[4].detach().clone();
+      for (int step = 0; step < 4; ++step) {
+        for (auto* opt : {&reference_opt, &our_opt}) {
+          for (auto& group : opt->param_groups()) {
+            static_cast<torch::optim::SGDOptions&>(group.options()).lr(0.1 / (step + 1));
+          }
+        }
+        for (size_t i = 0; i + 1 < reference.size(); ++i) {
+          const torch::Tensor g = torch::randn_like(reference[i]);
+          reference[i].mutable_grad() = g.clone();
+          ours[i].mutable_grad() = g.clone();
+        }
+        std::vector<torch::Tensor> grads_before;
+        for (size_t i = 0; i + 1 < ours.size(); ++i) grads_before.push_back(ours[i].grad().clone());
+        reference_opt.step();
+        ForeachSgdStep(our_opt);
+        for (size_t i = 0; i + 1 < ours.size(); ++i) {
+          INFO("step " << step << ", tensor " << i);
+          REQUIRE(torch::allclose(ours[i], reference[i], 1e-6, 1e-7));
+          REQUIRE(torch::equal(ours[i].grad(), grads_before[i]));  // gradients are only read
+          if (c.momentum != 0) {
+            REQUIRE(torch::allclose(MomentumBuffer(our_opt, ours[i]),
+                                    MomentumBuffer(reference_opt, reference[i]), 1e-6, 1e-7));
+          }
+        }
+        CHECK(torch::equal(ours[4], untouched));
+        CHECK(our_opt.state().size() == reference_opt.state().size());
+      }
+    }
+  }
 }
 
 TEST_CASE("a damaged checkpoint is an error naming the file, a missing one is none",

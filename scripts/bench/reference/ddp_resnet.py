@@ -14,7 +14,10 @@ data path, so the two can be timed side by side:
     padding, horizontal flip and per-channel normalisation, done on batch tensors in the
     main process (no DataLoader worker processes).
   * DistributedDataParallel with its defaults (bucket_cap_mb 25, broadcast_buffers True),
-    SGD lr 0.1 momentum 0.9 weight decay 1e-4, cross-entropy.
+    SGD lr 0.1 momentum 0.9 weight decay 1e-4 (multi-tensor "foreach" kernels on CUDA, its
+    default there), cross-entropy.
+  * on CUDA: --amp bf16|fp16 (autocast; GradScaler for fp16), --channels_last and
+    --cudnn_benchmark, as the bundled trainer has them.
 
 Rank 0 prints JSON lines on stdout:
   {"event":"start", ...}                               once, before training
@@ -239,6 +242,8 @@ def parse_args():
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--amp", default="off", choices=["off", "bf16", "fp16"], help="CUDA only")
     p.add_argument("--channels_last", action="store_true")
+    p.add_argument("--cudnn_benchmark", action="store_true",
+                   help="torch.backends.cudnn.benchmark = True (the bundled trainer's default on CUDA)")
     a = p.parse_args()
     for name in ("width", "synthetic_train", "batch_size", "epochs", "log_every"):
         if getattr(a, name) < 1:
@@ -259,6 +264,7 @@ def main():
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if args.device == "cuda":
         torch.cuda.set_device(local_rank)
+        torch.backends.cudnn.benchmark = args.cudnn_benchmark
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
@@ -345,7 +351,8 @@ def main():
     dist.barrier()
     say(event="done", step=step)
     if cuda:
-        say(event="memory", max_allocated_mib=torch.cuda.max_memory_allocated(device) / 2**20)
+        say(event="memory", max_allocated_mib=torch.cuda.max_memory_allocated(device) / 2**20,
+            max_reserved_mib=torch.cuda.max_memory_reserved(device) / 2**20)
     dist.destroy_process_group()
 
 
