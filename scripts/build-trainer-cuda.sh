@@ -7,23 +7,24 @@
 # Environment:
 #   PYTHON        the Python whose torch to build against (default: python3)
 #   CUDA_ARCH     CUDA architectures (default: 90, H100/H200; "native" needs a visible GPU)
-#   HEADERS_DIR   folder with CLI/CLI.hpp and nlohmann/json.hpp (default: .deps/include, filled
-#                 from /usr/include when those headers are installed there; on a machine without
-#                 them, run `scripts/build-trainer-cuda.sh --vendor-headers` on a Debian machine
-#                 with the project's dependencies first and carry .deps/ over)
+#   HEADERS_DIR   folder with CLI/CLI.hpp, nlohmann/json.hpp and catch2/catch.hpp (default:
+#                 .deps/include, filled from /usr/include when those headers are installed there;
+#                 on a machine without them, run `scripts/build-trainer-cuda.sh --vendor-headers` on
+#                 a Debian machine with the project's dependencies first and carry .deps/ over)
 #
-# The result is BUILD_DIR/bin/train. mxrun itself is built by scripts/build.sh on Debian; the
-# trainer runs under any launcher (mxrun, torchrun --no_python) or alone.
+# The result is BUILD_DIR/bin/train and the GPU tests, run by `ctest --test-dir BUILD_DIR -L gpu`
+# (their launcher is this PyTorch's torchrun). mxrun itself is built by scripts/build.sh on
+# Debian; the trainer runs under any launcher (mxrun, torchrun --no_python) or alone.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 headers="${HEADERS_DIR:-$root/.deps/include}"
 
 vendor_headers() {
     mkdir -p "$headers"
-    for dir in CLI nlohmann; do
+    for dir in CLI nlohmann catch2; do
         if [[ ! -d "$headers/$dir" ]]; then
             [[ -d "/usr/include/$dir" ]] || {
-                echo "build-trainer-cuda: /usr/include/$dir is missing (apt-get install libcli11-dev nlohmann-json3-dev)" >&2
+                echo "build-trainer-cuda: /usr/include/$dir is missing (apt-get install libcli11-dev nlohmann-json3-dev catch2)" >&2
                 exit 2
             }
             cp -r "/usr/include/$dir" "$headers/"
@@ -45,7 +46,7 @@ if [[ "$arch" != native ]]; then
     torch_arch_list=$(echo "$arch" | sed -E 's/([0-9]+)([0-9])/\1.\2/g')
 fi
 
-if [[ ! -f "$headers/CLI/CLI.hpp" || ! -f "$headers/nlohmann/json.hpp" ]]; then
+if [[ ! -f "$headers/CLI/CLI.hpp" || ! -f "$headers/nlohmann/json.hpp" || ! -f "$headers/catch2/catch.hpp" ]]; then
     vendor_headers
 fi
 prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)') || {
@@ -78,8 +79,9 @@ cmake -S "$root" -B "$build" "${generator[@]}" \
     -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$prefix" \
     -DMXRUN_HEADERS_DIR="$headers" \
+    -DMXRUN_TEST_PYTHON="$(command -v "$python")" \
     -DCMAKE_CUDA_ARCHITECTURES="$arch" \
     ${torch_arch_list:+-DTORCH_CUDA_ARCH_LIST="$torch_arch_list"} \
     -DCMAKE_CXX_FLAGS="-I$nccl_include"
-cmake --build "$build" --parallel "$(nproc)" --target train
-echo "build-trainer-cuda: built $build/bin/train"
+cmake --build "$build" --parallel "$(nproc)" --target train mxrun_trainer_gpu_tests
+echo "build-trainer-cuda: built $build/bin/train; GPU tests: ctest --test-dir $build -L gpu"

@@ -165,6 +165,7 @@ std::string Describe(const ProcessResult& r) {
          "\nstdout:\n" + r.out + "\nstderr:\n" + r.err;
 }
 
+#if defined(MXRUN_BIN) && defined(TEST_CHILD_BIN)
 std::vector<std::string> MxrunWithChild(const std::vector<std::string>& flags,
                                         const std::vector<std::string>& child_args) {
   std::vector<std::string> argv{MXRUN_BIN};
@@ -174,6 +175,7 @@ std::vector<std::string> MxrunWithChild(const std::vector<std::string>& flags,
   argv.insert(argv.end(), child_args.begin(), child_args.end());
   return argv;
 }
+#endif
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);

@@ -62,11 +62,13 @@ ProcessResult Run(const std::vector<std::string>& argv,
 bool WaitForExit(pid_t pid, std::chrono::milliseconds timeout);
 bool IsAlive(pid_t pid);
 
-
+#if defined(MXRUN_BIN) && defined(TEST_CHILD_BIN)
 // `mxrun FLAGS --no_python test_child CHILD_ARGS`: the command most integration tests run
-// (binaries from the MXRUN_BIN and TEST_CHILD_BIN compile definitions).
+// (binaries from the MXRUN_BIN and TEST_CHILD_BIN compile definitions; test binaries without
+// them, such as the GPU tests, go without this helper).
 std::vector<std::string> MxrunWithChild(const std::vector<std::string>& flags,
                                         const std::vector<std::string>& child_args);
+#endif
 
 std::string ReadFile(const std::string& path);
 // Every integer that follows `key=` in `text` ("pid" finds 12 in "pid=12"; a leading space in the

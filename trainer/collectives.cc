@@ -130,7 +130,11 @@ std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBack
   store_options.numWorkers = id.world_size;
   store_options.waitWorkers = false;
   c10::intrusive_ptr<c10d::Store> store;
-  if (id.use_agent_store) {
+  std::string gloo_addr = id.master_addr;
+  if (id.world_size == 1) {
+    store = c10::make_intrusive<c10d::HashStore>();
+    gloo_addr = "127.0.0.1";
+  } else if (id.use_agent_store) {
     // torchrun's static rendezvous: the agent hosts the store; each attempt gets its own keys.
     store_options.isServer = false;
     store = c10::make_intrusive<c10d::PrefixStore>(
@@ -151,7 +155,7 @@ std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBack
     throw std::runtime_error("this trainer was built without NCCL (a CPU LibTorch); use --backend gloo");
 #endif
   } else {
-    group = MakeGloo(scoped, id.rank, id.world_size, id.master_addr, timeout);
+    group = MakeGloo(scoped, id.rank, id.world_size, gloo_addr, timeout);
   }
   return std::make_unique<C10dCollectives>(
       store, group, id.rank, id.world_size,

@@ -43,6 +43,8 @@ class Collectives {
 // the store (TORCHELASTIC_USE_AGENT_STORE=True), every rank connects to it under the prefix
 // /worker/attempt_<restart count>. Gloo binds to 127.0.0.1 when MASTER_ADDR is a loopback
 // address, to GLOO_SOCKET_IFNAME when set, and to the host name's address otherwise.
+// A one-rank group (WORLD_SIZE 1, e.g. the trainer run alone with an explicit --backend) meets no
+// one: its store is in-process and Gloo binds to 127.0.0.1, so it needs no port or network.
 // `device` is this rank's training device (NCCL works on it; Gloo always on the CPU).
 std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBackend backend,
                                               at::Device device,

@@ -79,7 +79,8 @@ ParsedTrainerArgs ParseTrainerOptions(int argc, const char* const* argv) {
   opt("seed", o.seed, "seed for initialisation, shuffling and augmentation");
 
   opt("device", o.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  opt("backend", o.backend, "auto (nccl on GPU, gloo on CPU), nccl or gloo")
+  opt("backend", o.backend,
+      "auto (nccl on GPU, gloo on CPU; none when alone), nccl or gloo (used even alone)")
       ->check(CLI::IsMember({"auto", "nccl", "gloo"}));
   opt("amp", o.amp, "mixed precision on CUDA: off, bf16 or fp16 (with loss scaling)")
       ->check(CLI::IsMember({"off", "bf16", "fp16"}));

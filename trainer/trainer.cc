@@ -170,6 +170,10 @@ class Trainer {
   int Run();
 
  private:
+  std::string BackendName(CommBackend backend) const {
+    if (!comm_) return "none";
+    return backend == CommBackend::kNccl ? "nccl" : "gloo";
+  }
   void Say(const char* format, auto... args) {
     if (id_.rank != 0) return;
     std::printf(format, args...);
@@ -563,7 +567,9 @@ int Trainer::Run() {
 
   LoadData();
   BuildModel();
-  if (id_.world_size > 1) {
+  // Alone, there is nothing to reduce, unless a backend was asked for by name: then the
+  // collectives run anyway (over a one-rank group), as DDP's do at world size 1.
+  if (id_.world_size > 1 || o_.backend != "auto") {
     comm_ = JoinProcessGroup(
         id_, backend, device_,
         std::chrono::milliseconds(static_cast<std::int64_t>(o_.timeout_seconds * 1000)));
@@ -589,7 +595,7 @@ int Trainer::Run() {
       "%lld test images (%s), batch %lld per worker, %lld steps per epoch",
       o_.model.c_str(), static_cast<long long>(CountParameters(*model_)), o_.stem.c_str(),
       device_.str().c_str(), id_.world_size,
-      id_.world_size == 1 ? "none" : backend == CommBackend::kNccl ? "nccl" : "gloo",
+      BackendName(backend).c_str(),
       static_cast<long long>(train_set_.size()), static_cast<long long>(test_set_.size()),
       o_.data_dir.empty() ? "synthetic" : o_.data_dir.c_str(),
       static_cast<long long>(o_.batch_size), static_cast<long long>(steps_per_epoch));
@@ -599,6 +605,7 @@ int Trainer::Run() {
                       {"parameters", CountParameters(*model_)},
                       {"device", device_.str()},
                       {"world_size", id_.world_size},
+                      {"backend", BackendName(backend)},
                       {"restart_count", id_.restart_count},
                       {"steps_per_epoch", steps_per_epoch},
                       {"planned_steps", planned_steps_}});

@@ -27,9 +27,9 @@ const std::string kMxrun = MXRUN_BIN;
 const std::string kMaster = MXRUN_MASTER_BIN;
 
 struct MasterOptions {
-  std::vector<std::string> extra;  // more flags
-  int port = 0;                    // 0: chosen by the kernel
-  std::string state_dir;           // --state_dir when not empty
+  std::vector<std::string> extra{};  // more flags
+  int port = 0;                      // 0: chosen by the kernel
+  std::string state_dir{};           // --state_dir when not empty
 };
 
 // A standalone master on 127.0.0.1, stopped with SIGTERM when it goes out of scope.

@@ -1,6 +1,6 @@
 // The bundled trainer end to end: under mxrun (two workers, Gloo over 127.0.0.1), killed and
 // resumed from its checkpoint, under torchrun, alone, and its data sharding against PyTorch's own
-// DistributedSampler. TRAIN_BIN and MXRUN_BIN are set by CMake.
+// DistributedSampler. TRAIN_BIN and MXRUN_BIN are set by CMake. (On a GPU: trainer_gpu_test.cc.)
 
 #include <catch2/catch.hpp>
 
@@ -13,13 +13,16 @@
 #include "nlohmann/json.hpp"
 #include "rendezvous/net.h"
 #include "tests/subprocess.h"
+#include "tests/trainer_runs.h"
 #include "trainer/distributed_sampler.h"
 
 using namespace std::chrono_literals;
 using mxrun::testing::Describe;
+using mxrun::testing::Metrics;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::ReadFile;
 using mxrun::testing::Run;
+using mxrun::testing::SmallRun;
 using mxrun::testing::Subprocess;
 using mxrun::testing::TempDir;
 using nlohmann::json;
@@ -28,28 +31,6 @@ namespace {
 
 const std::string kMxrun = MXRUN_BIN;
 const std::string kTrain = TRAIN_BIN;
-
-// A small, quick configuration: ResNet-18 at 1/8 width on synthetic data.
-std::vector<std::string> SmallRun(const TempDir& dir, std::vector<std::string> extra) {
-  std::vector<std::string> args{"--width", "8", "--synthetic_train", "2048", "--synthetic_test",
-                                "512", "--batch_size", "32", "--lr", "0.05",
-                                "--ckpt_dir", dir.path() + "/ckpt",
-                                "--metrics_file", dir.path() + "/metrics.jsonl"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return args;
-}
-
-// The --metrics_file records of one event kind ("" for all), in order.
-std::vector<json> Metrics(const TempDir& dir, const std::string& event) {
-  std::vector<json> records;
-  std::istringstream in(ReadFile(dir.path() + "/metrics.jsonl"));
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    json record = json::parse(line);
-    if (event.empty() || record["event"] == event) records.push_back(record);
-  }
-  return records;
-}
 
 // Pids of `parent`'s direct children (from /proc, every thread's children file).
 std::vector<pid_t> ChildrenOf(pid_t parent) {
@@ -212,6 +193,32 @@ TEST_CASE("train runs alone as one process", "[trainer]") {
   CHECK(Metrics(dir, "done").at(0)["step"] == 3);
 }
 
+TEST_CASE("alone with --backend gloo, train reduces over a one-rank group and trains the same",
+          "[trainer]") {
+  // What DDP does at world size 1, and how the GPU tests reach NCCL with one GPU. The one-rank
+  // group needs no MASTER_ADDR or MASTER_PORT; its sums equal their one term, so every loss is
+  // the one the run without a group sees.
+  const std::map<std::string, std::string> alone{
+      {"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_PORT", ""}, {"MASTER_ADDR", ""}, {"LOCAL_RANK", ""}};
+  std::vector<json> losses[2];
+  const char* backends[2] = {"auto", "gloo"};
+  for (int i = 0; i < 2; ++i) {
+    TempDir dir;
+    std::vector<std::string> argv{kTrain};
+    for (auto& a : SmallRun(dir, {"--epochs", "1", "--max_steps", "4", "--log_every", "1",
+                                  "--no_eval", "--threads", "1", "--backend", backends[i]})) {
+      argv.push_back(a);
+    }
+    ProcessResult r = Run(argv, alone, 120s);
+    INFO(backends[i] << ": " << Describe(r));
+    REQUIRE(r.exit_code == 0);
+    CHECK(Metrics(dir, "start").at(0)["backend"] == (i == 0 ? "none" : "gloo"));
+    for (const json& step : Metrics(dir, "step")) losses[i].push_back(step["loss"]);
+  }
+  REQUIRE(losses[0].size() == 4);
+  CHECK(losses[1] == losses[0]);
+}
+
 TEST_CASE("a failing trainer reports through the error file into mxrun's summary",
           "[trainer]") {
   TempDir dir;
@@ -285,44 +292,4 @@ TEST_CASE("sharding equals torch.utils.data.DistributedSampler index for index",
     }
   }
   CHECK(compared == 3 * (1 + 3 + 4 + 4 + 8 + 16 + 5));
-}
-
-// GPU-only (label gpu; skipped by scripts/test.sh where nvidia-smi finds no GPU). One GPU is
-// enough: NCCL will not put two ranks on one device, so these run a single worker.
-TEST_CASE("train runs on a GPU with bf16 autocast and channels-last", "[gpu]") {
-  TempDir dir;
-  std::vector<std::string> argv{kTrain};
-  for (auto& a : SmallRun(dir, {"--device", "cuda", "--amp", "bf16", "--channels_last",
-                                "--epochs", "1", "--max_steps", "8", "--log_every", "4",
-                                "--ckpt_every", "4"})) {
-    argv.push_back(a);
-  }
-  ProcessResult r = Run(argv, {{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_PORT", ""}}, 300s);
-  INFO(Describe(r));
-  REQUIRE(r.exit_code == 0);
-  CHECK(Metrics(dir, "start").at(0)["device"].get<std::string>().rfind("cuda", 0) == 0);
-  CHECK(Metrics(dir, "done").at(0)["step"] == 8);
-}
-
-TEST_CASE("fp16 training with loss scaling resumes on the GPU", "[gpu]") {
-  TempDir dir;
-  std::vector<std::string> argv{kMxrun, "--standalone", "--nproc_per_node=1", "train"};
-  for (auto& a : SmallRun(dir, {"--device", "cuda", "--backend", "nccl", "--amp", "fp16",
-                                "--epochs", "1", "--max_steps", "6", "--log_every", "2",
-                                "--ckpt_every", "3"})) {
-    argv.push_back(a);
-  }
-  ProcessResult first = Run(argv, {}, 300s);
-  INFO(Describe(first));
-  REQUIRE(first.exit_code == 0);
-  argv.push_back("--resume");
-  argv.push_back("--max_steps");
-  argv.push_back("9");
-  ProcessResult second = Run(argv, {}, 300s);
-  INFO(Describe(second));
-  REQUIRE(second.exit_code == 0);
-  auto resumes = Metrics(dir, "resume");
-  REQUIRE(resumes.size() == 1);
-  CHECK(resumes[0]["step"] == 6);
-  CHECK(Metrics(dir, "done").at(Metrics(dir, "done").size() - 1)["step"] == 9);
 }
