@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 #include <torch/optim/sgd.h>
+#include <torch/version.h>
 
 namespace mxrun::trainer {
 namespace {
@@ -75,6 +76,22 @@ void ForeachSgdStep(torch::optim::SGD& optimizer) {
     }
     at::_foreach_add_(params, steps, -o.lr());
   }
+}
+
+void ClipGradNorm(const std::vector<at::Tensor>& params, double max_norm) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
+  for (const at::Tensor& p : params) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  if (grads.empty()) return;
+  const at::Tensor total = at::stack(at::_foreach_norm(grads, 2)).norm(2);
+  const at::Tensor scale = (max_norm / (total + 1e-6)).clamp_max(1.0);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  at::_foreach_mul_(grads, scale);
+#else
+  for (at::Tensor& g : grads) g.mul_(scale);  // no tensor-scale _foreach_mul_ before 2.1
+#endif
 }
 
 at::Tensor MomentumBuffer(torch::optim::SGD& optimizer, const at::Tensor& param) {

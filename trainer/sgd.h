@@ -1,9 +1,11 @@
 #pragma once
-// SGD on torch::optim::SGD's own parameter groups and state, done with multi-tensor (_foreach_)
-// kernels as torch.optim.SGD does by default on CUDA: a few kernel launches per parameter group
-// instead of about five per parameter (ResNet-50: ~800 launches a step down to ~5), which matters
-// once the GPU is faster than the host can launch. The momentum buffers stay in the optimizer's
-// state, so checkpoints and restores see exactly what torch::optim::SGD::step would leave.
+// The optimizer step, as multi-tensor (_foreach_) kernels the way torch.optim.SGD and
+// clip_grad_norm_ run by default on CUDA: a few kernel launches per parameter group instead of
+// about five per parameter (ResNet-50: ~800 launches a step down to ~5), which matters once the
+// GPU is faster than the host can launch. SGD works on torch::optim::SGD's own parameter groups
+// and state, so checkpoints and restores see exactly what torch::optim::SGD::step would leave.
+
+#include <vector>
 
 namespace torch::optim {
 class SGD;
@@ -18,6 +20,12 @@ namespace mxrun::trainer {
 // momentum, dampening, weight decay and Nesterov setting; the same update as
 // torch::optim::SGD::step (and torch.optim.SGD). Gradients are read, never written.
 void ForeachSgdStep(torch::optim::SGD& optimizer);
+
+// Scales the gradients of `params` so that their global L2 norm is at most `max_norm`, as
+// torch.nn.utils.clip_grad_norm_ does (multi-tensor norms, one scale factor clamped to 1). Unlike
+// LibTorch 1.x's torch::nn::utils::clip_grad_norm_, which returns the norm as a double, it never
+// waits for the device.
+void ClipGradNorm(const std::vector<at::Tensor>& params, double max_norm);
 
 // The SGD momentum buffer of `param` inside `optimizer` (created as zeros when the optimizer has
 // no state for it yet), so that a restore can broadcast momentum between ranks. The returned

@@ -11,7 +11,6 @@
 #include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
-#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/sgd.h>
 #include <torch/version.h>
 #if defined(MXRUN_WITH_CUDA)
@@ -469,7 +468,7 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
     micro = 0;
     reducer_->FinishBackward();
     const bool step_ok = !scaler_.enabled || scaler_.Unscale(params_);
-    if (o_.clip_grad_norm > 0) torch::nn::utils::clip_grad_norm_(params_, o_.clip_grad_norm);
+    if (o_.clip_grad_norm > 0) ClipGradNorm(params_, o_.clip_grad_norm);
     lr = schedule_.At(static_cast<double>(step_start_seen) / train_set_.size());
     for (auto& group : optimizer_->param_groups()) {
       static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr);

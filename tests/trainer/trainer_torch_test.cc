@@ -2,6 +2,7 @@
 // groups (threads of this process, 127.0.0.1), and checkpoints.
 // LibTorch first: its glog CHECK macros must not meet Catch's.
 #include <torch/nn/functional/loss.h>
+#include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/sgd.h>
 
 #include <catch2/catch.hpp>
@@ -309,6 +310,32 @@ TEST_CASE("the multi-tensor SGD step makes torch::optim::SGD's update", "[optimi
         CHECK(our_opt.state().size() == reference_opt.state().size());
       }
     }
+  }
+}
+
+TEST_CASE("gradient clipping scales like torch::nn::utils::clip_grad_norm_", "[optimizer]") {
+  // max_norm below the norm (every gradient scaled down) and above it (left as it is); a tensor
+  // without a gradient is skipped.
+  for (double max_norm : {0.5, 1e6}) {
+    torch::manual_seed(3);
+    std::vector<torch::Tensor> reference, ours;
+    for (auto shape : {std::vector<int64_t>{8, 3, 3, 3}, {5}, {4, 4}, {2}}) {
+      reference.push_back(torch::randn(shape).set_requires_grad(true));
+      ours.push_back(reference.back().detach().clone().set_requires_grad(true));
+    }
+    for (size_t i = 0; i + 1 < reference.size(); ++i) {
+      const torch::Tensor g = 3 * torch::randn_like(reference[i]);
+      reference[i].mutable_grad() = g.clone();
+      ours[i].mutable_grad() = g.clone();
+    }
+    const double norm = torch::nn::utils::clip_grad_norm_(reference, max_norm);
+    ClipGradNorm(ours, max_norm);
+    INFO("max_norm " << max_norm << ", gradient norm before " << norm);
+    REQUIRE(norm > 0.5);  // so the first case does clip
+    for (size_t i = 0; i + 1 < ours.size(); ++i) {
+      CHECK(torch::allclose(ours[i].grad(), reference[i].grad(), 1e-6, 1e-7));
+    }
+    CHECK_FALSE(ours.back().grad().defined());
   }
 }
 
