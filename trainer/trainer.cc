@@ -616,13 +616,13 @@ int Trainer::Run() {
   if (comm_) comm_->Barrier();
   Say("train: finished at step %lld after %.1f s", static_cast<long long>(progress_.step),
       SecondsSince(start));
+  ReportMemory();
   if (id_.rank == 0) {
     metrics_->Append({{"event", "done"},
                       {"step", progress_.step},
                       {"samples_seen", progress_.samples_seen},
                       {"seconds", SecondsSince(start)}});
   }
-  ReportMemory();
   return 0;
 }
 

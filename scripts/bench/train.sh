@@ -8,16 +8,16 @@
 # One difference is DDP's and kept: DDP broadcasts BatchNorm buffers from rank 0 before every
 # forward (broadcast_buffers=True, its default), the trainer only before evaluation (in training
 # BatchNorm normalises with batch statistics, so the running ones are not read there). With one
-# worker, as on CUDA by default, neither broadcasts anything.
+# worker, as on CUDA by default, DDP still issues its broadcast (among one rank); the trainer none.
 #
 #   mxrun:     $MXRUN --standalone --nproc_per_node=$NPROC train --model $MODEL --width $WIDTH
 #                --batch_size $BATCH --max_steps $STEPS --log_every $LOG_EVERY
 #                --synthetic_train $N --no_eval --ckpt_dir '' --metrics_file RUN/m.jsonl
 #   reference: $TORCHRUN --redirects 9:0 --tee 9:0 --standalone --nproc_per_node=$NPROC
 #                --monitor_interval=0.1 scripts/bench/reference/ddp_resnet.py (same flags,
-#                minus --no_eval, --ckpt_dir and --metrics_file; on CUDA plus --torchvision,
-#                torchvision's ResNet with a CIFAR stem where torchvision is installed, and
-#                --cudnn_benchmark, which the trainer does by default on CUDA)
+#                minus --no_eval, --ckpt_dir and --metrics_file; on CUDA plus --cudnn_benchmark,
+#                which the trainer does by default there, and at width 64 --torchvision:
+#                torchvision's ResNet with a CIFAR stem where torchvision is installed)
 #
 # Every LOG_EVERY steps each side records images/s = global images of the window (batch x
 # world size x steps) over the window's wall time: the trainer in its --metrics_file, the
@@ -194,7 +194,8 @@ COMMON = ["--model", MODEL, "--width", str(WIDTH), "--batch_size", str(BATCH),
 if CUDA:
     COMMON += ["--device", "cuda", "--backend", "nccl", "--amp", AMP, "--channels_last"]
 MXRUN_EXTRA = ["--no_eval", "--ckpt_dir", ""]   # + --metrics_file RUN/m.jsonl
-REFERENCE_EXTRA = ["--torchvision", "--cudnn_benchmark"] if CUDA else []
+# torchvision's ResNet comes in width 64 only; other widths use the reference's own ResNet.
+REFERENCE_EXTRA = (["--cudnn_benchmark"] + (["--torchvision"] if WIDTH == 64 else [])) if CUDA else []
 
 # Both jobs run with OMP_NUM_THREADS unset: both launchers then give each worker 1 thread.
 ENV = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS" and not k.startswith("BENCH_")}

@@ -1,6 +1,9 @@
 // The trainer's LibTorch parts: the ResNet family, the DDP-style gradient reducer over real Gloo
-// groups (threads of this process, 127.0.0.1), and checkpoints.
+// groups (threads of this process, 127.0.0.1), the optimizer step and checkpoints. Built by the
+// whole project against Debian's LibTorch and, on a GPU machine, against PyTorch's (tests/
+// trainer_tests.cmake); the [gpu] cases need a CUDA device.
 // LibTorch first: its glog CHECK macros must not meet Catch's.
+#include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/sgd.h>
@@ -247,95 +250,124 @@ struct SgdCase {
   double momentum, dampening, weight_decay;
   bool nesterov;
 };
+const SgdCase kSgdCases[] = {{"momentum and weight decay", 0.9, 0, 1e-4, false},
+                             {"Nesterov", 0.9, 0, 5e-4, true},
+                             {"no momentum", 0, 0, 1e-4, false},
+                             {"dampening, no weight decay", 0.8, 0.1, 0, false}};
 
-TEST_CASE("the multi-tensor SGD step makes torch::optim::SGD's update", "[optimizer]") {
-  const SgdCase cases[] = {{"momentum and weight decay", 0.9, 0, 1e-4, false},
-                           {"Nesterov", 0.9, 0, 5e-4, true},
-                           {"no momentum", 0, 0, 1e-4, false},
-                           {"dampening, no weight decay", 0.8, 0.1, 0, false}};
-  for (const SgdCase& c : cases) {
-    SECTION(c.name) {
-      torch::manual_seed(7);
-      // Two groups (the second without weight decay, as --no_decay_bn_bias makes them); the last
-      // tensor never gets a gradient and must be left alone.
-      std::vector<torch::Tensor> reference{torch::randn({4, 3, 3, 3}), torch::randn({5, 2}),
-                                           torch::randn({7}), torch::randn({3}),
-                                           torch::randn({2, 2})};
-      std::vector<torch::Tensor> ours;
-      for (auto& t : reference) {
-        t.set_requires_grad(true);
-        ours.push_back(t.detach().clone().set_requires_grad(true));
-      }
-      auto make = [&](std::vector<torch::Tensor>& p) {
-        auto options = torch::optim::SGDOptions(0.1)
-                           .momentum(c.momentum)
-                           .dampening(c.dampening)
-                           .weight_decay(c.weight_decay)
-                           .nesterov(c.nesterov);
-        auto no_decay = std::make_unique<torch::optim::SGDOptions>(options);
-        no_decay->weight_decay(0);
-        std::vector<torch::optim::OptimizerParamGroup> groups;
-        groups.emplace_back(std::vector<torch::Tensor>{p[0], p[1]},
-                            std::make_unique<torch::optim::SGDOptions>(options));
-        groups.emplace_back(std::vector<torch::Tensor>{p[2], p[3], p[4]}, std::move(no_decay));
-        return torch::optim::SGD(std::move(groups), options);
-      };
-      torch::optim::SGD reference_opt = make(reference), our_opt = make(ours);
-      const torch::Tensor untouched = ours[4].detach().clone();
-      for (int step = 0; step < 4; ++step) {
-        for (auto* opt : {&reference_opt, &our_opt}) {
-          for (auto& group : opt->param_groups()) {
-            static_cast<torch::optim::SGDOptions&>(group.options()).lr(0.1 / (step + 1));
-          }
-        }
-        for (size_t i = 0; i + 1 < reference.size(); ++i) {
-          const torch::Tensor g = torch::randn_like(reference[i]);
-          reference[i].mutable_grad() = g.clone();
-          ours[i].mutable_grad() = g.clone();
-        }
-        std::vector<torch::Tensor> grads_before;
-        for (size_t i = 0; i + 1 < ours.size(); ++i) grads_before.push_back(ours[i].grad().clone());
-        reference_opt.step();
-        ForeachSgdStep(our_opt);
-        for (size_t i = 0; i + 1 < ours.size(); ++i) {
-          INFO("step " << step << ", tensor " << i);
-          REQUIRE(torch::allclose(ours[i], reference[i], 1e-6, 1e-7));
-          REQUIRE(torch::equal(ours[i].grad(), grads_before[i]));  // gradients are only read
-          if (c.momentum != 0) {
-            REQUIRE(torch::allclose(MomentumBuffer(our_opt, ours[i]),
-                                    MomentumBuffer(reference_opt, reference[i]), 1e-6, 1e-7));
-          }
-        }
-        CHECK(torch::equal(ours[4], untouched));
-        CHECK(our_opt.state().size() == reference_opt.state().size());
+// Four steps of ForeachSgdStep against torch::optim::SGD::step on copies of the same tensors and
+// gradients, on `device`. Two groups (the second without weight decay, as --no_decay_bn_bias makes
+// them); tensor 1 has a momentum buffer before the first step (as after a restore), tensor 3 gets
+// its first gradient at step 2 (so one step mixes new and existing buffers), tensor 4 never gets
+// one and must be left alone. On CUDA the 4-D tensor is channels-last, as the trainer's are.
+void CheckSgdMatches(const SgdCase& c, torch::Device device, double rtol, double atol) {
+  torch::manual_seed(7);
+  const auto format =
+      device.is_cuda() ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
+  std::vector<torch::Tensor> reference{torch::randn({4, 3, 3, 3}).contiguous(format),
+                                       torch::randn({5, 2}), torch::randn({7}), torch::randn({3}),
+                                       torch::randn({2, 2})};
+  std::vector<torch::Tensor> ours;
+  for (auto& t : reference) {
+    t = t.to(device).set_requires_grad(true);
+    ours.push_back(t.detach().clone().set_requires_grad(true));
+  }
+  auto make = [&](std::vector<torch::Tensor>& p) {
+    auto options = torch::optim::SGDOptions(0.1)
+                       .momentum(c.momentum)
+                       .dampening(c.dampening)
+                       .weight_decay(c.weight_decay)
+                       .nesterov(c.nesterov);
+    auto no_decay = std::make_unique<torch::optim::SGDOptions>(options);
+    no_decay->weight_decay(0);
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(std::vector<torch::Tensor>{p[0], p[1]},
+                        std::make_unique<torch::optim::SGDOptions>(options));
+    groups.emplace_back(std::vector<torch::Tensor>{p[2], p[3], p[4]}, std::move(no_decay));
+    return torch::optim::SGD(std::move(groups), options);
+  };
+  torch::optim::SGD reference_opt = make(reference), our_opt = make(ours);
+  if (c.momentum != 0) {
+    MomentumBuffer(reference_opt, reference[1]);
+    MomentumBuffer(our_opt, ours[1]);
+  }
+  const torch::Tensor untouched = ours[4].detach().clone();
+  for (int step = 0; step < 4; ++step) {
+    for (auto* opt : {&reference_opt, &our_opt}) {
+      for (auto& group : opt->param_groups()) {
+        static_cast<torch::optim::SGDOptions&>(group.options()).lr(0.1 / (step + 1));
       }
     }
+    for (size_t i = 0; i < 4; ++i) {
+      if (i == 3 && step < 2) continue;
+      const torch::Tensor g = torch::randn_like(reference[i]);
+      reference[i].mutable_grad() = g.clone();
+      ours[i].mutable_grad() = g.clone();
+    }
+    std::vector<torch::Tensor> grads_before;
+    for (auto& t : ours) grads_before.push_back(t.grad().defined() ? t.grad().clone() : t.grad());
+    reference_opt.step();
+    ForeachSgdStep(our_opt);
+    for (size_t i = 0; i < 4; ++i) {
+      INFO(c.name << ", step " << step << ", tensor " << i);
+      REQUIRE(torch::allclose(ours[i], reference[i], rtol, atol));
+      if (!grads_before[i].defined()) continue;
+      REQUIRE(torch::equal(ours[i].grad(), grads_before[i]));  // gradients are only read
+      if (c.momentum != 0) {
+        REQUIRE(torch::allclose(MomentumBuffer(our_opt, ours[i]),
+                                MomentumBuffer(reference_opt, reference[i]), rtol, atol));
+      }
+    }
+    CHECK(torch::equal(ours[4], untouched));
+    CHECK(our_opt.state().size() == reference_opt.state().size());
+  }
+}
+
+// ClipGradNorm against torch::nn::utils::clip_grad_norm_, with `max_norm` below the gradients'
+// norm (every gradient scaled down) or above it (left as they are); a tensor without a gradient is
+// skipped.
+void CheckClipMatches(double max_norm, torch::Device device, double rtol, double atol) {
+  torch::manual_seed(3);
+  std::vector<torch::Tensor> reference, ours;
+  for (auto shape : {std::vector<int64_t>{8, 3, 3, 3}, {5}, {4, 4}, {2}}) {
+    reference.push_back(torch::randn(shape).to(device).set_requires_grad(true));
+    ours.push_back(reference.back().detach().clone().set_requires_grad(true));
+  }
+  for (size_t i = 0; i + 1 < reference.size(); ++i) {
+    const torch::Tensor g = 3 * torch::randn_like(reference[i]);
+    reference[i].mutable_grad() = g.clone();
+    ours[i].mutable_grad() = g.clone();
+  }
+  const double norm = torch::nn::utils::clip_grad_norm_(reference, max_norm);
+  ClipGradNorm(ours, max_norm);
+  INFO("max_norm " << max_norm << ", gradient norm before " << norm);
+  REQUIRE(norm > 0.5);  // so that max_norm 0.5 does clip
+  for (size_t i = 0; i + 1 < ours.size(); ++i) {
+    CHECK(torch::allclose(ours[i].grad(), reference[i].grad(), rtol, atol));
+  }
+  CHECK_FALSE(ours.back().grad().defined());
+}
+
+TEST_CASE("the multi-tensor SGD step makes torch::optim::SGD's update", "[optimizer]") {
+  for (const SgdCase& c : kSgdCases) {
+    SECTION(c.name) { CheckSgdMatches(c, torch::kCPU, 1e-6, 1e-7); }
   }
 }
 
 TEST_CASE("gradient clipping scales like torch::nn::utils::clip_grad_norm_", "[optimizer]") {
-  // max_norm below the norm (every gradient scaled down) and above it (left as it is); a tensor
-  // without a gradient is skipped.
-  for (double max_norm : {0.5, 1e6}) {
-    torch::manual_seed(3);
-    std::vector<torch::Tensor> reference, ours;
-    for (auto shape : {std::vector<int64_t>{8, 3, 3, 3}, {5}, {4, 4}, {2}}) {
-      reference.push_back(torch::randn(shape).set_requires_grad(true));
-      ours.push_back(reference.back().detach().clone().set_requires_grad(true));
-    }
-    for (size_t i = 0; i + 1 < reference.size(); ++i) {
-      const torch::Tensor g = 3 * torch::randn_like(reference[i]);
-      reference[i].mutable_grad() = g.clone();
-      ours[i].mutable_grad() = g.clone();
-    }
-    const double norm = torch::nn::utils::clip_grad_norm_(reference, max_norm);
-    ClipGradNorm(ours, max_norm);
-    INFO("max_norm " << max_norm << ", gradient norm before " << norm);
-    REQUIRE(norm > 0.5);  // so the first case does clip
-    for (size_t i = 0; i + 1 < ours.size(); ++i) {
-      CHECK(torch::allclose(ours[i].grad(), reference[i].grad(), 1e-6, 1e-7));
-    }
-    CHECK_FALSE(ours.back().grad().defined());
+  for (double max_norm : {0.5, 1e6}) CheckClipMatches(max_norm, torch::kCPU, 1e-6, 1e-7);
+}
+
+// On CUDA the _foreach_ kernels are the fused multi-tensor ones (on the CPU, loops of the
+// per-tensor kernels); fused multiply-adds may round differently, hence the looser tolerance.
+TEST_CASE("on CUDA tensors the SGD step and clipping match LibTorch's", "[gpu]") {
+  REQUIRE(torch::cuda::is_available());
+  const torch::Device cuda(torch::kCUDA, 0);
+  for (const SgdCase& c : kSgdCases) {
+    SECTION(c.name) { CheckSgdMatches(c, cuda, 1e-5, 1e-6); }
+  }
+  SECTION("clipping") {
+    for (double max_norm : {0.5, 1e6}) CheckClipMatches(max_norm, cuda, 1e-5, 1e-6);
   }
 }
 
