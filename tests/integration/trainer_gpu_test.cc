@@ -17,6 +17,7 @@
 using namespace std::chrono_literals;
 using mxrun::testing::Describe;
 using mxrun::testing::Metrics;
+using mxrun::testing::NoLauncherEnv;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::Run;
 using mxrun::testing::SmallRun;
@@ -39,13 +40,11 @@ std::vector<std::string> UnderLauncher() {
 
 TEST_CASE("train runs on a GPU with bf16 autocast and channels-last", "[gpu]") {
   TempDir dir;
-  std::vector<std::string> argv{TRAIN_BIN};
-  for (auto& a : SmallRun(dir, {"--device", "cuda", "--amp", "bf16", "--channels_last",
-                                "--epochs", "1", "--max_steps", "8", "--log_every", "4",
-                                "--ckpt_every", "4"})) {
-    argv.push_back(a);
-  }
-  ProcessResult r = Run(argv, {{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_PORT", ""}}, 300s);
+  std::vector<std::string> argv =
+      SmallRun({TRAIN_BIN}, dir, {"--device", "cuda", "--amp", "bf16", "--channels_last",
+                                  "--epochs", "1", "--max_steps", "8", "--log_every", "4",
+                                  "--ckpt_every", "4"});
+  ProcessResult r = Run(argv, NoLauncherEnv(), 300s);
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
   const json start = Metrics(dir, "start").at(0);
@@ -61,12 +60,10 @@ TEST_CASE("train runs on a GPU with bf16 autocast and channels-last", "[gpu]") {
 
 TEST_CASE("fp16 training with loss scaling over NCCL resumes on the GPU", "[gpu]") {
   TempDir dir;
-  std::vector<std::string> argv = UnderLauncher();
-  for (auto& a : SmallRun(dir, {"--device", "cuda", "--backend", "nccl", "--amp", "fp16",
-                                "--epochs", "1", "--max_steps", "6", "--log_every", "2",
-                                "--ckpt_every", "3"})) {
-    argv.push_back(a);
-  }
+  std::vector<std::string> argv =
+      SmallRun(UnderLauncher(), dir, {"--device", "cuda", "--backend", "nccl", "--amp", "fp16",
+                                      "--epochs", "1", "--max_steps", "6", "--log_every", "2",
+                                      "--ckpt_every", "3"});
   ProcessResult first = Run(argv, {}, 300s);
   INFO(Describe(first));
   REQUIRE(first.exit_code == 0);

@@ -19,6 +19,7 @@
 using namespace std::chrono_literals;
 using mxrun::testing::Describe;
 using mxrun::testing::Metrics;
+using mxrun::testing::NoLauncherEnv;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::ReadFile;
 using mxrun::testing::Run;
@@ -61,8 +62,8 @@ std::string EnvOf(pid_t pid, const std::string& key) {
 TEST_CASE("mxrun --standalone --nproc_per_node=2 train learns the synthetic set to 90%",
           "[trainer]") {
   TempDir dir;
-  std::vector<std::string> argv{kMxrun, "--standalone", "--nproc_per_node=2", "train"};
-  for (auto& a : SmallRun(dir, {"--epochs", "3", "--log_every", "0"})) argv.push_back(a);
+  std::vector<std::string> argv = SmallRun({kMxrun, "--standalone", "--nproc_per_node=2", "train"},
+                                           dir, {"--epochs", "3", "--log_every", "0"});
   ProcessResult r = Run(argv, {}, 240s);
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
@@ -79,13 +80,10 @@ TEST_CASE("mxrun --standalone --nproc_per_node=2 train learns the synthetic set 
 TEST_CASE("a worker killed mid-training is restarted and resumes from the checkpoint",
           "[trainer]") {
   TempDir dir;
-  std::vector<std::string> argv{kMxrun, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
-                                "train"};
   // 2 epochs of 32 steps; a checkpoint every 4 steps; a metrics line every step.
-  for (auto& a : SmallRun(dir, {"--epochs", "2", "--log_every", "1", "--ckpt_every", "4",
-                                "--no_eval"})) {
-    argv.push_back(a);
-  }
+  std::vector<std::string> argv =
+      SmallRun({kMxrun, "--standalone", "--nproc_per_node=2", "--max_restarts=1", "train"}, dir,
+               {"--epochs", "2", "--log_every", "1", "--ckpt_every", "4", "--no_eval"});
   Subprocess job(argv);
   // Wait until training is well under way (a checkpoint exists), then SIGKILL rank 0: the
   // checkpoint writer, so a kill in the middle of a write is possible too. Rank 0 prints its
@@ -131,17 +129,14 @@ TEST_CASE("a worker killed mid-training is restarted and resumes from the checkp
 TEST_CASE("a resume at another world size continues from the same samples seen", "[trainer]") {
   TempDir dir;
   // One process, 10 steps of 32: 320 samples seen, then two workers carry on for 4 steps of 64.
-  std::vector<std::string> alone{kTrain};
-  for (auto& a : SmallRun(dir, {"--epochs", "2", "--max_steps", "10", "--no_eval"})) {
-    alone.push_back(a);
-  }
-  ProcessResult first = Run(alone, {{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_PORT", ""}}, 120s);
+  std::vector<std::string> alone =
+      SmallRun({kTrain}, dir, {"--epochs", "2", "--max_steps", "10", "--no_eval"});
+  ProcessResult first = Run(alone, NoLauncherEnv(), 120s);
   INFO(Describe(first));
   REQUIRE(first.exit_code == 0);
-  std::vector<std::string> two{kMxrun, "--standalone", "--nproc_per_node=2", "train"};
-  for (auto& a : SmallRun(dir, {"--epochs", "2", "--max_steps", "14", "--no_eval", "--resume"})) {
-    two.push_back(a);
-  }
+  std::vector<std::string> two =
+      SmallRun({kMxrun, "--standalone", "--nproc_per_node=2", "train"}, dir,
+               {"--epochs", "2", "--max_steps", "14", "--no_eval", "--resume"});
   ProcessResult second = Run(two, {}, 120s);
   INFO(Describe(second));
   REQUIRE(second.exit_code == 0);
@@ -161,14 +156,11 @@ TEST_CASE("train runs unchanged under torchrun's static rendezvous (agent store)
   TempDir dir;
   auto port = mxrun::PickFreePort("127.0.0.1");
   REQUIRE(port.ok());
-  std::vector<std::string> argv{"/usr/bin/torchrun", "--redirects", "9:0", "--tee", "9:0",
-                                "--nproc_per_node=2", "--master_addr=127.0.0.1",
-                                "--master_port=" + std::to_string(*port),
-                                "--monitor_interval=0.2", "--no_python", kTrain};
-  for (auto& a : SmallRun(dir, {"--epochs", "1", "--max_steps", "6", "--log_every", "3",
-                                "--synthetic_test", "64"})) {
-    argv.push_back(a);
-  }
+  std::vector<std::string> argv = SmallRun(
+      {"/usr/bin/torchrun", "--redirects", "9:0", "--tee", "9:0", "--nproc_per_node=2",
+       "--master_addr=127.0.0.1", "--master_port=" + std::to_string(*port),
+       "--monitor_interval=0.2", "--no_python", kTrain},
+      dir, {"--epochs", "1", "--max_steps", "6", "--log_every", "3", "--synthetic_test", "64"});
   ProcessResult r = Run(argv, {}, 240s);
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
@@ -180,13 +172,9 @@ TEST_CASE("train runs unchanged under torchrun's static rendezvous (agent store)
 
 TEST_CASE("train runs alone as one process", "[trainer]") {
   TempDir dir;
-  std::vector<std::string> argv{kTrain};
-  for (auto& a : SmallRun(dir, {"--epochs", "1", "--max_steps", "3", "--synthetic_test", "64"})) {
-    argv.push_back(a);
-  }
-  // No torchrun variables at all, even when the test itself runs under a launcher.
-  ProcessResult r = Run(argv, {{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_PORT", ""},
-                               {"MASTER_ADDR", ""}, {"LOCAL_RANK", ""}}, 120s);
+  std::vector<std::string> argv =
+      SmallRun({kTrain}, dir, {"--epochs", "1", "--max_steps", "3", "--synthetic_test", "64"});
+  ProcessResult r = Run(argv, NoLauncherEnv(), 120s);
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
   CHECK(Metrics(dir, "start").at(0)["world_size"] == 1);
@@ -198,18 +186,14 @@ TEST_CASE("alone with --backend gloo, train reduces over a one-rank group and tr
   // What DDP does at world size 1, and how the GPU tests reach NCCL with one GPU. The one-rank
   // group needs no MASTER_ADDR or MASTER_PORT; its sums equal their one term, so every loss is
   // the one the run without a group sees.
-  const std::map<std::string, std::string> alone{
-      {"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_PORT", ""}, {"MASTER_ADDR", ""}, {"LOCAL_RANK", ""}};
   std::vector<json> losses[2];
   const char* backends[2] = {"auto", "gloo"};
   for (int i = 0; i < 2; ++i) {
     TempDir dir;
-    std::vector<std::string> argv{kTrain};
-    for (auto& a : SmallRun(dir, {"--epochs", "1", "--max_steps", "4", "--log_every", "1",
-                                  "--no_eval", "--threads", "1", "--backend", backends[i]})) {
-      argv.push_back(a);
-    }
-    ProcessResult r = Run(argv, alone, 120s);
+    std::vector<std::string> argv =
+        SmallRun({kTrain}, dir, {"--epochs", "1", "--max_steps", "4", "--log_every", "1",
+                                 "--no_eval", "--threads", "1", "--backend", backends[i]});
+    ProcessResult r = Run(argv, NoLauncherEnv(), 120s);
     INFO(backends[i] << ": " << Describe(r));
     REQUIRE(r.exit_code == 0);
     CHECK(Metrics(dir, "start").at(0)["backend"] == (i == 0 ? "none" : "gloo"));
