@@ -26,6 +26,16 @@ int RemoveEntry(const char* path, const struct stat*, int, FTW*) {
   std::remove(path);
   return 0;
 }
+
+// fsync of a file (or, with `directory`, a folder). Returns 0 or the errno.
+int FsyncPath(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
+  if (fd < 0) return errno;
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  return rc == 0 ? 0 : err;
+}
 }  // namespace
 
 void RemoveTree(const std::string& path) {
@@ -39,15 +49,6 @@ std::optional<std::string> ReadWholeFile(const std::string& path) {
   text << in.rdbuf();
   if (in.bad()) return std::nullopt;
   return text.str();
-}
-
-int FsyncPath(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
-  if (fd < 0) return errno;
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  return rc == 0 ? 0 : err;
 }
 
 int ReplaceFileDurably(const std::string& temp, const std::string& final_path) {

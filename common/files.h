@@ -15,9 +15,6 @@ void RemoveTree(const std::string& path);
 // The whole contents of a file; nullopt when it cannot be opened or read.
 std::optional<std::string> ReadWholeFile(const std::string& path);
 
-// fsync of a file (or, with `directory`, a folder). Returns 0 or the errno.
-int FsyncPath(const std::string& path, bool directory);
-
 // The durable half of an atomic file replacement: fsyncs the fully written `temp`, renames it over
 // `final_path` and fsyncs the folder, so a crash leaves either the old file or the new one.
 // Returns 0 or the errno of the step that failed (`temp` is removed when the rename fails).

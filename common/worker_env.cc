@@ -45,9 +45,7 @@ WorkerIdentity ReadWorkerIdentity(const EnvMap& env) {
   id.restart_count = IntVar(env, "TORCHELASTIC_RESTART_COUNT", 0, 0, 1 << 30);
 
   if (const std::string* addr = Find(env, "MASTER_ADDR")) id.master_addr = *addr;
-  if (has_port) {
-    id.master_port = IntVar(env, "MASTER_PORT", 0, 1, 65535);
-  }
+  id.master_port = IntVar(env, "MASTER_PORT", 0, 1, 65535);  // 0 when unset
   if (id.world_size > 1 && (id.master_addr.empty() || id.master_port == 0)) {
     throw std::invalid_argument("WORLD_SIZE=" + std::to_string(id.world_size) +
                                 " needs MASTER_ADDR and MASTER_PORT (where rank 0 hosts the store)");

@@ -69,7 +69,7 @@ GradientReducer::~GradientReducer() = default;
 
 void GradientReducer::PrepareForBackward(bool reduce) {
   std::lock_guard lock(mutex_);
-  reduce_ = reduce && comm_ != nullptr && comm_->size() > 1;
+  reduce_ = reduce && comm_ != nullptr;
   gradients_pending_ = static_cast<int>(params_.size());
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     pending_in_bucket_[b] = static_cast<int>(buckets_[b].size());

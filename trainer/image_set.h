@@ -15,7 +15,6 @@ inline constexpr int kImageBytes = kImageSide * kImageSide * kImageChannels;  //
 struct ImageSet {
   std::vector<std::uint8_t> pixels;  // size() == labels.size() * kImageBytes
   std::vector<std::uint8_t> labels;  // class index per image
-  int num_classes = 10;
 
   std::int64_t size() const { return static_cast<std::int64_t>(labels.size()); }
   const std::uint8_t* image(std::int64_t i) const { return pixels.data() + i * kImageBytes; }

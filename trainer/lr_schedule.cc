@@ -24,7 +24,7 @@ double LrSchedule::At(double epoch) const {
     case ScheduleKind::kCosine: {
       const double span = std::max(total_epochs - warmup_epochs, 1e-9);
       const double t = std::clamp((epoch - warmup_epochs) / span, 0.0, 1.0);
-      return min_lr + (base_lr - min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * t));
+      return base_lr * 0.5 * (1.0 + std::cos(std::numbers::pi * t));
     }
   }
   return base_lr;

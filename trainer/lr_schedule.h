@@ -15,7 +15,6 @@ struct LrSchedule {
   ScheduleKind kind = ScheduleKind::kCosine;
   std::vector<double> milestones;    // step: epochs at which lr is multiplied by gamma
   double gamma = 0.1;
-  double min_lr = 0;                 // cosine floor
 
   double At(double epoch) const;
 };

@@ -9,7 +9,6 @@ namespace mxrun::trainer {
 
 ImageSet MakeSyntheticImages(std::int64_t count, int num_classes, std::uint64_t seed) {
   ImageSet set;
-  set.num_classes = num_classes;
   set.labels.resize(count);
   set.pixels.resize(count * kImageBytes);
   std::mt19937_64 rng(seed);

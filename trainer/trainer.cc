@@ -321,15 +321,13 @@ void Trainer::Restore() {
       source, static_cast<long long>(progress_.epoch + 1), static_cast<long long>(progress_.step),
       static_cast<long long>(progress_.samples_seen),
       static_cast<long long>(progress_.world_size), id_.world_size);
-  if (id_.rank == 0) {
-    metrics_->Append({{"event", "resume"},
-                      {"step", progress_.step},
-                      {"epoch", progress_.epoch},
-                      {"samples_seen", progress_.samples_seen},
-                      {"from_world_size", progress_.world_size},
-                      {"world_size", id_.world_size},
-                      {"restart_count", id_.restart_count}});
-  }
+  metrics_->Append({{"event", "resume"},
+                    {"step", progress_.step},
+                    {"epoch", progress_.epoch},
+                    {"samples_seen", progress_.samples_seen},
+                    {"from_world_size", progress_.world_size},
+                    {"world_size", id_.world_size},
+                    {"restart_count", id_.restart_count}});
 }
 
 BatchAllocator Trainer::Allocator() {
@@ -484,16 +482,14 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
       Say("epoch %lld/%d step %lld/%lld loss %.4f acc %.2f%% lr %.5f %.0f img/s",
           static_cast<long long>(epoch + 1), o_.epochs, static_cast<long long>(progress_.step),
           static_cast<long long>(planned_steps_), r.loss, 100 * r.accuracy, lr, rate);
-      if (id_.rank == 0) {
-        metrics_->Append({{"event", "step"},
-                          {"epoch", epoch},
-                          {"step", progress_.step},
-                          {"loss", r.loss},
-                          {"accuracy", r.accuracy},
-                          {"lr", lr},
-                          {"images_per_sec", rate},
-                          {"world_size", id_.world_size}});
-      }
+      metrics_->Append({{"event", "step"},
+                        {"epoch", epoch},
+                        {"step", progress_.step},
+                        {"loss", r.loss},
+                        {"accuracy", r.accuracy},
+                        {"lr", lr},
+                        {"images_per_sec", rate},
+                        {"world_size", id_.world_size}});
       window_tally = Tally(device_);
       window_samples = 0;
       window_start = Clock::now();
@@ -534,7 +530,7 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
   Say("epoch %lld/%d done: step %lld train loss %.4f acc %.2f%% %.0f img/s%s",
       static_cast<long long>(epoch + 1), o_.epochs, static_cast<long long>(progress_.step),
       train.loss, 100 * train.accuracy, rate, eval_text.c_str());
-  if (id_.rank == 0) metrics_->Append(record);
+  metrics_->Append(record);
   Checkpoint();
 }
 
@@ -562,6 +558,7 @@ int Trainer::Run() {
   amp_ = o_.amp != "off";
   amp_dtype_ = o_.amp == "fp16" ? at::kHalf : at::kBFloat16;
   scaler_.enabled = o_.amp == "fp16";
+  // Only rank 0 writes metrics: the other ranks' logs drop every record.
   metrics_ = std::make_unique<MetricsLog>(id_.rank == 0 ? o_.metrics_file : "");
 
   LoadData();
@@ -598,17 +595,15 @@ int Trainer::Run() {
       static_cast<long long>(train_set_.size()), static_cast<long long>(test_set_.size()),
       o_.data_dir.empty() ? "synthetic" : o_.data_dir.c_str(),
       static_cast<long long>(o_.batch_size), static_cast<long long>(steps_per_epoch));
-  if (id_.rank == 0) {
-    metrics_->Append({{"event", "start"},
-                      {"model", o_.model},
-                      {"parameters", CountParameters(*model_)},
-                      {"device", device_.str()},
-                      {"world_size", id_.world_size},
-                      {"backend", BackendName(backend)},
-                      {"restart_count", id_.restart_count},
-                      {"steps_per_epoch", steps_per_epoch},
-                      {"planned_steps", planned_steps_}});
-  }
+  metrics_->Append({{"event", "start"},
+                    {"model", o_.model},
+                    {"parameters", CountParameters(*model_)},
+                    {"device", device_.str()},
+                    {"world_size", id_.world_size},
+                    {"backend", BackendName(backend)},
+                    {"restart_count", id_.restart_count},
+                    {"steps_per_epoch", steps_per_epoch},
+                    {"planned_steps", planned_steps_}});
 
   for (std::int64_t epoch = progress_.epoch; epoch < o_.epochs && !Done(); ++epoch) {
     TrainEpoch(epoch);
@@ -617,19 +612,17 @@ int Trainer::Run() {
   Say("train: finished at step %lld after %.1f s", static_cast<long long>(progress_.step),
       SecondsSince(start));
   ReportMemory();
-  if (id_.rank == 0) {
-    metrics_->Append({{"event", "done"},
-                      {"step", progress_.step},
-                      {"samples_seen", progress_.samples_seen},
-                      {"seconds", SecondsSince(start)}});
-  }
+  metrics_->Append({{"event", "done"},
+                    {"step", progress_.step},
+                    {"samples_seen", progress_.samples_seen},
+                    {"seconds", SecondsSince(start)}});
   return 0;
 }
 
 // Rank 0's peak GPU memory, as torch.cuda.max_memory_allocated / max_memory_reserved report it.
 void Trainer::ReportMemory() {
 #if defined(MXRUN_WITH_CUDA)
-  if (!device_.is_cuda() || id_.rank != 0) return;
+  if (!device_.is_cuda()) return;
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
   constexpr std::size_t kAllPools = 0;  // StatType::AGGREGATE
   constexpr double kMiB = 1024.0 * 1024.0;
