@@ -155,7 +155,7 @@ absl::StatusOr<std::optional<SlurmDefaults>> DetectSlurm(
   if (nodes > 1) {
     if (!hosts.empty()) {
       d.flags["rdzv_backend"] = "c10d";
-      d.flags["rdzv_endpoint"] = absl::StrCat(hosts.front(), ":", kDefaultRendezvousPort);
+      d.flags["rdzv_endpoint"] = JoinHostPort(hosts.front(), kDefaultRendezvousPort);
     }
     d.flags["rdzv_id"] = absl::StrCat("slurm-", *job_id);
   }

@@ -2,11 +2,14 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "mxrun.grpc.pb.h"
+#include "launcher/token.h"
 #include "rendezvous/net.h"
 #include "rendezvous/validation.h"
 
@@ -30,7 +33,7 @@ int RunStatusCommand(int argc, char** argv) {
     std::fprintf(stderr, "mxrun status: error: %s\n", e.what());
     return 2;
   }
-  absl::StatusOr<HostPort> target = ParseHostPort(endpoint, 29400);
+  absl::StatusOr<HostPort> target = ParseHostPort(endpoint, kDefaultRendezvousPort);
   if (!target.ok()) {
     std::fprintf(stderr, "mxrun status: error: %s\n", std::string(target.status().message()).c_str());
     return 2;
@@ -42,9 +45,9 @@ int RunStatusCommand(int argc, char** argv) {
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(static_cast<long>(timeout_s * 1000)));
   context.set_wait_for_ready(true);
-  if (const char* token = std::getenv("MXRUN_RDZV_TOKEN")) {
-    context.AddMetadata(kTokenMetadataKey, token);
-  }
+  // The same token the agents present: MXRUN_RDZV_TOKEN, trimmed (no file: this cannot fail).
+  const std::string token = *ReadRendezvousToken("", EnvFromStrings(environ));
+  if (!token.empty()) context.AddMetadata(kTokenMetadataKey, token);
   v1::StatusRequest request;
   request.set_run_id(run_id);
   v1::StatusReply reply;
