@@ -35,6 +35,12 @@ status=0
 for pid in "${pids[@]}"; do
     rc=0
     wait "$pid" || rc=$?
+    # A signal caught by the trap interrupts wait (status > 128) while the node still runs down its
+    # grace period: wait for it again, for its own exit status.
+    while ((rc > 128)) && kill -0 "$pid" 2>/dev/null; do
+        rc=0
+        wait "$pid" || rc=$?
+    done
     if [[ $rc -ne 0 && $status -eq 0 ]]; then status=$rc; fi
 done
 exit "$status"

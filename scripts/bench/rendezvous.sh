@@ -164,7 +164,7 @@ import os, re, signal, socket, statistics, subprocess, sys, time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, sys.argv[1])
-from bench_common import Log, loadavg, signal_group, signal_pids
+from bench_common import Log, loadavg, print_problems, signal_group, signal_pids
 
 WORK = os.environ["BENCH_WORKDIR"]
 RUNS = int(os.environ["BENCH_RUNS"])
@@ -591,7 +591,7 @@ def worker_failure(launcher, idx, timeout):
             return None
         result = max(min(l[0] for l in new if l[3] == r) for r in range(4)) - t0
         time.sleep(0.5)
-        again = [(l[1], l[2], l[3]) for n, b in zip(nodes, before) for l in n.lines()[b:]]
+        again = [(l[1], l[2], l[3]) for l in new_starts()]
         if sorted(x[2] for x in again) != [0, 1, 2, 3] or any(x[1] != 4 for x in again):
             problem(f"{label}: after the worker kill the agents started {sorted(again, key=lambda x: x[2])} "
                     "(restart, world, rank); expected ranks 0-3 of 4, once each")
@@ -869,19 +869,15 @@ def main():
         print()
         for msg in notes:
             print(f"- {msg}")
-    print()
     if odd_output:
+        print()
         print("Unexpected lines in mxrun's / mxrun-master's output (count over all runs, first example):")
         print()
         for key, (count, example, where) in odd_output.items():
             print(f"- {count}x, first in {where}: `{example}`")
+    print_problems(problems)
+    if not problems:
         print()
-    if problems:
-        print("Problems seen:")
-        print()
-        for msg in problems:
-            print(f"- {msg}")
-    else:
         print("Problems seen: none (every wait ended in time, no wrong world sizes, ranks or restart "
               "counts, no agent exit codes other than expected, nothing left running).")
 

@@ -123,10 +123,11 @@ trap 'exit 143' TERM
 # Private copies of mxrun, its trainer and the reference, so that a rebuild or an edit during
 # the benchmark cannot swap them under it. mxrun runs the `train` that sits beside it.
 mkdir "$workdir/bin"
-if [ -x "$MXRUN" ]; then cp -- "$MXRUN" "$workdir/bin/mxrun"; else : > "$workdir/bin/mxrun"; fi
+# With TRAINER_LAUNCHER=torchrun mxrun itself may not exist (a GPU machine with the trainer only).
+mxrun_used=false
+if [ -x "$MXRUN" ]; then cp -- "$MXRUN" "$workdir/bin/mxrun"; mxrun_used=true; fi
 cp -- "$(dirname "$MXRUN")/train" "$workdir/bin/train"
 cp -- "$REFERENCE" "$workdir/bin/ddp_resnet.py"
-mxrun_sha="$(sha256sum "$workdir/bin/mxrun" | cut -c1-12)"
 train_sha="$(sha256sum "$workdir/bin/train" | cut -c1-12)"
 
 # Header: how this was run, and on what.
@@ -151,7 +152,11 @@ echo
 echo "- command: \`$invocation\`"
 echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "- machine: nproc=$(nproc), uname -r=$(uname -r)${cpu_model:+, cpu=$cpu_model}${gpu:+, gpu=$gpu}"
-echo "- mxrun: \`$MXRUN\` ($("$workdir/bin/mxrun" --version 2>/dev/null | head -n1 || echo unknown), repo at $git_rev, binary sha256 $mxrun_sha..., trainer sha256 $train_sha...)"
+if $mxrun_used; then
+    echo "- mxrun: \`$MXRUN\` ($("$workdir/bin/mxrun" --version 2>/dev/null | head -n1 || echo unknown), repo at $git_rev, binary sha256 $(sha256sum "$workdir/bin/mxrun" | cut -c1-12)..., trainer sha256 $train_sha...)"
+else
+    echo "- mxrun: not built here; the trainer \`$(dirname "$MXRUN")/train\` (repo at $git_rev, sha256 $train_sha...) runs under $TORCHRUN"
+fi
 echo "- torchrun: \`$TORCHRUN\` (torch $("$torch_py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo unknown), $("$torch_py" --version 2>&1)), reference \`scripts/bench/reference/ddp_resnet.py\` (sha256 $(sha256sum "$workdir/bin/ddp_resnet.py" | cut -c1-12)...)"
 echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 malloc_env="$(env | grep -E '^(MALLOC_[A-Z_]+_|GLIBC_TUNABLES)=' | sort | tr '\n' ' ' || true)"

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "nlohmann/json.hpp"
+#include "tests/master.h"
 #include "tests/subprocess.h"
 
 using namespace std::chrono_literals;
@@ -360,8 +361,8 @@ TEST_CASE("two standalone jobs on one host get their own run id and master port"
   CHECK(env_a["TORCHELASTIC_RUN_ID"] != env_b["TORCHELASTIC_RUN_ID"]);
   kill(first.pid(), SIGTERM);
   ProcessResult first_result = first.Wait(20s);
-  INFO("first: signal " << first_result.term_signal << " timed out " << first_result.timed_out
-                        << "\nstdout:\n" << first_result.out << "\nstderr:\n" << first_result.err);
+  INFO("first: " << mxrun::testing::Describe(first_result) << "\nsignal "
+                  << first_result.term_signal);
   CHECK(first_result.exit_code == 143);
   // Stopping one job leaves the other running.
   CHECK(second.WaitForStdout("caught SIGTERM", 1, 200ms) == false);
@@ -386,16 +387,12 @@ TEST_CASE("a failed rendezvous is logged at once and before the workers' grace p
           "[integration][failure]") {
   // A standalone master dies under a running one-node job whose worker ignores SIGTERM: the agent
   // says why it stops before it spends the worker's grace period.
-  Subprocess master({MXRUN_MASTER_BIN, "--port=0"});
-  REQUIRE(master.WaitForStdout("listening on", 1, 10s));
-  const std::string& listening = master.out();
-  const size_t at = listening.find("listening on ") + 13;
-  const std::string endpoint = listening.substr(at, listening.find_first_of(" \n", at) - at);
-  Subprocess agent(Mxrun({"--rdzv_backend=c10d", "--rdzv_endpoint=" + endpoint,
+  mxrun::testing::Master master;
+  Subprocess agent(Mxrun({"--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
                           "--rdzv_id=master-dies", "--nnodes=1", "--term_timeout=2"},
                          {"--ready", "--ignore-sigterm", "--sleep=60"}));
   REQUIRE(agent.WaitForStdout("ready", 1, 20s));
-  kill(master.pid(), SIGKILL);
+  master.Kill();
   ProcessResult r = agent.Wait(30s);
   INFO(mxrun::testing::Describe(r));
   CHECK(r.exit_code == 3);

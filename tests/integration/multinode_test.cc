@@ -11,11 +11,14 @@
 #include <memory>
 
 #include "rendezvous/net.h"
+#include "tests/master.h"
 #include "tests/subprocess.h"
 
 using namespace std::chrono_literals;
 using mxrun::testing::CountOccurrences;
 using mxrun::testing::IntsAfter;
+using mxrun::testing::Master;
+using mxrun::testing::MasterOptions;
 using mxrun::testing::ReadFile;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::Subprocess;
@@ -24,45 +27,6 @@ using mxrun::testing::TempDir;
 namespace {
 
 const std::string kMxrun = MXRUN_BIN;
-const std::string kMaster = MXRUN_MASTER_BIN;
-
-struct MasterOptions {
-  std::vector<std::string> extra{};  // more flags
-  int port = 0;                      // 0: chosen by the kernel
-  std::string state_dir{};           // --state_dir when not empty
-};
-
-// A standalone master on 127.0.0.1, stopped with SIGTERM when it goes out of scope.
-class Master {
- public:
-  explicit Master(MasterOptions options = {}) {
-    std::vector<std::string> argv{kMaster, "--port=" + std::to_string(options.port)};
-    if (!options.state_dir.empty()) argv.push_back("--state_dir=" + options.state_dir);
-    argv.insert(argv.end(), options.extra.begin(), options.extra.end());
-    process_ = std::make_unique<Subprocess>(argv);
-    REQUIRE(process_->WaitForStdout("listening on", 1, 10s));
-    const std::string& out = process_->out();
-    size_t at = out.find("listening on ") + 13;
-    endpoint_ = out.substr(at, out.find_first_of(" \n", at) - at);
-  }
-  ~Master() {
-    if (killed_) return;  // reaped: its pid may belong to another process by now
-    kill(process_->pid(), SIGTERM);
-    process_->Wait(10s);
-  }
-  // Dies without warning (SIGKILL), as a crashed master does.
-  void Kill() {
-    REQUIRE(kill(process_->pid(), SIGKILL) == 0);
-    process_->Wait(10s);
-    killed_ = true;
-  }
-  const std::string& endpoint() const { return endpoint_; }
-
- private:
-  std::unique_ptr<Subprocess> process_;
-  std::string endpoint_;
-  bool killed_ = false;
-};
 
 std::vector<std::string> Agent(std::vector<std::string> flags, std::vector<std::string> child) {
   return mxrun::testing::MxrunWithChild(flags, child);

@@ -68,8 +68,10 @@ std::string Joined(const std::vector<std::string>& messages) {
 TEST_CASE("mxrun tells systemd READY, its status, watchdog beats and STOPPING", "[systemd]") {
   TempDir dir;
   NotifySocket socket(dir.path() + "/notify");
+  // The socket is read only after mxrun exits, so the messages must fit in its queue
+  // (net.unix.max_dgram_qlen, 10 on some hosts) or mxrun's blocking send waits for ever.
   ProcessResult r = Run(MxrunWithChild({"--standalone", "--nproc_per_node=2"}, {"--sleep=0.8"}),
-                        {{"NOTIFY_SOCKET", dir.path() + "/notify"}, {"WATCHDOG_USEC", "200000"}},
+                        {{"NOTIFY_SOCKET", dir.path() + "/notify"}, {"WATCHDOG_USEC", "400000"}},
                         60s);
   REQUIRE(r.exit_code == 0);
   std::vector<std::string> messages = socket.Drain();
@@ -78,7 +80,7 @@ TEST_CASE("mxrun tells systemd READY, its status, watchdog beats and STOPPING", 
   REQUIRE(ready == 0);
   CHECK(messages[ready].find("STATUS=round 0: node 0 of 1, ranks 0-1 of 2") != std::string::npos);
   const int watchdog = IndexOf(messages, "WATCHDOG=1");
-  CHECK(watchdog > ready);  // every 100 ms while the workers sleep 0.8 s
+  CHECK(watchdog > ready);  // every 200 ms while the workers sleep 0.8 s
   const int stopping = IndexOf(messages, "STOPPING=1");
   REQUIRE(stopping == static_cast<int>(messages.size()) - 1);
   CHECK(messages[stopping].find("STATUS=job succeeded") != std::string::npos);

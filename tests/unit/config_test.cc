@@ -1,12 +1,10 @@
 #include <catch2/catch.hpp>
 
-#include <stdlib.h>
-#include <unistd.h>
-
 #include <fstream>
 
 #include "launcher/config_file.h"
 #include "launcher/options.h"
+#include "tests/temp_dir.h"
 #include "tests/unit/parse_launch_args.h"
 
 using mxrun::ParseConfigText;
@@ -17,17 +15,13 @@ namespace {
 // A configuration file that exists for the test's duration.
 class ConfigOnDisk {
  public:
-  explicit ConfigOnDisk(const std::string& text) {
-    char pattern[] = "/tmp/mxrun-config-test-XXXXXX";
-    const int fd = ::mkstemp(pattern);
-    ::close(fd);
-    path_ = pattern;
+  explicit ConfigOnDisk(const std::string& text) : path_(dir_.path() + "/job.toml") {
     std::ofstream(path_) << text;
   }
-  ~ConfigOnDisk() { ::unlink(path_.c_str()); }
   const std::string& path() const { return path_; }
 
  private:
+  mxrun::testing::TempDir dir_;
   std::string path_;
 };
 
