@@ -16,27 +16,17 @@
 #include <map>
 #include <optional>
 
-namespace mxrun {
-namespace {
+#include "agent/proc_stat.h"
 
-// Parent pid from /proc/<pid>/stat ("pid (comm) state ppid ..."); comm may contain spaces and ')'.
-// Zombies (already dead, waiting to be reaped) count as gone: -1.
+namespace mxrun {
+
 pid_t ReadLiveParent(pid_t pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE* file = std::fopen(path, "re");
-  if (file == nullptr) return -1;
-  char buffer[1024];
-  size_t n = std::fread(buffer, 1, sizeof buffer - 1, file);
-  std::fclose(file);
-  buffer[n] = '\0';
-  const char* close_paren = std::strrchr(buffer, ')');
-  if (close_paren == nullptr) return -1;
-  char state = 0;
-  int ppid = -1;
-  if (std::sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2) return -1;
-  return state == 'Z' || state == 'X' ? -1 : ppid;
+  std::optional<ProcStat> stat = ReadProcStat(pid);
+  if (!stat) return -1;
+  return stat->state == 'Z' || stat->state == 'X' ? -1 : stat->ppid;
 }
+
+namespace {
 
 // Children of `pid` from /proc/<pid>/task/<tid>/children (every thread). nullopt when the kernel
 // does not offer those files (CONFIG_PROC_CHILDREN); a vanished process has no children.

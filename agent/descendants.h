@@ -10,6 +10,9 @@
 
 namespace mxrun {
 
+// The parent of a live process; -1 when it is gone or a zombie (dead, waiting to be reaped).
+pid_t ReadLiveParent(pid_t pid);
+
 // Every live descendant of `root` (children, grandchildren, ...), excluding the subtrees of the
 // pids in `exclude`. Reads /proc; processes that vanish while reading are skipped.
 std::vector<pid_t> ListDescendants(pid_t root, const std::set<pid_t>& exclude);

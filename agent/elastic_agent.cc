@@ -60,6 +60,7 @@ void ElasticAgent::ReapChildren() {
 
 void ElasticAgent::StopGroup(int signo) {
   if (group_ == nullptr) return;
+  hangs_->Watch(nullptr);
   group_->Stop(signo, config_.term_timeout, [this] { ReapChildren(); });
   group_.reset();
 }
@@ -70,6 +71,7 @@ void ElasticAgent::CheckGroup() {
     case WorkerGroup::State::kRunning:
       return;
     case WorkerGroup::State::kSucceeded:
+      hangs_->Watch(nullptr);
       group_->Finish();
       group_.reset();
       phase_ = Phase::kAwaiting;
@@ -114,6 +116,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       group_ = std::make_unique<WorkerGroup>(config_.worker, *loop_, guardian_);
       phase_ = Phase::kRunning;
       group_->Start(event.round);
+      hangs_->Watch(group_.get());
       const RoundAssignment& r = event.round;
       config_.notifier.Ready(absl::StrCat(
           "round ", r.round, ": node ", r.node_rank, " of ", r.num_nodes, ", ranks ",
@@ -133,6 +136,13 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       StopGroup(SIGTERM);
       phase_ = Phase::kJoining;
       rendezvous_.Join();
+      return std::nullopt;
+    case Kind::kPeerFinished:
+      if (phase_ == Phase::kRunning) {
+        spdlog::info("{}: the exit barrier starts for the workers still running here",
+                     event.reason);
+        hangs_->PeersFinished(event.reason);
+      }
       return std::nullopt;
     case Kind::kJobSucceeded:
       config_.notifier.Stopping("job succeeded");
@@ -160,6 +170,8 @@ int ElasticAgent::Run() {
     return kExitWorkersFailed;
   }
   loop_ = std::move(*loop);
+  if (config_.timer_pipe) config_.worker.timer_file = config_.timer_pipe->path();
+  hangs_ = std::make_unique<HangMonitor>(config_.hang, *loop_, std::move(config_.timer_pipe));
   // Events are buffered here as they arrive, also while a group is being stopped (a nested loop).
   loop_->Watch(rendezvous_.EventFd(), [this] {
     for (RendezvousEvent& event : rendezvous_.TakeEvents()) pending_.push_back(std::move(event));
@@ -174,6 +186,7 @@ int ElasticAgent::Run() {
       rendezvous_.Leave();
       return 128 + stop_signal_;
     }
+    hangs_->Check();  // a hung worker fails the group, which CheckGroup then reports
     CheckGroup();
     if (!pending_.empty()) {
       RendezvousEvent event = std::move(pending_.front());
@@ -181,7 +194,11 @@ int ElasticAgent::Run() {
       if (std::optional<int> exit_code = OnRendezvousEvent(event)) return *exit_code;
       continue;
     }
-    loop_->RunOnce(config_.notifier.NextWatchdog());
+    std::optional<EventLoop::Deadline> wake = config_.notifier.NextWatchdog();
+    if (std::optional<EventLoop::Deadline> hang_wake = hangs_->NextWake()) {
+      if (!wake || *hang_wake < *wake) wake = hang_wake;
+    }
+    loop_->RunOnce(wake);
     config_.notifier.Tick(ServiceNotifier::Clock::now());
   }
 }

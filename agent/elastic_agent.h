@@ -6,7 +6,7 @@
 //
 // Phases: joining -> (round ready) running -> (workers ended, reported) awaiting -> joining | exit.
 // A worker failure is reported before the rest of the group is stopped, so that other nodes can
-// stop theirs at the same time.
+// stop theirs at the same time. A hung worker (hang_monitor.h) is a worker failure like any other.
 //
 // Exit codes (docs/CONTRACT.md): 0 every worker succeeded; 1 workers failed after the restart budget;
 // 3 rendezvous failed; 128+N stopped by signal N.
@@ -19,6 +19,8 @@
 #include <string>
 
 #include "agent/death_guardian.h"
+#include "agent/file_timer.h"
+#include "agent/hang_monitor.h"
 #include "agent/worker_group.h"
 #include "common/service_notify.h"
 #include "rendezvous/rendezvous.h"
@@ -32,6 +34,8 @@ struct AgentConfig {
   std::set<int> handled_signals;            // forwarded to the workers, then the agent exits
   std::string agent_error_file;             // mxrun's own TORCHELASTIC_ERROR_FILE (may be empty)
   ServiceNotifier notifier;                 // systemd notifications (disabled outside systemd)
+  HangMonitorConfig hang;                   // hang detection (hang_monitor.h)
+  std::unique_ptr<FileTimerPipe> timer_pipe;  // the FileTimer pipe, when that watchdog is on
 };
 
 inline constexpr int kExitSuccess = 0;
@@ -62,6 +66,7 @@ class ElasticAgent {
   Rendezvous& rendezvous_;
   DeathGuardian& guardian_;
   std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<HangMonitor> hangs_;
   std::unique_ptr<WorkerGroup> group_;   // the current group, while there is one
   std::deque<RendezvousEvent> pending_;  // rendezvous events not yet handled
   Phase phase_ = Phase::kJoining;

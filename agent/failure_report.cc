@@ -77,6 +77,15 @@ std::string FormatFailureSummary(const WorkerFailure& f, const SummaryContext& c
   absl::StrAppend(&out, "  pid        : ", f.pid, "\n");
   absl::StrAppend(&out, "  attempt    : ", f.attempt, "\n");
   absl::StrAppend(&out, "  exit       : ", DescribeExit(f), "\n");
+  if (f.hang.hung()) {
+    absl::StrAppend(&out, "  diagnostics: ",
+                    f.hang.diagnostics_dir.empty() ? "<not written>" : f.hang.diagnostics_dir,
+                    f.hang.diagnostics_dir.empty() ? "" : " (on that host)", "\n");
+    if (!f.hang.diagnostics.empty()) {
+      absl::StrAppend(&out, "  hang state :\n");
+      for (const std::string& line : f.hang.diagnostics) absl::StrAppend(&out, "      ", line, "\n");
+    }
+  }
   absl::StrAppend(&out, "  error_file : ", f.error_file.empty() ? "<N/A>" : f.error_file, "\n");
   if (!f.message.empty()) {
     absl::StrAppend(&out, "  message    :\n");
@@ -124,6 +133,12 @@ bool WriteAgentErrorFile(const std::string& path, const WorkerFailure& failure) 
                   {"exitcode", failure.term_signal > 0 ? -failure.term_signal : failure.exit_code},
                   {"signal", failure.term_signal > 0 ? SignalName(failure.term_signal) : ""},
                   {"error_file", failure.error_file}};
+  if (failure.hang.hung()) {
+    doc["mxrun"]["hang"] = {{"rule", failure.hang.rule},
+                            {"detail", failure.hang.detail},
+                            {"diagnostics_dir", failure.hang.diagnostics_dir},
+                            {"diagnostics", failure.hang.diagnostics}};
+  }
   std::ofstream out(path, std::ios::trunc);
   if (!out) return false;
   out << doc.dump(2) << "\n";

@@ -25,7 +25,13 @@ struct WorkerGroup::Worker {
   pid_t pid = -1;
   bool running = false;
   bool stopped_by_agent = false;
+  bool exited_ok = false;
+  std::string dir;
   std::string error_file;
+  std::string heartbeat_file;
+  std::string nccl_trace_file;
+  std::chrono::system_clock::time_point started_at;
+  WorkerHang hang;
   LastLines last_lines;
   std::unique_ptr<OutputRelay> out;
   std::unique_ptr<OutputRelay> err;
@@ -65,8 +71,14 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round) {
   const std::string dir = absl::StrCat(spec_.attempts_dir, "/attempt_", round.restart_count, "/",
                                        worker.local_rank);
   MakeDirs(dir);
+  worker.dir = dir;
   worker.error_file = dir + "/error.json";
   unlink(worker.error_file.c_str());  // a stale file from an earlier run must not be reported
+  if (spec_.heartbeat_files) {
+    // A re-formed group reuses the attempt's folders: a stale heartbeat would count as a beat.
+    worker.heartbeat_file = dir + "/heartbeat";
+    unlink(worker.heartbeat_file.c_str());
+  }
 
   GroupContract contract;
   contract.role = spec_.role;
@@ -87,6 +99,18 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round) {
   extras.error_file = worker.error_file;
   extras.host_name = spec_.host_name;
   if (spec_.logs.NeedsFiles()) extras.log_dir = dir;
+  extras.heartbeat_file = worker.heartbeat_file;
+  extras.timer_file = spec_.timer_file;
+  // PyTorch's NCCL flight recorder dumps to this prefix + the global rank; into the kept log folder
+  // when there is one, else where PyTorch puts it by default (a scratch folder would lose it).
+  std::string nccl_prefix = "/tmp/nccl_trace_rank_";
+  if (auto it = spec_.base_env.find("TORCH_NCCL_DEBUG_INFO_TEMP_FILE");
+      it != spec_.base_env.end()) {
+    nccl_prefix = it->second;
+  } else if (spec_.attempts_dir_kept) {
+    nccl_prefix = extras.nccl_trace_prefix = dir + "/nccl_trace_rank_";
+  }
+  worker.nccl_trace_file = absl::StrCat(nccl_prefix, worker.global_rank);
 
   SpawnRequest request;
   request.executable = spec_.executable;
@@ -135,6 +159,7 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round) {
   }
   worker.pid = *pid;
   worker.running = true;
+  worker.started_at = std::chrono::system_clock::now();
   guardian_.Track(worker.pid);
   for (OutputRelay* relay : {worker.out.get(), worker.err.get()}) {
     loop_.Watch(relay->fd(), [this, relay] {
@@ -153,7 +178,12 @@ void WorkerGroup::RecordExit(Worker& worker, int exit_code, int term_signal) {
     relay->DrainAndClose();
   }
   const bool failed = exit_code != 0 || term_signal != 0;
+  worker.exited_ok = !failed && !worker.stopped_by_agent;
   if (!failed || first_failure_ || worker.stopped_by_agent) return;
+  first_failure_ = FailureOf(worker, exit_code, term_signal);
+}
+
+WorkerFailure WorkerGroup::FailureOf(const Worker& worker, int exit_code, int term_signal) const {
   WorkerFailure failure;
   failure.time = std::chrono::system_clock::now();
   failure.host = spec_.host_name;
@@ -171,7 +201,49 @@ void WorkerGroup::RecordExit(Worker& worker, int exit_code, int term_signal) {
     failure.traceback = contents->traceback;
   }
   failure.last_lines = worker.last_lines.Lines();
-  first_failure_ = std::move(failure);
+  failure.hang = worker.hang;
+  return failure;
+}
+
+WorkerGroup::Worker* WorkerGroup::FindRunning(int local_rank) {
+  for (auto& worker : workers_) {
+    if (worker->local_rank == local_rank && worker->running) return worker.get();
+  }
+  return nullptr;
+}
+
+void WorkerGroup::MarkHung(int local_rank, const WorkerHang& hang) {
+  Worker* worker = FindRunning(local_rank);
+  if (worker == nullptr) return;  // it ended meanwhile: its exit tells the story
+  worker->hang = hang;
+  if (!first_failure_) first_failure_ = FailureOf(*worker, 0, 0);
+}
+
+void WorkerGroup::NoteHang(int local_rank, const WorkerHang& hang) {
+  if (Worker* worker = FindRunning(local_rank)) worker->hang = hang;
+}
+
+std::vector<WorkerGroup::WorkerStatus> WorkerGroup::Workers() const {
+  std::vector<WorkerStatus> out;
+  for (const auto& worker : workers_) {
+    WorkerStatus s;
+    s.local_rank = worker->local_rank;
+    s.global_rank = worker->global_rank;
+    s.pid = worker->pid;
+    s.running = worker->running;
+    s.exited_ok = worker->exited_ok;
+    s.dir = worker->dir;
+    s.heartbeat_file = worker->heartbeat_file;
+    s.nccl_trace_file = worker->nccl_trace_file;
+    s.started_at = worker->started_at;
+    s.last_lines = worker->last_lines.Lines();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string WorkerGroup::AttemptDir() const {
+  return absl::StrCat(spec_.attempts_dir, "/attempt_", attempt_);
 }
 
 bool WorkerGroup::OnChildExit(pid_t pid, int wait_status) {
@@ -203,6 +275,9 @@ void WorkerGroup::Stop(int signo, std::chrono::milliseconds grace,
     if (!worker->running) continue;
     worker->stopped_by_agent = true;
     kill(-worker->pid, signo);
+    // A stopped worker (SIGSTOP, a debugger) would hold its whole grace period: let it handle the
+    // signal now.
+    kill(-worker->pid, SIGCONT);
   }
   auto any_running = [this] {
     for (const auto& worker : workers_) {

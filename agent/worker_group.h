@@ -3,9 +3,10 @@
 // their output, recording how each one ended, and stopping them (signal to each process group, a
 // grace period per worker, SIGKILL, reap, then kill any descendants left behind).
 //
-// States: running -> (all exited 0) succeeded | (first non-zero exit or death by signal) failed.
-// The first failure is the one the agent saw first; workers stopped by the agent afterwards are not
-// failures. Single-threaded, driven by the agent's EventLoop.
+// States: running -> (all exited 0) succeeded | (first non-zero exit, death by signal, or a hang)
+// failed. The first failure is the one the agent saw first; workers stopped by the agent afterwards
+// are not failures. A hung worker (MarkHung) fails the group while it still runs. Single-threaded,
+// driven by the agent's EventLoop.
 
 #include <sys/types.h>
 
@@ -38,6 +39,8 @@ struct WorkerSpec {
   size_t last_lines = 10;              // kept per worker for the failure summary
   bool json_logs = false;              // --log_format=json: console lines as JSON objects, and the
                                        // agent's failure summary as one log record
+  bool heartbeat_files = false;        // give each worker MXRUN_HEARTBEAT_FILE (--hang_timeout)
+  std::string timer_file;              // the FileTimer pipe for TORCHELASTIC_TIMER_FILE (or empty)
 };
 
 class WorkerGroup {
@@ -57,6 +60,30 @@ class WorkerGroup {
   State state() const;
   const std::optional<WorkerFailure>& first_failure() const { return first_failure_; }
 
+  // What the hang monitor watches of each worker.
+  struct WorkerStatus {
+    int local_rank = 0;
+    int global_rank = 0;
+    pid_t pid = -1;
+    bool running = false;
+    bool exited_ok = false;       // ended on its own with exit code 0
+    std::string dir;              // its attempt folder
+    std::string heartbeat_file;   // MXRUN_HEARTBEAT_FILE (empty: none)
+    std::string nccl_trace_file;  // where PyTorch's NCCL flight recorder would dump
+    std::chrono::system_clock::time_point started_at;
+    std::vector<std::string> last_lines;
+  };
+  std::vector<WorkerStatus> Workers() const;
+  // This attempt's folder, and whether it outlives the agent (--log_dir) or is scratch.
+  std::string AttemptDir() const;
+  bool attempt_dir_kept() const { return spec_.attempts_dir_kept; }
+  // The running worker `local_rank` is hung: the group fails with it as the cause unless it has
+  // already failed; Stop() then ends it like the others.
+  void MarkHung(int local_rank, const WorkerHang& hang);
+  // The watchdog sent the worker its FileTimer's signal: if the worker then ends badly, `hang` is
+  // the cause its failure reports.
+  void NoteHang(int local_rank, const WorkerHang& hang);
+
   // Sends `signo` to every running worker's process group, waits up to `grace` per worker while
   // still relaying output, SIGKILLs the rest, reaps them, kills leftover descendants and closes the
   // output streams. `reap` is called to reap children while waiting. Returns when all are gone.
@@ -71,6 +98,8 @@ class WorkerGroup {
   struct Worker;
   void SpawnWorker(Worker& worker, const RoundAssignment& round);
   void RecordExit(Worker& worker, int exit_code, int term_signal);
+  WorkerFailure FailureOf(const Worker& worker, int exit_code, int term_signal) const;
+  Worker* FindRunning(int local_rank);
   void CleanUp();
 
   const WorkerSpec& spec_;

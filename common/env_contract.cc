@@ -60,6 +60,15 @@ EnvMap BuildWorkerEnv(const EnvMap& agent_env, const GroupContract& group, int l
   for (const char* key : {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}) env.erase(key);
   if (!extras.host_name.empty()) set("MXRUN_HOST", extras.host_name);
   if (!extras.log_dir.empty()) set("MXRUN_LOG_DIR", extras.log_dir);
+  if (extras.heartbeat_file.empty()) {
+    env.erase("MXRUN_HEARTBEAT_FILE");  // an outer launcher's file is not this worker's
+  } else {
+    set("MXRUN_HEARTBEAT_FILE", extras.heartbeat_file);
+  }
+  if (!extras.timer_file.empty()) set("TORCHELASTIC_TIMER_FILE", extras.timer_file);
+  if (!extras.nccl_trace_prefix.empty()) {
+    env.emplace("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", extras.nccl_trace_prefix);
+  }
   return env;
 }
 

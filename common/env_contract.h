@@ -39,11 +39,17 @@ struct WorkerExtras {
   std::string error_file;     // TORCHELASTIC_ERROR_FILE (empty: not set)
   std::string host_name;      // MXRUN_HOST
   std::string log_dir;        // MXRUN_LOG_DIR: this worker's log folder (empty: none)
+  std::string heartbeat_file; // MXRUN_HEARTBEAT_FILE: touched by the worker as it progresses
+                              // (empty: hang detection by heartbeat is off)
+  std::string timer_file;     // TORCHELASTIC_TIMER_FILE: the FileTimer pipe (empty: none)
+  std::string nccl_trace_prefix;  // TORCH_NCCL_DEBUG_INFO_TEMP_FILE unless the agent's own
+                                  // environment sets it (empty: left to PyTorch)
 };
 
 // The full environment of local rank `local_rank`: the agent's environment plus the contract.
-// The agent's own values win for OMP_NUM_THREADS and the NCCL error-handling switches (torchrun keeps
-// a user's choice there); every other contract variable is overwritten.
+// The agent's own values win for OMP_NUM_THREADS, the NCCL error-handling switches (torchrun keeps
+// a user's choice there) and the NCCL flight recorder's file; every other contract variable is
+// overwritten.
 EnvMap BuildWorkerEnv(const EnvMap& agent_env, const GroupContract& group, int local_rank,
                       const WorkerExtras& extras);
 

@@ -58,6 +58,9 @@ WorkerIdentity ReadWorkerIdentity(const EnvMap& env) {
     id.error_file = *error_file;
   }
   if (const std::string* run_id = Find(env, "TORCHELASTIC_RUN_ID")) id.run_id = *run_id;
+  if (const std::string* heartbeat = Find(env, "MXRUN_HEARTBEAT_FILE")) {
+    id.heartbeat_file = *heartbeat;
+  }
   return id;
 }
 

@@ -19,6 +19,7 @@ struct WorkerIdentity {
   bool use_agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE == "True"
   std::string error_file;    // TORCHELASTIC_ERROR_FILE (empty: none)
   std::string run_id;        // TORCHELASTIC_RUN_ID
+  std::string heartbeat_file;  // MXRUN_HEARTBEAT_FILE: touched on progress (empty: none)
 
   bool Alone() const { return world_size == 1 && master_port == 0; }
 };

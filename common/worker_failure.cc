@@ -6,8 +6,12 @@
 namespace mxrun {
 
 std::string DescribeExit(const WorkerFailure& failure) {
-  if (failure.term_signal > 0) return DescribeSignal(failure.term_signal);
-  return absl::StrCat("exit code ", failure.exit_code);
+  const std::string ended = failure.term_signal > 0 ? DescribeSignal(failure.term_signal)
+                                                    : absl::StrCat("exit code ", failure.exit_code);
+  if (!failure.hang.hung()) return ended;
+  std::string text = absl::StrCat("hung (", failure.hang.rule, "): ", failure.hang.detail);
+  if (failure.term_signal > 0 || failure.exit_code != 0) absl::StrAppend(&text, ", then ", ended);
+  return text;
 }
 
 }  // namespace mxrun

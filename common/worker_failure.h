@@ -10,6 +10,16 @@
 
 namespace mxrun {
 
+// Why mxrun judged a worker hung (agent/hang_watch.h), and what it found out before stopping it.
+struct WorkerHang {
+  std::string rule;                      // "FileTimer", "heartbeat", "exit barrier"; empty: none
+  std::string detail;                    // what happened, with the numbers
+  std::string diagnostics_dir;           // where the full diagnostics were written (on `host`)
+  std::vector<std::string> diagnostics;  // their short form: state, waits, top of the stack
+
+  bool hung() const { return !rule.empty(); }
+};
+
 struct WorkerFailure {
   std::chrono::system_clock::time_point time;  // when the agent saw it exit
   std::string host;
@@ -25,9 +35,12 @@ struct WorkerFailure {
   std::string message;    // from the error file, when there is one
   std::string traceback;  // from the error file (py_callstack), when there is one
   std::vector<std::string> last_lines;  // the worker's last output lines, as printed
+  WorkerHang hang;        // set when the failure is a hang (then the exit may be 0: still running)
 };
 
-// How a worker ended, in words: "exit code 3" or "Signal 9 (SIGKILL)".
+// How a worker ended, in words: "exit code 3", "Signal 9 (SIGKILL)", or for a hang
+// "hung (heartbeat): no heartbeat for 10.2 s (--hang_timeout=10.0 s)" followed, when the worker then
+// died of it, by ", then Signal 9 (SIGKILL)".
 std::string DescribeExit(const WorkerFailure& failure);
 
 }  // namespace mxrun

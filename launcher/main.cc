@@ -71,6 +71,13 @@ std::string TempBase(const EnvMap& env) {
   return it != env.end() && !it->second.empty() ? it->second : "/tmp";
 }
 
+std::string Absolute(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof cwd) == nullptr) return path;
+  return absl::StrCat(cwd, "/", path);
+}
+
 absl::StatusOr<std::string> MakeTempDir(const std::string& templ) {
   std::string buffer = templ + "XXXXXX";
   if (mkdtemp(buffer.data()) == nullptr) {
@@ -142,21 +149,68 @@ int Main(int argc, char** argv) {
   worker.logs.console_ranks = options.local_ranks_filter;
   worker.logs.log_dir = options.log_dir;
 
+  // A scratch folder for what lives as long as mxrun (the FileTimer pipe, and the per-attempt
+  // folders unless they are kept), removed at exit, by the guardian if mxrun is killed.
+  absl::StatusOr<std::string> scratch = MakeTempDir(TempBase(env) + "/mxrun-");
+  if (!scratch.ok()) return UsageError(scratch.status().message());
+  const std::string scratch_dir = *scratch;
   // Per-attempt folders: kept under --log_dir (or a kept temporary folder when --redirects/--tee
-  // ask for files without one); otherwise a scratch folder the guardian removes at exit.
-  std::string scratch_dir;
+  // ask for files without one); otherwise in the scratch folder.
   if (worker.logs.NeedsFiles()) {
-    std::string base = options.log_dir.empty() ? TempBase(env) + "/mxrun-logs" : options.log_dir;
+    // Absolute, so that the paths in workers' variables and in the summary mean the same
+    // wherever they are read.
+    std::string base = Absolute(options.log_dir.empty() ? TempBase(env) + "/mxrun-logs"
+                                                        : options.log_dir);
     MakeDirs(base);
     absl::StatusOr<std::string> dir = MakeTempDir(absl::StrCat(base, "/", run_id, "_"));
-    if (!dir.ok()) return UsageError(absl::StrCat("--log_dir: ", dir.status().message()));
+    if (!dir.ok()) {
+      RemoveTree(scratch_dir);
+      return UsageError(absl::StrCat("--log_dir: ", dir.status().message()));
+    }
     worker.attempts_dir = *dir;
     worker.attempts_dir_kept = true;
     spdlog::info("worker logs: {}/attempt_<N>/<local_rank>/", worker.attempts_dir);
   } else {
-    absl::StatusOr<std::string> dir = MakeTempDir(TempBase(env) + "/mxrun-");
-    if (!dir.ok()) return UsageError(dir.status().message());
-    scratch_dir = worker.attempts_dir = *dir;
+    worker.attempts_dir = scratch_dir;
+  }
+
+  // Hang detection (agent/hang_monitor.h).
+  HangSettings& hang = config.hang.settings;
+  const double hang_timeout = options.hang_timeout_seconds.value_or(
+      options.entrypoint_kind == EntrypointKind::kBundledTrainer ? kTrainerHangTimeoutSeconds : 0);
+  hang.heartbeat_timeout = std::chrono::milliseconds(static_cast<long>(hang_timeout * 1000.0));
+  hang.exit_barrier_timeout = std::chrono::milliseconds(
+      static_cast<long>(options.exit_barrier_timeout_seconds * 1000.0));
+  worker.heartbeat_files = hang.heartbeat_timeout.count() > 0;
+  if (auto it = env.find("TORCHELASTIC_ENABLE_FILE_TIMER"); it != env.end() && it->second == "1") {
+    // torchrun's watchdog: at TORCHELASTIC_TIMER_FILE when set, else a private path.
+    auto path = env.find("TORCHELASTIC_TIMER_FILE");
+    absl::StatusOr<std::unique_ptr<FileTimerPipe>> pipe = FileTimerPipe::Create(
+        path != env.end() && !path->second.empty() ? path->second
+                                                   : scratch_dir + "/watchdog_timer");
+    if (!pipe.ok()) {
+      RemoveTree(scratch_dir);
+      return UsageError(pipe.status().message());
+    }
+    hang.file_timer = true;
+    config.timer_pipe = std::move(*pipe);
+  }
+  config.hang.fallback_dir = TempBase(env);
+  config.hang.run_id = run_id;
+  auto path_env = env.find("PATH");
+  config.hang.diagnostics.path_env =
+      path_env != env.end() ? path_env->second : "/usr/local/bin:/usr/bin:/bin";
+  if (worker.heartbeat_files || hang.file_timer) {
+    std::string rules;
+    if (worker.heartbeat_files) {
+      absl::StrAppend(&rules, "heartbeat (MXRUN_HEARTBEAT_FILE) silent over ", hang_timeout, " s");
+    }
+    if (hang.file_timer) {
+      absl::StrAppend(&rules, rules.empty() ? "" : ", ", "FileTimer on ",
+                      config.timer_pipe->path());
+    }
+    spdlog::info("hang detection: {}; exit barrier {} s", rules,
+                 options.exit_barrier_timeout_seconds);
   }
 
   if (ShouldDefaultOmpThreads(env, *nproc)) {
@@ -171,6 +225,7 @@ int Main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   absl::StatusOr<DeathGuardian> guardian = DeathGuardian::Start(scratch_dir);
   if (!guardian.ok()) {
+    RemoveTree(scratch_dir);
     spdlog::error("{}", std::string(guardian.status().message()));
     return kExitWorkersFailed;
   }

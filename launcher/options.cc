@@ -68,6 +68,12 @@ const std::vector<Flag>& Flags() {
        "SIGTERM,SIGINT,SIGHUP,SIGQUIT"},
       {"term_timeout", "", false, "seconds each worker gets after the stop signal before SIGKILL",
        "30"},
+      {"hang_timeout", "", false,
+       "seconds a worker that touched MXRUN_HEARTBEAT_FILE may stay silent before it counts as "
+       "hung (0: off; default off, 300 for the bundled trainer)", ""},
+      {"exit_barrier_timeout", "", false,
+       "seconds workers may run on after another worker of the job exited 0 before they count "
+       "as hung (0: off)", "300"},
       {"start_method", "", false, "accepted for torchrun compatibility (spawn, fork, forkserver)",
        "spawn"},
       {"module", "-m", true, "run the entrypoint as a Python module (python -m)", ""},
@@ -400,6 +406,14 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   absl::StatusOr<double> term = ToSeconds(values["term_timeout"]);
   if (!term.ok()) return term.status();
   o.term_timeout_seconds = *term;
+  if (!absl::StripAsciiWhitespace(values["hang_timeout"].text).empty()) {
+    absl::StatusOr<double> hang = ToSeconds(values["hang_timeout"]);
+    if (!hang.ok()) return hang.status();
+    o.hang_timeout_seconds = *hang;
+  }
+  absl::StatusOr<double> barrier = ToSeconds(values["exit_barrier_timeout"]);
+  if (!barrier.ok()) return barrier.status();
+  o.exit_barrier_timeout_seconds = *barrier;
 
   o.role = values["role"].text;
   if (o.role.empty()) return Invalid(values["role"], "empty", "a non-empty name");

@@ -32,6 +32,13 @@ struct NodeRange {
 
 enum class EntrypointKind { kPythonScript, kPythonModule, kExecutable, kBundledTrainer };
 
+// --hang_timeout when the entrypoint is the bundled trainer and the flag is not given. The trainer
+// beats after every step, every evaluation batch and every second of a checkpoint write, so this
+// only has to exceed the slowest healthy step: a ResNet-101 step at batch 256 takes about a minute on
+// a slow CPU host and well under a second on a GPU. Five minutes leaves a wide margin yet catches a
+// stuck collective in half the time NCCL's own 10-minute watchdog takes (Gloo's default is 30).
+inline constexpr double kTrainerHangTimeoutSeconds = 300;
+
 struct LaunchOptions {
   NodeRange nnodes;
   std::string nproc_per_node = "1";   // integer, gpu, cpu or auto (resolved later, see nproc.h)
@@ -55,6 +62,10 @@ struct LaunchOptions {
   std::set<int> local_ranks_filter;
   std::set<int> signals_to_handle;
   double term_timeout_seconds = 30;
+  // Hang detection (agent/hang_watch.h). nullopt: not given, which means off, except for the
+  // bundled trainer (kTrainerHangTimeoutSeconds). 0 turns a rule off.
+  std::optional<double> hang_timeout_seconds;
+  double exit_barrier_timeout_seconds = 300;
 
   EntrypointKind entrypoint_kind = EntrypointKind::kPythonScript;
   std::string entrypoint;             // script, module, program, or "train"

@@ -282,6 +282,14 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
       event.restarts_spent = message.stop().restarts_spent();
       event.max_restarts = message.stop().max_restarts();
       break;
+    case v1::MasterMessage::kPeerFinished: {
+      const v1::PeerFinished& peer = message.peer_finished();
+      event.kind = RendezvousEvent::Kind::kPeerFinished;
+      event.reason = absl::StrCat("the workers of node ", peer.node_rank(), " (", peer.host(),
+                                  ") exited 0 (", peer.nodes_finished(), " of ", peer.nodes(),
+                                  " nodes finished)");
+      break;
+    }
     case v1::MasterMessage::kFinished:
       finished_ = true;
       event.kind = message.finished().success() ? RendezvousEvent::Kind::kJobSucceeded

@@ -260,10 +260,23 @@ MasterState::Out MasterState::ReportSucceeded(Time now, NodeId node, int round) 
   }
   n.state = NodeState::kSucceeded;
   changed_ = true;
+  std::vector<NodeId> running;
   for (NodeId m : run->members) {
-    if (run->nodes[m].state != NodeState::kSucceeded) return out;
+    if (run->nodes[m].state != NodeState::kSucceeded) running.push_back(m);
   }
-  Finish(now, *run, /*success=*/true, std::nullopt, out);
+  if (running.empty()) {
+    Finish(now, *run, /*success=*/true, std::nullopt, out);
+    return out;
+  }
+  const int members = static_cast<int>(run->members.size());
+  for (NodeId m : running) {
+    ToAgent peer = Message(m, ToAgent::Kind::kPeerFinished);
+    peer.peer_host = n.desc.host;
+    peer.peer_node_rank = n.node_rank;
+    peer.nodes_finished = members - static_cast<int>(running.size());
+    peer.num_nodes = members;
+    out.push_back(std::move(peer));
+  }
   return out;
 }
 

@@ -21,7 +21,8 @@
 //       missed_heartbeats on the master's clock): every other member stops and re-joins, budget kept;
 //     - a new node joins while the group has fewer than max_nodes members and none has finished:
 //       every member stops and re-joins to admit it, budget kept;
-//     - every member reports success: every node is told the job succeeded.
+//     - a member reports success: the members still running are told (kPeerFinished, so their
+//       agents' exit barriers start); once every member has, every node is told the job succeeded.
 // * succeeded / failed: late joiners are refused (FailedPrecondition); the run is forgotten after
 //   finished_run_ttl.
 //
@@ -75,7 +76,7 @@ struct JobDesc {
 
 // One message for one agent.
 struct ToAgent {
-  enum class Kind { kWaiting, kRound, kStop, kFinished, kRefused };
+  enum class Kind { kWaiting, kRound, kStop, kPeerFinished, kFinished, kRefused };
   NodeId node = 0;
   Kind kind = Kind::kWaiting;
   int nodes_waiting = 0;                    // kWaiting
@@ -87,6 +88,10 @@ struct ToAgent {
   bool success = false;                     // kFinished
   std::optional<WorkerFailure> first_failure;  // kFinished (failed)
   absl::Status refusal;                     // kRefused
+  std::string peer_host;                    // kPeerFinished: the member whose workers all exited 0
+  int peer_node_rank = 0;                   // kPeerFinished
+  int nodes_finished = 0;                   // kPeerFinished: members finished so far
+  int num_nodes = 0;                        // kPeerFinished: members of the round
   bool close_session = false;               // the master ends this session after the message
 };
 

@@ -31,6 +31,12 @@ v1::WorkerFailure ToProto(const WorkerFailure& f) {
   p.set_message(f.message.substr(0, 64 * 1024));
   p.set_traceback(f.traceback.substr(0, 64 * 1024));
   for (const std::string& line : f.last_lines) p.add_last_lines(line.substr(0, 4096));
+  p.set_hang_rule(f.hang.rule.substr(0, 64));
+  p.set_hang_detail(f.hang.detail.substr(0, 4096));
+  p.set_hang_diagnostics_dir(f.hang.diagnostics_dir.substr(0, 4096));
+  for (size_t i = 0; i < f.hang.diagnostics.size() && i < 64; ++i) {
+    p.add_hang_diagnostics(f.hang.diagnostics[i].substr(0, 4096));
+  }
   return p;
 }
 
@@ -52,6 +58,10 @@ WorkerFailure FromProto(const v1::WorkerFailure& p) {
   f.message = p.message();
   f.traceback = p.traceback();
   f.last_lines.assign(p.last_lines().begin(), p.last_lines().end());
+  f.hang.rule = p.hang_rule();
+  f.hang.detail = p.hang_detail();
+  f.hang.diagnostics_dir = p.hang_diagnostics_dir();
+  f.hang.diagnostics.assign(p.hang_diagnostics().begin(), p.hang_diagnostics().end());
   return f;
 }
 
@@ -151,6 +161,14 @@ v1::MasterMessage ToProto(const ToAgent& m) {
       stop->set_restart(m.restart);
       stop->set_restarts_spent(m.restarts_spent);
       stop->set_max_restarts(m.max_restarts);
+      break;
+    }
+    case ToAgent::Kind::kPeerFinished: {
+      v1::PeerFinished* peer = p.mutable_peer_finished();
+      peer->set_host(m.peer_host);
+      peer->set_node_rank(m.peer_node_rank);
+      peer->set_nodes_finished(m.nodes_finished);
+      peer->set_nodes(m.num_nodes);
       break;
     }
     case ToAgent::Kind::kFinished: {

@@ -37,13 +37,15 @@ struct RendezvousEvent {
     kRegistered,    // the rendezvous accepted this node's join; `reason` says what it waits for
     kRoundReady,    // `round` is this node's assignment: start the workers
     kRejoin,        // stop the workers and Join() again (`restart`: a failure spent the budget)
+    kPeerFinished,  // another node's workers all exited 0 (`reason` names it): the exit barrier
+                    // (--exit_barrier_timeout) starts for the workers still running here
     kJobSucceeded,  // every node's workers succeeded: exit 0
     kJobFailed,     // the budget is spent: exit 1 with `first_failure` in the summary
     kError,         // rendezvous failed (`error`): exit 3
   };
   Kind kind = Kind::kError;
   RoundAssignment round;
-  std::string reason;          // kRejoin: why, in words
+  std::string reason;          // kRejoin: why, in words; kPeerFinished: who finished
   bool restart = false;        // kRejoin: caused by a worker failure (the budget was spent)
   int restarts_spent = 0;      // kRejoin, kJobFailed
   int max_restarts = 0;        // kRejoin, kJobFailed

@@ -13,6 +13,10 @@
 //   --lines=N --line-length=L  print N lines of L characters on stdout
 //   --ready                 print "ready rank=<RANK> pid=<pid> grandchild=<pid>" once set up
 //   --kill-self=SIG         raise signal SIG (number) at the end instead of exiting
+//   --beat                  touch MXRUN_HEARTBEAT_FILE once set up (before any sleep)
+//   --hang-rank=R           global rank R sleeps 600 s (until SIGTERM) after setting up, while the
+//                           others go on (--hang-below-attempt=K: only while the restart count < K)
+//   --stop-self             global rank --hang-rank stops itself (SIGSTOP) instead of sleeping
 // On SIGTERM (when not ignored) it prints "caught SIGTERM rank=<RANK>" and exits 143.
 
 #include <fcntl.h>
@@ -80,6 +84,8 @@ int main(int argc, char** argv) {
   int exit_code = 0, fail_below = -1, only_rank = -1, lines = 0, line_length = 20, kill_self = 0;
   double sleep_seconds = 0;
   bool ignore_term = false, ready = false, grandchild = false, grandchild_setsid = false;
+  bool beat = false, stop_self = false;
+  int hang_rank = -1, hang_below = -1;
   std::string error_message, env_out;
   for (int i = 1; i < argc; ++i) {
     std::string v;
@@ -97,6 +103,10 @@ int main(int argc, char** argv) {
     else if (Flag(argv[i], "--line-length", &v)) line_length = std::atoi(v.c_str());
     else if (Flag(argv[i], "--ready", &v)) ready = true;
     else if (Flag(argv[i], "--kill-self", &v)) kill_self = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--beat", &v)) beat = true;
+    else if (Flag(argv[i], "--hang-rank", &v)) hang_rank = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--hang-below-attempt", &v)) hang_below = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--stop-self", &v)) stop_self = true;
     else {
       std::fprintf(stderr, "test_child: unknown argument %s\n", argv[i]);
       return 64;
@@ -141,7 +151,22 @@ int main(int argc, char** argv) {
                 child, Env("WORLD_SIZE").c_str(), attempt);
   }
   std::fflush(stdout);
-
+  if (beat && !Env("MXRUN_HEARTBEAT_FILE").empty()) {
+    FILE* f = std::fopen(Env("MXRUN_HEARTBEAT_FILE").c_str(), "a");
+    if (f != nullptr) std::fclose(f);
+  }
+  if (hang_rank >= 0 && std::atoi(rank.c_str()) == hang_rank &&
+      (hang_below < 0 || attempt < hang_below)) {
+    std::printf("hanging rank=%s pid=%d\n", rank.c_str(), getpid());
+    std::fflush(stdout);
+    if (stop_self) raise(SIGSTOP);
+    SleepSeconds(600, unblocked);
+    if (g_term) {
+      std::printf("caught SIGTERM rank=%s\n", rank.c_str());
+      std::fflush(stdout);
+      return 143;
+    }
+  }
 
   const bool apply = (fail_below < 0 || attempt < fail_below) &&
                      (only_rank < 0 || std::atoi(rank.c_str()) == only_rank);

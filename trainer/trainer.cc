@@ -25,6 +25,7 @@
 #include "trainer/collectives.h"
 #include "trainer/distributed_sampler.h"
 #include "trainer/gradient_reducer.h"
+#include "trainer/heartbeat.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics_log.h"
 #include "trainer/resnet.h"
@@ -209,6 +210,7 @@ class Trainer {
   std::unique_ptr<MetricsLog> metrics_;
   SamplerConfig sampler_;
   std::int64_t planned_steps_ = 0;
+  Heartbeat heartbeat_{id_.heartbeat_file};  // mxrun's hang detection: beats on progress
 };
 
 void Trainer::LoadData() {
@@ -399,6 +401,7 @@ TallyResult Trainer::Evaluate() {
         logits.to(torch::kFloat), labels,
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
     BatchScore(logits, labels, loss).AddTo(tally);
+    heartbeat_.Beat();
   }
   model_->train();
   return Reduce(tally);
@@ -408,6 +411,8 @@ void Trainer::Checkpoint() {
   if (o_.ckpt_dir.empty() || id_.rank != 0) return;
   progress_.world_size = id_.world_size;
   progress_.loss_scale = scaler_.enabled ? scaler_.scale : 0;
+  // A large checkpoint on a slow disk can take longer than --hang_timeout: not a hang.
+  Heartbeat::KeepAlive alive(heartbeat_, std::chrono::seconds(1));
   SaveCheckpoint(o_.ckpt_dir, *model_, *optimizer_, progress_);
 }
 
@@ -474,6 +479,7 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
     if (step_ok) ForeachSgdStep(*optimizer_);
     reducer_->ZeroGrad();
     ++progress_.step;
+    heartbeat_.Beat();  // the first beat comes after the first step: start-up is not judged
     step_start_seen = progress_.samples_seen;
     progress_.samples_in_epoch = std::min(consumed_local * id_.world_size, epoch_total);
     if (o_.log_every > 0 && progress_.step % o_.log_every == 0) {

@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -75,6 +76,9 @@ TEST_CASE("mxrun --standalone --nproc_per_node=2 train learns the synthetic set 
   CHECK(epochs.back()["train_loss"].get<double>() < epochs.front()["train_loss"].get<double>());
   CHECK(r.out.find("[n0 r0] epoch 3/3 done") != std::string::npos);
   CHECK(r.out.find("[n0 r1]") == std::string::npos);  // only rank 0 reports progress
+  // The bundled trainer gets hang detection by default.
+  CHECK_THAT(r.err, Catch::Contains("hang detection: heartbeat (MXRUN_HEARTBEAT_FILE) silent over "
+                                    "300 s"));
 }
 
 TEST_CASE("a worker killed mid-training is restarted and resumes from the checkpoint",
@@ -124,6 +128,43 @@ TEST_CASE("a worker killed mid-training is restarted and resumes from the checkp
   }
   CHECK(first_step_after_resume == resumed_at + 1);
   CHECK(r.err.find("restart") != std::string::npos);
+}
+
+TEST_CASE("a trainer rank that stops is found by its heartbeat, and the job resumes",
+          "[trainer][hang]") {
+  TempDir dir;
+  std::vector<std::string> argv = SmallRun(
+      {kMxrun, "--standalone", "--nproc_per_node=2", "--max_restarts=1", "--hang_timeout=5",
+       "--term_timeout=5", "--log_dir=" + dir.path() + "/logs", "train"},
+      dir, {"--epochs", "2", "--log_every", "1", "--ckpt_every", "4", "--no_eval"});
+  Subprocess job(argv);
+  REQUIRE(job.WaitForStdout("step 10/64", 1, 120s));
+  pid_t rank1 = -1;
+  for (pid_t child : ChildrenOf(job.pid())) {
+    if (EnvOf(child, "RANK") == "1") rank1 = child;
+  }
+  REQUIRE(rank1 > 0);
+  // The trainer beats after every step: its heartbeat file is there.
+  const std::string heartbeat = EnvOf(rank1, "MXRUN_HEARTBEAT_FILE");
+  CHECK_THAT(heartbeat, Catch::EndsWith("/attempt_0/1/heartbeat"));
+  CHECK(::access(heartbeat.c_str(), F_OK) == 0);
+  // Rank 1 stops (as under a debugger); rank 0 blocks in its next all-reduce: a step that blocks.
+  REQUIRE(::kill(rank1, SIGSTOP) == 0);
+
+  ProcessResult r = job.Wait(240s);
+  INFO(Describe(r));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("worker rank 1 (local_rank 1, pid " + std::to_string(rank1) +
+                                    ") failed: hung (heartbeat): no heartbeat for "));
+  CHECK_THAT(r.err, Catch::Contains("is hung (heartbeat)"));
+  CHECK_THAT(r.err, Catch::Contains("hang diagnostics of rank 1, 0 written to " + dir.path() +
+                                    "/logs/"));
+  auto resumes = Metrics(dir, "resume");
+  REQUIRE(resumes.size() == 1);
+  CHECK(resumes[0]["restart_count"] == 1);
+  auto done = Metrics(dir, "done");
+  REQUIRE(done.size() == 1);
+  CHECK(done[0]["step"] == 64);
 }
 
 TEST_CASE("a resume at another world size continues from the same samples seen", "[trainer]") {

@@ -88,3 +88,23 @@ TEST_CASE("environ strings round-trip", "[env]") {
   CHECK(env["B"] == "x=y");
   CHECK(mxrun::EnvToStrings(env) == std::vector<std::string>{"A=1", "B=x=y"});
 }
+
+TEST_CASE("hang detection's variables: the heartbeat file, the timer pipe, NCCL's dump file",
+          "[env][hang]") {
+  mxrun::WorkerExtras extras;
+  extras.heartbeat_file = "/scratch/attempt_0/1/heartbeat";
+  extras.timer_file = "/scratch/watchdog_timer";
+  extras.nccl_trace_prefix = "/logs/attempt_0/1/nccl_trace_rank_";
+  EnvMap env = BuildWorkerEnv({{"MXRUN_HEARTBEAT_FILE", "/outer/launcher"}}, TwoNodesOfFour(), 1,
+                              extras);
+  CHECK(env["MXRUN_HEARTBEAT_FILE"] == "/scratch/attempt_0/1/heartbeat");
+  CHECK(env["TORCHELASTIC_TIMER_FILE"] == "/scratch/watchdog_timer");
+  CHECK(env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == "/logs/attempt_0/1/nccl_trace_rank_");
+  // Off: an outer launcher's heartbeat file is not passed on; a user's NCCL dump path is kept.
+  EnvMap off = BuildWorkerEnv({{"MXRUN_HEARTBEAT_FILE", "/outer/launcher"},
+                               {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "/mine/trace_"}},
+                              TwoNodesOfFour(), 1, {"", "", "", "", "", "/logs/x_"});
+  CHECK(off.count("MXRUN_HEARTBEAT_FILE") == 0);
+  CHECK(off.count("TORCHELASTIC_TIMER_FILE") == 0);
+  CHECK(off["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == "/mine/trace_");
+}

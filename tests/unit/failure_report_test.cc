@@ -85,6 +85,31 @@ TEST_CASE("the summary names the first failure completely", "[failure]") {
   CHECK_THAT(mxrun::FormatFailureSummary(f, {"x", 0, 0}), Catch::Contains("exit code 3"));
 }
 
+TEST_CASE("a hung worker's summary gives the rule, the numbers and the diagnostics", "[failure]") {
+  WorkerFailure f = SampleFailure();
+  f.term_signal = 0;
+  f.hang.rule = "heartbeat";
+  f.hang.detail = "no heartbeat for 12.0 s (--hang_timeout=10.0 s)";
+  f.hang.diagnostics_dir = "/logs/attempt_2/hang-Ab12cd";
+  f.hang.diagnostics = {"rank 5 (pid 4242): T (stopped: SIGSTOP, SIGTSTP or a debugger)",
+                        "  stack (gdb): raise < main"};
+  std::string text = mxrun::FormatFailureSummary(f, {"train", 2, 2});
+  CHECK_THAT(text, Catch::Contains(
+                       "exit       : hung (heartbeat): no heartbeat for 12.0 s (--hang_timeout=10.0 s)\n"));
+  CHECK_THAT(text, Catch::Contains("diagnostics: /logs/attempt_2/hang-Ab12cd (on that host)"));
+  CHECK_THAT(text, Catch::Contains("hang state :\n      rank 5 (pid 4242): T (stopped"));
+  CHECK_THAT(text, Catch::Contains("        stack (gdb): raise < main"));
+  CHECK_THAT(text, !Catch::Contains("Signal 9"));
+
+  std::string path = WriteTemp("");
+  REQUIRE(mxrun::WriteAgentErrorFile(path, f));
+  nlohmann::json doc = nlohmann::json::parse(std::ifstream(path));
+  CHECK(doc["mxrun"]["hang"]["rule"] == "heartbeat");
+  CHECK(doc["mxrun"]["hang"]["diagnostics_dir"] == "/logs/attempt_2/hang-Ab12cd");
+  CHECK_THAT(doc["message"]["message"].get<std::string>(), Catch::Contains("hung (heartbeat)"));
+  unlink(path.c_str());
+}
+
 TEST_CASE("the agent's error file keeps the worker's and names the worker", "[failure]") {
   WorkerFailure f = SampleFailure();
   std::string out = WriteTemp("");

@@ -28,6 +28,9 @@ std::string Render(const ToAgent& m) {
     case ToAgent::Kind::kStop:
       return absl::StrCat(who, "stop", m.restart ? " restart " : " ", m.restarts_spent, "/",
                           m.max_restarts, ": ", m.reason);
+    case ToAgent::Kind::kPeerFinished:
+      return absl::StrCat(who, "peer finished ", m.peer_host, " rank ", m.peer_node_rank, " (",
+                          m.nodes_finished, "/", m.num_nodes, ")");
     case ToAgent::Kind::kFinished:
       return absl::StrCat(who, m.success ? "finished ok" : "finished failed",
                           m.first_failure ? absl::StrCat(" rank ", m.first_failure->global_rank)
@@ -177,7 +180,8 @@ TEST_CASE("success needs every member, and an early finisher waits", "[master]")
   Scenario s(2, 2);
   s.Join(1, "node1");
   s.Join(2, "node2");
-  CHECK(s.Succeed(1, 0).empty());
+  // The member still running learns of it: its exit barrier starts.
+  CHECK(s.Succeed(1, 0) == Lines{"n2: peer finished node1 rank 0 (1/2)"});
   s.Beat({1, 2});
   CHECK(s.Advance(3s).empty());
   CHECK(s.Succeed(2, 0) == Lines{"n1: finished ok", "n2: finished ok"});
@@ -327,7 +331,7 @@ TEST_CASE("a restored master re-attaches agents to their running round", "[maste
   CHECK(after.Resume(12, "h2", 0) == Lines{"n12: waiting 0"});
   CHECK(after.Advance(3s).empty());
   after.Beat({11, 12});
-  CHECK(after.Succeed(11, 0).empty());
+  CHECK(after.Succeed(11, 0) == Lines{"n12: peer finished h1 rank 0 (1/2)"});
   CHECK(after.Succeed(12, 0) == Lines{"n11: finished ok", "n12: finished ok"});
   CHECK(after.state.Persisted().empty());  // finished runs are not kept
 }
@@ -376,7 +380,7 @@ TEST_CASE("only a change of the kept state asks for a save, never a heartbeat or
     CHECK(s.Advance(1s).empty());
   }
   CHECK_FALSE(s.state.TakeChanged());
-  CHECK(s.Succeed(1, 0).empty());
+  CHECK(s.Succeed(1, 0) == Lines{"n2: peer finished node1 rank 0 (1/2)"});
   CHECK(s.state.TakeChanged());  // a member's success is kept
   CHECK(s.Gone(2) == Lines{"n1: stop 0/0: node2 left (stream closed)"});
   CHECK(s.state.TakeChanged());  // the group stopped

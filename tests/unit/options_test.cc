@@ -117,6 +117,20 @@ TEST_CASE("bad input names the flag, the value and what is accepted", "[options]
              Catch::Contains("PET_NPROC_PER_NODE='zero'"));
 }
 
+TEST_CASE("hang detection's flags", "[options][hang]") {
+  LaunchOptions defaults = ParseOk({"x.py"});
+  CHECK_FALSE(defaults.hang_timeout_seconds.has_value());  // off; main gives the trainer its own
+  CHECK(defaults.exit_barrier_timeout_seconds == 300);
+  LaunchOptions o = ParseOk({"--hang_timeout=45", "--exit-barrier-timeout=0", "x.py"});
+  CHECK(o.hang_timeout_seconds == 45);
+  CHECK(o.exit_barrier_timeout_seconds == 0);
+  CHECK(ParseOk({"x.py"}, {{"MXRUN_HANG_TIMEOUT", "2.5"}}).hang_timeout_seconds == 2.5);
+  CHECK_THAT(ParseError({"--hang_timeout=soon", "x.py"}),
+             Catch::Contains("--hang_timeout='soon'") && Catch::Contains("a number >= 0"));
+  CHECK_THAT(ParseError({"--exit_barrier_timeout=-1", "x.py"}),
+             Catch::Contains("--exit_barrier_timeout='-1'"));
+}
+
 TEST_CASE("help is not an error", "[options]") {
   auto result = Parse({"--help"});
   REQUIRE(result.ok());

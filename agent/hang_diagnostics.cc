@@ -1,0 +1,394 @@
+#include "agent/hang_diagnostics.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "agent/process_launcher.h"
+#include "agent/proc_stat.h"
+#include "common/files.h"
+#include "common/strings.h"
+
+namespace mxrun {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+struct ThreadInfo {
+  pid_t tid = 0;
+  ProcStat stat;
+  std::string wchan;  // the kernel function it sleeps in; empty when running or unknown
+};
+
+std::string ReadSmallFile(const std::string& path) {
+  std::optional<std::string> text = ReadWholeFile(path);
+  return text ? std::string(absl::StripTrailingAsciiWhitespace(*text)) : "";
+}
+
+std::vector<ThreadInfo> ReadThreads(pid_t pid) {
+  std::vector<ThreadInfo> threads;
+  const std::string task_dir = absl::StrCat("/proc/", pid, "/task");
+  DIR* dir = opendir(task_dir.c_str());
+  if (dir == nullptr) return threads;
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    ThreadInfo thread;
+    thread.tid = std::atoi(entry->d_name);
+    const std::string base = absl::StrCat(task_dir, "/", entry->d_name);
+    std::optional<ProcStat> stat = ReadProcStatFile(base + "/stat");
+    if (!stat) continue;  // the thread ended meanwhile
+    thread.stat = *stat;
+    thread.wchan = ReadSmallFile(base + "/wchan");
+    if (thread.wchan == "0") thread.wchan.clear();
+    threads.push_back(std::move(thread));
+    if (threads.size() >= 4096) break;
+  }
+  closedir(dir);
+  std::sort(threads.begin(), threads.end(),
+            [](const ThreadInfo& a, const ThreadInfo& b) { return a.tid < b.tid; });
+  return threads;
+}
+
+std::string FormatDuration(milliseconds ms) {
+  return absl::StrFormat("%.1f s", static_cast<double>(ms.count()) / 1000.0);
+}
+
+// A stack-dump tool run for one worker.
+struct StackDump {
+  std::string tool;        // "gdb", "py-spy"; empty: none was run
+  std::string skipped;     // why no dump was made
+  std::string output_path;
+  pid_t tool_pid = -1;
+  int pidfd = -1;
+  bool timed_out = false;
+  Clock::duration took{};
+  std::string output;
+};
+
+bool IsPythonProcess(pid_t pid) {
+  char target[4096];
+  const std::string link = absl::StrCat("/proc/", pid, "/exe");
+  const ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
+  if (n <= 0) return false;
+  absl::string_view path(target, static_cast<size_t>(n));
+  const size_t slash = path.rfind('/');
+  return absl::StartsWith(slash == absl::string_view::npos ? path : path.substr(slash + 1),
+                          "python");
+}
+
+void StartStackDump(const HungWorker& worker, const std::string& dir,
+                    const DiagnosticsOptions& options, StackDump& dump) {
+  if (!options.stack_dumps) {
+    dump.skipped = "stack dumps are turned off";
+    return;
+  }
+  if (ReadSmallFile("/proc/sys/kernel/yama/ptrace_scope") == "3") {
+    dump.skipped = "ptrace is disabled on this machine (kernel.yama.ptrace_scope=3)";
+    return;
+  }
+  std::vector<std::string> argv;
+  std::string executable;
+  const std::string pid = std::to_string(worker.pid);
+  if (IsPythonProcess(worker.pid)) {
+    if (absl::StatusOr<std::string> py_spy = ResolveExecutable("py-spy", options.path_env);
+        py_spy.ok()) {
+      executable = *py_spy;
+      dump.tool = "py-spy";
+      argv = {"py-spy", "dump", "--pid", pid};
+    }
+  }
+  if (executable.empty()) {
+    absl::StatusOr<std::string> gdb = ResolveExecutable("gdb", options.path_env);
+    if (!gdb.ok()) {
+      dump.skipped = "neither py-spy nor gdb is installed (apt-get install gdb)";
+      return;
+    }
+    executable = *gdb;
+    dump.tool = "gdb";
+    argv = {"gdb", "-p", pid, "-batch", "-nx", "-iex", "set debuginfod enabled off",
+            "-ex", "set pagination off", "-ex", "thread apply all bt"};
+  }
+  dump.output_path = absl::StrCat(dir, "/.rank", worker.global_rank, ".stack");
+  const int out = open(dump.output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) {
+    dump.skipped = absl::StrCat("cannot create ", dump.output_path, ": ", ErrnoText(errno));
+    dump.tool.clear();
+    return;
+  }
+  SpawnRequest request;
+  request.executable = executable;
+  request.argv = std::move(argv);
+  // HOME: gdb wants one for its caches (it writes nothing there with these settings).
+  request.env = {"PATH=" + options.path_env, "LC_ALL=C", "HOME=" + dir};
+  request.stdout_fd = out;
+  request.stderr_fd = out;
+  absl::StatusOr<pid_t> tool_pid = SpawnProcess(request);
+  close(out);
+  if (!tool_pid.ok()) {
+    dump.skipped = std::string(tool_pid.status().message());
+    dump.tool.clear();
+    return;
+  }
+  dump.tool_pid = *tool_pid;
+  dump.pidfd = static_cast<int>(syscall(SYS_pidfd_open, dump.tool_pid, 0));
+}
+
+// Waits for every started dump until `deadline`; kills (by its own process group) the ones still
+// running then. Reaps them all.
+void FinishStackDumps(std::vector<StackDump>& dumps, Clock::time_point started,
+                      Clock::time_point deadline) {
+  while (true) {
+    std::vector<pollfd> waits;
+    for (StackDump& dump : dumps) {
+      if (dump.tool_pid > 0 && dump.pidfd >= 0) waits.push_back({dump.pidfd, POLLIN, 0});
+    }
+    if (waits.empty()) break;
+    const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0 || poll(waits.data(), waits.size(), static_cast<int>(left)) <= 0) break;
+    for (StackDump& dump : dumps) {
+      if (dump.tool_pid <= 0) continue;
+      int status = 0;
+      if (waitpid(dump.tool_pid, &status, WNOHANG) == dump.tool_pid) {
+        dump.took = Clock::now() - started;
+        dump.tool_pid = -1;
+        close(dump.pidfd);
+        dump.pidfd = -1;
+      }
+    }
+  }
+  for (StackDump& dump : dumps) {
+    if (dump.tool_pid > 0) {
+      dump.timed_out = true;
+      dump.took = Clock::now() - started;
+      kill(-dump.tool_pid, SIGKILL);
+      int status = 0;
+      waitpid(dump.tool_pid, &status, 0);
+      dump.tool_pid = -1;
+    }
+    if (dump.pidfd >= 0) close(dump.pidfd);
+    dump.pidfd = -1;
+    if (!dump.output_path.empty()) {
+      dump.output = ReadWholeFile(dump.output_path).value_or("");
+      unlink(dump.output_path.c_str());
+    }
+  }
+}
+
+// The worker's NCCL flight-recorder dump, when it wrote one, copied beside the report.
+std::vector<std::string> CopyNcclTraces(const HungWorker& worker, const std::string& dir) {
+  std::vector<std::string> copied;
+  struct stat st {};
+  if (worker.nccl_trace_file.empty() || stat(worker.nccl_trace_file.c_str(), &st) != 0 ||
+      !S_ISREG(st.st_mode) ||
+      std::chrono::system_clock::from_time_t(st.st_mtim.tv_sec + 1) < worker.started_at) {
+    return copied;
+  }
+  std::optional<std::string> data = ReadWholeFile(worker.nccl_trace_file);
+  if (!data) return copied;
+  const size_t slash = worker.nccl_trace_file.rfind('/');
+  const std::string target = dir + "/" + worker.nccl_trace_file.substr(slash + 1);
+  std::ofstream(target, std::ios::binary | std::ios::trunc) << *data;
+  copied.push_back(target);
+  return copied;
+}
+
+std::string StackSummary(const StackDump& dump, pid_t pid) {
+  if (dump.tool.empty()) return absl::StrCat("no stack dump: ", dump.skipped);
+  if (absl::StrContains(dump.output, "ptrace: Operation not permitted") ||
+      absl::StrContains(dump.output, "Permission denied")) {
+    return absl::StrCat("no stack dump: the kernel refused ", dump.tool,
+                        " ptrace (kernel.yama.ptrace_scope, or no CAP_SYS_PTRACE)");
+  }
+  if (dump.timed_out) return absl::StrCat("no stack dump: ", dump.tool, " ran out of time");
+  std::string top = TopFrames(dump.output, pid, 4);
+  if (top.empty()) return absl::StrCat("no stack in ", dump.tool, "'s output");
+  return absl::StrCat("stack (", dump.tool, "): ", top);
+}
+
+// The function's name at the start of a gdb frame's text: "ns::f (args) at x.cc:3" and
+// "ns::f(int, std::function<void (int)>) (args)" give "ns::f"; "(anonymous namespace)" is kept.
+absl::string_view FunctionName(absl::string_view text) {
+  constexpr absl::string_view kAnonymous = "(anonymous namespace)";
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text.substr(i).substr(0, kAnonymous.size()) == kAnonymous) {
+      i += kAnonymous.size();
+      continue;
+    }
+    if (text[i] == '(' || text[i] == ' ') break;
+    ++i;
+  }
+  return text.substr(0, i);
+}
+
+}  // namespace
+
+std::string TopFrames(std::string_view dump_text, pid_t tid, size_t count) {
+  const absl::string_view dump(dump_text.data(), dump_text.size());
+  const std::vector<absl::string_view> lines = absl::StrSplit(dump, '\n');
+  // The thread's section: gdb's "Thread 1 (Thread 0x.. (LWP <tid>) ...):", py-spy's
+  // "Thread <tid> (idle): ...". Else the first section.
+  const std::string gdb_tag = absl::StrCat("(LWP ", tid, ")");
+  const std::string py_spy_tag = absl::StrCat("Thread ", tid, " ");
+  size_t start = lines.size();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (absl::StartsWith(lines[i], "Thread ") &&
+        (absl::StrContains(lines[i], gdb_tag) || absl::StartsWith(lines[i], py_spy_tag))) {
+      start = i + 1;
+      break;
+    }
+  }
+  if (start == lines.size()) {
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (absl::StartsWith(lines[i], "Thread ")) {
+        start = i + 1;
+        break;
+      }
+    }
+  }
+  std::vector<std::string> frames;
+  for (size_t i = start; i < lines.size() && frames.size() < count; ++i) {
+    absl::string_view line = lines[i];
+    if (absl::StartsWith(line, "Thread ") || line.empty()) break;
+    absl::string_view name;
+    if (absl::ConsumePrefix(&line, "#")) {  // gdb: "#1  0x00.. in name (args) at file:line"
+      const size_t space = line.find("  ");
+      if (space == absl::string_view::npos) continue;
+      line.remove_prefix(space + 2);
+      if (absl::StartsWith(line, "0x")) {
+        const size_t in = line.find(" in ");
+        if (in == absl::string_view::npos) continue;
+        line.remove_prefix(in + 4);
+      }
+      name = FunctionName(line);
+      // Frames without a symbol, and the C library's internals (__futex_abstimed_wait, ...),
+      // say little in a one-line summary: the frames that called them do.
+      if (name == "??" || absl::StartsWith(name, "__")) continue;
+    } else if (absl::StartsWith(line, "    ")) {  // py-spy: "    name (file.py:12)"
+      line = absl::StripLeadingAsciiWhitespace(line);
+      name = line.substr(0, line.find(" ("));
+    } else {
+      continue;
+    }
+    frames.emplace_back(name);
+  }
+  std::string text;
+  for (const std::string& frame : frames) absl::StrAppend(&text, text.empty() ? "" : " < ", frame);
+  return text;
+}
+
+HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, const std::string& dir,
+                                       const DiagnosticsOptions& options) {
+  const Clock::time_point started = Clock::now();
+  HangDiagnostics result;
+  // The /proc state first, before a tracer stops anything.
+  std::vector<std::optional<ProcStat>> before(hung.size());
+  std::vector<std::vector<ThreadInfo>> threads(hung.size());
+  for (size_t i = 0; i < hung.size(); ++i) {
+    before[i] = ReadProcStat(hung[i].pid);
+    threads[i] = ReadThreads(hung[i].pid);
+  }
+  std::vector<StackDump> dumps(hung.size());
+  for (size_t i = 0; i < hung.size(); ++i) {
+    if (before[i]) {
+      StartStackDump(hung[i], dir, options, dumps[i]);
+    } else {
+      dumps[i].skipped = "the process is gone";
+    }
+  }
+  FinishStackDumps(dumps, started, started + options.stack_dump_budget);
+
+  for (size_t i = 0; i < hung.size(); ++i) {
+    const HungWorker& worker = hung[i];
+    // A tracer that was killed mid-attach can leave the process stopped: undo what we did.
+    std::optional<ProcStat> after = ReadProcStat(worker.pid);
+    if (before[i] && after && (after->state == 'T' || after->state == 't') &&
+        before[i]->state != 'T' && before[i]->state != 't') {
+      kill(worker.pid, SIGCONT);
+    }
+    const std::vector<std::string> traces = CopyNcclTraces(worker, dir);
+
+    std::vector<std::string>& lines = result.short_form[worker.local_rank];
+    const std::string state =
+        before[i] ? ProcStateName(before[i]->state) : std::string("gone (exited meanwhile)");
+    std::string main_wait;
+    std::map<char, int> by_state;
+    for (const ThreadInfo& t : threads[i]) {
+      ++by_state[t.stat.state];
+      if (t.tid == worker.pid && !t.wchan.empty()) main_wait = t.wchan;
+    }
+    std::string counts;
+    for (const auto& [s, n] : by_state) absl::StrAppend(&counts, counts.empty() ? "" : ", ", n, " ", std::string(1, s));
+    lines.push_back(absl::StrCat(
+        "rank ", worker.global_rank, " (pid ", worker.pid, "): ", state, "; ",
+        threads[i].size(), " thread(s)", counts.empty() ? "" : absl::StrCat(" (", counts, ")"),
+        main_wait.empty() ? "" : absl::StrCat("; main thread waits in ", main_wait),
+        !worker.heartbeat_watched ? ""
+        : worker.since_heartbeat
+            ? absl::StrCat("; last heartbeat ", FormatDuration(*worker.since_heartbeat), " ago")
+            : "; no heartbeat yet"));
+    lines.push_back(absl::StrCat("  ", StackSummary(dumps[i], worker.pid)));
+    if (!traces.empty()) {
+      lines.push_back(absl::StrCat("  NCCL flight recorder: ", traces.size(), " dump(s) copied"));
+    }
+
+    std::string report;
+    absl::StrAppend(&report, "mxrun hang diagnostics\n");
+    absl::StrAppend(&report, "time         : ",
+                    absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC", absl::Now(), absl::UTCTimeZone()),
+                    "\n");
+    absl::StrAppend(&report, "rank         : ", worker.global_rank, " (local_rank ",
+                    worker.local_rank, "), pid ", worker.pid, "\n");
+    absl::StrAppend(&report, "rule         : ", worker.rule, ": ", worker.detail, "\n");
+    absl::StrAppend(&report, "heartbeat    : ",
+                    !worker.heartbeat_watched ? std::string("not watched (--hang_timeout off)")
+                    : worker.since_heartbeat
+                        ? absl::StrCat("last seen ", FormatDuration(*worker.since_heartbeat), " ago")
+                        : std::string("never seen"),
+                    "\n");
+    absl::StrAppend(&report, "state        : ", state,
+                    before[i] ? absl::StrCat(" (", before[i]->comm, ")") : "", "\n");
+    absl::StrAppend(&report, "\nthreads (tid, name, state, wait channel):\n");
+    for (const ThreadInfo& t : threads[i]) {
+      absl::StrAppend(&report, "  ", t.tid, "  ", t.stat.comm, "  ", std::string(1, t.stat.state),
+                      "  ", t.wchan.empty() ? "-" : t.wchan, "\n");
+    }
+    absl::StrAppend(&report, "\nlast output lines:\n");
+    for (const std::string& line : worker.last_lines) absl::StrAppend(&report, "  ", line, "\n");
+    absl::StrAppend(&report, "\nstack dump: ");
+    if (dumps[i].tool.empty()) {
+      absl::StrAppend(&report, "skipped: ", dumps[i].skipped, "\n");
+    } else {
+      absl::StrAppend(&report, dumps[i].tool, ", ",
+                      FormatDuration(std::chrono::duration_cast<milliseconds>(dumps[i].took)),
+                      dumps[i].timed_out ? " (killed: out of time)" : "", "\n", dumps[i].output,
+                      "\n");
+    }
+    for (const std::string& trace : traces) {
+      absl::StrAppend(&report, "NCCL flight-recorder dump: ", trace, "\n");
+    }
+    std::ofstream(absl::StrCat(dir, "/rank", worker.global_rank, ".txt"), std::ios::trunc)
+        << report;
+  }
+  result.took = std::chrono::duration_cast<milliseconds>(Clock::now() - started);
+  return result;
+}
+
+}  // namespace mxrun

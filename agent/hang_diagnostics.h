@@ -1,0 +1,57 @@
+#pragma once
+// What mxrun finds out about hung workers before it stops them, written to one file per worker
+// (DIR/rank<R>.txt) and summarised in a few lines for the failure summary:
+//  * the process's state and, for every thread, its state and wait channel (/proc/PID/stat,
+//    /proc/PID/task/*/stat and wchan): "T (stopped: SIGSTOP ...)" tells a stopped worker, a wait
+//    channel such as futex_wait_queue or pipe_read tells what a blocked thread waits on;
+//  * how long since its last heartbeat, and its last output lines;
+//  * a stack dump of every thread by py-spy (Python workers, when installed) or gdb (when
+//    installed), all workers at once and bounded in time; skipped, saying why, where neither is
+//    installed or the kernel refuses ptrace;
+//  * PyTorch's NCCL flight-recorder dump (TORCH_NCCL_DEBUG_INFO_TEMP_FILE + rank; mxrun points it
+//    into the log folder when there is one) when this worker wrote one, copied beside the report.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mxrun {
+
+struct HungWorker {
+  int global_rank = 0;
+  int local_rank = 0;
+  pid_t pid = 0;
+  std::string rule;    // HangRuleName
+  std::string detail;  // the verdict's words
+  bool heartbeat_watched = false;  // --hang_timeout is on
+  std::optional<std::chrono::milliseconds> since_heartbeat;  // nullopt: it never beat
+  std::vector<std::string> last_lines;
+  std::string nccl_trace_file;  // where PyTorch's NCCL flight recorder dumps for this rank
+  std::chrono::system_clock::time_point started_at;  // older files there are not this worker's
+};
+
+struct DiagnosticsOptions {
+  std::chrono::milliseconds stack_dump_budget{4000};  // for all stack dumps together
+  std::string path_env;                               // PATH to find py-spy and gdb in
+  bool stack_dumps = true;
+};
+
+struct HangDiagnostics {
+  std::map<int, std::vector<std::string>> short_form;  // by local rank
+  std::chrono::milliseconds took{0};
+};
+
+// Writes DIR/rank<R>.txt for every worker in `hung` (DIR must exist) and returns the short form.
+HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, const std::string& dir,
+                                       const DiagnosticsOptions& options);
+
+// The first `count` frames of thread `tid`'s stack in a gdb "thread apply all bt" dump or a py-spy
+// dump, as function names ("clock_nanosleep < sleep < main"); empty when it has none. Pure.
+std::string TopFrames(std::string_view dump, pid_t tid, size_t count);
+
+}  // namespace mxrun

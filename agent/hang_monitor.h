@@ -1,0 +1,91 @@
+#pragma once
+// The agent's hang detection at its edges: it serves the FileTimer pipe, polls the workers'
+// heartbeat files, feeds a HangWatch (the pure decisions) and acts on its verdicts. For each hung
+// worker it first collects diagnostics (hang_diagnostics.h), then
+//  * FileTimer: sends the timer's signal to the process that set it, as torchrun does; the worker's
+//    death is then its failure, reported as a hang;
+//  * heartbeat, exit barrier: marks the worker hung in its WorkerGroup, which makes the group fail
+//    with it as the cause (the agent then reports it and stops the group, on every node).
+//
+// Heartbeats: a worker touches (or writes to) MXRUN_HEARTBEAT_FILE. The files are polled with
+// stat() a few times per timeout (at most every second) and when a deadline falls due, and a
+// beat is placed at the file's modification time when that lies within the last poll interval:
+// detection is as precise as the file's time stamp, yet a wall-clock step cannot fake a silence.
+// Polling rather than inotify works on every file system (a log folder on NFS too) and costs the
+// same however often a worker beats.
+//
+// Single-threaded, on the agent's EventLoop.
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "agent/event_loop.h"
+#include "agent/file_timer.h"
+#include "agent/hang_diagnostics.h"
+#include "agent/hang_watch.h"
+#include "agent/worker_group.h"
+
+namespace mxrun {
+
+struct HangMonitorConfig {
+  HangSettings settings;
+  std::string fallback_dir;      // hang folders are made here when the attempt folders are scratch
+  std::string run_id;
+  DiagnosticsOptions diagnostics;
+};
+
+class HangMonitor {
+ public:
+  using Deadline = EventLoop::Deadline;
+
+  // `pipe` is the FileTimer pipe when that rule is on (made early, so that a bad path is a usage
+  // error before anything starts), else nullptr.
+  HangMonitor(HangMonitorConfig config, EventLoop& loop, std::unique_ptr<FileTimerPipe> pipe);
+  ~HangMonitor();
+  HangMonitor(const HangMonitor&) = delete;
+  HangMonitor& operator=(const HangMonitor&) = delete;
+
+  // The pipe's path for TORCHELASTIC_TIMER_FILE; empty when the FileTimer rule is off.
+  std::string timer_file() const { return pipe_ ? pipe_->path() : ""; }
+
+  // The group whose workers are watched from now on; nullptr while none runs (between rounds,
+  // while a group is being stopped).
+  void Watch(WorkerGroup* group);
+  // Another node's workers all exited 0: the exit barrier starts for the workers here.
+  void PeersFinished(const std::string& who);
+  // Observes the workers (exits, heartbeats) and acts on the verdicts due now. Call at every turn
+  // of the agent's loop; it may take a few seconds when it collects diagnostics.
+  void Check();
+  // When Check next has something to do; nullopt: nothing.
+  std::optional<Deadline> NextWake() const;
+
+ private:
+  void OnTimerLine(const absl::StatusOr<FileTimerRequest>& request, std::string_view line);
+  std::optional<int> OwnerOf(pid_t pid) const;  // the local rank whose worker is pid or its ancestor
+  void PollHeartbeats(HangWatch::Time now);
+  void Act(std::vector<HangVerdict> verdicts);
+  std::string MakeDiagnosticsDir();
+
+  struct Stamp {  // what a heartbeat file looked like at the last poll
+    bool exists = false;
+    timespec mtime{};
+    timespec ctime{};
+    off_t size = 0;
+    ino_t inode = 0;
+  };
+
+  HangMonitorConfig config_;
+  EventLoop& loop_;
+  HangWatch watch_;
+  std::unique_ptr<FileTimerPipe> pipe_;
+  WorkerGroup* group_ = nullptr;
+  std::set<int> exits_seen_;       // local ranks whose end the watch was told of
+  std::map<int, Stamp> stamps_;    // by local rank
+  HangWatch::Time last_poll_{};
+  int bad_lines_logged_ = 0;
+};
+
+}  // namespace mxrun

@@ -1,0 +1,128 @@
+#pragma once
+// Deciding that a worker hangs, as a pure object: the agent feeds it what it observes (workers
+// starting and ending, heartbeats seen, FileTimer requests, peers that finished) with the time of
+// each, and asks it at every turn of its loop which workers are hung. No I/O, no clock of its own;
+// tests drive it with fake times.
+//
+// Three rules, each off when its setting is 0:
+//  * FileTimer (torchelastic's watchdog protocol): a worker acquired a timer (scope id, expiration
+//    time on the wall clock, as `time.time()` in the worker) and has not released it when it
+//    expires. The verdict carries the pid that asked and the timer's signal, which the agent sends
+//    as torchrun's FileTimerServer does. Among one pid's expired timers the earliest with a signal
+//    > 0 is used; expired timers without a signal are dropped with no verdict, as in torchrun, and
+//    every timer of a pid with expired ones is cleared.
+//  * heartbeat: a worker that has beaten at least once and then stays silent for longer than the
+//    heartbeat timeout. A worker that never beat is never judged by this rule (it may not know it).
+//    Workers that went silent together are judged together: when one passes the timeout, those
+//    silent for all but a tenth of it (at most 1 s) are judged with it, so that the agent can name
+//    the cause among them (a stopped rank, rather than a peer waiting for it in a collective).
+//  * exit barrier: once a worker of the job exited 0 (on this node, or on another one as the
+//    master reports), workers still running longer than the barrier timeout after it are hung.
+// Each worker gets at most one verdict per group.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mxrun {
+
+struct HangSettings {
+  std::chrono::milliseconds heartbeat_timeout{0};           // --hang_timeout; 0: off
+  std::chrono::milliseconds exit_barrier_timeout{300'000};  // --exit_barrier_timeout; 0: off
+  bool file_timer = false;                                   // TORCHELASTIC_ENABLE_FILE_TIMER=1
+
+  bool AnyRule() const {
+    return file_timer || heartbeat_timeout.count() > 0 || exit_barrier_timeout.count() > 0;
+  }
+};
+
+// One line of torchelastic's FileTimer protocol (file_timer.h reads them).
+struct FileTimerRequest {
+  pid_t pid = 0;
+  std::string scope_id;
+  double expiration_time = 0;  // seconds since the epoch; < 0: release
+  int signal = 0;              // <= 0: expire without killing
+};
+
+enum class HangRule { kFileTimer, kHeartbeat, kExitBarrier };
+// "FileTimer", "heartbeat", "exit barrier".
+const char* HangRuleName(HangRule rule);
+
+struct HangVerdict {
+  int local_rank = 0;
+  HangRule rule = HangRule::kHeartbeat;
+  std::string detail;  // what happened, with the numbers ("no heartbeat for 10.2 s ...")
+  // kFileTimer: the process to signal, and with what.
+  pid_t pid = 0;
+  int signal = 0;
+  std::string scope_id;
+  // How long the worker had been silent when judged; nullopt: it never beat.
+  std::optional<std::chrono::milliseconds> since_heartbeat;
+};
+
+class HangWatch {
+ public:
+  using Time = std::chrono::steady_clock::time_point;
+  using WallTime = std::chrono::system_clock::time_point;
+
+  // What a timer request did, for the agent's log.
+  enum class TimerResult { kSet, kReleased, kReleaseUnknown, kTooMany, kWorkerNotRunning };
+
+  // Bounds the bookkeeping of a worker that acquires ever new scopes and never releases them.
+  static constexpr size_t kMaxTimers = 4096;
+
+  explicit HangWatch(HangSettings settings) : settings_(settings) {}
+  const HangSettings& settings() const { return settings_; }
+
+  // A new group: forgets the previous group's workers, timers, beats and barrier.
+  void Reset();
+  void WorkerStarted(int local_rank, int global_rank, Time now);
+  void WorkerExited(int local_rank, bool succeeded, Time now);
+  // Workers of another node all exited 0 (the master says so); `who` names them for the verdict.
+  void PeersFinished(const std::string& who, Time now);
+  // The worker's heartbeat was seen to change, the beat having happened at `when`.
+  void HeartbeatSeen(int local_rank, Time when);
+  // A FileTimer request from a process the agent attributed to `local_rank` (the worker itself or
+  // one of its descendants).
+  TimerResult OnTimerRequest(int local_rank, const FileTimerRequest& request, WallTime now);
+
+  // The verdicts due at `now` (every worker at most once), in the order in which the workers
+  // went wrong: the earliest expired timer, the longest silence, then local rank.
+  std::vector<HangVerdict> Check(Time now, WallTime wall_now);
+  // When Check may next have a verdict; nullopt: nothing is pending.
+  std::optional<Time> NextDeadline(Time now, WallTime wall_now) const;
+
+  std::optional<std::chrono::milliseconds> SinceHeartbeat(int local_rank, Time now) const;
+  size_t timer_count() const { return timers_.size(); }
+
+ private:
+  struct Worker {
+    int global_rank = 0;
+    bool running = false;
+    bool judged = false;
+    std::optional<Time> last_beat;
+  };
+  struct Timer {
+    int local_rank = 0;
+    double expiration_time = 0;
+    int signal = 0;
+    WallTime set_at;
+  };
+
+  Worker* Find(int local_rank);
+  void StartBarrier(std::string cause, Time now);
+  std::optional<Time> HeartbeatDeadline(const Worker& worker) const;
+
+  HangSettings settings_;
+  std::map<int, Worker> workers_;                          // by local rank
+  std::map<std::pair<pid_t, std::string>, Timer> timers_;  // by (pid, scope id), as torchrun
+  std::optional<Time> barrier_since_;
+  std::string barrier_cause_;  // "rank 0 exited 0", "node 1's workers finished"
+};
+
+}  // namespace mxrun

@@ -1,0 +1,52 @@
+#include "agent/proc_stat.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace mxrun {
+
+std::optional<ProcStat> ParseProcStat(std::string_view text) {
+  const size_t open = text.find('(');
+  const size_t close = text.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open) {
+    return std::nullopt;
+  }
+  ProcStat stat;
+  stat.comm = std::string(text.substr(open + 1, close - open - 1));
+  std::string rest(text.substr(close + 1));
+  char state = 0;
+  int ppid = 0;
+  if (std::sscanf(rest.c_str(), " %c %d", &state, &ppid) != 2) return std::nullopt;
+  stat.state = state;
+  stat.ppid = ppid;
+  return stat;
+}
+
+std::optional<ProcStat> ReadProcStatFile(const std::string& path) {
+  FILE* file = std::fopen(path.c_str(), "re");
+  if (file == nullptr) return std::nullopt;
+  char buffer[1024];
+  const size_t n = std::fread(buffer, 1, sizeof buffer - 1, file);
+  std::fclose(file);
+  return ParseProcStat(std::string_view(buffer, n));
+}
+
+std::optional<ProcStat> ReadProcStat(pid_t pid) {
+  return ReadProcStatFile("/proc/" + std::to_string(pid) + "/stat");
+}
+
+std::string ProcStateName(char state) {
+  switch (state) {
+    case 'R': return "R (running)";
+    case 'S': return "S (sleeping)";
+    case 'D': return "D (uninterruptible sleep: usually I/O or a driver)";
+    case 'T': return "T (stopped: SIGSTOP, SIGTSTP or a debugger)";
+    case 't': return "t (stopped by a tracer: a debugger)";
+    case 'Z': return "Z (zombie: exited, not yet reaped)";
+    case 'X': return "X (dead)";
+    case 'I': return "I (idle kernel thread)";
+    default: return std::string(1, state) + " (unknown)";
+  }
+}
+
+}  // namespace mxrun
