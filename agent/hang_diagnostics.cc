@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <fstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -95,33 +96,47 @@ bool IsPythonProcess(pid_t pid) {
 
 void StartStackDump(const HungWorker& worker, const std::string& dir,
                     const DiagnosticsOptions& options, StackDump& dump) {
-  if (!options.stack_dumps) {
-    dump.skipped = "stack dumps are turned off";
+  if (options.stack_dumper == "none") {
+    dump.skipped = "turned off (MXRUN_STACK_DUMPER=none)";
     return;
   }
   if (ReadSmallFile("/proc/sys/kernel/yama/ptrace_scope") == "3") {
     dump.skipped = "ptrace is disabled on this machine (kernel.yama.ptrace_scope=3)";
     return;
   }
-  std::vector<std::string> argv;
+  // py-spy shows a Python worker's Python frames; eu-stack (elfutils) takes milliseconds where
+  // gdb takes a second or more on a process with LibTorch loaded, and the kill waits for it.
+  std::vector<std::string> candidates;
+  if (!options.stack_dumper.empty()) {
+    candidates = {options.stack_dumper};
+  } else if (IsPythonProcess(worker.pid)) {
+    candidates = {"py-spy", "eu-stack", "gdb"};
+  } else {
+    candidates = {"eu-stack", "gdb"};
+  }
   std::string executable;
-  const std::string pid = std::to_string(worker.pid);
-  if (IsPythonProcess(worker.pid)) {
-    if (absl::StatusOr<std::string> py_spy = ResolveExecutable("py-spy", options.path_env);
-        py_spy.ok()) {
-      executable = *py_spy;
-      dump.tool = "py-spy";
-      argv = {"py-spy", "dump", "--pid", pid};
+  for (const std::string& tool : candidates) {
+    if (absl::StatusOr<std::string> path = ResolveExecutable(tool, options.path_env); path.ok()) {
+      executable = *path;
+      dump.tool = tool;
+      break;
     }
   }
   if (executable.empty()) {
-    absl::StatusOr<std::string> gdb = ResolveExecutable("gdb", options.path_env);
-    if (!gdb.ok()) {
-      dump.skipped = "neither py-spy nor gdb is installed (apt-get install gdb)";
-      return;
-    }
-    executable = *gdb;
-    dump.tool = "gdb";
+    dump.skipped = options.stack_dumper.empty()
+                       ? "none of eu-stack, gdb (or py-spy, for Python) is installed "
+                         "(apt-get install elfutils)"
+                       : absl::StrCat("MXRUN_STACK_DUMPER=", options.stack_dumper,
+                                      " is not installed");
+    return;
+  }
+  const std::string pid = std::to_string(worker.pid);
+  std::vector<std::string> argv;
+  if (dump.tool == "py-spy") {
+    argv = {"py-spy", "dump", "--pid", pid};
+  } else if (dump.tool == "eu-stack") {
+    argv = {"eu-stack", "-p", pid, "-m"};
+  } else {
     argv = {"gdb", "-p", pid, "-batch", "-nx", "-iex", "set debuginfod enabled off",
             "-ex", "set pagination off", "-ex", "thread apply all bt"};
   }
@@ -211,7 +226,7 @@ std::vector<std::string> CopyNcclTraces(const HungWorker& worker, const std::str
 
 std::string StackSummary(const StackDump& dump, pid_t pid) {
   if (dump.tool.empty()) return absl::StrCat("no stack dump: ", dump.skipped);
-  if (absl::StrContains(dump.output, "ptrace: Operation not permitted") ||
+  if (absl::StrContains(dump.output, "Operation not permitted") ||
       absl::StrContains(dump.output, "Permission denied")) {
     return absl::StrCat("no stack dump: the kernel refused ", dump.tool,
                         " ptrace (kernel.yama.ptrace_scope, or no CAP_SYS_PTRACE)");
@@ -222,72 +237,88 @@ std::string StackSummary(const StackDump& dump, pid_t pid) {
   return absl::StrCat("stack (", dump.tool, "): ", top);
 }
 
-// The function's name at the start of a gdb frame's text: "ns::f (args) at x.cc:3" and
-// "ns::f(int, std::function<void (int)>) (args)" give "ns::f"; "(anonymous namespace)" is kept.
-absl::string_view FunctionName(absl::string_view text) {
+// The function's name at the start of a frame's text: "ns::f (args) at x.cc:3",
+// "ns::f(int, std::function<void (int)>) (args)" and "f@GLIBC_2.2.5" give "ns::f" and "f";
+// "(anonymous namespace)", "operator()" and template arguments are kept whole.
+std::string FunctionName(absl::string_view text) {
   constexpr absl::string_view kAnonymous = "(anonymous namespace)";
+  constexpr absl::string_view kCall = "operator()";
   size_t i = 0;
+  int angle = 0;
   while (i < text.size()) {
     if (text.substr(i).substr(0, kAnonymous.size()) == kAnonymous) {
       i += kAnonymous.size();
       continue;
     }
-    if (text[i] == '(' || text[i] == ' ') break;
+    if (text.substr(i).substr(0, kCall.size()) == kCall) {
+      i += kCall.size();
+      continue;
+    }
+    const char c = text[i];
+    if (c == '<') ++angle;
+    if (c == '>' && angle > 0) --angle;
+    if (angle == 0 && (c == '(' || c == ' ' || c == '@')) break;
     ++i;
   }
-  return text.substr(0, i);
+  std::string name(text.substr(0, i));
+  if (name.size() > 120) name = name.substr(0, 117) + "...";
+  return name;
 }
 
 }  // namespace
 
+bool IsStackDumper(const std::string& name) {
+  return name.empty() || name == "py-spy" || name == "eu-stack" || name == "gdb" || name == "none";
+}
+
 std::string TopFrames(std::string_view dump_text, pid_t tid, size_t count) {
   const absl::string_view dump(dump_text.data(), dump_text.size());
   const std::vector<absl::string_view> lines = absl::StrSplit(dump, '\n');
-  // The thread's section: gdb's "Thread 1 (Thread 0x.. (LWP <tid>) ...):", py-spy's
-  // "Thread <tid> (idle): ...". Else the first section.
+  // The thread's section: gdb's "Thread 1 (Thread 0x.. (LWP <tid>) ...):", eu-stack's
+  // "TID <tid>:", py-spy's "Thread <tid> (idle): ...". Else the first section.
+  auto is_section = [](absl::string_view line) {
+    return absl::StartsWith(line, "Thread ") || absl::StartsWith(line, "TID ");
+  };
   const std::string gdb_tag = absl::StrCat("(LWP ", tid, ")");
+  const std::string eu_stack_tag = absl::StrCat("TID ", tid, ":");
   const std::string py_spy_tag = absl::StrCat("Thread ", tid, " ");
   size_t start = lines.size();
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (absl::StartsWith(lines[i], "Thread ") &&
-        (absl::StrContains(lines[i], gdb_tag) || absl::StartsWith(lines[i], py_spy_tag))) {
+  for (size_t i = 0; i < lines.size() && start == lines.size(); ++i) {
+    if (is_section(lines[i]) &&
+        (absl::StrContains(lines[i], gdb_tag) || lines[i] == eu_stack_tag ||
+         absl::StartsWith(lines[i], py_spy_tag))) {
       start = i + 1;
-      break;
     }
   }
-  if (start == lines.size()) {
-    for (size_t i = 0; i < lines.size(); ++i) {
-      if (absl::StartsWith(lines[i], "Thread ")) {
-        start = i + 1;
-        break;
-      }
-    }
+  for (size_t i = 0; i < lines.size() && start == lines.size(); ++i) {
+    if (is_section(lines[i])) start = i + 1;
   }
   std::vector<std::string> frames;
   for (size_t i = start; i < lines.size() && frames.size() < count; ++i) {
     absl::string_view line = lines[i];
-    if (absl::StartsWith(line, "Thread ") || line.empty()) break;
-    absl::string_view name;
-    if (absl::ConsumePrefix(&line, "#")) {  // gdb: "#1  0x00.. in name (args) at file:line"
-      const size_t space = line.find("  ");
-      if (space == absl::string_view::npos) continue;
-      line.remove_prefix(space + 2);
+    if (is_section(line) || line.empty()) break;
+    std::string name;
+    if (absl::ConsumePrefix(&line, "#")) {
+      // gdb: "#1  0x00.. in name (args) at file:line"; eu-stack: "#1  0x00.. name - module".
+      while (!line.empty() && absl::ascii_isdigit(line.front())) line.remove_prefix(1);
+      line = absl::StripLeadingAsciiWhitespace(line);
       if (absl::StartsWith(line, "0x")) {
-        const size_t in = line.find(" in ");
-        if (in == absl::string_view::npos) continue;
-        line.remove_prefix(in + 4);
+        const size_t space = line.find(' ');
+        line = space == absl::string_view::npos ? absl::string_view() : line.substr(space + 1);
+        absl::ConsumePrefix(&line, "in ");
       }
+      if (line.empty() || absl::StartsWith(line, "- ")) continue;  // no symbol
       name = FunctionName(line);
       // Frames without a symbol, and the C library's internals (__futex_abstimed_wait, ...),
       // say little in a one-line summary: the frames that called them do.
-      if (name == "??" || absl::StartsWith(name, "__")) continue;
+      if (name.empty() || name == "??" || absl::StartsWith(name, "__")) continue;
     } else if (absl::StartsWith(line, "    ")) {  // py-spy: "    name (file.py:12)"
       line = absl::StripLeadingAsciiWhitespace(line);
-      name = line.substr(0, line.find(" ("));
+      name = std::string(line.substr(0, line.find(" (")));
     } else {
       continue;
     }
-    frames.emplace_back(name);
+    frames.push_back(std::move(name));
   }
   std::string text;
   for (const std::string& frame : frames) absl::StrAppend(&text, text.empty() ? "" : " < ", frame);

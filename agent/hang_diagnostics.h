@@ -5,9 +5,9 @@
 //    /proc/PID/task/*/stat and wchan): "T (stopped: SIGSTOP ...)" tells a stopped worker, a wait
 //    channel such as futex_wait_queue or pipe_read tells what a blocked thread waits on;
 //  * how long since its last heartbeat, and its last output lines;
-//  * a stack dump of every thread by py-spy (Python workers, when installed) or gdb (when
-//    installed), all workers at once and bounded in time; skipped, saying why, where neither is
-//    installed or the kernel refuses ptrace;
+//  * a stack dump of every thread by py-spy (Python workers, when installed), eu-stack or gdb,
+//    all workers at once and bounded in time; skipped, saying why, where none is installed or the
+//    kernel refuses ptrace;
 //  * PyTorch's NCCL flight-recorder dump (TORCH_NCCL_DEBUG_INFO_TEMP_FILE + rank; mxrun points it
 //    into the log folder when there is one) when this worker wrote one, copied beside the report.
 
@@ -37,9 +37,14 @@ struct HungWorker {
 
 struct DiagnosticsOptions {
   std::chrono::milliseconds stack_dump_budget{4000};  // for all stack dumps together
-  std::string path_env;                               // PATH to find py-spy and gdb in
-  bool stack_dumps = true;
+  std::string path_env;                               // PATH to find the tools in
+  // MXRUN_STACK_DUMPER: "py-spy", "eu-stack", "gdb" or "none"; empty: py-spy for Python workers
+  // when installed, else eu-stack, else gdb.
+  std::string stack_dumper;
 };
+
+// The values MXRUN_STACK_DUMPER accepts (empty: choose).
+bool IsStackDumper(const std::string& name);
 
 struct HangDiagnostics {
   std::map<int, std::vector<std::string>> short_form;  // by local rank
@@ -50,8 +55,9 @@ struct HangDiagnostics {
 HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, const std::string& dir,
                                        const DiagnosticsOptions& options);
 
-// The first `count` frames of thread `tid`'s stack in a gdb "thread apply all bt" dump or a py-spy
-// dump, as function names ("clock_nanosleep < sleep < main"); empty when it has none. Pure.
+// The first `count` named frames of thread `tid`'s stack in an eu-stack, gdb ("thread apply all bt")
+// or py-spy dump, as function names ("c10d::Work::wait < Trainer::TrainEpoch"), without the C
+// library's internals; empty when it has none. Pure.
 std::string TopFrames(std::string_view dump, pid_t tid, size_t count);
 
 }  // namespace mxrun

@@ -200,6 +200,14 @@ int Main(int argc, char** argv) {
   auto path_env = env.find("PATH");
   config.hang.diagnostics.path_env =
       path_env != env.end() ? path_env->second : "/usr/local/bin:/usr/bin:/bin";
+  if (auto it = env.find("MXRUN_STACK_DUMPER"); it != env.end()) {
+    if (!IsStackDumper(it->second)) {
+      RemoveTree(scratch_dir);
+      return UsageError(absl::StrCat("MXRUN_STACK_DUMPER='", it->second, "' is not valid; "
+                                     "accepted: py-spy, eu-stack, gdb, none (empty: choose)"));
+    }
+    config.hang.diagnostics.stack_dumper = it->second;
+  }
   if (worker.heartbeat_files || hang.file_timer) {
     std::string rules;
     if (worker.heartbeat_files) {

@@ -180,14 +180,26 @@ TEST_CASE("FileTimer: an expired timer kills its worker and the group restarts",
 TEST_CASE("FileTimer: with the budget spent the summary names the timer and the signal",
           "[integration][hang][file_timer]") {
   TempDir tmp;
+  std::map<std::string, std::string> env = WithFileTimer(tmp);
+  const std::string dumper = GENERATE(std::string("eu-stack"), std::string("gdb"));
+  env["MXRUN_STACK_DUMPER"] = dumper;
   ProcessResult r = Run({kMxrun, "--nproc_per_node=1", kFileTimerWorker, "--hang_rank", "0",
                          "--expire_after", "0.5"},
-                        WithFileTimer(tmp), 120s);
+                        env, 120s);
   INFO(Describe(r));
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("exit       : hung (FileTimer): timer 'stuck step' of pid "));
   CHECK_THAT(r.err, Catch::Contains(", then Signal 9 (SIGKILL)"));
-  CHECK_THAT(r.err, Catch::Contains("stack ("));  // the dump was taken before the kill
+  // The dump was taken before the kill, of a live interpreter.
+  CHECK_THAT(r.err, Catch::Contains("stack (" + dumper + "): ") &&
+                        Catch::Contains("_PyEval_EvalFrameDefault"));
+}
+
+TEST_CASE("MXRUN_STACK_DUMPER must name a known tool", "[integration][hang]") {
+  ProcessResult r = Run(Mxrun({}, {}), {{"MXRUN_STACK_DUMPER", "lldb"}}, 30s);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("MXRUN_STACK_DUMPER='lldb' is not valid; accepted: py-spy, "
+                                    "eu-stack, gdb, none"));
 }
 
 TEST_CASE("FileTimer: a pid that is not one of the agent's workers is never signalled",

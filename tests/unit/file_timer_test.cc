@@ -194,6 +194,22 @@ TEST_CASE("the top of a thread's stack from gdb and py-spy dumps", "[hang]") {
       "    step (train.py:40)\n"
       "    <module> (train.py:55)\n";
   CHECK(mxrun::TopFrames(py_spy, 100, 2) == "wait < step");
+  const char eu_stack[] =
+      "PID 13337 - process\n"
+      "TID 13337:\n"
+      "#0  0x00007f0ccb35a503 clock_nanosleep@GLIBC_2.2.5 - /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+      "#1  0x00007f0ccb35ee53 __nanosleep - /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+      "#2  0x0000561ac924e4af - /usr/bin/sleep\n"
+      "#3  0x0000558882104ca7 std::mersenne_twister_engine<unsigned long, 64ul>::operator()() - "
+      "/usr/bin/train\n"
+      "#4  0x00005588821047b3 mxrun::trainer::MakeSyntheticImages(long, int, unsigned long) - "
+      "/usr/bin/train\n"
+      "TID 13340:\n"
+      "#0  0x00007f5c6831f829 syscall - /usr/lib/x86_64-linux-gnu/libc.so.6\n";
+  CHECK(mxrun::TopFrames(eu_stack, 13337, 3) ==
+        "clock_nanosleep < std::mersenne_twister_engine<unsigned long, 64ul>::operator() < "
+        "mxrun::trainer::MakeSyntheticImages");
+  CHECK(mxrun::TopFrames(eu_stack, 13340, 3) == "syscall");
   CHECK(mxrun::TopFrames("ptrace: Operation not permitted.\n", 100, 3).empty());
 }
 
