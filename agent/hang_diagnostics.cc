@@ -94,8 +94,10 @@ bool IsPythonProcess(pid_t pid) {
                           "python");
 }
 
+// `tool`: the dumper to use; empty: as the options say.
 void StartStackDump(const HungWorker& worker, const std::string& dir,
-                    const DiagnosticsOptions& options, StackDump& dump) {
+                    const DiagnosticsOptions& options, const std::string& tool_wanted,
+                    StackDump& dump) {
   if (options.stack_dumper == "none") {
     dump.skipped = "turned off (MXRUN_STACK_DUMPER=none)";
     return;
@@ -107,7 +109,9 @@ void StartStackDump(const HungWorker& worker, const std::string& dir,
   // py-spy shows a Python worker's Python frames; eu-stack (elfutils) takes milliseconds where
   // gdb takes a second or more on a process with LibTorch loaded, and the kill waits for it.
   std::vector<std::string> candidates;
-  if (!options.stack_dumper.empty()) {
+  if (!tool_wanted.empty()) {
+    candidates = {tool_wanted};
+  } else if (!options.stack_dumper.empty()) {
     candidates = {options.stack_dumper};
   } else if (IsPythonProcess(worker.pid)) {
     candidates = {"py-spy", "eu-stack", "gdb"};
@@ -140,7 +144,7 @@ void StartStackDump(const HungWorker& worker, const std::string& dir,
     argv = {"gdb", "-p", pid, "-batch", "-nx", "-iex", "set debuginfod enabled off",
             "-ex", "set pagination off", "-ex", "thread apply all bt"};
   }
-  dump.output_path = absl::StrCat(dir, "/.rank", worker.global_rank, ".stack");
+  dump.output_path = absl::StrCat(dir, "/.rank", worker.global_rank, ".", dump.tool);
   const int out = open(dump.output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (out < 0) {
     dump.skipped = absl::StrCat("cannot create ", dump.output_path, ": ", ErrnoText(errno));
@@ -339,12 +343,37 @@ HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, cons
   std::vector<StackDump> dumps(hung.size());
   for (size_t i = 0; i < hung.size(); ++i) {
     if (before[i]) {
-      StartStackDump(hung[i], dir, options, dumps[i]);
+      StartStackDump(hung[i], dir, options, "", dumps[i]);
     } else {
       dumps[i].skipped = "the process is gone";
     }
   }
-  FinishStackDumps(dumps, started, started + options.stack_dump_budget);
+  const Clock::time_point deadline = started + options.stack_dump_budget;
+  FinishStackDumps(dumps, started, deadline);
+  // eu-stack cannot unwind through code without unwind tables (a JIT-compiled kernel, say), where
+  // gdb's heuristics still find the callers: ask gdb for those, within what is left of the budget.
+  if (options.stack_dumper.empty()) {
+    std::vector<size_t> retry;
+    for (size_t i = 0; i < hung.size(); ++i) {
+      if (dumps[i].tool == "eu-stack" && !dumps[i].timed_out &&
+          TopFrames(dumps[i].output, hung[i].pid, 1).empty()) {
+        retry.push_back(i);
+      }
+    }
+    std::vector<StackDump> second(retry.size());
+    for (size_t k = 0; k < retry.size() && Clock::now() < deadline; ++k) {
+      StartStackDump(hung[retry[k]], dir, options, "gdb", second[k]);
+    }
+    FinishStackDumps(second, started, deadline);
+    for (size_t k = 0; k < retry.size(); ++k) {
+      StackDump& first = dumps[retry[k]];
+      if (second[k].tool.empty() || second[k].output.empty()) continue;
+      second[k].output = absl::StrCat(second[k].output,
+                                      "\n(eu-stack, which could not unwind the main thread:)\n",
+                                      first.output);
+      first = std::move(second[k]);
+    }
+  }
 
   for (size_t i = 0; i < hung.size(); ++i) {
     const HungWorker& worker = hung[i];

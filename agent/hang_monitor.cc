@@ -240,7 +240,8 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
     hang.diagnostics_dir = dir;
     // Every hung worker of this node in the short form: which one is the culprit is often read
     // off the others (a stopped rank, its peers waiting in a collective).
-    for (const auto& [local_rank, lines] : diagnostics.short_form) {
+    for (const HungWorker& worker : hung) {  // in verdict order: the root cause first
+      const std::vector<std::string>& lines = diagnostics.short_form[worker.local_rank];
       hang.diagnostics.insert(hang.diagnostics.end(), lines.begin(), lines.end());
     }
     if (verdict.rule != HangRule::kFileTimer) {
