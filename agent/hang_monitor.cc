@@ -90,6 +90,9 @@ std::optional<int> HangMonitor::OwnerOf(pid_t pid) const {
 
 void HangMonitor::OnTimerLine(const absl::StatusOr<FileTimerRequest>& request,
                               std::string_view line) {
+  // Between rounds and while a group stops (its workers release their timers as they unwind),
+  // there is nothing to watch: requests then are dropped without a word.
+  if (group_ == nullptr) return;
   if (!request.ok()) {
     if (bad_lines_logged_ < kMaxBadLinesLogged) {
       spdlog::warn("FileTimer: ignored a request ({}): {}{}", std::string(request.status().message()),
@@ -220,7 +223,7 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
     h.detail = verdict.detail;
     h.heartbeat_watched = config_.settings.heartbeat_timeout.count() > 0;
     h.since_heartbeat = watch_.SinceHeartbeat(worker.local_rank, now);
-    h.last_lines = worker.last_lines;
+    h.last_lines = group_->LastLinesOf(worker.local_rank);
     h.nccl_trace_file = worker.nccl_trace_file;
     h.started_at = worker.started_at;
     hung.push_back(std::move(h));

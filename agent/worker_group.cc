@@ -236,10 +236,16 @@ std::vector<WorkerGroup::WorkerStatus> WorkerGroup::Workers() const {
     s.heartbeat_file = worker->heartbeat_file;
     s.nccl_trace_file = worker->nccl_trace_file;
     s.started_at = worker->started_at;
-    s.last_lines = worker->last_lines.Lines();
     out.push_back(std::move(s));
   }
   return out;
+}
+
+std::vector<std::string> WorkerGroup::LastLinesOf(int local_rank) const {
+  for (const auto& worker : workers_) {
+    if (worker->local_rank == local_rank) return worker->last_lines.Lines();
+  }
+  return {};
 }
 
 std::string WorkerGroup::AttemptDir() const {

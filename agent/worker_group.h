@@ -71,9 +71,9 @@ class WorkerGroup {
     std::string heartbeat_file;   // MXRUN_HEARTBEAT_FILE (empty: none)
     std::string nccl_trace_file;  // where PyTorch's NCCL flight recorder would dump
     std::chrono::system_clock::time_point started_at;
-    std::vector<std::string> last_lines;
   };
   std::vector<WorkerStatus> Workers() const;
+  std::vector<std::string> LastLinesOf(int local_rank) const;
   // This attempt's folder, and whether it outlives the agent (--log_dir) or is scratch.
   std::string AttemptDir() const;
   bool attempt_dir_kept() const { return spec_.attempts_dir_kept; }

@@ -69,7 +69,7 @@ echo
 echo "- command: \`$invocation\`"
 echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "- machine: nproc=$(nproc), uname -r=$(uname -r)${cpu_model:+, cpu=$cpu_model}"
-echo "- mxrun: \`$MXRUN\` (repo at $git_rev); gdb: $(command -v gdb || echo none), py-spy: $(command -v py-spy || echo none)"
+echo "- mxrun: \`$MXRUN\` (repo at $git_rev); stack dumpers: eu-stack $(command -v eu-stack >/dev/null && echo yes || echo no), gdb $(command -v gdb >/dev/null && echo yes || echo no), py-spy $(command -v py-spy >/dev/null && echo yes || echo no)"
 echo "- torchrun: \`$TORCHRUN\` (torch $("$torch_py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo unknown))"
 echo "- runs: $RUNS per case and launcher, the launchers interleaved; figures are medians; T = $TIMEOUT s"
 echo
@@ -206,20 +206,21 @@ for case, spec in CASES.items():
             if d is not None:
                 entry["diag"].append(d)
 
-print("| case | launcher | hang → group restarted | over the timeout T | diagnostics collected in |")
-print("|---|---|---|---|---|")
+print("| case | launcher | hang → group restarted | min–max | over the timeout T | diagnostics collected in |")
+print("|---|---|---|---|---|---|")
 for case in CASES:
     for launcher in ("mxrun", "torchrun"):
         entry = results[(case, launcher)]
         if CASES[case][launcher] is None:
-            print(f"| {case} | {launcher} | no such rule | | |")
+            print(f"| {case} | {launcher} | no such rule | | | |")
             continue
         if not entry["recovery"]:
-            print(f"| {case} | {launcher} | {entry['note'] or 'no restart seen'} | | |")
+            print(f"| {case} | {launcher} | {entry['note'] or 'no restart seen'} | | | |")
             continue
         rec = median(entry["recovery"])
         diag = f"{median(entry['diag']):.2f} s" if entry["diag"] else "-"
-        print(f"| {case} | {launcher} | {rec:.2f} s (n={len(entry['recovery'])}) | "
+        spread = f"{min(entry['recovery']):.2f}–{max(entry['recovery']):.2f} s"
+        print(f"| {case} | {launcher} | {rec:.2f} s (n={len(entry['recovery'])}) | {spread} | "
               f"{rec - T:+.2f} s | {diag} |")
 print_problems(log.problems)
 PY

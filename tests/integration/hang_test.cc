@@ -107,15 +107,21 @@ TEST_CASE("exit barrier: the restart after a hang succeeds; no log folder keeps 
 
 TEST_CASE("heartbeat: a shell worker that stops beating is hung; beating or never beating is not",
           "[integration][hang]") {
-  SECTION("stops beating") {
-    ProcessResult r = Run(MxrunShell({"--hang_timeout=1"},
-                                     "touch \"$MXRUN_HEARTBEAT_FILE\"; echo beat once; sleep 600"),
-                          {}, 60s);
+  SECTION("stops beating; its NCCL flight-recorder dump is kept with the diagnostics") {
+    TempDir logs;
+    // The worker also writes a dump where PyTorch's flight recorder would (prefix + rank).
+    ProcessResult r = Run(MxrunShell({"--hang_timeout=1", "--log_dir=" + logs.path()},
+                                     "touch \"$MXRUN_HEARTBEAT_FILE\"; echo beat once; "
+                                     "echo trace > \"${TORCH_NCCL_DEBUG_INFO_TEMP_FILE}${RANK}\"; "
+                                     "sleep 600"),
+                          {{"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", ""}}, 60s);
     INFO(Describe(r));
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::Contains("exit       : hung (heartbeat): no heartbeat for 1.0 s "
                                       "(--hang_timeout=1.0 s)"));
     CHECK_THAT(r.err, Catch::Contains("last heartbeat 1.0 s ago"));
+    CHECK_THAT(r.err, Catch::Contains("NCCL flight recorder: 1 dump(s) copied"));
+    CHECK(ReadFile(DiagnosticsDir(r.err) + "/nccl_trace_rank_0") == "trace\n");
   }
   SECTION("keeps beating") {
     ProcessResult r = Run(MxrunShell({"--hang_timeout=1"},
