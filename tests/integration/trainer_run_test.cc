@@ -58,6 +58,14 @@ std::string EnvOf(pid_t pid, const std::string& key) {
   return "";
 }
 
+// The launcher's worker with global rank `rank`; -1 when there is none.
+pid_t WorkerOfRank(pid_t launcher, int rank) {
+  for (pid_t child : ChildrenOf(launcher)) {
+    if (EnvOf(child, "RANK") == std::to_string(rank)) return child;
+  }
+  return -1;
+}
+
 }  // namespace
 
 TEST_CASE("mxrun --standalone --nproc_per_node=2 train learns the synthetic set to 90%",
@@ -93,10 +101,7 @@ TEST_CASE("a worker killed mid-training is restarted and resumes from the checkp
   // checkpoint writer, so a kill in the middle of a write is possible too. Rank 0 prints its
   // progress line for step 10 just before it appends that step's metrics record.
   REQUIRE(job.WaitForStdout("step 10/64", 1, 120s));
-  pid_t rank0 = -1;
-  for (pid_t child : ChildrenOf(job.pid())) {
-    if (EnvOf(child, "RANK") == "0") rank0 = child;
-  }
+  const pid_t rank0 = WorkerOfRank(job.pid(), 0);
   REQUIRE(rank0 > 0);
   REQUIRE(::kill(rank0, SIGKILL) == 0);
 
@@ -139,10 +144,7 @@ TEST_CASE("a trainer rank that stops is found by its heartbeat, and the job resu
       dir, {"--epochs", "2", "--log_every", "1", "--ckpt_every", "4", "--no_eval"});
   Subprocess job(argv);
   REQUIRE(job.WaitForStdout("step 10/64", 1, 120s));
-  pid_t rank1 = -1;
-  for (pid_t child : ChildrenOf(job.pid())) {
-    if (EnvOf(child, "RANK") == "1") rank1 = child;
-  }
+  const pid_t rank1 = WorkerOfRank(job.pid(), 1);
   REQUIRE(rank1 > 0);
   // The trainer beats after every step: its heartbeat file is there.
   const std::string heartbeat = EnvOf(rank1, "MXRUN_HEARTBEAT_FILE");
