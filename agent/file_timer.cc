@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
+#include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/strings.h"
@@ -20,7 +22,21 @@ absl::StatusOr<FileTimerRequest> ParseFileTimerLine(std::string_view line) {
     return absl::InvalidArgumentError(
         absl::StrCat("longer than ", kMaxFileTimerLine, " bytes (PIPE_BUF)"));
   }
-  nlohmann::json doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  // Python's json writes an infinite float as Infinity, which is not JSON: a timer acquired with
+  // `expires(after=float("inf"))` never expires (torchrun reads it so), and -Infinity releases.
+  std::string text(line);
+  for (const auto& [from, to] : {std::pair<const char*, const char*>{"\"expiration_time\": -Infinity",
+                                                                      "\"expiration_time\": -1"},
+                                 {"\"expiration_time\": Infinity",
+                                  "\"expiration_time\": 1e308"}}) {
+    if (size_t at = text.find(from); at != std::string::npos) {
+      text.replace(at, std::strlen(from), to);
+    }
+  }
+  if (text.find("\"expiration_time\": NaN") != std::string::npos) {
+    return absl::InvalidArgumentError("'expiration_time' is NaN");
+  }
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     return absl::InvalidArgumentError("not a JSON object");
   }
@@ -34,8 +50,9 @@ absl::StatusOr<FileTimerRequest> ParseFileTimerLine(std::string_view line) {
   }
   FileTimerRequest request;
   const nlohmann::json* pid = field("pid");
-  if (pid == nullptr || !pid->is_number_integer() || pid->get<long long>() <= 0 ||
-      pid->get<long long>() > INT_MAX) {
+  if (pid == nullptr || !pid->is_number_integer() ||
+      (pid->is_number_unsigned() && pid->get<unsigned long long>() > INT_MAX) ||
+      pid->get<long long>() <= 0 || pid->get<long long>() > INT_MAX) {
     return absl::InvalidArgumentError("'pid' must be a process id (an integer > 0)");
   }
   request.pid = static_cast<pid_t>(pid->get<long long>());
@@ -52,8 +69,9 @@ absl::StatusOr<FileTimerRequest> ParseFileTimerLine(std::string_view line) {
   }
   request.expiration_time = expiration->get<double>();
   const nlohmann::json* signo = field("signal");
-  if (signo == nullptr || !signo->is_number_integer() || signo->get<long long>() > SIGRTMAX ||
-      signo->get<long long>() < INT_MIN) {
+  if (signo == nullptr || !signo->is_number_integer() ||
+      (signo->is_number_unsigned() && signo->get<unsigned long long>() > 1024) ||
+      signo->get<long long>() > SIGRTMAX || signo->get<long long>() < INT_MIN) {
     return absl::InvalidArgumentError(
         absl::StrCat("'signal' must be an integer up to ", SIGRTMAX, " (<= 0: do not kill)"));
   }

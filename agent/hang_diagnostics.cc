@@ -102,6 +102,10 @@ void StartStackDump(const HungWorker& worker, const std::string& dir,
     dump.skipped = "turned off (MXRUN_STACK_DUMPER=none)";
     return;
   }
+  if (dir.empty()) {
+    dump.skipped = "no folder to write it to";
+    return;
+  }
   if (ReadSmallFile("/proc/sys/kernel/yama/ptrace_scope") == "3") {
     dump.skipped = "ptrace is disabled on this machine (kernel.yama.ptrace_scope=3)";
     return;
@@ -169,36 +173,53 @@ void StartStackDump(const HungWorker& worker, const std::string& dir,
   dump.pidfd = static_cast<int>(syscall(SYS_pidfd_open, dump.tool_pid, 0));
 }
 
-// Waits for every started dump until `deadline`; kills (by its own process group) the ones still
-// running then. Reaps them all.
+// Waits for every started dump until `deadline`, calling `keep_reading.on_readable` whenever its fd
+// is readable meanwhile; kills (by its own process group) the dumps still running then, and reaps
+// them. Without pidfds (kernels before 5.3, some seccomp profiles) it polls every 20 ms instead.
 void FinishStackDumps(std::vector<StackDump>& dumps, Clock::time_point started,
-                      Clock::time_point deadline) {
-  while (true) {
-    std::vector<pollfd> waits;
+                      Clock::time_point deadline, const KeepReading& keep_reading) {
+  auto reap_finished = [&] {
     for (StackDump& dump : dumps) {
-      if (dump.tool_pid > 0 && dump.pidfd >= 0) waits.push_back({dump.pidfd, POLLIN, 0});
-    }
-    if (waits.empty()) break;
-    const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0 || poll(waits.data(), waits.size(), static_cast<int>(left)) <= 0) break;
-    for (StackDump& dump : dumps) {
-      if (dump.tool_pid <= 0) continue;
       int status = 0;
-      if (waitpid(dump.tool_pid, &status, WNOHANG) == dump.tool_pid) {
+      if (dump.tool_pid > 0 && waitpid(dump.tool_pid, &status, WNOHANG) == dump.tool_pid) {
         dump.took = Clock::now() - started;
         dump.tool_pid = -1;
-        close(dump.pidfd);
+        if (dump.pidfd >= 0) close(dump.pidfd);
         dump.pidfd = -1;
       }
     }
+  };
+  while (true) {
+    reap_finished();
+    std::vector<pollfd> waits;
+    bool blind = false;  // a running dump without a pidfd
+    for (StackDump& dump : dumps) {
+      if (dump.tool_pid <= 0) continue;
+      if (dump.pidfd >= 0) {
+        waits.push_back({dump.pidfd, POLLIN, 0});
+      } else {
+        blind = true;
+      }
+    }
+    if (waits.empty() && !blind) break;
+    if (keep_reading.fd >= 0) waits.push_back({keep_reading.fd, POLLIN, 0});
+    auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) break;
+    if (blind) left = std::min<long>(left, 20);
+    if (poll(waits.data(), waits.size(), static_cast<int>(left)) < 0 && errno != EINTR) break;
+    if (keep_reading.fd >= 0 && (waits.back().revents & POLLIN) != 0) keep_reading.on_readable();
   }
   for (StackDump& dump : dumps) {
     if (dump.tool_pid > 0) {
       dump.timed_out = true;
       dump.took = Clock::now() - started;
       kill(-dump.tool_pid, SIGKILL);
-      int status = 0;
-      waitpid(dump.tool_pid, &status, 0);
+      // Bounded: a tool stuck in uninterruptible sleep is left for the agent to reap later.
+      for (int i = 0; i < 50; ++i) {
+        int status = 0;
+        if (waitpid(dump.tool_pid, &status, WNOHANG) != 0) break;
+        usleep(10'000);
+      }
       dump.tool_pid = -1;
     }
     if (dump.pidfd >= 0) close(dump.pidfd);
@@ -330,7 +351,8 @@ std::string TopFrames(std::string_view dump_text, pid_t tid, size_t count) {
 }
 
 HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, const std::string& dir,
-                                       const DiagnosticsOptions& options) {
+                                       const DiagnosticsOptions& options,
+                                       const KeepReading& keep_reading) {
   const Clock::time_point started = Clock::now();
   HangDiagnostics result;
   // The /proc state first, before a tracer stops anything.
@@ -349,7 +371,7 @@ HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, cons
     }
   }
   const Clock::time_point deadline = started + options.stack_dump_budget;
-  FinishStackDumps(dumps, started, deadline);
+  FinishStackDumps(dumps, started, deadline, keep_reading);
   // eu-stack cannot unwind through code without unwind tables (a JIT-compiled kernel, say), where
   // gdb's heuristics still find the callers: ask gdb for those, within what is left of the budget.
   if (options.stack_dumper.empty()) {
@@ -364,7 +386,7 @@ HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, cons
     for (size_t k = 0; k < retry.size() && Clock::now() < deadline; ++k) {
       StartStackDump(hung[retry[k]], dir, options, "gdb", second[k]);
     }
-    FinishStackDumps(second, started, deadline);
+    FinishStackDumps(second, started, deadline, keep_reading);
     for (size_t k = 0; k < retry.size(); ++k) {
       StackDump& first = dumps[retry[k]];
       if (second[k].tool.empty() || second[k].output.empty()) continue;
@@ -383,7 +405,8 @@ HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, cons
         before[i]->state != 'T' && before[i]->state != 't') {
       kill(worker.pid, SIGCONT);
     }
-    const std::vector<std::string> traces = CopyNcclTraces(worker, dir);
+    const std::vector<std::string> traces =
+        dir.empty() ? std::vector<std::string>{} : CopyNcclTraces(worker, dir);
 
     std::vector<std::string>& lines = result.short_form[worker.local_rank];
     const std::string state =
@@ -444,8 +467,10 @@ HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, cons
     for (const std::string& trace : traces) {
       absl::StrAppend(&report, "NCCL flight-recorder dump: ", trace, "\n");
     }
-    std::ofstream(absl::StrCat(dir, "/rank", worker.global_rank, ".txt"), std::ios::trunc)
-        << report;
+    if (!dir.empty()) {
+      std::ofstream(absl::StrCat(dir, "/rank", worker.global_rank, ".txt"), std::ios::trunc)
+          << report;
+    }
   }
   result.took = std::chrono::duration_cast<milliseconds>(Clock::now() - started);
   return result;

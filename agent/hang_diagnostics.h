@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -51,9 +52,18 @@ struct HangDiagnostics {
   std::chrono::milliseconds took{0};
 };
 
-// Writes DIR/rank<R>.txt for every worker in `hung` (DIR must exist) and returns the short form.
+// A file descriptor to keep serving while the stack dumps run (the FileTimer pipe: healthy
+// workers' clients fail when it fills up). fd -1: none.
+struct KeepReading {
+  int fd = -1;
+  std::function<void()> on_readable;
+};
+
+// Writes DIR/rank<R>.txt for every worker in `hung` and returns the short form. With DIR empty (it
+// could not be made) only the short form is made, from /proc, with no stack dumps.
 HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, const std::string& dir,
-                                       const DiagnosticsOptions& options);
+                                       const DiagnosticsOptions& options,
+                                       const KeepReading& keep_reading = {});
 
 // The first `count` named frames of thread `tid`'s stack in an eu-stack, gdb ("thread apply all bt")
 // or py-spy dump, as function names ("c10d::Work::wait < Trainer::TrainEpoch"), without the C

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/descendants.h"
@@ -121,8 +122,8 @@ void HangMonitor::OnTimerLine(const absl::StatusOr<FileTimerRequest>& request,
     case HangWatch::TimerResult::kTooMany:
       if (bad_lines_logged_ < kMaxBadLinesLogged) {
         ++bad_lines_logged_;
-        spdlog::warn("FileTimer: ignored timer '{}' of pid {}: {} timers are set and none released",
-                     request->scope_id, request->pid, HangWatch::kMaxTimers);
+        spdlog::warn("FileTimer: ignored timer '{}' of pid {}: its worker holds {} timers already",
+                     request->scope_id, request->pid, HangWatch::kMaxTimersPerWorker);
       }
       return;
   }
@@ -151,7 +152,8 @@ void HangMonitor::PollHeartbeats(HangWatch::Time now) {
 }
 
 void HangMonitor::Check() {
-  if (group_ == nullptr) return;
+  // A group that has already failed or ended is the agent's to handle, not ours to diagnose.
+  if (group_ == nullptr || group_->state() != WorkerGroup::State::kRunning) return;
   const auto now = std::chrono::steady_clock::now();
   for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
     if (worker.pid > 0 && !worker.running && exits_seen_.insert(worker.local_rank).second) {
@@ -181,9 +183,13 @@ std::optional<HangMonitor::Deadline> HangMonitor::NextWake() const {
 std::string HangMonitor::MakeDiagnosticsDir() {
   // With a kept log folder the report lands beside the logs; a scratch folder would be removed at
   // exit, taking the report with it, so then a folder of its own is made (and kept).
+  std::string run_id = config_.run_id;  // a file name: '/' and the like become '_'
+  for (char& c : run_id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
+  }
   std::string base = group_->attempt_dir_kept()
                          ? group_->AttemptDir() + "/hang"
-                         : absl::StrCat(config_.fallback_dir, "/mxrun-hang-", config_.run_id);
+                         : absl::StrCat(config_.fallback_dir, "/mxrun-hang-", run_id);
   std::string templ = base + "-XXXXXX";
   MakeDirs(group_->attempt_dir_kept() ? group_->AttemptDir() : config_.fallback_dir);
   if (mkdtemp(templ.data()) == nullptr) {
@@ -195,6 +201,21 @@ std::string HangMonitor::MakeDiagnosticsDir() {
 
 void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
   const auto now = std::chrono::steady_clock::now();
+  // A FileTimer whose process is gone (a child that died holding its timer) or no longer belongs to
+  // the worker has nobody left to signal, and tells nothing about the worker.
+  verdicts.erase(std::remove_if(verdicts.begin(), verdicts.end(),
+                                [this](const HangVerdict& v) {
+                                  if (v.rule != HangRule::kFileTimer ||
+                                      OwnerOf(v.pid) == v.local_rank) {
+                                    return false;
+                                  }
+                                  spdlog::info("FileTimer: timer '{}' of pid {} expired, but that "
+                                               "process is gone; nothing to signal",
+                                               v.scope_id, v.pid);
+                                  return true;
+                                }),
+                 verdicts.end());
+  if (verdicts.empty()) return;
   // A stopped worker (SIGSTOP, a debugger) found together with others is named first: the others
   // are most likely waiting for it in a collective.
   std::stable_partition(verdicts.begin(), verdicts.end(), [this](const HangVerdict& v) {
@@ -218,7 +239,8 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
     HungWorker h;
     h.global_rank = worker.global_rank;
     h.local_rank = worker.local_rank;
-    h.pid = worker.pid;
+    // A FileTimer set by a child of the worker: that child is the process that hung.
+    h.pid = verdict.rule == HangRule::kFileTimer ? verdict.pid : worker.pid;
     h.rule = HangRuleName(verdict.rule);
     h.detail = verdict.detail;
     h.heartbeat_watched = config_.settings.heartbeat_timeout.count() > 0;
@@ -230,9 +252,18 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
     ranks.push_back(worker.global_rank);
   }
   const std::string dir = MakeDiagnosticsDir();
-  HangDiagnostics diagnostics;
+  // The FileTimer pipe is served meanwhile: healthy workers' clients fail when it fills up.
+  KeepReading keep_reading;
+  if (pipe_) {
+    keep_reading.fd = pipe_->fd();
+    keep_reading.on_readable = [this] {
+      pipe_->OnReadable([this](const absl::StatusOr<FileTimerRequest>& request,
+                               std::string_view line) { OnTimerLine(request, line); });
+    };
+  }
+  HangDiagnostics diagnostics =
+      CollectHangDiagnostics(hung, dir, config_.diagnostics, keep_reading);
   if (!dir.empty()) {
-    diagnostics = CollectHangDiagnostics(hung, dir, config_.diagnostics);
     spdlog::warn("hang diagnostics of rank {} written to {} in {:.2f} s", absl::StrJoin(ranks, ", "),
                  dir, static_cast<double>(diagnostics.took.count()) / 1000.0);
   }

@@ -11,8 +11,11 @@
 // stat() a few times per timeout (at most every second) and when a deadline falls due, and a
 // beat is placed at the file's modification time when that lies within the last poll interval:
 // detection is as precise as the file's time stamp, yet a wall-clock step cannot fake a silence.
-// Polling rather than inotify works on every file system (a log folder on NFS too) and costs the
-// same however often a worker beats.
+// Polling rather than inotify costs the same however often a worker beats. The files live in the
+// attempt folders: with --log_dir on a network file system whose server hangs, stat() would stall
+// the agent's loop, so keep --log_dir on a local disk when heartbeats are on.
+// FileTimer requests are taken from the workers and their descendants only: a process that left
+// its worker's tree (re-parented to init or to the agent) is not signalled, where torchrun would.
 //
 // Single-threaded, on the agent's EventLoop.
 

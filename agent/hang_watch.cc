@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -90,7 +91,11 @@ HangWatch::TimerResult HangWatch::OnTimerRequest(int local_rank, const FileTimer
   if (request.expiration_time < 0) {  // a release, as torchrun reads it
     return timers_.erase(key) > 0 ? TimerResult::kReleased : TimerResult::kReleaseUnknown;
   }
-  if (timers_.count(key) == 0 && timers_.size() >= kMaxTimers) return TimerResult::kTooMany;
+  if (timers_.count(key) == 0) {
+    size_t mine = 0;  // per worker, so that one leaking rank cannot blind the watchdog to others
+    for (const auto& [k, timer] : timers_) mine += timer.local_rank == local_rank;
+    if (mine >= kMaxTimersPerWorker) return TimerResult::kTooMany;
+  }
   timers_[key] = Timer{local_rank, request.expiration_time, request.signal, now};
   return TimerResult::kSet;
 }
@@ -111,6 +116,7 @@ std::vector<HangVerdict> HangWatch::Check(Time now, WallTime wall_now) {
     if (timer.expiration_time <= wall) expired[key.first].emplace_back(key.second, timer);
   }
   std::vector<std::pair<double, HangVerdict>> timer_verdicts;
+  std::set<int> signalled;  // a worker gets one verdict per check
   for (auto& [pid, list] : expired) {
     for (auto it = timers_.begin(); it != timers_.end();) {
       it = it->first.first == pid ? timers_.erase(it) : std::next(it);
@@ -123,8 +129,12 @@ std::vector<HangVerdict> HangWatch::Check(Time now, WallTime wall_now) {
     if (chosen == list.end()) continue;  // no signal: torchrun does not reap it either
     const Timer& timer = chosen->second;
     Worker* worker = Find(timer.local_rank);
-    if (worker == nullptr || !worker->running || worker->judged) continue;
-    worker->judged = true;
+    if (worker == nullptr || !worker->running || worker->judged ||
+        !signalled.insert(timer.local_rank).second) {
+      continue;
+    }
+    // Not marked judged: the signal may hit only a child of the worker, or one it handles, and
+    // then the worker stays subject to every rule (a new timer, its heartbeat, the barrier).
     HangVerdict v;
     v.local_rank = timer.local_rank;
     v.rule = HangRule::kFileTimer;
@@ -156,7 +166,10 @@ std::vector<HangVerdict> HangWatch::Check(Time now, WallTime wall_now) {
   }
   std::vector<HangVerdict> silent;
   for (auto& [local_rank, worker] : workers_) {
-    if (!any_due || !worker.running || worker.judged || !worker.last_beat) continue;
+    if (!any_due || !worker.running || worker.judged || !worker.last_beat ||
+        signalled.count(local_rank) > 0) {
+      continue;
+    }
     const milliseconds silence = std::chrono::duration_cast<milliseconds>(now - *worker.last_beat);
     const bool past = now >= *HeartbeatDeadline(worker);
     if (!past && silence < timeout - together) continue;
@@ -182,7 +195,7 @@ std::vector<HangVerdict> HangWatch::Check(Time now, WallTime wall_now) {
       now - *barrier_since_ > settings_.exit_barrier_timeout) {
     const auto waited = std::chrono::duration_cast<milliseconds>(now - *barrier_since_);
     for (auto& [local_rank, worker] : workers_) {
-      if (!worker.running || worker.judged) continue;
+      if (!worker.running || worker.judged || signalled.count(local_rank) > 0) continue;
       worker.judged = true;
       HangVerdict v;
       v.local_rank = local_rank;

@@ -18,7 +18,9 @@
 //    the cause among them (a stopped rank, rather than a peer waiting for it in a collective).
 //  * exit barrier: once a worker of the job exited 0 (on this node, or on another one as the
 //    master reports), workers still running longer than the barrier timeout after it are hung.
-// Each worker gets at most one verdict per group.
+// A worker judged hung by the heartbeat or the exit barrier gets no further verdict in its group
+// (the group fails with it). A FileTimer verdict leaves the worker subject to every rule: its
+// signal may reach only a child of the worker, or be one the worker handles.
 
 #include <sys/types.h>
 
@@ -74,7 +76,7 @@ class HangWatch {
   enum class TimerResult { kSet, kReleased, kReleaseUnknown, kTooMany, kWorkerNotRunning };
 
   // Bounds the bookkeeping of a worker that acquires ever new scopes and never releases them.
-  static constexpr size_t kMaxTimers = 4096;
+  static constexpr size_t kMaxTimersPerWorker = 1024;
 
   explicit HangWatch(HangSettings settings) : settings_(settings) {}
   const HangSettings& settings() const { return settings_; }

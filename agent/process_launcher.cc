@@ -57,6 +57,9 @@ void CloseFrom(int low, int high) {
   if (setpgid(0, 0) != 0) ChildFail(report_fd);
   if (prctl(PR_SET_PDEATHSIG, request.parent_death_signal) != 0) ChildFail(report_fd);
   if (getppid() != parent) _exit(127);  // the agent died before prctl took effect
+  // Under Yama's ptrace_scope=1 only ancestors may trace: let the agent and its children (the
+  // stack dumpers of hang diagnostics) trace this worker. EINVAL without Yama: nothing to do.
+  prctl(PR_SET_PTRACER, parent, 0, 0, 0);
 
   const int in = request.stdin_fd >= 0 ? request.stdin_fd : null_fd;
   if (dup2(in, STDIN_FILENO) < 0) ChildFail(report_fd);

@@ -1,7 +1,8 @@
 #pragma once
 // Starting one worker process, following a fixed checklist (see STYLE.md):
 //   everything allocated before fork; in the child only async-signal-safe calls: reset the signal
-//   mask and handlers, own process group, parent-death signal then re-check the parent, dup2 the
+//   mask and handlers, own process group, parent-death signal then re-check the parent, the agent
+//   named as the one that may ptrace it (Yama; for hang diagnostics' stack dumps), dup2 the
 //   stdio fds, close every other fd, execve; on failure write errno to a close-on-exec pipe, _exit.
 // The parent learns of an exec failure synchronously, with the errno text, instead of seeing a
 // silent exit 127 later.

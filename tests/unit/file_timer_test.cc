@@ -101,6 +101,23 @@ TEST_CASE("FileTimer lines: bad ones say what is wrong", "[file_timer]") {
                       "signal": 999})"),
              Catch::StartsWith("'signal' must be an integer"));
   CHECK_THAT(Error(std::string(5000, ' ')), Catch::StartsWith("longer than 4096 bytes"));
+  CHECK_THAT(Error(R"({"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 1,
+                      "signal": 18446744073709551615})"),
+             Catch::StartsWith("'signal' must be an integer"));
+  CHECK(Error(R"({"version": 1, "pid": 1, "scope_id": "s", "expiration_time": NaN, "signal": 9})") ==
+        "'expiration_time' is NaN");
+}
+
+TEST_CASE("FileTimer lines: Python's Infinity, as json.dumps writes it", "[file_timer]") {
+  absl::StatusOr<FileTimerRequest> never = ParseFileTimerLine(
+      R"({"version": 1, "pid": 5, "scope_id": "Infinity", "expiration_time": Infinity, "signal": 9})");
+  REQUIRE(never.ok());
+  CHECK(never->expiration_time > 1e300);  // never expires
+  CHECK(never->scope_id == "Infinity");
+  absl::StatusOr<FileTimerRequest> release = ParseFileTimerLine(
+      R"({"version": 1, "pid": 5, "scope_id": "s", "expiration_time": -Infinity, "signal": 0})");
+  REQUIRE(release.ok());
+  CHECK(release->expiration_time < 0);
 }
 
 TEST_CASE("FileTimer pipe: clients' lines arrive whole; bad and oversize ones are refused",

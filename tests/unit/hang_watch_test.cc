@@ -245,12 +245,15 @@ TEST_CASE("FileTimer: timers are keyed by pid and scope; a worker's end clears t
 }
 
 TEST_CASE("FileTimer: the bookkeeping is bounded", "[hang][file_timer]") {
-  Scenario s(FileTimers(), 1);
-  for (size_t i = 0; i < HangWatch::kMaxTimers; ++i) {
-    REQUIRE(s.Timer(0, 600, std::to_string(i), s.WallSeconds(1h)) == HangWatch::TimerResult::kSet);
+  Scenario s2(FileTimers(), 2);
+  for (size_t i = 0; i < HangWatch::kMaxTimersPerWorker; ++i) {
+    REQUIRE(s2.Timer(0, 600, std::to_string(i), s2.WallSeconds(1h)) ==
+            HangWatch::TimerResult::kSet);
   }
-  CHECK(s.Timer(0, 600, "one more", s.WallSeconds(1h)) == HangWatch::TimerResult::kTooMany);
-  CHECK(s.Timer(0, 600, "7", s.WallSeconds(2h)) == HangWatch::TimerResult::kSet);  // a re-arm
+  CHECK(s2.Timer(0, 600, "one more", s2.WallSeconds(1h)) == HangWatch::TimerResult::kTooMany);
+  CHECK(s2.Timer(0, 600, "7", s2.WallSeconds(2h)) == HangWatch::TimerResult::kSet);  // a re-arm
+  // Per worker: a leaking rank does not use up another's share.
+  CHECK(s2.Timer(1, 700, "step", s2.WallSeconds(1h)) == HangWatch::TimerResult::kSet);
 }
 
 TEST_CASE("a worker gets one verdict, from the first rule that catches it", "[hang]") {
@@ -265,7 +268,20 @@ TEST_CASE("a worker gets one verdict, from the first rule that catches it", "[ha
   Lines lines = s.Check();
   REQUIRE(lines.size() == 1);
   CHECK_THAT(lines[0], Catch::StartsWith("local 1 FileTimer: timer 'step'"));
+  s.watch.WorkerExited(1, /*succeeded=*/false, s.now);  // the timer's signal killed it
   CHECK(s.Check().empty());
+}
+
+TEST_CASE("a worker that survives its FileTimer's signal is still watched", "[hang][file_timer]") {
+  Scenario s(Heartbeat(5s), 1);
+  s.watch.HeartbeatSeen(0, s.now);
+  s.Timer(0, 900, "child's scope", s.WallSeconds(1s), SIGUSR1);
+  s.Advance(2s);
+  Lines lines = s.Check();
+  REQUIRE(lines.size() == 1);
+  CHECK_THAT(lines[0], Catch::StartsWith("local 0 FileTimer"));
+  s.Advance(4s);  // it handled SIGUSR1 and went on, silent
+  CHECK(s.Check() == Lines{"local 0 heartbeat: no heartbeat for 6.0 s (--hang_timeout=5.0 s)"});
 }
 
 TEST_CASE("Reset forgets the previous group", "[hang]") {
