@@ -10,6 +10,9 @@ PACKAGES=(
   libtorch-dev libgloo-dev python3-torch
   systemd  # systemd-analyze, for the unit tests of the service files
   elfutils gdb  # eu-stack and gdb: stack dumps of hung workers (optional for mxrun itself)
+  etcd-server etcd-client  # the tests' etcd members (rendezvous on etcd)
+  golang-etcd-server-dev golang-github-gogo-protobuf-dev golang-github-grpc-ecosystem-grpc-gateway-dev
+                           # etcd's v3 .proto files and their imports, compiled into mxrun
 )
 
 missing=()

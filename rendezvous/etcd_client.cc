@@ -1,0 +1,372 @@
+#include "rendezvous/etcd_client.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/files.h"
+#include "etcd/etcdserver/api/v3election/v3electionpb/v3election.grpc.pb.h"
+#include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+#include "rendezvous/grpc_status.h"
+#include "rendezvous/net.h"
+
+namespace mxrun {
+namespace {
+
+namespace pb = etcdserverpb;
+namespace election = v3electionpb;
+
+constexpr int kDefaultEtcdPort = 2379;
+
+// The key range of every key starting with `prefix`, as etcd's clients compute it.
+std::string PrefixEnd(std::string prefix) {
+  while (!prefix.empty()) {
+    unsigned char last = static_cast<unsigned char>(prefix.back());
+    if (last < 0xff) {
+      prefix.back() = static_cast<char>(last + 1);
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+EtcdKeyValue FromProto(const mvccpb::KeyValue& kv) {
+  return EtcdKeyValue{kv.key(), kv.value(), kv.create_revision(), kv.mod_revision(), kv.lease()};
+}
+
+absl::Status Failed(const char* what, const grpc::Status& status) {
+  absl::Status s = FromGrpcStatus(status);
+  return absl::Status(s.code(), absl::StrCat("etcd ", what, ": ", s.message()));
+}
+
+// "ipv4:1.2.3.4:2379,5.6.7.8:2379": every member's addresses, resolved now, for one channel.
+absl::StatusOr<std::string> ChannelTarget(const std::vector<std::string>& endpoints) {
+  std::vector<std::string> v4, v6;
+  for (const std::string& endpoint : endpoints) {
+    absl::StatusOr<HostPort> hp = ParseHostPort(endpoint, kDefaultEtcdPort);
+    if (!hp.ok()) return hp.status();
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (int err = getaddrinfo(hp->host.c_str(), nullptr, &hints, &found); err != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("etcd member '", endpoint, "' does not resolve: ", gai_strerror(err)));
+    }
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      char host[NI_MAXHOST];
+      if (getnameinfo(a->ai_addr, a->ai_addrlen, host, sizeof host, nullptr, 0, NI_NUMERICHOST) !=
+          0) {
+        continue;
+      }
+      (a->ai_family == AF_INET6 ? v6 : v4).push_back(JoinHostPort(host, hp->port));
+      break;  // one address per member
+    }
+    freeaddrinfo(found);
+  }
+  if (!v4.empty() && v6.empty()) return absl::StrCat("ipv4:", absl::StrJoin(v4, ","));
+  if (v4.empty() && !v6.empty()) return absl::StrCat("ipv6:", absl::StrJoin(v6, ","));
+  return absl::InvalidArgumentError(
+      "etcd members must be all IPv4 or all IPv6 (mixed address families in --rdzv_endpoint)");
+}
+
+}  // namespace
+
+struct EtcdClient::Stubs {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::KV::Stub> kv;
+  std::unique_ptr<pb::Lease::Stub> lease;
+  std::unique_ptr<pb::Watch::Stub> watch;
+  std::unique_ptr<election::Election::Stub> election;
+};
+
+absl::StatusOr<EtcdConfig> ParseEtcdConfig(const std::string& endpoints, const std::string& protocol,
+                                           const std::string& cacert, const std::string& cert,
+                                           const std::string& key) {
+  EtcdConfig config;
+  for (absl::string_view part : absl::StrSplit(endpoints, ',', absl::SkipWhitespace())) {
+    const std::string endpoint(absl::StripAsciiWhitespace(part));
+    absl::StatusOr<HostPort> hp = ParseHostPort(endpoint, kDefaultEtcdPort);
+    if (!hp.ok()) return hp.status();
+    config.endpoints.push_back(JoinHostPort(hp->host, hp->port));
+  }
+  if (config.endpoints.empty()) {
+    return absl::InvalidArgumentError(
+        "--rdzv_endpoint names no etcd member; accepted: HOST:PORT[,HOST:PORT...] (port 2379 when "
+        "omitted)");
+  }
+  if (protocol != "" && protocol != "http" && protocol != "https") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv_conf protocol='", protocol, "' is not valid; accepted: http or https"));
+  }
+  config.tls = protocol == "https";
+  if (!config.tls && (!cacert.empty() || !cert.empty() || !key.empty())) {
+    return absl::InvalidArgumentError(
+        "--rdzv_conf cacert, cert and key need protocol=https");
+  }
+  if (cert.empty() != key.empty()) {
+    return absl::InvalidArgumentError("--rdzv_conf cert and key go together (client certificate)");
+  }
+  config.cacert = cacert;
+  config.cert = cert;
+  config.key = key;
+  return config;
+}
+
+absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdConfig& config) {
+  absl::StatusOr<std::string> target = ChannelTarget(config.endpoints);
+  if (!target.ok()) return target.status();
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (config.tls) {
+    grpc::SslCredentialsOptions ssl;
+    for (const auto& [path, field] : {std::pair{config.cacert, &ssl.pem_root_certs},
+                                      std::pair{config.cert, &ssl.pem_cert_chain},
+                                      std::pair{config.key, &ssl.pem_private_key}}) {
+      if (path.empty()) continue;
+      std::optional<std::string> pem = ReadWholeFile(path);
+      if (!pem) return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
+      *field = *pem;
+    }
+    credentials = grpc::SslCredentials(ssl);
+  }
+  grpc::ChannelArguments args;
+  args.SetLoadBalancingPolicyName("round_robin");  // a call goes on to the members still up
+  // A member that comes back (or starts late) is found within a second, not after gRPC's default
+  // 20 s minimum reconnect time.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  auto stubs = std::make_unique<Stubs>();
+  stubs->channel = grpc::CreateCustomChannel(*target, credentials, args);
+  stubs->kv = pb::KV::NewStub(stubs->channel);
+  stubs->lease = pb::Lease::NewStub(stubs->channel);
+  stubs->watch = pb::Watch::NewStub(stubs->channel);
+  stubs->election = election::Election::NewStub(stubs->channel);
+  return std::unique_ptr<EtcdClient>(new EtcdClient(config, std::move(stubs)));
+}
+
+EtcdClient::EtcdClient(const EtcdConfig& config, std::unique_ptr<Stubs> stubs)
+    : config_(config), stubs_(std::move(stubs)) {}
+
+EtcdClient::~EtcdClient() = default;
+
+namespace {
+
+// Every call waits, up to its deadline, for a member to be reachable rather than failing at once
+// while the channel reconnects. (That also makes the waiting call drive the connection attempts:
+// without a call polling, gRPC notices a finished connect only by its 5 s backup poller.)
+void SetDeadline(grpc::ClientContext& context, std::chrono::milliseconds timeout) {
+  context.set_deadline(std::chrono::system_clock::now() + timeout);
+  context.set_wait_for_ready(true);
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> EtcdClient::Put(const std::string& key, const std::string& value,
+                                        int64_t lease) {
+  grpc::ClientContext context;
+  SetDeadline(context, config_.rpc_timeout);
+  pb::PutRequest request;
+  request.set_key(key);
+  request.set_value(value);
+  request.set_lease(lease);
+  pb::PutResponse response;
+  grpc::Status status = stubs_->kv->Put(&context, request, &response);
+  if (!status.ok()) return Failed("put", status);
+  return response.header().revision();
+}
+
+absl::StatusOr<std::optional<EtcdKeyValue>> EtcdClient::Get(const std::string& key) {
+  grpc::ClientContext context;
+  SetDeadline(context, config_.rpc_timeout);
+  pb::RangeRequest request;
+  request.set_key(key);
+  pb::RangeResponse response;
+  grpc::Status status = stubs_->kv->Range(&context, request, &response);
+  if (!status.ok()) return Failed("get", status);
+  if (response.kvs_size() == 0) return std::optional<EtcdKeyValue>();
+  return std::optional<EtcdKeyValue>(FromProto(response.kvs(0)));
+}
+
+absl::StatusOr<std::vector<EtcdKeyValue>> EtcdClient::GetPrefix(const std::string& prefix) {
+  grpc::ClientContext context;
+  SetDeadline(context, config_.rpc_timeout);
+  pb::RangeRequest request;
+  request.set_key(prefix);
+  request.set_range_end(PrefixEnd(prefix));
+  pb::RangeResponse response;
+  grpc::Status status = stubs_->kv->Range(&context, request, &response);
+  if (!status.ok()) return Failed("get prefix", status);
+  std::vector<EtcdKeyValue> out;
+  for (const mvccpb::KeyValue& kv : response.kvs()) out.push_back(FromProto(kv));
+  return out;
+}
+
+absl::StatusOr<bool> EtcdClient::TxnIfCreated(const std::string& guard_key, int64_t guard_rev,
+                                              const std::vector<EtcdOp>& ops) {
+  grpc::ClientContext context;
+  SetDeadline(context, config_.rpc_timeout);
+  pb::TxnRequest request;
+  pb::Compare* compare = request.add_compare();
+  compare->set_key(guard_key);
+  compare->set_target(pb::Compare::CREATE);
+  compare->set_result(pb::Compare::EQUAL);
+  compare->set_create_revision(guard_rev);
+  for (const EtcdOp& op : ops) {
+    pb::RequestOp* r = request.add_success();
+    switch (op.kind) {
+      case EtcdOp::Kind::kPut: {
+        pb::PutRequest* put = r->mutable_request_put();
+        put->set_key(op.key);
+        put->set_value(op.value);
+        put->set_lease(op.lease);
+        break;
+      }
+      case EtcdOp::Kind::kDelete:
+        r->mutable_request_delete_range()->set_key(op.key);
+        break;
+      case EtcdOp::Kind::kDeletePrefix:
+        r->mutable_request_delete_range()->set_key(op.key);
+        r->mutable_request_delete_range()->set_range_end(PrefixEnd(op.key));
+        break;
+    }
+  }
+  pb::TxnResponse response;
+  grpc::Status status = stubs_->kv->Txn(&context, request, &response);
+  if (!status.ok()) return Failed("transaction", status);
+  return response.succeeded();
+}
+
+absl::StatusOr<int64_t> EtcdClient::GrantLease(std::chrono::seconds ttl) {
+  grpc::ClientContext context;
+  SetDeadline(context, config_.rpc_timeout);
+  pb::LeaseGrantRequest request;
+  request.set_ttl(ttl.count());
+  pb::LeaseGrantResponse response;
+  grpc::Status status = stubs_->lease->LeaseGrant(&context, request, &response);
+  if (!status.ok()) return Failed("lease grant", status);
+  if (!response.error().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("etcd lease grant: ", response.error()));
+  }
+  return response.id();
+}
+
+absl::StatusOr<int64_t> EtcdClient::KeepAlive(int64_t lease) {
+  grpc::ClientContext context;
+  SetDeadline(context, config_.rpc_timeout);
+  std::unique_ptr<grpc::ClientReaderWriter<pb::LeaseKeepAliveRequest, pb::LeaseKeepAliveResponse>>
+      stream = stubs_->lease->LeaseKeepAlive(&context);
+  pb::LeaseKeepAliveRequest request;
+  request.set_id(lease);
+  pb::LeaseKeepAliveResponse response;
+  const bool exchanged = stream->Write(request) && stream->Read(&response);
+  stream->WritesDone();
+  grpc::Status status = stream->Finish();
+  if (!exchanged) {
+    return Failed("lease keep-alive", status.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                                                 "stream closed without an answer")
+                                                  : status);
+  }
+  return response.ttl();
+}
+
+absl::Status EtcdClient::RevokeLease(int64_t lease) {
+  grpc::ClientContext context;
+  SetDeadline(context, config_.rpc_timeout);
+  pb::LeaseRevokeRequest request;
+  request.set_id(lease);
+  pb::LeaseRevokeResponse response;
+  grpc::Status status = stubs_->lease->LeaseRevoke(&context, request, &response);
+  if (!status.ok()) return Failed("lease revoke", status);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EtcdLeaderKey> EtcdClient::Campaign(const std::string& name, int64_t lease,
+                                                   const std::string& value,
+                                                   std::chrono::milliseconds wait) {
+  grpc::ClientContext context;
+  SetDeadline(context, wait);
+  election::CampaignRequest request;
+  request.set_name(name);
+  request.set_lease(lease);
+  request.set_value(value);
+  election::CampaignResponse response;
+  grpc::Status status = stubs_->election->Campaign(&context, request, &response);
+  if (!status.ok()) return Failed("campaign", status);
+  const election::LeaderKey& leader = response.leader();
+  return EtcdLeaderKey{leader.name(), leader.key(), leader.rev(), leader.lease()};
+}
+
+absl::StatusOr<std::optional<EtcdKeyValue>> EtcdClient::Leader(const std::string& name) {
+  grpc::ClientContext context;
+  SetDeadline(context, config_.rpc_timeout);
+  election::LeaderRequest request;
+  request.set_name(name);
+  election::LeaderResponse response;
+  grpc::Status status = stubs_->election->Leader(&context, request, &response);
+  if (status.error_code() == grpc::StatusCode::NOT_FOUND ||
+      (!status.ok() && status.error_message().find("no leader") != std::string::npos)) {
+    return std::optional<EtcdKeyValue>();
+  }
+  if (!status.ok()) return Failed("leader", status);
+  return std::optional<EtcdKeyValue>(FromProto(response.kv()));
+}
+
+absl::Status EtcdClient::Resign(const EtcdLeaderKey& leader) {
+  grpc::ClientContext context;
+  SetDeadline(context, config_.rpc_timeout);
+  election::ResignRequest request;
+  election::LeaderKey* key = request.mutable_leader();
+  key->set_name(leader.name);
+  key->set_key(leader.key);
+  key->set_rev(leader.rev);
+  key->set_lease(leader.lease);
+  election::ResignResponse response;
+  grpc::Status status = stubs_->election->Resign(&context, request, &response);
+  if (!status.ok()) return Failed("resign", status);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<int64_t>> EtcdClient::WaitForChange(const std::string& key,
+                                                                 int64_t after_rev,
+                                                                 std::chrono::milliseconds wait) {
+  grpc::ClientContext context;
+  SetDeadline(context, wait);
+  std::unique_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> stream =
+      stubs_->watch->Watch(&context);
+  pb::WatchRequest request;
+  pb::WatchCreateRequest* create = request.mutable_create_request();
+  create->set_key(key);
+  create->set_start_revision(after_rev + 1);
+  std::optional<int64_t> changed;
+  if (stream->Write(request)) {
+    pb::WatchResponse response;
+    while (!changed && stream->Read(&response)) {
+      if (response.canceled()) {  // compacted past after_rev, or refused
+        context.TryCancel();
+        stream->Finish();
+        return absl::FailedPreconditionError(
+            absl::StrCat("etcd watch of ", key, " cancelled: ", response.cancel_reason()));
+      }
+      for (const mvccpb::Event& event : response.events()) {
+        changed = event.kv().mod_revision();
+        break;
+      }
+    }
+  }
+  context.TryCancel();  // ends the stream whether or not the server is done
+  grpc::Status status = stream->Finish();
+  if (changed) return changed;
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+      status.error_code() == grpc::StatusCode::CANCELLED || status.ok()) {
+    return std::optional<int64_t>();
+  }
+  return Failed("watch", status);
+}
+
+}  // namespace mxrun

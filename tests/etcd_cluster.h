@@ -1,0 +1,149 @@
+#pragma once
+// Real etcd members (Debian's /usr/bin/etcd) for integration tests: N members on 127.0.0.1, ports
+// picked by the kernel, data in a private folder, short heartbeat and election timeouts so that a
+// lost leader is replaced in well under a second. Each member is stopped by its pid (SIGKILL) when
+// the cluster goes out of scope.
+
+#include <signal.h>
+
+#include <chrono>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "rendezvous/etcd_client.h"
+#include "rendezvous/net.h"
+#include "tests/subprocess.h"
+#include "tests/temp_dir.h"
+
+namespace mxrun::testing {
+
+class EtcdCluster {
+ public:
+  explicit EtcdCluster(int members = 1) {
+    for (int i = 0; i < members; ++i) {
+      Member m;
+      m.name = "m" + std::to_string(i);
+      m.client_port = FreePort(taken_);
+      m.peer_port = FreePort(taken_);
+      members_.push_back(std::move(m));
+    }
+    std::vector<std::string> initial;
+    for (const Member& m : members_) {
+      initial.push_back(absl::StrCat(m.name, "=http://127.0.0.1:", m.peer_port));
+    }
+    initial_cluster_ = absl::StrJoin(initial, ",");
+    for (size_t i = 0; i < members_.size(); ++i) Start(i);
+    WaitHealthy();
+  }
+  ~EtcdCluster() {
+    for (Member& m : members_) {
+      if (m.process) ::kill(m.process->pid(), SIGKILL);
+    }
+  }
+
+  // "127.0.0.1:p1,127.0.0.1:p2,..." for --rdzv_endpoint.
+  std::string endpoints() const {
+    std::vector<std::string> out;
+    for (const Member& m : members_) out.push_back(Endpoint(m));
+    return absl::StrJoin(out, ",");
+  }
+  std::string endpoint(size_t i) const { return Endpoint(members_[i]); }
+  pid_t pid(size_t i) const { return members_[i].process->pid(); }
+
+  EtcdConfig Config() const {
+    EtcdConfig config;
+    for (const Member& m : members_) config.endpoints.push_back(Endpoint(m));
+    return config;
+  }
+  std::unique_ptr<EtcdClient> Client() const {
+    absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::Connect(Config());
+    REQUIRE(client.ok());
+    return std::move(*client);
+  }
+
+  // Kills member `i` (SIGKILL) and waits for it to be gone.
+  void Kill(size_t i) {
+    ::kill(members_[i].process->pid(), SIGKILL);
+    members_[i].process->Wait(std::chrono::seconds(10));
+    members_[i].process.reset();
+  }
+  // Starts member `i` again on its data folder (after Kill).
+  void Restart(size_t i) {
+    Start(i, /*existing=*/true);
+    WaitHealthy();
+  }
+
+ private:
+  struct Member {
+    std::string name;
+    int client_port = 0;
+    int peer_port = 0;
+    std::unique_ptr<Subprocess> process;
+  };
+
+  // A free port not handed out before (the kernel may offer a just-closed one again).
+  static int FreePort(std::set<int>& taken) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      absl::StatusOr<int> port = PickFreePort("127.0.0.1");
+      REQUIRE(port.ok());
+      if (taken.insert(*port).second) return *port;
+    }
+    FAIL("no free port");
+    return 0;
+  }
+  static std::string Endpoint(const Member& m) {
+    return absl::StrCat("127.0.0.1:", m.client_port);
+  }
+
+  void Start(size_t i, bool existing = false) {
+    Member& m = members_[i];
+    const std::string client = absl::StrCat("http://127.0.0.1:", m.client_port);
+    const std::string peer = absl::StrCat("http://127.0.0.1:", m.peer_port);
+    m.process = std::make_unique<Subprocess>(std::vector<std::string>{
+        "/usr/bin/etcd", "--name", m.name, "--data-dir", dir_.path() + "/" + m.name,
+        "--listen-client-urls", client, "--advertise-client-urls", client,
+        "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+        "--initial-cluster", initial_cluster_,
+        "--initial-cluster-state", existing ? "existing" : "new",
+        "--initial-cluster-token", "mxrun-test",
+        "--heartbeat-interval", "50", "--election-timeout", "300", "--logger", "zap",
+        "--log-level", "error"});
+  }
+
+  // Bounded: a write through every member until all accept one.
+  void WaitHealthy() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (const Member& m : members_) {
+      if (!m.process) continue;
+      EtcdConfig config;
+      config.endpoints = {Endpoint(m)};
+      config.rpc_timeout = std::chrono::milliseconds(500);
+      absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::Connect(config);
+      REQUIRE(client.ok());
+      for (absl::StatusOr<int64_t> put = (*client)->Put("/mxrun-test/health", m.name); !put.ok();
+           put = (*client)->Put("/mxrun-test/health", m.name)) {
+        INFO("etcd member " << m.name << " not ready: " << put.status().ToString());
+        if (!IsAlive(m.process->pid())) {
+          ProcessResult exited = m.process->Wait(std::chrono::seconds(5));
+          FAIL("etcd member " << m.name << " exited: " << Describe(exited));
+        }
+        REQUIRE(std::chrono::steady_clock::now() < deadline);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  }
+
+  TempDir dir_;
+  std::set<int> taken_;
+  std::string initial_cluster_;
+  std::vector<Member> members_;
+};
+
+}  // namespace mxrun::testing

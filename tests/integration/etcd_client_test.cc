@@ -1,0 +1,160 @@
+// mxrun's etcd client (rendezvous/etcd_client.h) against real etcd members started by the test:
+// keys, fenced transactions, leases, the election service, watching a key, and a 3-member cluster
+// losing a member. Every wait is bounded.
+
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+#include "rendezvous/etcd_client.h"
+#include "tests/etcd_cluster.h"
+
+using namespace std::chrono_literals;
+using mxrun::EtcdClient;
+using mxrun::EtcdLeaderKey;
+using mxrun::EtcdOp;
+using mxrun::testing::EtcdCluster;
+
+TEST_CASE("etcd: keys, prefixes and deletes", "[etcd]") {
+  EtcdCluster etcd;
+  auto client = etcd.Client();
+  REQUIRE(client->Put("/job/a", "1").ok());
+  REQUIRE(client->Put("/job/b", "2").ok());
+  REQUIRE(client->Put("/jobx", "not in the prefix").ok());
+  auto a = client->Get("/job/a");
+  REQUIRE(a.ok());
+  REQUIRE(a->has_value());
+  CHECK((*a)->value == "1");
+  CHECK(client->Get("/job/none")->has_value() == false);
+  auto all = client->GetPrefix("/job/");
+  REQUIRE(all.ok());
+  REQUIRE(all->size() == 2);
+  CHECK((*all)[1].key == "/job/b");
+}
+
+TEST_CASE("etcd: a transaction guarded by a key's creation revision is fenced", "[etcd]") {
+  EtcdCluster etcd;
+  auto client = etcd.Client();
+  auto rev = client->Put("/leader", "me");
+  REQUIRE(rev.ok());
+  auto created = (*client->Get("/leader"))->create_revision;
+  CHECK(created == *rev);
+  auto ok = client->TxnIfCreated("/leader", created,
+                                 {EtcdOp{EtcdOp::Kind::kPut, "/state/x", "1"},
+                                  EtcdOp{EtcdOp::Kind::kPut, "/state/y", "2"}});
+  REQUIRE(ok.ok());
+  CHECK(*ok);
+  // The key is re-created (another leader): the old revision no longer matches.
+  REQUIRE(client->TxnIfCreated("/leader", created, {EtcdOp{EtcdOp::Kind::kDelete, "/leader"}}).ok());
+  REQUIRE(client->Put("/leader", "successor").ok());
+  auto fenced = client->TxnIfCreated("/leader", created,
+                                     {EtcdOp{EtcdOp::Kind::kPut, "/elsewhere", "stale"},
+                                      EtcdOp{EtcdOp::Kind::kDeletePrefix, "/state/"}});
+  INFO(fenced.status().ToString());
+  REQUIRE(fenced.ok());
+  CHECK_FALSE(*fenced);
+  // Nothing of the fenced write landed.
+  CHECK((*client->Get("/state/x"))->value == "1");
+  CHECK(client->GetPrefix("/state/")->size() == 2);
+  CHECK_FALSE(client->Get("/elsewhere")->has_value());
+}
+
+TEST_CASE("etcd: a lease keeps its keys alive; revoked, they are gone", "[etcd]") {
+  EtcdCluster etcd;
+  auto client = etcd.Client();
+  auto lease = client->GrantLease(5s);
+  REQUIRE(lease.ok());
+  REQUIRE(client->Put("/member/1", "alive", *lease).ok());
+  auto ttl = client->KeepAlive(*lease);
+  REQUIRE(ttl.ok());
+  CHECK(*ttl >= 4);
+  REQUIRE(client->RevokeLease(*lease).ok());
+  CHECK_FALSE(client->Get("/member/1")->has_value());
+  CHECK(*client->KeepAlive(*lease) == 0);  // expired or revoked: TTL 0
+}
+
+TEST_CASE("etcd: one leader at a time; the next wins when it resigns or its lease ends",
+          "[etcd]") {
+  EtcdCluster etcd;
+  auto client = etcd.Client();
+  auto lease1 = client->GrantLease(10s);
+  auto lease2 = client->GrantLease(10s);
+  REQUIRE((lease1.ok() && lease2.ok()));
+  auto first = client->Campaign("/election/run1", *lease1, "10.0.0.1:29400", 2s);
+  REQUIRE(first.ok());
+  auto leader = client->Leader("/election/run1");
+  REQUIRE(leader.ok());
+  REQUIRE(leader->has_value());
+  CHECK((*leader)->value == "10.0.0.1:29400");
+  // A second candidate waits while the first leads.
+  auto blocked = client->Campaign("/election/run1", *lease2, "10.0.0.2:29400", 300ms);
+  CHECK(blocked.status().code() == absl::StatusCode::kDeadlineExceeded);
+  REQUIRE(client->Resign(*first).ok());
+  auto second = client->Campaign("/election/run1", *lease2, "10.0.0.2:29400", 2s);
+  REQUIRE(second.ok());
+  CHECK((*client->Leader("/election/run1"))->value == "10.0.0.2:29400");
+  // The old leader's fenced write fails; the new one's succeeds.
+  CHECK_FALSE(*client->TxnIfCreated(first->key, first->rev, {EtcdOp{EtcdOp::Kind::kPut, "/s", "1"}}));
+  CHECK(*client->TxnIfCreated(second->key, second->rev, {EtcdOp{EtcdOp::Kind::kPut, "/s", "2"}}));
+  // The leader's lease ends: nobody leads.
+  REQUIRE(client->RevokeLease(*lease2).ok());
+  auto none = client->Leader("/election/run1");
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->has_value());
+}
+
+TEST_CASE("etcd: waiting for a key to change", "[etcd]") {
+  EtcdCluster etcd;
+  auto client = etcd.Client();
+  auto rev = client->Put("/leader-address", "a");
+  REQUIRE(rev.ok());
+  auto nothing = client->WaitForChange("/leader-address", *rev, 200ms);
+  REQUIRE(nothing.ok());
+  CHECK_FALSE(nothing->has_value());
+  std::thread writer([&] {
+    auto other = etcd.Client();
+    REQUIRE(other->Put("/leader-address", "b").ok());
+  });
+  auto changed = client->WaitForChange("/leader-address", *rev, 5s);
+  writer.join();
+  REQUIRE(changed.ok());
+  REQUIRE(changed->has_value());
+  CHECK(**changed > *rev);
+}
+
+TEST_CASE("etcd: a 3-member cluster serves on when one member dies", "[etcd]") {
+  EtcdCluster etcd(3);
+  auto client = etcd.Client();
+  REQUIRE(client->Put("/k", "before").ok());
+  etcd.Kill(0);
+  // The channel moves on to the members still up (bounded retries while it notices).
+  absl::Status last;
+  bool written = false;
+  for (int attempt = 0; attempt < 50 && !written; ++attempt) {
+    auto rev = client->Put("/k", "after");
+    written = rev.ok();
+    last = rev.status();
+    if (!written) std::this_thread::sleep_for(100ms);
+  }
+  INFO(last.ToString());
+  REQUIRE(written);
+  CHECK((*client->Get("/k"))->value == "after");
+}
+
+TEST_CASE("etcd endpoints and TLS settings are validated", "[etcd][unit]") {
+  auto ok = mxrun::ParseEtcdConfig("10.0.0.1:2379, node2 ,[::1]:3000", "", "", "", "");
+  REQUIRE(ok.ok());
+  CHECK(ok->endpoints == std::vector<std::string>{"10.0.0.1:2379", "node2:2379", "[::1]:3000"});
+  CHECK_FALSE(ok->tls);
+  CHECK(mxrun::ParseEtcdConfig("a:1", "https", "/ca.pem", "", "")->tls);
+  CHECK_THAT(std::string(mxrun::ParseEtcdConfig("", "", "", "", "").status().message()),
+             Catch::Contains("names no etcd member"));
+  CHECK_THAT(std::string(mxrun::ParseEtcdConfig("a:1", "udp", "", "", "").status().message()),
+             Catch::Contains("protocol='udp'") && Catch::Contains("http or https"));
+  CHECK_THAT(std::string(mxrun::ParseEtcdConfig("a:1", "http", "/ca.pem", "", "").status().message()),
+             Catch::Contains("need protocol=https"));
+  CHECK_THAT(std::string(mxrun::ParseEtcdConfig("a:1", "https", "", "/c.pem", "").status().message()),
+             Catch::Contains("cert and key go together"));
+  CHECK_THAT(std::string(mxrun::ParseEtcdConfig("a:99999", "", "", "", "").status().message()),
+             Catch::Contains("a:99999"));
+}
