@@ -136,6 +136,8 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdConfig
   }
   grpc::ChannelArguments args;
   args.SetLoadBalancingPolicyName("round_robin");  // a call goes on to the members still up
+  // A whole state read (GetPrefix) of a 16,384-node job is several MiB: above gRPC's 4 MiB default.
+  args.SetMaxReceiveMessageSize(256 << 20);
   // A member that comes back (or starts late) is found within a second, not after gRPC's default
   // 20 s minimum reconnect time.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);

@@ -1,18 +1,21 @@
 // mxrun's etcd client (rendezvous/etcd_client.h) against real etcd members started by the test:
-// keys, fenced transactions, leases, the election service, watching a key, and a 3-member cluster
-// losing a member. Every wait is bounded.
+// keys, fenced transactions, leases, the election service, watching a key, a 3-member cluster
+// losing a member, and the master's state laid out for 16,384 nodes. Every wait is bounded.
 
 #include <catch2/catch.hpp>
 
 #include <thread>
 
 #include "rendezvous/etcd_client.h"
+#include "rendezvous/etcd_state_layout.h"
 #include "tests/etcd_cluster.h"
 
 using namespace std::chrono_literals;
 using mxrun::EtcdClient;
 using mxrun::EtcdLeaderKey;
 using mxrun::EtcdOp;
+using mxrun::PersistedMember;
+using mxrun::PersistedRun;
 using mxrun::testing::EtcdCluster;
 
 TEST_CASE("etcd: keys, prefixes and deletes", "[etcd]") {
@@ -157,4 +160,48 @@ TEST_CASE("etcd endpoints and TLS settings are validated", "[etcd][unit]") {
              Catch::Contains("cert and key go together"));
   CHECK_THAT(std::string(mxrun::ParseEtcdConfig("a:99999", "", "", "", "").status().message()),
              Catch::Contains("a:99999"));
+}
+
+TEST_CASE("etcd: a 16,384-node state goes in through fenced transactions, and a deposed leader's "
+          "does not", "[etcd]") {
+  EtcdCluster etcd;
+  auto client = etcd.Client();
+  PersistedRun run;
+  run.run_id = "big";
+  run.job.max_nodes = 16384;
+  for (int i = 0; i < 16384; ++i) {
+    PersistedMember m;
+    m.desc.host = "gpu-node-" + std::to_string(i) + ".cluster.example.org";
+    m.desc.address = "10.1." + std::to_string(i / 256) + "." + std::to_string(i % 256);
+    m.desc.agent_id = "agent-" + std::to_string(i) + "-0123456789abcdef0123456789abcdef";
+    m.desc.local_world_size = 8;
+    m.node_rank = i;
+    run.members.push_back(m);
+  }
+  auto lease = client->GrantLease(10s);
+  REQUIRE(lease.ok());
+  auto leader = client->Campaign("/mxrun/svc/election", *lease, "me", 2s);
+  REQUIRE(leader.ok());
+  for (const auto& txn : mxrun::PlanEtcdStateWrite("/mxrun/svc", 1, 0, {run})) {
+    auto applied = client->TxnIfCreated(leader->key, leader->rev, txn);
+    INFO(applied.status().ToString());
+    REQUIRE(applied.ok());
+    CHECK(*applied);
+  }
+  auto kvs = client->GetPrefix(mxrun::EtcdStatePrefix("/mxrun/svc"));
+  INFO(kvs.status().ToString());
+  REQUIRE(kvs.ok());
+  auto state = mxrun::ReadEtcdState("/mxrun/svc", *kvs);
+  REQUIRE(state.ok());
+  REQUIRE(state->runs.size() == 1);
+  CHECK(state->runs[0].members.size() == 16384);
+  CHECK(state->runs[0].members.back().desc.host == "gpu-node-16383.cluster.example.org");
+  // Its lease ends (a paused leader): a write of the old leader is refused whole.
+  REQUIRE(client->RevokeLease(*lease).ok());
+  run.members.resize(1);
+  for (const auto& txn : mxrun::PlanEtcdStateWrite("/mxrun/svc", 2, 1, {run})) {
+    CHECK_FALSE(*client->TxnIfCreated(leader->key, leader->rev, txn));
+  }
+  CHECK(mxrun::ReadEtcdState("/mxrun/svc", *client->GetPrefix(mxrun::EtcdStatePrefix("/mxrun/svc")))
+            ->runs[0].members.size() == 16384);
 }
