@@ -2,7 +2,7 @@
 // Real etcd members (Debian's /usr/bin/etcd) for integration tests: N members on 127.0.0.1, ports
 // picked by the kernel, data in a private folder, short heartbeat and election timeouts so that a
 // lost leader is replaced in well under a second. Each member is stopped by its pid (SIGKILL) when
-// the cluster goes out of scope.
+// the cluster goes out of scope, and dies with the test process if that is killed.
 
 #include <signal.h>
 
@@ -106,7 +106,10 @@ class EtcdCluster {
     Member& m = members_[i];
     const std::string client = absl::StrCat("http://127.0.0.1:", m.client_port);
     const std::string peer = absl::StrCat("http://127.0.0.1:", m.peer_port);
+    // setpriv (util-linux) gives etcd a parent-death signal: a test binary killed by its timeout
+    // takes its members with it instead of leaving them running.
     m.process = std::make_unique<Subprocess>(std::vector<std::string>{
+        "/usr/bin/setpriv", "--pdeathsig", "KILL", "--",
         "/usr/bin/etcd", "--name", m.name, "--data-dir", dir_.path() + "/" + m.name,
         "--listen-client-urls", client, "--advertise-client-urls", client,
         "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
