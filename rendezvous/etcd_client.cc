@@ -167,52 +167,59 @@ void SetDeadline(grpc::ClientContext& context, std::chrono::milliseconds timeout
   context.set_wait_for_ready(true);
 }
 
+// One unary call with a deadline: `method` is a stub's method, such as &KV::Stub::Put.
+template <typename Stub, typename Request, typename Response>
+absl::StatusOr<Response> Unary(Stub& stub,
+                               grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&,
+                                                            Response*),
+                               const Request& request, std::chrono::milliseconds timeout,
+                               const char* what) {
+  grpc::ClientContext context;
+  SetDeadline(context, timeout);
+  Response response;
+  grpc::Status status = (stub.*method)(&context, request, &response);
+  if (!status.ok()) return Failed(what, status);
+  return response;
+}
+
 }  // namespace
 
 absl::StatusOr<int64_t> EtcdClient::Put(const std::string& key, const std::string& value,
                                         int64_t lease) {
-  grpc::ClientContext context;
-  SetDeadline(context, config_.rpc_timeout);
   pb::PutRequest request;
   request.set_key(key);
   request.set_value(value);
   request.set_lease(lease);
-  pb::PutResponse response;
-  grpc::Status status = stubs_->kv->Put(&context, request, &response);
-  if (!status.ok()) return Failed("put", status);
-  return response.header().revision();
+  absl::StatusOr<pb::PutResponse> response =
+      Unary(*stubs_->kv, &pb::KV::Stub::Put, request, config_.rpc_timeout, "put");
+  if (!response.ok()) return response.status();
+  return response->header().revision();
 }
 
 absl::StatusOr<std::optional<EtcdKeyValue>> EtcdClient::Get(const std::string& key) {
-  grpc::ClientContext context;
-  SetDeadline(context, config_.rpc_timeout);
   pb::RangeRequest request;
   request.set_key(key);
-  pb::RangeResponse response;
-  grpc::Status status = stubs_->kv->Range(&context, request, &response);
-  if (!status.ok()) return Failed("get", status);
-  if (response.kvs_size() == 0) return std::optional<EtcdKeyValue>();
-  return std::optional<EtcdKeyValue>(FromProto(response.kvs(0)));
+  absl::StatusOr<pb::RangeResponse> response =
+      Unary(*stubs_->kv, &pb::KV::Stub::Range, request, config_.rpc_timeout, "get");
+  if (!response.ok()) return response.status();
+  if (response->kvs_size() == 0) return std::optional<EtcdKeyValue>();
+  return std::optional<EtcdKeyValue>(FromProto(response->kvs(0)));
 }
 
 absl::StatusOr<std::vector<EtcdKeyValue>> EtcdClient::GetPrefix(const std::string& prefix) {
-  grpc::ClientContext context;
-  SetDeadline(context, config_.rpc_timeout);
   pb::RangeRequest request;
   request.set_key(prefix);
   request.set_range_end(PrefixEnd(prefix));
-  pb::RangeResponse response;
-  grpc::Status status = stubs_->kv->Range(&context, request, &response);
-  if (!status.ok()) return Failed("get prefix", status);
+  absl::StatusOr<pb::RangeResponse> response =
+      Unary(*stubs_->kv, &pb::KV::Stub::Range, request, config_.rpc_timeout, "get prefix");
+  if (!response.ok()) return response.status();
   std::vector<EtcdKeyValue> out;
-  for (const mvccpb::KeyValue& kv : response.kvs()) out.push_back(FromProto(kv));
+  for (const mvccpb::KeyValue& kv : response->kvs()) out.push_back(FromProto(kv));
   return out;
 }
 
 absl::StatusOr<bool> EtcdClient::TxnIfCreated(const std::string& guard_key, int64_t guard_rev,
                                               const std::vector<EtcdOp>& ops) {
-  grpc::ClientContext context;
-  SetDeadline(context, config_.rpc_timeout);
   pb::TxnRequest request;
   pb::Compare* compare = request.add_compare();
   compare->set_key(guard_key);
@@ -238,24 +245,22 @@ absl::StatusOr<bool> EtcdClient::TxnIfCreated(const std::string& guard_key, int6
         break;
     }
   }
-  pb::TxnResponse response;
-  grpc::Status status = stubs_->kv->Txn(&context, request, &response);
-  if (!status.ok()) return Failed("transaction", status);
-  return response.succeeded();
+  absl::StatusOr<pb::TxnResponse> response =
+      Unary(*stubs_->kv, &pb::KV::Stub::Txn, request, config_.rpc_timeout, "transaction");
+  if (!response.ok()) return response.status();
+  return response->succeeded();
 }
 
 absl::StatusOr<int64_t> EtcdClient::GrantLease(std::chrono::seconds ttl) {
-  grpc::ClientContext context;
-  SetDeadline(context, config_.rpc_timeout);
   pb::LeaseGrantRequest request;
   request.set_ttl(ttl.count());
-  pb::LeaseGrantResponse response;
-  grpc::Status status = stubs_->lease->LeaseGrant(&context, request, &response);
-  if (!status.ok()) return Failed("lease grant", status);
-  if (!response.error().empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("etcd lease grant: ", response.error()));
+  absl::StatusOr<pb::LeaseGrantResponse> response = Unary(
+      *stubs_->lease, &pb::Lease::Stub::LeaseGrant, request, config_.rpc_timeout, "lease grant");
+  if (!response.ok()) return response.status();
+  if (!response->error().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("etcd lease grant: ", response->error()));
   }
-  return response.id();
+  return response->id();
 }
 
 absl::StatusOr<int64_t> EtcdClient::KeepAlive(int64_t lease) {
@@ -278,29 +283,24 @@ absl::StatusOr<int64_t> EtcdClient::KeepAlive(int64_t lease) {
 }
 
 absl::Status EtcdClient::RevokeLease(int64_t lease) {
-  grpc::ClientContext context;
-  SetDeadline(context, config_.rpc_timeout);
   pb::LeaseRevokeRequest request;
   request.set_id(lease);
-  pb::LeaseRevokeResponse response;
-  grpc::Status status = stubs_->lease->LeaseRevoke(&context, request, &response);
-  if (!status.ok()) return Failed("lease revoke", status);
-  return absl::OkStatus();
+  return Unary(*stubs_->lease, &pb::Lease::Stub::LeaseRevoke, request, config_.rpc_timeout,
+               "lease revoke")
+      .status();
 }
 
 absl::StatusOr<EtcdLeaderKey> EtcdClient::Campaign(const std::string& name, int64_t lease,
                                                    const std::string& value,
                                                    std::chrono::milliseconds wait) {
-  grpc::ClientContext context;
-  SetDeadline(context, wait);
   election::CampaignRequest request;
   request.set_name(name);
   request.set_lease(lease);
   request.set_value(value);
-  election::CampaignResponse response;
-  grpc::Status status = stubs_->election->Campaign(&context, request, &response);
-  if (!status.ok()) return Failed("campaign", status);
-  const election::LeaderKey& leader = response.leader();
+  absl::StatusOr<election::CampaignResponse> response =
+      Unary(*stubs_->election, &election::Election::Stub::Campaign, request, wait, "campaign");
+  if (!response.ok()) return response.status();
+  const election::LeaderKey& leader = response->leader();
   return EtcdLeaderKey{leader.name(), leader.key(), leader.rev(), leader.lease()};
 }
 
@@ -320,18 +320,15 @@ absl::StatusOr<std::optional<EtcdKeyValue>> EtcdClient::Leader(const std::string
 }
 
 absl::Status EtcdClient::Resign(const EtcdLeaderKey& leader) {
-  grpc::ClientContext context;
-  SetDeadline(context, config_.rpc_timeout);
   election::ResignRequest request;
   election::LeaderKey* key = request.mutable_leader();
   key->set_name(leader.name);
   key->set_key(leader.key);
   key->set_rev(leader.rev);
   key->set_lease(leader.lease);
-  election::ResignResponse response;
-  grpc::Status status = stubs_->election->Resign(&context, request, &response);
-  if (!status.ok()) return Failed("resign", status);
-  return absl::OkStatus();
+  return Unary(*stubs_->election, &election::Election::Stub::Resign, request, config_.rpc_timeout,
+               "resign")
+      .status();
 }
 
 absl::StatusOr<std::optional<int64_t>> EtcdClient::WaitForChange(const std::string& key,
