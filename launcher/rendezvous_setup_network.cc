@@ -2,9 +2,7 @@
 
 #include <grpc/support/log.h>
 
-#include <chrono>
 #include <cstdlib>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -24,16 +22,6 @@ void RouteGrpcLogs() {
   gpr_set_log_function([](gpr_log_func_args* args) {
     spdlog::debug("grpc: {}:{}: {}", args->file, args->line, args->message);
   });
-}
-
-// True when something holds `host`:`port` on three probes 20 ms apart: a master listening there,
-// not another agent's momentary probe of the same port.
-bool PortHeldSteadily(const std::string& host, int port) {
-  for (int probe = 0; probe < 3; ++probe) {
-    if (probe > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (!PortInUse(host, port)) return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -75,20 +63,11 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
     master.port = endpoint->port;
     host_master = settings.is_host == 1 ||
                   (settings.is_host == -1 && IsLocalHost(endpoint->host) &&
-                   !PortHeldSteadily(endpoint->host, endpoint->port));
+                   !PortListening(endpoint->host, endpoint->port));
   }
 
   if (host_master) {
     absl::StatusOr<std::unique_ptr<MasterServer>> server = MasterServer::Start(master);
-    // Dynamic mode, several agents starting on the endpoint's machine at once: another agent's
-    // probe (PortInUse's test bind) may have held the port for an instant just as this one bound
-    // it. Try again unless a master really listens there.
-    for (int attempt = 0; !server.ok() && settings.is_host == -1 &&
-                          options.rdzv_backend != "static" && attempt < 5 &&
-                          !PortHeldSteadily(master.host, master.port);
-         ++attempt) {
-      server = MasterServer::Start(master);
-    }
     if (server.ok()) {
       result.master = std::shared_ptr<MasterServer>(std::move(*server));
       result.master_address = result.master->address();

@@ -132,17 +132,15 @@ absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port
   return absl::UnavailableError(absl::StrCat("no route from this machine to '", host, "'"));
 }
 
-bool PortInUse(const std::string& host, int port) {
+bool PortListening(const std::string& host, int port) {
   absl::StatusOr<AddrInfoPtr> found = Resolve(host, port, SOCK_STREAM);
   if (!found.ok()) return false;
   for (addrinfo* ai = found->get(); ai != nullptr; ai = ai->ai_next) {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) continue;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as gRPC binds
-    const bool in_use = bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno == EADDRINUSE;
+    const bool listening = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
     close(fd);
-    if (in_use) return true;
+    if (listening) return true;
   }
   return false;
 }

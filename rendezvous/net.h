@@ -30,9 +30,11 @@ absl::StatusOr<int> PickFreePort(const std::string& address);
 // is sent): what an agent advertises when --local_addr is not given.
 absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port);
 
-// True when something already listens on (or holds) `host`:`port` (a test bind fails with
-// EADDRINUSE). Lets an agent skip hosting a master that another agent on this machine runs.
-bool PortInUse(const std::string& host, int port);
+// True when something listens on `host`:`port` (a connection to it succeeds; meant for this
+// machine's addresses, where a refusal is immediate). Lets an agent skip hosting a master that
+// another agent on this machine runs. A probe by connection, unlike a test bind, never holds the
+// port itself: agents starting together cannot make each other's bind fail.
+bool PortListening(const std::string& host, int port);
 
 // True when `host` resolves to an address of one of this machine's interfaces.
 bool IsLocalHost(const std::string& host);
