@@ -155,9 +155,13 @@ void HangMonitor::Check() {
   // A group that has already failed or ended is the agent's to handle, not ours to diagnose.
   if (group_ == nullptr || group_->state() != WorkerGroup::State::kRunning) return;
   const auto now = std::chrono::steady_clock::now();
-  for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
-    if (worker.pid > 0 && !worker.running && exits_seen_.insert(worker.local_rank).second) {
-      watch_.WorkerExited(worker.local_rank, worker.exited_ok, now);
+  // This runs at every turn of the agent's loop (every output chunk): look at the workers only
+  // when one has ended since the last look.
+  if (group_->ended() != static_cast<int>(exits_seen_.size())) {
+    for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
+      if (!worker.running && exits_seen_.insert(worker.local_rank).second) {
+        watch_.WorkerExited(worker.local_rank, worker.exited_ok, now);
+      }
     }
   }
   const milliseconds timeout = config_.settings.heartbeat_timeout;

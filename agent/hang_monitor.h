@@ -51,9 +51,6 @@ class HangMonitor {
   HangMonitor(const HangMonitor&) = delete;
   HangMonitor& operator=(const HangMonitor&) = delete;
 
-  // The pipe's path for TORCHELASTIC_TIMER_FILE; empty when the FileTimer rule is off.
-  std::string timer_file() const { return pipe_ ? pipe_->path() : ""; }
-
   // The group whose workers are watched from now on; nullptr while none runs (between rounds,
   // while a group is being stopped).
   void Watch(WorkerGroup* group);

@@ -36,11 +36,7 @@ namespace mxrun {
 struct HangSettings {
   std::chrono::milliseconds heartbeat_timeout{0};           // --hang_timeout; 0: off
   std::chrono::milliseconds exit_barrier_timeout{300'000};  // --exit_barrier_timeout; 0: off
-  bool file_timer = false;                                   // TORCHELASTIC_ENABLE_FILE_TIMER=1
-
-  bool AnyRule() const {
-    return file_timer || heartbeat_timeout.count() > 0 || exit_barrier_timeout.count() > 0;
-  }
+  // The FileTimer rule is on when the agent serves the pipe (HangMonitor's `pipe`).
 };
 
 // One line of torchelastic's FileTimer protocol (file_timer.h reads them).

@@ -1,7 +1,7 @@
 #include "agent/proc_stat.h"
 
+#include <charconv>
 #include <cstdio>
-#include <cstdlib>
 
 namespace mxrun {
 
@@ -11,14 +11,15 @@ std::optional<ProcStat> ParseProcStat(std::string_view text) {
   if (open == std::string_view::npos || close == std::string_view::npos || close < open) {
     return std::nullopt;
   }
+  // After ") ": the state letter, a space, the parent's pid.
+  std::string_view rest = text.substr(close + 1);
+  if (rest.size() < 4 || rest[0] != ' ' || rest[2] != ' ') return std::nullopt;
   ProcStat stat;
+  stat.state = rest[1];
+  const char* first = rest.data() + 3;
+  const char* last = rest.data() + rest.size();
+  if (std::from_chars(first, last, stat.ppid).ec != std::errc()) return std::nullopt;
   stat.comm = std::string(text.substr(open + 1, close - open - 1));
-  std::string rest(text.substr(close + 1));
-  char state = 0;
-  int ppid = 0;
-  if (std::sscanf(rest.c_str(), " %c %d", &state, &ppid) != 2) return std::nullopt;
-  stat.state = state;
-  stat.ppid = ppid;
   return stat;
 }
 

@@ -26,7 +26,6 @@ struct WorkerGroup::Worker {
   bool running = false;
   bool stopped_by_agent = false;
   bool exited_ok = false;
-  std::string dir;
   std::string error_file;
   std::string heartbeat_file;
   std::string nccl_trace_file;
@@ -68,10 +67,8 @@ void WorkerGroup::Start(const RoundAssignment& round) {
 }
 
 void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round) {
-  const std::string dir = absl::StrCat(spec_.attempts_dir, "/attempt_", round.restart_count, "/",
-                                       worker.local_rank);
+  const std::string dir = absl::StrCat(AttemptDir(), "/", worker.local_rank);
   MakeDirs(dir);
-  worker.dir = dir;
   worker.error_file = dir + "/error.json";
   unlink(worker.error_file.c_str());  // a stale file from an earlier run must not be reported
   if (spec_.heartbeat_files) {
@@ -177,6 +174,7 @@ void WorkerGroup::RecordExit(Worker& worker, int exit_code, int term_signal) {
     loop_.Unwatch(relay->fd());
     relay->DrainAndClose();
   }
+  ++ended_;
   const bool failed = exit_code != 0 || term_signal != 0;
   worker.exited_ok = !failed && !worker.stopped_by_agent;
   if (!failed || first_failure_ || worker.stopped_by_agent) return;
@@ -232,7 +230,6 @@ std::vector<WorkerGroup::WorkerStatus> WorkerGroup::Workers() const {
     s.pid = worker->pid;
     s.running = worker->running;
     s.exited_ok = worker->exited_ok;
-    s.dir = worker->dir;
     s.heartbeat_file = worker->heartbeat_file;
     s.nccl_trace_file = worker->nccl_trace_file;
     s.started_at = worker->started_at;

@@ -67,12 +67,13 @@ class WorkerGroup {
     pid_t pid = -1;
     bool running = false;
     bool exited_ok = false;       // ended on its own with exit code 0
-    std::string dir;              // its attempt folder
     std::string heartbeat_file;   // MXRUN_HEARTBEAT_FILE (empty: none)
     std::string nccl_trace_file;  // where PyTorch's NCCL flight recorder would dump
     std::chrono::system_clock::time_point started_at;
   };
   std::vector<WorkerStatus> Workers() const;
+  // How many workers have ended so far (cheap: lets a watcher skip Workers() while nothing ended).
+  int ended() const { return ended_; }
   std::vector<std::string> LastLinesOf(int local_rank) const;
   // This attempt's folder, and whether it outlives the agent (--log_dir) or is scratch.
   std::string AttemptDir() const;
@@ -109,6 +110,7 @@ class WorkerGroup {
   std::optional<WorkerFailure> first_failure_;
   int node_rank_ = 0;
   int attempt_ = 0;
+  int ended_ = 0;
   bool escalate_ = false;
   bool cleaned_up_ = false;
 };

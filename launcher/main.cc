@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/death_guardian.h"
@@ -154,6 +155,8 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::string> scratch = MakeTempDir(TempBase(env) + "/mxrun-");
   if (!scratch.ok()) return UsageError(scratch.status().message());
   const std::string scratch_dir = *scratch;
+  // Removed on every way out (the guardian does it too, for when mxrun dies before that).
+  absl::Cleanup remove_scratch = [&scratch_dir] { RemoveTree(scratch_dir); };
   // Per-attempt folders: kept under --log_dir (or a kept temporary folder when --redirects/--tee
   // ask for files without one); otherwise in the scratch folder.
   if (worker.logs.NeedsFiles()) {
@@ -163,10 +166,7 @@ int Main(int argc, char** argv) {
                                                         : options.log_dir);
     MakeDirs(base);
     absl::StatusOr<std::string> dir = MakeTempDir(absl::StrCat(base, "/", run_id, "_"));
-    if (!dir.ok()) {
-      RemoveTree(scratch_dir);
-      return UsageError(absl::StrCat("--log_dir: ", dir.status().message()));
-    }
+    if (!dir.ok()) return UsageError(absl::StrCat("--log_dir: ", dir.status().message()));
     worker.attempts_dir = *dir;
     worker.attempts_dir_kept = true;
     spdlog::info("worker logs: {}/attempt_<N>/<local_rank>/", worker.attempts_dir);
@@ -188,11 +188,7 @@ int Main(int argc, char** argv) {
     absl::StatusOr<std::unique_ptr<FileTimerPipe>> pipe = FileTimerPipe::Create(
         path != env.end() && !path->second.empty() ? path->second
                                                    : scratch_dir + "/watchdog_timer");
-    if (!pipe.ok()) {
-      RemoveTree(scratch_dir);
-      return UsageError(pipe.status().message());
-    }
-    hang.file_timer = true;
+    if (!pipe.ok()) return UsageError(pipe.status().message());
     config.timer_pipe = std::move(*pipe);
   }
   config.hang.fallback_dir = TempBase(env);
@@ -202,18 +198,17 @@ int Main(int argc, char** argv) {
       path_env != env.end() ? path_env->second : "/usr/local/bin:/usr/bin:/bin";
   if (auto it = env.find("MXRUN_STACK_DUMPER"); it != env.end()) {
     if (!IsStackDumper(it->second)) {
-      RemoveTree(scratch_dir);
       return UsageError(absl::StrCat("MXRUN_STACK_DUMPER='", it->second, "' is not valid; "
                                      "accepted: py-spy, eu-stack, gdb, none (empty: choose)"));
     }
     config.hang.diagnostics.stack_dumper = it->second;
   }
-  if (worker.heartbeat_files || hang.file_timer) {
+  if (worker.heartbeat_files || config.timer_pipe) {
     std::string rules;
     if (worker.heartbeat_files) {
       absl::StrAppend(&rules, "heartbeat (MXRUN_HEARTBEAT_FILE) silent over ", hang_timeout, " s");
     }
-    if (hang.file_timer) {
+    if (config.timer_pipe) {
       absl::StrAppend(&rules, rules.empty() ? "" : ", ", "FileTimer on ",
                       config.timer_pipe->path());
     }
@@ -233,7 +228,6 @@ int Main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   absl::StatusOr<DeathGuardian> guardian = DeathGuardian::Start(scratch_dir);
   if (!guardian.ok()) {
-    RemoveTree(scratch_dir);
     spdlog::error("{}", std::string(guardian.status().message()));
     return kExitWorkersFailed;
   }
@@ -246,7 +240,6 @@ int Main(int argc, char** argv) {
   absl::StatusOr<NodeRendezvous> rdzv = SetUpLocalRendezvous(options, *nproc, run_id);
 #endif
   if (!rdzv.ok()) {
-    RemoveTree(scratch_dir);
     if (absl::IsInvalidArgument(rdzv.status())) return UsageError(rdzv.status().message());
     spdlog::error("{}", std::string(rdzv.status().message()));
     return kExitRendezvousFailed;
@@ -257,7 +250,6 @@ int Main(int argc, char** argv) {
   const int exit_code = agent.Run();
   rdzv->rendezvous.reset();
   if (rdzv->before_exit) rdzv->before_exit();
-  RemoveTree(scratch_dir);  // the guardian does it too, for when we die before this line
   return exit_code;
 }
 

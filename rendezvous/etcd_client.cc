@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -37,7 +38,7 @@ std::string PrefixEnd(std::string prefix) {
 }
 
 EtcdKeyValue FromProto(const mvccpb::KeyValue& kv) {
-  return EtcdKeyValue{kv.key(), kv.value(), kv.create_revision(), kv.mod_revision(), kv.lease()};
+  return EtcdKeyValue{kv.key(), kv.value(), kv.create_revision()};
 }
 
 absl::Status Failed(const char* what, const grpc::Status& status) {
@@ -305,18 +306,16 @@ absl::StatusOr<EtcdLeaderKey> EtcdClient::Campaign(const std::string& name, int6
 }
 
 absl::StatusOr<std::optional<EtcdKeyValue>> EtcdClient::Leader(const std::string& name) {
-  grpc::ClientContext context;
-  SetDeadline(context, config_.rpc_timeout);
   election::LeaderRequest request;
   request.set_name(name);
-  election::LeaderResponse response;
-  grpc::Status status = stubs_->election->Leader(&context, request, &response);
-  if (status.error_code() == grpc::StatusCode::NOT_FOUND ||
-      (!status.ok() && status.error_message().find("no leader") != std::string::npos)) {
-    return std::optional<EtcdKeyValue>();
+  absl::StatusOr<election::LeaderResponse> response = Unary(
+      *stubs_->election, &election::Election::Stub::Leader, request, config_.rpc_timeout, "leader");
+  if (absl::IsNotFound(response.status()) ||
+      absl::StrContains(response.status().message(), "no leader")) {
+    return std::optional<EtcdKeyValue>();  // etcd's "election: no leader"
   }
-  if (!status.ok()) return Failed("leader", status);
-  return std::optional<EtcdKeyValue>(FromProto(response.kv()));
+  if (!response.ok()) return response.status();
+  return std::optional<EtcdKeyValue>(FromProto(response->kv()));
 }
 
 absl::Status EtcdClient::Resign(const EtcdLeaderKey& leader) {
@@ -343,24 +342,24 @@ absl::StatusOr<std::optional<int64_t>> EtcdClient::WaitForChange(const std::stri
   create->set_key(key);
   create->set_start_revision(after_rev + 1);
   std::optional<int64_t> changed;
+  std::string cancelled;  // why etcd ended the watch (compacted past after_rev, or refused)
   if (stream->Write(request)) {
     pb::WatchResponse response;
-    while (!changed && stream->Read(&response)) {
-      if (response.canceled()) {  // compacted past after_rev, or refused
-        context.TryCancel();
-        stream->Finish();
-        return absl::FailedPreconditionError(
-            absl::StrCat("etcd watch of ", key, " cancelled: ", response.cancel_reason()));
-      }
-      for (const mvccpb::Event& event : response.events()) {
-        changed = event.kv().mod_revision();
-        break;
+    while (!changed && cancelled.empty() && stream->Read(&response)) {
+      if (response.canceled()) {
+        cancelled = response.cancel_reason().empty() ? "cancelled" : response.cancel_reason();
+      } else if (response.events_size() > 0) {
+        changed = response.events(0).kv().mod_revision();
       }
     }
   }
   context.TryCancel();  // ends the stream whether or not the server is done
   grpc::Status status = stream->Finish();
   if (changed) return changed;
+  if (!cancelled.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("etcd watch of ", key, " cancelled: ", cancelled));
+  }
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
       status.error_code() == grpc::StatusCode::CANCELLED || status.ok()) {
     return std::optional<int64_t>();

@@ -35,9 +35,7 @@ absl::StatusOr<EtcdConfig> ParseEtcdConfig(const std::string& endpoints, const s
 struct EtcdKeyValue {
   std::string key;
   std::string value;
-  int64_t create_revision = 0;
-  int64_t mod_revision = 0;
-  int64_t lease = 0;
+  int64_t create_revision = 0;  // what fenced transactions compare
 };
 
 // One write of a transaction.

@@ -112,7 +112,8 @@ absl::StatusOr<EtcdState> ReadEtcdState(const std::string& prefix,
                                         const std::vector<EtcdKeyValue>& kvs) {
   const std::string base = EtcdStatePrefix(prefix);
   EtcdState state;
-  std::map<int64_t, std::map<std::string, const std::string*>> pages;  // generation -> page
+  // generation -> page name -> its key and value
+  std::map<int64_t, std::map<std::string, const EtcdKeyValue*>> pages;
   for (const EtcdKeyValue& kv : kvs) {
     if (!absl::StartsWith(kv.key, base)) continue;
     const std::string rest = kv.key.substr(base.size());
@@ -128,7 +129,7 @@ absl::StatusOr<EtcdState> ReadEtcdState(const std::string& prefix,
     if (parts.size() != 3 || parts[1] != "page" || !absl::SimpleAtoi(parts[0], &generation)) {
       continue;  // not ours to read
     }
-    pages[generation][parts[2]] = &kv.value;
+    pages[generation][parts[2]] = &kv;
   }
   for (const auto& [generation, unused] : pages) {
     if (generation != state.generation) state.stale.push_back(generation);
@@ -140,12 +141,11 @@ absl::StatusOr<EtcdState> ReadEtcdState(const std::string& prefix,
         "etcd state generation ", state.generation, " under ", base, " has no pages"));
   }
   std::map<std::string, size_t> index;  // run id -> position in state.runs
-  for (const auto& [name, text] : current->second) {
-    absl::StatusOr<std::vector<PersistedRun>> runs = PersistedRunsFromJson(*text);
+  for (const auto& [name, kv] : current->second) {
+    absl::StatusOr<std::vector<PersistedRun>> runs = PersistedRunsFromJson(kv->value);
     if (!runs.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("etcd state page ", base,
-                                                     Generation(state.generation), "/page/", name,
-                                                     ": ", runs.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("etcd state page ", kv->key, ": ", runs.status().message()));
     }
     for (PersistedRun& run : *runs) {
       auto [it, inserted] = index.emplace(run.run_id, state.runs.size());

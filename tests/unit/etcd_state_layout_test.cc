@@ -9,10 +9,10 @@
 #include "absl/strings/match.h"
 #include "rendezvous/etcd_state_layout.h"
 #include "rendezvous/master_state_file.h"
+#include "tests/persisted_runs.h"
 
 using mxrun::EtcdKeyValue;
 using mxrun::EtcdOp;
-using mxrun::PersistedMember;
 using mxrun::PersistedRun;
 
 namespace {
@@ -57,35 +57,12 @@ struct FakeEtcd {
   }
 };
 
-PersistedRun Run(const std::string& id, int members) {
-  PersistedRun run;
-  run.run_id = id;
-  run.job.min_nodes = 1;
-  run.job.max_nodes = members;
-  run.round = 3;
-  run.restarts_spent = 1;
-  run.world_size = members * 8;
-  for (int i = 0; i < members; ++i) {
-    PersistedMember m;
-    m.desc.host = "gpu-node-" + std::to_string(i) + ".cluster.example.org";
-    m.desc.address = "10." + std::to_string(i / 65536) + "." + std::to_string(i / 256 % 256) + "." +
-                     std::to_string(i % 256);
-    m.desc.local_world_size = 8;
-    m.desc.master_port = 29500;
-    m.desc.agent_id = "agent-" + std::to_string(i) + "-0123456789abcdef0123456789abcdef";
-    m.node_rank = i;
-    m.succeeded = i % 3 == 0;
-    run.members.push_back(m);
-  }
-  return run;
-}
-
 }  // namespace
 
 TEST_CASE("etcd state: written, then read back the same", "[etcd_state]") {
   FakeEtcd etcd;
   CHECK(etcd.Read().generation == 0);  // nothing kept yet
-  const std::vector<PersistedRun> runs{Run("job-a", 3), Run("job-b", 1)};
+  const std::vector<PersistedRun> runs{mxrun::testing::SampleRun("job-a", 3), mxrun::testing::SampleRun("job-b", 1)};
   auto txns = mxrun::PlanEtcdStateWrite(kPrefix, 1, 0, runs);
   CHECK(txns.size() == 1);  // small: pages and the switch in one transaction
   etcd.ApplyAll(txns);
@@ -96,20 +73,21 @@ TEST_CASE("etcd state: written, then read back the same", "[etcd_state]") {
 }
 
 TEST_CASE("etcd state: a 16,384-node job fits etcd's limits", "[etcd_state]") {
-  const std::vector<PersistedRun> runs{Run("big", 16384), Run("small", 2)};
+  const std::vector<PersistedRun> runs{mxrun::testing::SampleRun("big", 16384), mxrun::testing::SampleRun("small", 2)};
   const mxrun::EtcdStateLimits limits;
+  // The defaults stay within etcd's own: --max-txn-ops 128, --max-request-bytes 1.5 MiB.
+  CHECK(limits.max_txn_ops <= 128);
+  CHECK(limits.max_txn_bytes < 1536 * 1024);
   auto txns = mxrun::PlanEtcdStateWrite(kPrefix, 7, 6, runs, {}, limits);
   REQUIRE(txns.size() >= 2);  // more than one request's worth: pages first, the switch last
   for (const auto& txn : txns) {
     CHECK(txn.size() <= limits.max_txn_ops);
-    CHECK(txn.size() <= 128);  // etcd's --max-txn-ops default
     size_t bytes = 0;
     for (const EtcdOp& op : txn) {
       CHECK(op.value.size() <= limits.max_page_bytes);
       bytes += op.key.size() + op.value.size();
     }
     CHECK(bytes <= limits.max_txn_bytes);
-    CHECK(bytes < 1536 * 1024);  // etcd's --max-request-bytes default
   }
   // Only the last transaction touches `current`.
   for (size_t i = 0; i + 1 < txns.size(); ++i) {
@@ -124,8 +102,8 @@ TEST_CASE("etcd state: a 16,384-node job fits etcd's limits", "[etcd_state]") {
 
 TEST_CASE("etcd state: a new generation replaces the old one whole", "[etcd_state]") {
   FakeEtcd etcd;
-  etcd.ApplyAll(mxrun::PlanEtcdStateWrite(kPrefix, 1, 0, {Run("job", 2000)}));
-  etcd.ApplyAll(mxrun::PlanEtcdStateWrite(kPrefix, 2, 1, {Run("job", 5)}));
+  etcd.ApplyAll(mxrun::PlanEtcdStateWrite(kPrefix, 1, 0, {mxrun::testing::SampleRun("job", 2000)}));
+  etcd.ApplyAll(mxrun::PlanEtcdStateWrite(kPrefix, 2, 1, {mxrun::testing::SampleRun("job", 5)}));
   mxrun::EtcdState state = etcd.Read();
   CHECK(state.generation == 2);
   REQUIRE(state.runs.size() == 1);
@@ -142,9 +120,9 @@ TEST_CASE("etcd state: a new generation replaces the old one whole", "[etcd_stat
 TEST_CASE("etcd state: a write cut short leaves the previous state, and is cleaned up",
           "[etcd_state]") {
   FakeEtcd etcd;
-  etcd.ApplyAll(mxrun::PlanEtcdStateWrite(kPrefix, 1, 0, {Run("job", 4)}));
+  etcd.ApplyAll(mxrun::PlanEtcdStateWrite(kPrefix, 1, 0, {mxrun::testing::SampleRun("job", 4)}));
   // A leader writes generation 2's pages and dies before switching.
-  auto unfinished = mxrun::PlanEtcdStateWrite(kPrefix, 2, 1, {Run("job", 16384)});
+  auto unfinished = mxrun::PlanEtcdStateWrite(kPrefix, 2, 1, {mxrun::testing::SampleRun("job", 16384)});
   REQUIRE(unfinished.size() >= 2);
   etcd.Apply(unfinished[0]);
   mxrun::EtcdState state = etcd.Read();
@@ -152,7 +130,7 @@ TEST_CASE("etcd state: a write cut short leaves the previous state, and is clean
   CHECK(state.runs[0].members.size() == 4);
   CHECK(state.stale == std::vector<int64_t>{2});
   // Its successor writes generation 3 and removes the orphaned pages with the old generation.
-  etcd.ApplyAll(mxrun::PlanEtcdStateWrite(kPrefix, 3, 1, {Run("job", 3)}, state.stale));
+  etcd.ApplyAll(mxrun::PlanEtcdStateWrite(kPrefix, 3, 1, {mxrun::testing::SampleRun("job", 3)}, state.stale));
   state = etcd.Read();
   CHECK(state.generation == 3);
   CHECK(state.stale.empty());
@@ -161,7 +139,7 @@ TEST_CASE("etcd state: a write cut short leaves the previous state, and is clean
 
 TEST_CASE("etcd state: damage is an error naming the key", "[etcd_state]") {
   FakeEtcd etcd;
-  etcd.ApplyAll(mxrun::PlanEtcdStateWrite(kPrefix, 1, 0, {Run("job", 2)}));
+  etcd.ApplyAll(mxrun::PlanEtcdStateWrite(kPrefix, 1, 0, {mxrun::testing::SampleRun("job", 2)}));
   etcd.keys[kPrefix + "/state/0000000000000001/page/000000"] = "{not json";
   auto damaged = mxrun::ReadEtcdState(kPrefix, etcd.All());
   REQUIRE_FALSE(damaged.ok());

@@ -71,7 +71,6 @@ HangSettings Barrier(std::chrono::milliseconds timeout) {
 
 HangSettings FileTimers() {
   HangSettings s;
-  s.file_timer = true;
   s.exit_barrier_timeout = 0ms;
   return s;
 }
@@ -259,7 +258,6 @@ TEST_CASE("FileTimer: the bookkeeping is bounded", "[hang][file_timer]") {
 TEST_CASE("a worker gets one verdict, from the first rule that catches it", "[hang]") {
   HangSettings settings = Heartbeat(5s);
   settings.exit_barrier_timeout = 10s;
-  settings.file_timer = true;
   Scenario s(settings, 2);
   s.watch.HeartbeatSeen(1, s.now);
   s.Timer(1, 900, "step", s.WallSeconds(3s));
