@@ -1,8 +1,8 @@
 #pragma once
 // Real etcd members (Debian's /usr/bin/etcd) for integration tests: N members on 127.0.0.1, ports
 // picked by the kernel, data in a private folder, short heartbeat and election timeouts so that a
-// lost leader is replaced in well under a second. Each member is stopped by its pid (SIGKILL) when
-// the cluster goes out of scope, and dies with the test process if that is killed.
+// lost leader is replaced in well under a second. Each member is stopped by its pid (SIGKILL, by
+// Subprocess) when the cluster goes out of scope, and dies with the test process if that is killed.
 
 #include <signal.h>
 
@@ -42,20 +42,6 @@ class EtcdCluster {
     for (size_t i = 0; i < members_.size(); ++i) Start(i);
     WaitHealthy();
   }
-  ~EtcdCluster() {
-    for (Member& m : members_) {
-      if (m.process) ::kill(m.process->pid(), SIGKILL);
-    }
-  }
-
-  // "127.0.0.1:p1,127.0.0.1:p2,..." for --rdzv_endpoint.
-  std::string endpoints() const {
-    std::vector<std::string> out;
-    for (const Member& m : members_) out.push_back(Endpoint(m));
-    return absl::StrJoin(out, ",");
-  }
-  std::string endpoint(size_t i) const { return Endpoint(members_[i]); }
-  pid_t pid(size_t i) const { return members_[i].process->pid(); }
 
   EtcdConfig Config() const {
     EtcdConfig config;
@@ -73,11 +59,6 @@ class EtcdCluster {
     ::kill(members_[i].process->pid(), SIGKILL);
     members_[i].process->Wait(std::chrono::seconds(10));
     members_[i].process.reset();
-  }
-  // Starts member `i` again on its data folder (after Kill).
-  void Restart(size_t i) {
-    Start(i, /*existing=*/true);
-    WaitHealthy();
   }
 
  private:
@@ -102,7 +83,7 @@ class EtcdCluster {
     return absl::StrCat("127.0.0.1:", m.client_port);
   }
 
-  void Start(size_t i, bool existing = false) {
+  void Start(size_t i) {
     Member& m = members_[i];
     const std::string client = absl::StrCat("http://127.0.0.1:", m.client_port);
     const std::string peer = absl::StrCat("http://127.0.0.1:", m.peer_port);
@@ -114,7 +95,7 @@ class EtcdCluster {
         "--listen-client-urls", client, "--advertise-client-urls", client,
         "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
         "--initial-cluster", initial_cluster_,
-        "--initial-cluster-state", existing ? "existing" : "new",
+        "--initial-cluster-state", "new",
         "--initial-cluster-token", "mxrun-test",
         "--heartbeat-interval", "50", "--election-timeout", "300", "--logger", "zap",
         "--log-level", "error"});

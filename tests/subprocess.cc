@@ -100,13 +100,23 @@ bool Subprocess::Pump(std::chrono::steady_clock::time_point deadline) {
   return true;
 }
 
-bool Subprocess::WaitForStdout(const std::string& needle, int count,
-                               std::chrono::milliseconds timeout) {
+bool Subprocess::WaitFor(const std::string& stream, const std::string& needle, int count,
+                         std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (CountOccurrences(out_, needle) < count) {
-    if (!Pump(deadline)) return CountOccurrences(out_, needle) >= count;
+  while (CountOccurrences(stream, needle) < count) {
+    if (!Pump(deadline)) return CountOccurrences(stream, needle) >= count;
   }
   return true;
+}
+
+bool Subprocess::WaitForStdout(const std::string& needle, int count,
+                               std::chrono::milliseconds timeout) {
+  return WaitFor(out_, needle, count, timeout);
+}
+
+bool Subprocess::WaitForStderr(const std::string& needle, int count,
+                               std::chrono::milliseconds timeout) {
+  return WaitFor(err_, needle, count, timeout);
 }
 
 ProcessResult Subprocess::Wait(std::chrono::milliseconds timeout) {

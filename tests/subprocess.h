@@ -33,6 +33,8 @@ class Subprocess {
   pid_t pid() const { return pid_; }
   // Reads output until stdout contains `count` lines containing `needle`, or the deadline.
   bool WaitForStdout(const std::string& needle, int count, std::chrono::milliseconds timeout);
+  // The same for stderr (where mxrun logs).
+  bool WaitForStderr(const std::string& needle, int count, std::chrono::milliseconds timeout);
   // Reads output until exit or deadline; kills the child (SIGKILL, by pid) at the deadline.
   ProcessResult Wait(std::chrono::milliseconds timeout);
   const std::string& out() const { return out_; }
@@ -40,6 +42,8 @@ class Subprocess {
 
  private:
   bool Pump(std::chrono::steady_clock::time_point deadline);  // false at deadline or EOF of both
+  bool WaitFor(const std::string& stream, const std::string& needle, int count,
+               std::chrono::milliseconds timeout);
 
   pid_t pid_ = -1;
   int out_fd_ = -1;

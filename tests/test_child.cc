@@ -160,12 +160,7 @@ int main(int argc, char** argv) {
     std::printf("hanging rank=%s pid=%d\n", rank.c_str(), getpid());
     std::fflush(stdout);
     if (stop_self) raise(SIGSTOP);
-    SleepSeconds(600, unblocked);
-    if (g_term) {
-      std::printf("caught SIGTERM rank=%s\n", rank.c_str());
-      std::fflush(stdout);
-      return 143;
-    }
+    SleepSeconds(600, unblocked);  // a SIGTERM ends it, and is reported below
   }
 
   const bool apply = (fail_below < 0 || attempt < fail_below) &&

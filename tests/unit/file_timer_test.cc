@@ -160,10 +160,7 @@ TEST_CASE("FileTimer pipe: an old pipe is replaced, any other file is left alone
   REQUIRE_FALSE(refused.ok());
   CHECK_THAT(std::string(refused.status().message()),
              Catch::Contains("exists and is not a named pipe"));
-  std::ifstream in(regular);
-  std::string content;
-  in >> content;
-  CHECK(content == "precious");
+  CHECK(mxrun::ReadWholeFile(regular) == "precious");
 }
 
 TEST_CASE("/proc stat lines: comm with spaces and parentheses", "[hang]") {
