@@ -2,22 +2,77 @@
 // any training node. Prints "mxrun-master listening on HOST:PORT" once it serves.
 //
 //   mxrun-master [--host=ADDR] [--port=29400] [--bind_all] [--token_file=PATH] [--state_dir=DIR]
+//   mxrun-master --rdzv_backend=etcd --rdzv_endpoint=ETCD[,ETCD...] [--service=NAME]
+//                [--rdzv_conf=protocol=https,cacert=...,cert=...,key=...,lease_ttl=2,etcd_prefix=/mxrun]
+//                [--host=ADDR] [--port=0] [--bind_all] [--token_file=PATH]
 // The token is read from --token_file, else from MXRUN_RDZV_TOKEN. SIGTERM or SIGINT stop it.
+// With etcd, any number of replicas run as candidates of service NAME (default "default"): one
+// serves, its state in etcd, and another takes over within the lease TTL when it dies; agents
+// follow with --rdzv_backend=etcd --rdzv_conf=master_service=NAME. It prints
+// "mxrun-master candidate for service NAME" at once, and each time it wins "rendezvous master
+// elected in etcd (...): serving on HOST:PORT".
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/env_contract.h"
 #include "common/service_notify.h"
 #include "launcher/token.h"
+#include "rendezvous/etcd_leadership.h"
 #include "rendezvous/master_server.h"
 #include "rendezvous/net.h"
 
 extern char** environ;
+
+namespace {
+
+// --rdzv_conf for an etcd replica: protocol, cacert, cert, key, lease_ttl, etcd_prefix.
+absl::StatusOr<mxrun::EtcdElectionConfig> EtcdSettings(const std::string& endpoints,
+                                                       const std::string& conf,
+                                                       const std::string& service) {
+  std::map<std::string, std::string> kv;
+  for (absl::string_view item : absl::StrSplit(conf, ',', absl::SkipWhitespace())) {
+    std::pair<std::string, std::string> pair = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    const std::string key(absl::StripAsciiWhitespace(pair.first));
+    if (key != "protocol" && key != "cacert" && key != "cert" && key != "key" &&
+        key != "lease_ttl" && key != "etcd_prefix") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv_conf key '", key,
+          "' is not known; accepted: protocol, cacert, cert, key, lease_ttl, etcd_prefix"));
+    }
+    kv[key] = std::string(absl::StripAsciiWhitespace(pair.second));
+  }
+  mxrun::EtcdElectionConfig config;
+  absl::StatusOr<mxrun::EtcdConfig> etcd =
+      mxrun::ParseEtcdConfig(endpoints, kv["protocol"], kv["cacert"], kv["cert"], kv["key"]);
+  if (!etcd.ok()) return etcd.status();
+  config.etcd = std::move(*etcd);
+  if (kv.count("lease_ttl")) {
+    int ttl = 0;
+    if (!absl::SimpleAtoi(kv["lease_ttl"], &ttl) || ttl < 1 || ttl > 3600) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv_conf lease_ttl=", kv["lease_ttl"], " is not valid; accepted: 1 to 3600 s"));
+    }
+    config.lease_ttl = std::chrono::seconds(ttl);
+  }
+  std::string prefix = kv.count("etcd_prefix") ? kv["etcd_prefix"] : mxrun::kDefaultEtcdPrefix;
+  if (absl::Status valid = mxrun::ValidateEtcdPrefix(prefix); !valid.ok()) return valid;
+  if (absl::Status valid = mxrun::ValidateServiceName(service); !valid.ok()) return valid;
+  config.keys = mxrun::EtcdKeysForService(prefix, service);
+  return config;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"mxrun-master: the mxrun rendezvous master (many runs, keyed by run id)",
@@ -27,6 +82,10 @@ int main(int argc, char** argv) {
   bool bind_all = false;
   std::string token_file;
   std::string state_dir;
+  std::string backend = "none";
+  std::string etcd_endpoints;
+  std::string rdzv_conf;
+  std::string service = "default";
   app.add_option("--host", host, "address to listen on (default 127.0.0.1)");
   app.add_option("--port", port,
                  "port (0: any free port; default " + std::to_string(port) + ")")
@@ -37,6 +96,15 @@ int main(int argc, char** argv) {
   app.add_option("--state_dir,--state-dir", state_dir,
                  "keep the running jobs' rendezvous state here, so that after a crash and restart "
                  "the agents reconnect and running workers carry on");
+  app.add_option("--rdzv_backend,--rdzv-backend", backend,
+                 "etcd (or etcd-v2): be one replica of a master service elected in etcd");
+  app.add_option("--rdzv_endpoint,--rdzv-endpoint", etcd_endpoints,
+                 "with etcd: the members, HOST:PORT[,HOST:PORT...]");
+  app.add_option("--rdzv_conf,--rdzv-conf", rdzv_conf,
+                 "with etcd: protocol, cacert, cert, key, lease_ttl, etcd_prefix (KEY=VALUE,...)");
+  app.add_option("--service", service,
+                 "with etcd: the master service this replica stands for (default \"default\"); "
+                 "agents follow it with --rdzv_conf=master_service=NAME");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -60,6 +128,42 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.token = std::move(*token);
+  const bool etcd = backend == "etcd" || backend == "etcd-v2";
+  std::optional<mxrun::EtcdElectionConfig> election;
+  if (etcd) {
+    absl::StatusOr<mxrun::EtcdElectionConfig> config =
+        EtcdSettings(etcd_endpoints, rdzv_conf, service);
+    if (!state_dir.empty()) {
+      config = absl::InvalidArgumentError("--state_dir and --rdzv_backend=etcd go not together: "
+                                          "with etcd the state is kept in etcd");
+    }
+    if (!config.ok()) {
+      std::fprintf(stderr, "mxrun-master: error: %s\n",
+                   std::string(config.status().message()).c_str());
+      return 2;
+    }
+    if (app.count("--port") == 0) options.port = 0;  // replicas on one machine must not collide
+    config->identity = absl::StrCat("mxrun-master@", host, ":", getpid());
+    config->master = options;
+    if (bind_all) {
+      // Published for the agents: an address of this machine, not 0.0.0.0.
+      absl::StatusOr<mxrun::HostPort> member =
+          mxrun::ParseHostPort(config->etcd.endpoints.front(), mxrun::kDefaultEtcdPort);
+      absl::StatusOr<std::string> local =
+          member.ok() ? mxrun::LocalAddressToward(member->host, member->port)
+                      : absl::StatusOr<std::string>(member.status());
+      config->master.advertise_host = local.ok() ? *local : host;
+    }
+    election = std::move(*config);
+  } else if (backend != "none") {
+    std::fprintf(stderr, "mxrun-master: error: --rdzv_backend=%s is not valid; accepted: etcd, "
+                 "etcd-v2 (or leave it out for a single master)\n", backend.c_str());
+    return 2;
+  } else if (!etcd_endpoints.empty() || !rdzv_conf.empty()) {
+    std::fprintf(stderr, "mxrun-master: error: --rdzv_endpoint and --rdzv_conf need "
+                 "--rdzv_backend=etcd\n");
+    return 2;
+  }
 
   // Block the stop signals before gRPC starts its threads; wait for them here.
   sigset_t stop;
@@ -67,6 +171,27 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
   sigprocmask(SIG_BLOCK, &stop, nullptr);
+  mxrun::ServiceNotifier notifier = mxrun::ServiceNotifier::FromEnv(env, static_cast<long>(getpid()));
+  if (election) {
+    const std::string keys = election->keys.prefix;
+    absl::StatusOr<std::unique_ptr<mxrun::EtcdMasterElection>> candidate =
+        mxrun::EtcdMasterElection::Start(std::move(*election));
+    if (!candidate.ok()) {
+      std::fprintf(stderr, "mxrun-master: error: %s\n",
+                   std::string(candidate.status().message()).c_str());
+      return 2;
+    }
+    std::printf("mxrun-master candidate for service %s (etcd %s)\n", service.c_str(),
+                keys.c_str());
+    std::fflush(stdout);
+    notifier.Ready("candidate for service " + service);
+    int signo = 0;
+    sigwait(&stop, &signo);
+    notifier.Stopping("stopping on signal " + std::to_string(signo));
+    std::fprintf(stderr, "mxrun-master: stopping on signal %d\n", signo);
+    (*candidate)->Shutdown(std::chrono::seconds(2));
+    return 0;
+  }
   absl::StatusOr<std::unique_ptr<mxrun::MasterServer>> server = mxrun::MasterServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "mxrun-master: error: %s\n", std::string(server.status().message()).c_str());
@@ -76,7 +201,6 @@ int main(int argc, char** argv) {
               options.token.empty() ? "" : " (token required)");
   std::fflush(stdout);
   // As a systemd Type=notify service: ready once it serves.
-  mxrun::ServiceNotifier notifier = mxrun::ServiceNotifier::FromEnv(env, static_cast<long>(getpid()));
   notifier.Ready("listening on " + (*server)->address());
   int signo = 0;
   sigwait(&stop, &signo);

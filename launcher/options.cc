@@ -48,7 +48,7 @@ const std::vector<Flag>& Flags() {
       {"node_rank", "", false, "rank of this node (static; a request in dynamic mode)", "0"},
       {"master_addr", "", false, "address of the node with rank 0 (static rendezvous)", "127.0.0.1"},
       {"master_port", "", false, "port on master_addr (static rendezvous)", "29500"},
-      {"rdzv_backend", "", false, "rendezvous backend: static or c10d", "static"},
+      {"rdzv_backend", "", false, "rendezvous backend: static, c10d, or etcd (etcd-v2)", "static"},
       {"rdzv_endpoint", "", false, "rendezvous endpoint host[:port]", ""},
       {"rdzv_id", "", false, "job id shared by every node", "none"},
       {"rdzv_conf", "", false, "rendezvous settings k=v,k=v", ""},
@@ -389,8 +389,10 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   if (o.master_addr.empty()) return Invalid(values["master_addr"], "empty", "a host name or IP");
 
   o.rdzv_backend = absl::AsciiStrToLower(values["rdzv_backend"].text);
-  if (o.rdzv_backend != "static" && o.rdzv_backend != "c10d") {
-    return Invalid(values["rdzv_backend"], "unknown backend", "static or c10d");
+  // torchrun's etcd-v2 spelling: the same etcd, spoken to through its v3 API.
+  if (o.rdzv_backend == "etcd-v2") o.rdzv_backend = "etcd";
+  if (o.rdzv_backend != "static" && o.rdzv_backend != "c10d" && o.rdzv_backend != "etcd") {
+    return Invalid(values["rdzv_backend"], "unknown backend", "static, c10d, etcd or etcd-v2");
   }
   o.rdzv_endpoint = values["rdzv_endpoint"].text;
   o.rdzv_id = values["rdzv_id"].text;

@@ -1,6 +1,7 @@
 #include "launcher/rendezvous_setup.h"
 
 #include <cmath>
+#include <map>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -15,7 +16,8 @@ namespace {
 
 constexpr const char* kAcceptedKeys =
     "join_timeout, last_call_timeout, close_timeout, heartbeat_interval, keep_alive_interval, "
-    "missed_heartbeats, keep_alive_max_attempt, is_host, bind_all, token_file";
+    "missed_heartbeats, keep_alive_max_attempt, is_host, bind_all, token_file; with "
+    "--rdzv_backend=etcd also protocol, cacert, cert, key, lease_ttl, etcd_prefix, master_service";
 
 absl::StatusOr<std::chrono::milliseconds> Duration(const std::string& key,
                                                    const std::string& value) {
@@ -55,11 +57,16 @@ absl::Status CheckNetworkFlags(const LaunchOptions& options) {
   }
   if (options.rdzv_endpoint.empty()) {
     return absl::InvalidArgumentError(
-        "--rdzv_backend=c10d needs --rdzv_endpoint=HOST[:PORT] (the master's address, the same "
-        "on every node)");
+        options.rdzv_backend == "etcd"
+            ? "--rdzv_backend=etcd needs --rdzv_endpoint=HOST:PORT[,HOST:PORT...] (the etcd "
+              "members' client addresses, the same on every node)"
+            : "--rdzv_backend=c10d needs --rdzv_endpoint=HOST[:PORT] (the master's address, the "
+              "same on every node)");
   }
-  if (absl::StatusOr<HostPort> endpoint = RendezvousEndpoint(options); !endpoint.ok()) {
-    return endpoint.status();
+  if (options.rdzv_backend != "etcd") {
+    if (absl::StatusOr<HostPort> endpoint = RendezvousEndpoint(options); !endpoint.ok()) {
+      return endpoint.status();
+    }
   }
   if (options.rdzv_id.empty() || options.rdzv_id == "none") {
     return absl::InvalidArgumentError(
@@ -91,6 +98,7 @@ absl::StatusOr<RendezvousSettings> CheckRendezvousFlags(const LaunchOptions& opt
   }
   RendezvousSettings s;
   std::string token_file;
+  std::map<std::string, std::string> etcd_tls;
   for (const auto& [key, value] : options.rdzv_conf) {
     if (key == "join_timeout" || key == "last_call_timeout" || key == "heartbeat_interval" ||
         key == "keep_alive_interval" || key == "close_timeout") {
@@ -115,9 +123,42 @@ absl::StatusOr<RendezvousSettings> CheckRendezvousFlags(const LaunchOptions& opt
       if (key == "bind_all") s.bind_all = *b;
     } else if (key == "token_file") {
       token_file = value;
+    } else if (options.rdzv_backend == "etcd" &&
+               (key == "protocol" || key == "cacert" || key == "cert" || key == "key")) {
+      etcd_tls[key] = value;
+    } else if (options.rdzv_backend == "etcd" && key == "lease_ttl") {
+      int ttl = 0;
+      if (!absl::SimpleAtoi(value, &ttl) || ttl < 1 || ttl > 3600) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--rdzv_conf lease_ttl=", value, " is not valid; accepted: whole seconds, 1 to 3600 "
+            "(default ", kDefaultEtcdLeaseTtl.count(), ")"));
+      }
+      s.lease_ttl = std::chrono::seconds(ttl);
+    } else if (options.rdzv_backend == "etcd" && key == "etcd_prefix") {
+      if (absl::Status valid = ValidateEtcdPrefix(value); !valid.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--rdzv_conf ", valid.message()));
+      }
+      s.etcd_prefix = value;
+    } else if (options.rdzv_backend == "etcd" && key == "master_service") {
+      if (absl::Status valid = ValidateServiceName(value); !valid.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--rdzv_conf ", valid.message()));
+      }
+      s.master_service = value;
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("--rdzv_conf key '", key, "' is not known; accepted: ", kAcceptedKeys));
+    }
+  }
+  if (options.rdzv_backend == "etcd" && NeedsNetwork(options)) {
+    absl::StatusOr<EtcdConfig> etcd =
+        ParseEtcdConfig(options.rdzv_endpoint, etcd_tls["protocol"], etcd_tls["cacert"],
+                        etcd_tls["cert"], etcd_tls["key"]);
+    if (!etcd.ok()) return etcd.status();
+    s.etcd = std::move(*etcd);
+    if (s.is_host == 1 && !s.master_service.empty()) {
+      return absl::InvalidArgumentError(
+          "--rdzv_conf is_host=1 and master_service go not together: with master_service the "
+          "mxrun-master replicas of that service host the master");
     }
   }
   absl::StatusOr<std::string> token = ReadRendezvousToken(token_file, env);

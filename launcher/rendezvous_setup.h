@@ -6,9 +6,13 @@
 //   dynamic (--rdzv_backend=c10d --rdzv_endpoint=H[:P] --rdzv_id=ID --nnodes=MIN:MAX): join the
 //     master at H:P; the agent hosts it when is_host=1, or when H is this machine and nobody else
 //     has bound H:P yet.
+//   etcd (--rdzv_backend=etcd or etcd-v2 --rdzv_endpoint=ETCD[,ETCD...] --rdzv_id=ID): the master is
+//     elected in etcd among the job's agents (or mxrun-master replicas with master_service=NAME)
+//     and keeps its state there; agents follow whoever leads (rendezvous/etcd_leadership.h).
 // --rdzv_conf keys: join_timeout, last_call_timeout, heartbeat_interval (keep_alive_interval),
 // missed_heartbeats (keep_alive_max_attempt), close_timeout (accepted), is_host, bind_all,
-// token_file (the token, else MXRUN_RDZV_TOKEN: token.h).
+// token_file (the token, else MXRUN_RDZV_TOKEN: token.h); with etcd also protocol, cacert, cert,
+// key, lease_ttl (seconds), etcd_prefix and master_service.
 
 #include <functional>
 #include <memory>
@@ -17,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "common/env_contract.h"
 #include "launcher/options.h"
+#include "rendezvous/etcd_config.h"
 #include "rendezvous/master_state.h"
 #include "rendezvous/net.h"
 #include "rendezvous/rendezvous.h"
@@ -30,6 +35,11 @@ struct RendezvousSettings {
   int is_host = -1;         // -1: decide; 0: never host; 1: host
   bool bind_all = false;
   std::string token;
+  // --rdzv_backend=etcd:
+  EtcdConfig etcd;
+  std::chrono::seconds lease_ttl = kDefaultEtcdLeaseTtl;
+  std::string etcd_prefix = kDefaultEtcdPrefix;
+  std::string master_service;  // follow this mxrun-master service instead of electing an agent
 };
 
 // Checks the node and rendezvous flags as a launch does before it starts anything, and returns

@@ -6,6 +6,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "rendezvous/etcd_leadership.h"
 #include "rendezvous/grpc_rendezvous.h"
 #include "rendezvous/master_server.h"
 #include "rendezvous/net.h"
@@ -22,6 +24,57 @@ void RouteGrpcLogs() {
   gpr_set_log_function([](gpr_log_func_args* args) {
     spdlog::debug("grpc: {}:{}: {}", args->file, args->line, args->message);
   });
+}
+
+// --rdzv_backend=etcd: this agent is a candidate in the master's election (unless is_host=0 or
+// the job follows an mxrun-master service) and follows whoever leads.
+absl::StatusOr<NodeRendezvous> SetUpEtcdRendezvous(const LaunchOptions& options,
+                                                   const RendezvousSettings& settings,
+                                                   GrpcRendezvousConfig config) {
+  const std::string& first_member = settings.etcd.endpoints.front();
+  EtcdElectionConfig election;
+  election.etcd = settings.etcd;
+  election.keys = settings.master_service.empty()
+                      ? EtcdKeysForRun(settings.etcd_prefix, options.rdzv_id)
+                      : EtcdKeysForService(settings.etcd_prefix, settings.master_service);
+  election.lease_ttl = settings.lease_ttl;
+  election.candidate = settings.is_host != 0 && settings.master_service.empty();
+  config.node.agent_id = NewAgentId();
+  election.identity = config.node.agent_id;
+  election.master.bind_all = settings.bind_all;
+  election.master.token = settings.token;
+  election.master.port = 0;  // the kernel picks; the address is published in etcd
+  election.master.host = options.local_addr;
+  if (election.master.host.empty()) {
+    absl::StatusOr<HostPort> member = ParseHostPort(first_member, kDefaultEtcdPort);
+    if (!member.ok()) return member.status();
+    absl::StatusOr<std::string> local = LocalAddressToward(member->host, member->port);
+    if (!local.ok()) return local.status();
+    election.master.host = *local;
+  }
+  election.master.advertise_host = election.master.host;  // also with bind_all
+  election.log = [](const std::string& line) { spdlog::info("{}", line); };
+  absl::StatusOr<std::unique_ptr<EtcdMasterElection>> started =
+      EtcdMasterElection::Start(std::move(election));
+  if (!started.ok()) return started.status();
+  std::shared_ptr<EtcdMasterElection> elected(std::move(*started));
+
+  NodeRendezvous result;
+  result.before_exit = [elected] { elected->Shutdown(std::chrono::seconds(2)); };
+  result.description = absl::StrCat(
+      "etcd rendezvous at ", absl::StrJoin(settings.etcd.endpoints, ","), " (master ",
+      settings.master_service.empty()
+          ? absl::StrCat(settings.is_host == 0 ? "elected among the other agents"
+                                               : "elected among the agents, this one included")
+          : absl::StrCat("of service '", settings.master_service, "'"),
+      "), run '", config.run_id, "', nodes ", options.nnodes.min,
+      options.nnodes.min == options.nnodes.max ? std::string()
+                                               : absl::StrCat(":", options.nnodes.max));
+  config.endpoint = absl::StrCat("etcd://", absl::StrJoin(settings.etcd.endpoints, ","));
+  config.route_probe = first_member;
+  config.locator = elected;
+  result.rendezvous = std::make_unique<GrpcRendezvous>(std::move(config));
+  return result;
 }
 
 }  // namespace
@@ -43,6 +96,8 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
   config.node.address = options.local_addr;
   config.node.local_world_size = local_world_size;
   config.node.requested_rank = -1;
+
+  if (options.rdzv_backend == "etcd") return SetUpEtcdRendezvous(options, settings, std::move(config));
 
   MasterServerOptions master;
   master.bind_all = settings.bind_all;

@@ -5,23 +5,86 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "mxrun.grpc.pb.h"
+#include "launcher/options.h"
 #include "launcher/token.h"
+#include "rendezvous/etcd_client.h"
 #include "rendezvous/net.h"
 #include "rendezvous/validation.h"
 
 namespace mxrun {
+namespace {
+
+// The address of the master elected in etcd for run `run_id` (or for service master_service).
+// Errors: InvalidArgument for bad flags; Unavailable when etcd cannot be read or nobody leads.
+absl::StatusOr<std::string> FindEtcdMaster(const std::string& endpoints, const std::string& run_id,
+                                           const std::string& conf_text) {
+  absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(conf_text);
+  if (!conf.ok()) return conf.status();
+  std::map<std::string, std::string> kv = *conf;
+  for (const auto& [key, value] : kv) {
+    if (key != "protocol" && key != "cacert" && key != "cert" && key != "key" &&
+        key != "etcd_prefix" && key != "master_service") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "error: --rdzv_conf key '", key,
+          "' is not known here; accepted: protocol, cacert, cert, key, etcd_prefix, "
+          "master_service"));
+    }
+  }
+  absl::StatusOr<EtcdConfig> etcd =
+      ParseEtcdConfig(endpoints, kv["protocol"], kv["cacert"], kv["cert"], kv["key"]);
+  if (!etcd.ok()) return absl::InvalidArgumentError(absl::StrCat("error: ", etcd.status().message()));
+  const std::string prefix = kv.count("etcd_prefix") ? kv["etcd_prefix"] : kDefaultEtcdPrefix;
+  if (absl::Status valid = ValidateEtcdPrefix(prefix); !valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("error: --rdzv_conf ", valid.message()));
+  }
+  if (kv["master_service"].empty() && run_id.empty()) {
+    return absl::InvalidArgumentError(
+        "error: with --rdzv_backend=etcd give --rdzv_id (the job's master) or --rdzv_conf "
+        "master_service=NAME (an mxrun-master service)");
+  }
+  const EtcdMasterKeys keys = kv["master_service"].empty()
+                                  ? EtcdKeysForRun(prefix, run_id)
+                                  : EtcdKeysForService(prefix, kv["master_service"]);
+  absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::Connect(*etcd);
+  if (!client.ok()) return absl::InvalidArgumentError(client.status().message());
+  absl::StatusOr<std::optional<EtcdKeyValue>> leader = (*client)->Get(keys.leader());
+  if (!leader.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot read ", keys.leader(), " from etcd: ",
+                                               leader.status().message()));
+  }
+  const std::string address =
+      leader->has_value() ? DecodeLeaderValue((*leader)->value).address : std::string();
+  if (address.empty()) {
+    return absl::UnavailableError(absl::StrCat("no master serves ", keys.prefix,
+                                               " in etcd now (none elected, or one starting)"));
+  }
+  return address;
+}
+
+}  // namespace
 
 int RunStatusCommand(int argc, char** argv) {
   CLI::App app{"mxrun status: show the runs a rendezvous master holds", "mxrun status"};
   std::string endpoint;
   std::string run_id;
+  std::string backend = "c10d";
+  std::string rdzv_conf;
   double timeout_s = 5;
-  app.add_option("--rdzv_endpoint,--rdzv-endpoint", endpoint, "master HOST[:PORT]")->required();
-  app.add_option("--rdzv_id,--rdzv-id", run_id, "only this run");
+  app.add_option("--rdzv_endpoint,--rdzv-endpoint", endpoint,
+                 "master HOST[:PORT]; with --rdzv_backend=etcd the etcd members")
+      ->required();
+  app.add_option("--rdzv_id,--rdzv-id", run_id, "only this run (with etcd: the job's run)");
+  app.add_option("--rdzv_backend,--rdzv-backend", backend,
+                 "c10d (default: the endpoint is the master) or etcd (etcd-v2): find the master "
+                 "elected in etcd");
+  app.add_option("--rdzv_conf,--rdzv-conf", rdzv_conf,
+                 "with etcd: protocol, cacert, cert, key, etcd_prefix, master_service");
   app.add_option("--timeout", timeout_s, "seconds to wait for the master (default 5)")
       ->check(CLI::PositiveNumber);
   try {
@@ -31,6 +94,18 @@ int RunStatusCommand(int argc, char** argv) {
     return 0;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "mxrun status: error: %s\n", e.what());
+    return 2;
+  }
+  if (backend == "etcd" || backend == "etcd-v2") {
+    absl::StatusOr<std::string> found = FindEtcdMaster(endpoint, run_id, rdzv_conf);
+    if (!found.ok()) {
+      std::fprintf(stderr, "mxrun status: %s\n", std::string(found.status().message()).c_str());
+      return absl::IsInvalidArgument(found.status()) ? 2 : 3;
+    }
+    endpoint = *found;
+  } else if (backend != "c10d") {
+    std::fprintf(stderr, "mxrun status: error: --rdzv_backend=%s is not valid; accepted: c10d, "
+                 "etcd, etcd-v2\n", backend.c_str());
     return 2;
   }
   absl::StatusOr<HostPort> target = ParseHostPort(endpoint, kDefaultRendezvousPort);

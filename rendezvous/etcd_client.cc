@@ -5,13 +5,15 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <mutex>
+#include <set>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/files.h"
-#include "etcd/etcdserver/api/v3election/v3electionpb/v3election.grpc.pb.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 #include "rendezvous/grpc_status.h"
 #include "rendezvous/net.h"
@@ -20,9 +22,6 @@ namespace mxrun {
 namespace {
 
 namespace pb = etcdserverpb;
-namespace election = v3electionpb;
-
-constexpr int kDefaultEtcdPort = 2379;
 
 // The key range of every key starting with `prefix`, as etcd's clients compute it.
 std::string PrefixEnd(std::string prefix) {
@@ -38,7 +37,7 @@ std::string PrefixEnd(std::string prefix) {
 }
 
 EtcdKeyValue FromProto(const mvccpb::KeyValue& kv) {
-  return EtcdKeyValue{kv.key(), kv.value(), kv.create_revision()};
+  return EtcdKeyValue{kv.key(), kv.value(), kv.create_revision(), kv.mod_revision()};
 }
 
 absl::Status Failed(const char* what, const grpc::Status& status) {
@@ -83,41 +82,11 @@ struct EtcdClient::Stubs {
   std::unique_ptr<pb::KV::Stub> kv;
   std::unique_ptr<pb::Lease::Stub> lease;
   std::unique_ptr<pb::Watch::Stub> watch;
-  std::unique_ptr<election::Election::Stub> election;
+  // The calls in flight, so that Cancel() can end them.
+  std::mutex mutex;
+  std::set<grpc::ClientContext*> in_flight;
+  bool cancelled = false;
 };
-
-absl::StatusOr<EtcdConfig> ParseEtcdConfig(const std::string& endpoints, const std::string& protocol,
-                                           const std::string& cacert, const std::string& cert,
-                                           const std::string& key) {
-  EtcdConfig config;
-  for (absl::string_view part : absl::StrSplit(endpoints, ',', absl::SkipWhitespace())) {
-    const std::string endpoint(absl::StripAsciiWhitespace(part));
-    absl::StatusOr<HostPort> hp = ParseHostPort(endpoint, kDefaultEtcdPort);
-    if (!hp.ok()) return hp.status();
-    config.endpoints.push_back(JoinHostPort(hp->host, hp->port));
-  }
-  if (config.endpoints.empty()) {
-    return absl::InvalidArgumentError(
-        "--rdzv_endpoint names no etcd member; accepted: HOST:PORT[,HOST:PORT...] (port 2379 when "
-        "omitted)");
-  }
-  if (protocol != "" && protocol != "http" && protocol != "https") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--rdzv_conf protocol='", protocol, "' is not valid; accepted: http or https"));
-  }
-  config.tls = protocol == "https";
-  if (!config.tls && (!cacert.empty() || !cert.empty() || !key.empty())) {
-    return absl::InvalidArgumentError(
-        "--rdzv_conf cacert, cert and key need protocol=https");
-  }
-  if (cert.empty() != key.empty()) {
-    return absl::InvalidArgumentError("--rdzv_conf cert and key go together (client certificate)");
-  }
-  config.cacert = cacert;
-  config.cert = cert;
-  config.key = key;
-  return config;
-}
 
 absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdConfig& config) {
   absl::StatusOr<std::string> target = ChannelTarget(config.endpoints);
@@ -149,7 +118,6 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdConfig
   stubs->kv = pb::KV::NewStub(stubs->channel);
   stubs->lease = pb::Lease::NewStub(stubs->channel);
   stubs->watch = pb::Watch::NewStub(stubs->channel);
-  stubs->election = election::Election::NewStub(stubs->channel);
   return std::unique_ptr<EtcdClient>(new EtcdClient(config, std::move(stubs)));
 }
 
@@ -158,27 +126,55 @@ EtcdClient::EtcdClient(const EtcdConfig& config, std::unique_ptr<Stubs> stubs)
 
 EtcdClient::~EtcdClient() = default;
 
+void EtcdClient::Cancel() {
+  std::lock_guard<std::mutex> lock(stubs_->mutex);
+  stubs_->cancelled = true;
+  for (grpc::ClientContext* context : stubs_->in_flight) context->TryCancel();
+}
+
+bool EtcdClient::cancelled_by_owner() const {
+  std::lock_guard<std::mutex> lock(stubs_->mutex);
+  return stubs_->cancelled;
+}
+
+using EtcdClientStubs = EtcdClient::Stubs;
+
 namespace {
 
-// Every call waits, up to its deadline, for a member to be reachable rather than failing at once
-// while the channel reconnects. (That also makes the waiting call drive the connection attempts:
-// without a call polling, gRPC notices a finished connect only by its 5 s backup poller.)
-void SetDeadline(grpc::ClientContext& context, std::chrono::milliseconds timeout) {
-  context.set_deadline(std::chrono::system_clock::now() + timeout);
-  context.set_wait_for_ready(true);
-}
+// A call's context, registered for Cancel() while the call runs. Every call waits, up to its
+// deadline, for a member to be reachable rather than failing at once while the channel reconnects.
+// (That also makes the waiting call drive the connection attempts: without a call polling, gRPC
+// notices a finished connect only by its 5 s backup poller.)
+class Call {
+ public:
+  Call(EtcdClientStubs& stubs, std::chrono::milliseconds timeout) : stubs_(stubs) {
+    context_.set_deadline(std::chrono::system_clock::now() + timeout);
+    context_.set_wait_for_ready(true);
+    std::lock_guard<std::mutex> lock(stubs_.mutex);
+    if (stubs_.cancelled) context_.TryCancel();
+    stubs_.in_flight.insert(&context_);
+  }
+  ~Call() {
+    std::lock_guard<std::mutex> lock(stubs_.mutex);
+    stubs_.in_flight.erase(&context_);
+  }
+  grpc::ClientContext* context() { return &context_; }
+
+ private:
+  EtcdClientStubs& stubs_;
+  grpc::ClientContext context_;
+};
 
 // One unary call with a deadline: `method` is a stub's method, such as &KV::Stub::Put.
 template <typename Stub, typename Request, typename Response>
-absl::StatusOr<Response> Unary(Stub& stub,
+absl::StatusOr<Response> Unary(EtcdClientStubs& stubs, Stub& stub,
                                grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&,
                                                             Response*),
                                const Request& request, std::chrono::milliseconds timeout,
                                const char* what) {
-  grpc::ClientContext context;
-  SetDeadline(context, timeout);
+  Call call(stubs, timeout);
   Response response;
-  grpc::Status status = (stub.*method)(&context, request, &response);
+  grpc::Status status = (stub.*method)(call.context(), request, &response);
   if (!status.ok()) return Failed(what, status);
   return response;
 }
@@ -192,7 +188,7 @@ absl::StatusOr<int64_t> EtcdClient::Put(const std::string& key, const std::strin
   request.set_value(value);
   request.set_lease(lease);
   absl::StatusOr<pb::PutResponse> response =
-      Unary(*stubs_->kv, &pb::KV::Stub::Put, request, config_.rpc_timeout, "put");
+      Unary(*stubs_, *stubs_->kv, &pb::KV::Stub::Put, request, config_.rpc_timeout, "put");
   if (!response.ok()) return response.status();
   return response->header().revision();
 }
@@ -201,10 +197,22 @@ absl::StatusOr<std::optional<EtcdKeyValue>> EtcdClient::Get(const std::string& k
   pb::RangeRequest request;
   request.set_key(key);
   absl::StatusOr<pb::RangeResponse> response =
-      Unary(*stubs_->kv, &pb::KV::Stub::Range, request, config_.rpc_timeout, "get");
+      Unary(*stubs_, *stubs_->kv, &pb::KV::Stub::Range, request, config_.rpc_timeout, "get");
   if (!response.ok()) return response.status();
   if (response->kvs_size() == 0) return std::optional<EtcdKeyValue>();
   return std::optional<EtcdKeyValue>(FromProto(response->kvs(0)));
+}
+
+absl::StatusOr<EtcdRead> EtcdClient::Read(const std::string& key) {
+  pb::RangeRequest request;
+  request.set_key(key);
+  absl::StatusOr<pb::RangeResponse> response =
+      Unary(*stubs_, *stubs_->kv, &pb::KV::Stub::Range, request, config_.rpc_timeout, "get");
+  if (!response.ok()) return response.status();
+  EtcdRead read;
+  read.revision = response->header().revision();
+  if (response->kvs_size() > 0) read.kv = FromProto(response->kvs(0));
+  return read;
 }
 
 absl::StatusOr<std::vector<EtcdKeyValue>> EtcdClient::GetPrefix(const std::string& prefix) {
@@ -212,7 +220,7 @@ absl::StatusOr<std::vector<EtcdKeyValue>> EtcdClient::GetPrefix(const std::strin
   request.set_key(prefix);
   request.set_range_end(PrefixEnd(prefix));
   absl::StatusOr<pb::RangeResponse> response =
-      Unary(*stubs_->kv, &pb::KV::Stub::Range, request, config_.rpc_timeout, "get prefix");
+      Unary(*stubs_, *stubs_->kv, &pb::KV::Stub::Range, request, config_.rpc_timeout, "get prefix");
   if (!response.ok()) return response.status();
   std::vector<EtcdKeyValue> out;
   for (const mvccpb::KeyValue& kv : response->kvs()) out.push_back(FromProto(kv));
@@ -247,16 +255,36 @@ absl::StatusOr<bool> EtcdClient::TxnIfCreated(const std::string& guard_key, int6
     }
   }
   absl::StatusOr<pb::TxnResponse> response =
-      Unary(*stubs_->kv, &pb::KV::Stub::Txn, request, config_.rpc_timeout, "transaction");
+      Unary(*stubs_, *stubs_->kv, &pb::KV::Stub::Txn, request, config_.rpc_timeout, "transaction");
   if (!response.ok()) return response.status();
   return response->succeeded();
+}
+
+absl::StatusOr<std::optional<int64_t>> EtcdClient::CreateIfAbsent(const std::string& key,
+                                                                  const std::string& value,
+                                                                  int64_t lease) {
+  pb::TxnRequest request;
+  pb::Compare* compare = request.add_compare();
+  compare->set_key(key);
+  compare->set_target(pb::Compare::CREATE);
+  compare->set_result(pb::Compare::EQUAL);
+  compare->set_create_revision(0);  // the key does not exist
+  pb::PutRequest* put = request.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(value);
+  put->set_lease(lease);
+  absl::StatusOr<pb::TxnResponse> response = Unary(*stubs_, *stubs_->kv, &pb::KV::Stub::Txn,
+                                                   request, config_.rpc_timeout, "create");
+  if (!response.ok()) return response.status();
+  if (!response->succeeded()) return std::optional<int64_t>();
+  return std::optional<int64_t>(response->header().revision());  // the put's: its creation
 }
 
 absl::StatusOr<int64_t> EtcdClient::GrantLease(std::chrono::seconds ttl) {
   pb::LeaseGrantRequest request;
   request.set_ttl(ttl.count());
   absl::StatusOr<pb::LeaseGrantResponse> response = Unary(
-      *stubs_->lease, &pb::Lease::Stub::LeaseGrant, request, config_.rpc_timeout, "lease grant");
+      *stubs_, *stubs_->lease, &pb::Lease::Stub::LeaseGrant, request, config_.rpc_timeout, "lease grant");
   if (!response.ok()) return response.status();
   if (!response->error().empty()) {
     return absl::FailedPreconditionError(absl::StrCat("etcd lease grant: ", response->error()));
@@ -265,10 +293,9 @@ absl::StatusOr<int64_t> EtcdClient::GrantLease(std::chrono::seconds ttl) {
 }
 
 absl::StatusOr<int64_t> EtcdClient::KeepAlive(int64_t lease) {
-  grpc::ClientContext context;
-  SetDeadline(context, config_.rpc_timeout);
+  Call call(*stubs_, config_.rpc_timeout);
   std::unique_ptr<grpc::ClientReaderWriter<pb::LeaseKeepAliveRequest, pb::LeaseKeepAliveResponse>>
-      stream = stubs_->lease->LeaseKeepAlive(&context);
+      stream = stubs_->lease->LeaseKeepAlive(call.context());
   pb::LeaseKeepAliveRequest request;
   request.set_id(lease);
   pb::LeaseKeepAliveResponse response;
@@ -286,57 +313,17 @@ absl::StatusOr<int64_t> EtcdClient::KeepAlive(int64_t lease) {
 absl::Status EtcdClient::RevokeLease(int64_t lease) {
   pb::LeaseRevokeRequest request;
   request.set_id(lease);
-  return Unary(*stubs_->lease, &pb::Lease::Stub::LeaseRevoke, request, config_.rpc_timeout,
+  return Unary(*stubs_, *stubs_->lease, &pb::Lease::Stub::LeaseRevoke, request, config_.rpc_timeout,
                "lease revoke")
-      .status();
-}
-
-absl::StatusOr<EtcdLeaderKey> EtcdClient::Campaign(const std::string& name, int64_t lease,
-                                                   const std::string& value,
-                                                   std::chrono::milliseconds wait) {
-  election::CampaignRequest request;
-  request.set_name(name);
-  request.set_lease(lease);
-  request.set_value(value);
-  absl::StatusOr<election::CampaignResponse> response =
-      Unary(*stubs_->election, &election::Election::Stub::Campaign, request, wait, "campaign");
-  if (!response.ok()) return response.status();
-  const election::LeaderKey& leader = response->leader();
-  return EtcdLeaderKey{leader.name(), leader.key(), leader.rev(), leader.lease()};
-}
-
-absl::StatusOr<std::optional<EtcdKeyValue>> EtcdClient::Leader(const std::string& name) {
-  election::LeaderRequest request;
-  request.set_name(name);
-  absl::StatusOr<election::LeaderResponse> response = Unary(
-      *stubs_->election, &election::Election::Stub::Leader, request, config_.rpc_timeout, "leader");
-  if (absl::IsNotFound(response.status()) ||
-      absl::StrContains(response.status().message(), "no leader")) {
-    return std::optional<EtcdKeyValue>();  // etcd's "election: no leader"
-  }
-  if (!response.ok()) return response.status();
-  return std::optional<EtcdKeyValue>(FromProto(response->kv()));
-}
-
-absl::Status EtcdClient::Resign(const EtcdLeaderKey& leader) {
-  election::ResignRequest request;
-  election::LeaderKey* key = request.mutable_leader();
-  key->set_name(leader.name);
-  key->set_key(leader.key);
-  key->set_rev(leader.rev);
-  key->set_lease(leader.lease);
-  return Unary(*stubs_->election, &election::Election::Stub::Resign, request, config_.rpc_timeout,
-               "resign")
       .status();
 }
 
 absl::StatusOr<std::optional<int64_t>> EtcdClient::WaitForChange(const std::string& key,
                                                                  int64_t after_rev,
                                                                  std::chrono::milliseconds wait) {
-  grpc::ClientContext context;
-  SetDeadline(context, wait);
+  Call call(*stubs_, wait);
   std::unique_ptr<grpc::ClientReaderWriter<pb::WatchRequest, pb::WatchResponse>> stream =
-      stubs_->watch->Watch(&context);
+      stubs_->watch->Watch(call.context());
   pb::WatchRequest request;
   pb::WatchCreateRequest* create = request.mutable_create_request();
   create->set_key(key);
@@ -353,13 +340,14 @@ absl::StatusOr<std::optional<int64_t>> EtcdClient::WaitForChange(const std::stri
       }
     }
   }
-  context.TryCancel();  // ends the stream whether or not the server is done
+  call.context()->TryCancel();  // ends the stream whether or not the server is done
   grpc::Status status = stream->Finish();
   if (changed) return changed;
   if (!cancelled.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("etcd watch of ", key, " cancelled: ", cancelled));
   }
+  if (cancelled_by_owner()) return absl::CancelledError("etcd watch: the client was cancelled");
   if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
       status.error_code() == grpc::StatusCode::CANCELLED || status.ok()) {
     return std::optional<int64_t>();

@@ -1,9 +1,10 @@
 #pragma once
 // A small synchronous client for etcd's v3 gRPC API (the stubs are generated from Debian's
 // etcd .proto files, proto/CMakeLists.txt): the key-value store, transactions guarded by a key's
-// creation revision (the fencing test of etcd's own concurrency package), leases, the election
-// service, and waiting for a key to change. Every call has a deadline; errors are absl::Status
-// with gRPC's code (Unavailable, DeadlineExceeded, ...) and the member's message.
+// creation revision (the fencing test of etcd's own concurrency package), leases, creating a key
+// only if absent (a lease-bound election), and waiting for a key to change. Every call has a
+// deadline; errors are absl::Status with gRPC's code (Unavailable, DeadlineExceeded, ...) and the
+// member's message.
 //
 // One gRPC channel over every listed member (round robin over their addresses), so a call goes on
 // to the other members when one dies. Thread-safe: calls may come from several threads at once.
@@ -16,26 +17,21 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "rendezvous/etcd_config.h"
 
 namespace mxrun {
-
-struct EtcdConfig {
-  std::vector<std::string> endpoints;  // "host:port" of each member (default port 2379)
-  bool tls = false;                    // protocol=https
-  std::string cacert, cert, key;       // PEM files (cert and key: client authentication)
-  std::chrono::milliseconds rpc_timeout{2000};
-};
-
-// "host:port,host:port" (torchrun's --rdzv_endpoint for etcd) with the rdzv_conf keys protocol,
-// cacert, cert and key. Errors: InvalidArgument naming the bad part and what is accepted.
-absl::StatusOr<EtcdConfig> ParseEtcdConfig(const std::string& endpoints, const std::string& protocol,
-                                           const std::string& cacert, const std::string& cert,
-                                           const std::string& key);
 
 struct EtcdKeyValue {
   std::string key;
   std::string value;
   int64_t create_revision = 0;  // what fenced transactions compare
+  int64_t mod_revision = 0;     // the last write
+};
+
+// One key as read, with the store's revision at the read (where a watch for its change starts).
+struct EtcdRead {
+  std::optional<EtcdKeyValue> kv;
+  int64_t revision = 0;
 };
 
 // One write of a transaction.
@@ -45,14 +41,6 @@ struct EtcdOp {
   std::string key;
   std::string value;  // kPut
   int64_t lease = 0;  // kPut: the key dies with this lease (0: none)
-};
-
-// Who holds an election, as etcd's election service names it.
-struct EtcdLeaderKey {
-  std::string name;  // the election
-  std::string key;   // the leader's key; deleting it (or its lease expiring) ends the leadership
-  int64_t rev = 0;   // the key's creation revision: what fenced writes are conditioned on
-  int64_t lease = 0;
 };
 
 class EtcdClient {
@@ -65,32 +53,37 @@ class EtcdClient {
   // Returns the revision of the write.
   absl::StatusOr<int64_t> Put(const std::string& key, const std::string& value, int64_t lease = 0);
   absl::StatusOr<std::optional<EtcdKeyValue>> Get(const std::string& key);
+  absl::StatusOr<EtcdRead> Read(const std::string& key);
   absl::StatusOr<std::vector<EtcdKeyValue>> GetPrefix(const std::string& prefix);
   // Applies `ops` atomically if `guard_key` exists with creation revision `guard_rev`; false (and
   // nothing written) when it does not: the writer's leadership has ended.
   absl::StatusOr<bool> TxnIfCreated(const std::string& guard_key, int64_t guard_rev,
                                     const std::vector<EtcdOp>& ops);
 
+  // Creates `key` bound to `lease` unless it exists (a lease-bound election: whoever creates it
+  // leads until the lease ends). Returns the key's creation revision, the fence of the holder's
+  // writes; nullopt when someone else holds it.
+  absl::StatusOr<std::optional<int64_t>> CreateIfAbsent(const std::string& key,
+                                                        const std::string& value, int64_t lease);
+
   absl::StatusOr<int64_t> GrantLease(std::chrono::seconds ttl);
   // One keep-alive; returns the TTL left in seconds (0: the lease has expired and is gone).
   absl::StatusOr<int64_t> KeepAlive(int64_t lease);
   absl::Status RevokeLease(int64_t lease);
-
-  // Waits (at most `wait`) to become the leader of election `name`, bound to `lease`, announcing
-  // `value`. DeadlineExceeded when someone else still leads at the end of the wait.
-  absl::StatusOr<EtcdLeaderKey> Campaign(const std::string& name, int64_t lease,
-                                         const std::string& value, std::chrono::milliseconds wait);
-  // The current leader's key and value; nullopt when nobody leads.
-  absl::StatusOr<std::optional<EtcdKeyValue>> Leader(const std::string& name);
-  absl::Status Resign(const EtcdLeaderKey& leader);
 
   // Waits (at most `wait`) for a change (put or delete) of `key` after revision `after_rev`;
   // returns the revision of the change, nullopt when nothing changed within the wait.
   absl::StatusOr<std::optional<int64_t>> WaitForChange(const std::string& key, int64_t after_rev,
                                                        std::chrono::milliseconds wait);
 
+  // Ends every call in flight, from any thread, and makes later calls fail with Cancelled: how an
+  // owner stops a thread waiting in WaitForChange.
+  void Cancel();
+
+  struct Stubs;  // the gRPC channel and stubs (etcd_client.cc)
+
  private:
-  struct Stubs;
+  bool cancelled_by_owner() const;
   explicit EtcdClient(const EtcdConfig& config, std::unique_ptr<Stubs> stubs);
   EtcdConfig config_;
   std::unique_ptr<Stubs> stubs_;

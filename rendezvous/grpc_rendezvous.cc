@@ -12,26 +12,45 @@
 
 namespace mxrun {
 
+std::string NewAgentId() {
+  std::random_device random;
+  return absl::StrCat(absl::Hex(random(), absl::kZeroPad8), absl::Hex(random(), absl::kZeroPad8));
+}
+
 GrpcRendezvous::GrpcRendezvous(GrpcRendezvousConfig config) : config_(std::move(config)) {
+  // Recognises this agent process across a restart or a takeover of the master.
+  if (config_.node.agent_id.empty()) config_.node.agent_id = NewAgentId();
+  if (config_.locator) {
+    durable_ = true;  // a successor master carries on from the state in etcd
+    config_.locator->Subscribe([this](const std::string& address) { OnMasterMoved(address); });
+  } else {
+    Dial(config_.endpoint);
+  }
+  reader_ = std::thread([this] { ReaderLoop(); });
+  writer_ = std::thread([this] { WriterLoop(); });
+}
+
+void GrpcRendezvous::Dial(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  channel_ = grpc::CreateCustomChannel(config_.endpoint, grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   stub_ = v1::Rendezvous::NewStub(channel_);
-  if (config_.node.agent_id.empty()) {
-    // Recognises this agent process across a restart of a durable master.
-    std::random_device random;
-    config_.node.agent_id = absl::StrCat(absl::Hex(random(), absl::kZeroPad8),
-                                         absl::Hex(random(), absl::kZeroPad8));
-  }
-  reader_ = std::thread([this] { ReaderLoop(); });
-  writer_ = std::thread([this] { WriterLoop(); });
+  channel_address_ = address;
+}
+
+void GrpcRendezvous::OnMasterMoved(const std::string& address) {
+  // Leave the old master at once (it died, or was deposed and must not be followed); the reader
+  // reconnects to the new one and resumes.
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (context_ && connected_ && address != session_address_) context_->TryCancel();
 }
 
 GrpcRendezvous::~GrpcRendezvous() {
+  if (config_.locator) config_.locator->Subscribe({});
   {
     std::lock_guard<std::mutex> lock(mutex_);
     closing_ = true;
@@ -63,6 +82,15 @@ bool GrpcRendezvous::OpenSession(bool reconnecting) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (closing_) return false;
+    }
+    if (config_.locator) {
+      const std::string address = config_.locator->Current();
+      if (address.empty()) {  // an election under way
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait_for(lock, std::chrono::milliseconds(50), [this] { return closing_; });
+        continue;
+      }
+      if (address != channel_address_) Dial(address);
     }
     up = channel_->WaitForConnected(std::chrono::system_clock::now() +
                                     std::chrono::milliseconds(100));
@@ -102,9 +130,12 @@ bool GrpcRendezvous::OpenSession(bool reconnecting) {
     }
     stream_ = stub_->Session(context_.get());
     connected_ = true;
+    session_address_ = channel_address_;
     ++session_;
   }
   wake_.notify_all();
+  // The master may have moved while this session opened (OnMasterMoved saw no session yet).
+  if (config_.locator && config_.locator->Current() != channel_address_) OnMasterMoved("");
   return true;
 }
 
@@ -130,7 +161,9 @@ void GrpcRendezvous::ReaderLoop() {
       PostError(FromGrpcStatus(status));
       return;
     }
-    if (durable_ && !status.ok()) continue;  // a durable master restarting: reconnect
+    // A durable master restarting, or (with a locator) any master going away, a deposed one
+    // closing its sessions included: reconnect to whoever serves now.
+    if (durable_ && (!status.ok() || config_.locator)) continue;
     if (!status.ok()) {
       PostError(absl::UnavailableError(absl::StrCat("lost the connection to the rendezvous master at ",
                                                     config_.endpoint, ": ",
@@ -207,7 +240,9 @@ void GrpcRendezvous::Send(v1::AgentMessage message) {
 void GrpcRendezvous::Join() {
   NodeDesc node = config_.node;
   if (node.address.empty()) {
-    absl::StatusOr<HostPort> endpoint = ParseHostPort(config_.endpoint, kDefaultRendezvousPort);
+    absl::StatusOr<HostPort> endpoint = ParseHostPort(
+        config_.route_probe.empty() ? config_.endpoint : config_.route_probe,
+        kDefaultRendezvousPort);
     absl::StatusOr<std::string> local =
         endpoint.ok() ? LocalAddressToward(endpoint->host, endpoint->port)
                       : absl::StatusOr<std::string>(endpoint.status());

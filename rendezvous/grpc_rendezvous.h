@@ -24,18 +24,26 @@
 
 #include "mxrun.grpc.pb.h"
 #include "rendezvous/event_queue.h"
+#include "rendezvous/master_locator.h"
 #include "rendezvous/master_state.h"
 #include "rendezvous/rendezvous.h"
 
 namespace mxrun {
 
 struct GrpcRendezvousConfig {
-  std::string endpoint;   // "host:port" of the master
+  std::string endpoint;   // "host:port" of the master (with a locator: only named in messages)
+  // Set when the master can move (etcd): its address comes from here before every session, and a
+  // change of it ends the current session; the agent then always reconnects and resumes.
+  std::shared_ptr<MasterLocator> locator;
+  std::string route_probe;  // with a locator: a "host:port" whose route gives this node's address
   std::string run_id;
   NodeDesc node;          // address empty: the local address toward the master; port picked per join
   JobDesc job;
   std::string token;      // sent as x-mxrun-token when non-empty
 };
+
+// A fresh id for an agent process (NodeDesc::agent_id).
+std::string NewAgentId();
 
 class GrpcRendezvous final : public Rendezvous {
  public:
@@ -59,11 +67,16 @@ class GrpcRendezvous final : public Rendezvous {
   void Send(v1::AgentMessage message);
   void PostError(absl::Status status);
   void OnMasterMessage(const v1::MasterMessage& message);
+  // Points the channel at `address` (reader thread only).
+  void Dial(const std::string& address);
+  void OnMasterMoved(const std::string& address);
 
   GrpcRendezvousConfig config_;
   RendezvousEventQueue events_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Rendezvous::Stub> stub_;
+  std::shared_ptr<grpc::Channel> channel_;      // reader thread only
+  std::unique_ptr<v1::Rendezvous::Stub> stub_;  // reader thread only
+  std::string channel_address_;                 // reader thread only
+  std::string session_address_;                 // guarded by mutex_
   std::unique_ptr<grpc::ClientContext> context_;  // one per session; guarded by mutex_
   std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::MasterMessage>> stream_;
 

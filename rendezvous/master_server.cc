@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "rendezvous/master_state_file.h"
 #include "rendezvous/memory_store.h"
 #include "rendezvous/net.h"
 #include "rendezvous/rendezvous_service.h"
@@ -11,15 +12,22 @@
 namespace mxrun {
 
 absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(
-    const MasterServerOptions& options) {
+    const MasterServerOptions& options, std::unique_ptr<MasterStateStore> store,
+    std::function<void()> on_deposed) {
   std::unique_ptr<MasterServer> server(new MasterServer());
   server->host_ = options.bind_all ? "0.0.0.0" : options.host;
+  server->advertise_host_ = options.advertise_host.empty() ? server->host_ : options.advertise_host;
   server->store_ = std::make_unique<MemoryStore>();
   server->rendezvous_ = std::make_unique<RendezvousService>(options.token);
-  if (!options.state_dir.empty()) {
-    absl::StatusOr<MasterStateFile> file = MasterStateFile::Open(options.state_dir);
+  if (!store && !options.state_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<MasterStateFile>> file = MasterStateFile::Open(options.state_dir);
     if (!file.ok()) return file.status();
-    if (absl::Status restored = server->rendezvous_->KeepStateIn(std::move(*file)); !restored.ok()) {
+    store = std::move(*file);
+  }
+  if (store) {
+    if (absl::Status restored =
+            server->rendezvous_->KeepStateIn(std::move(store), std::move(on_deposed));
+        !restored.ok()) {
       server->rendezvous_->Shutdown();
       return restored;
     }
@@ -49,13 +57,17 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(
 
 MasterServer::~MasterServer() { Shutdown(); }
 
-std::string MasterServer::address() const { return JoinHostPort(host_, port_); }
+std::string MasterServer::address() const { return JoinHostPort(advertise_host_, port_); }
 
 void MasterServer::Shutdown(std::chrono::milliseconds grace) {
   if (shut_down_) return;
   shut_down_ = true;
   if (rendezvous_) rendezvous_->Shutdown();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + grace);
+}
+
+void MasterServer::ForgetAgent(const std::string& agent_id, const std::string& why) {
+  rendezvous_->ForgetAgent(agent_id, why);
 }
 
 void MasterServer::Wait() {

@@ -3,10 +3,12 @@
 // (or every interface with bind_all). Used in-process by the agent that hosts the master and by the
 // standalone mxrun-master.
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "rendezvous/master_state_store.h"
 
 namespace grpc {
 class Server;
@@ -22,14 +24,19 @@ struct MasterServerOptions {
   std::string host = "127.0.0.1";  // the endpoint's address; ignored with bind_all
   int port = 0;                    // 0: any free port (read it back with port())
   bool bind_all = false;           // listen on every interface
+  std::string advertise_host;      // the host in address() (default: `host`, or 0.0.0.0)
   std::string token;               // demanded on every call when non-empty
   std::string state_dir;           // keep running runs here across restarts (empty: in memory)
 };
 
 class MasterServer {
  public:
-  // Errors: Unavailable when the address cannot be bound (in use, not local).
-  static absl::StatusOr<std::unique_ptr<MasterServer>> Start(const MasterServerOptions& options);
+  // Errors: Unavailable when the address cannot be bound (in use, not local); the state store's
+  // errors. `store` (instead of options.state_dir) keeps the state elsewhere, such as in etcd;
+  // `on_deposed` as RendezvousService::KeepStateIn.
+  static absl::StatusOr<std::unique_ptr<MasterServer>> Start(
+      const MasterServerOptions& options, std::unique_ptr<MasterStateStore> store = nullptr,
+      std::function<void()> on_deposed = {});
   ~MasterServer();
 
   int port() const { return port_; }
@@ -39,11 +46,14 @@ class MasterServer {
   void Shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(500));
   // Blocks until Shutdown() is called from another thread.
   void Wait();
+  // The restored members of agent `agent_id` are gone (RendezvousService::ForgetAgent).
+  void ForgetAgent(const std::string& agent_id, const std::string& why);
 
  private:
   MasterServer() = default;
 
   std::string host_;
+  std::string advertise_host_;
   int port_ = 0;
   std::unique_ptr<MemoryStore> store_;
   std::unique_ptr<RendezvousService> rendezvous_;

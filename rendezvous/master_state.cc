@@ -336,8 +336,27 @@ void MasterState::RemoveNode(Run& run, NodeId node) {
   run.members.erase(removed, run.members.end());
 }
 
+MasterState::Out MasterState::AgentGone(Time now, const std::string& agent_id,
+                                        const std::string& why) {
+  Out out;
+  if (agent_id.empty()) return out;
+  std::vector<NodeId> gone;
+  for (const auto& [id, run] : runs_) {
+    for (const auto& [node, n] : run.nodes) {
+      if (node > next_detached_id_ && n.desc.agent_id == agent_id) gone.push_back(node);
+    }
+  }
+  for (NodeId node : gone) {
+    Out o = NodeGone(now, node, why);
+    out.insert(out.end(), o.begin(), o.end());
+  }
+  return out;
+}
+
 void MasterState::StopMembers(Time now, Run& run, const std::string& reason, bool restart,
                               Out& out) {
+  run.stop_reason = reason;
+  run.stop_restart = restart;
   for (NodeId m : run.members) {
     Node& n = run.nodes[m];
     n.state = NodeState::kStopping;
@@ -528,6 +547,32 @@ MasterState::Out MasterState::Resume(Time now, NodeId node, const std::string& r
       member = node;
       changed_ = true;
       return {Message(node, ToAgent::Kind::kWaiting)};
+    }
+  }
+  if (it != runs_.end() && it->second.phase == Phase::kWaiting && !desc.agent_id.empty() &&
+      node_runs_.count(node) == 0) {
+    // The restored group is re-forming (a member was known dead at restore): a restored member
+    // being stopped moves to the new session and hears the stop it missed, so that the round
+    // closes as soon as every survivor is back.
+    Run& run = it->second;
+    for (auto& [id, n] : run.nodes) {
+      if (id <= next_detached_id_ || n.desc.agent_id != desc.agent_id ||
+          n.state != NodeState::kStopping) {
+        continue;
+      }
+      const NodeId detached = id;
+      Node moved = n;
+      moved.last_seen = now;
+      run.nodes.erase(detached);
+      node_runs_.erase(detached);
+      run.nodes[node] = moved;
+      node_runs_[node] = run_id;
+      ToAgent stop = Message(node, ToAgent::Kind::kStop);
+      stop.reason = run.stop_reason;
+      stop.restart = run.stop_restart;
+      stop.restarts_spent = run.restarts_spent;
+      stop.max_restarts = run.job.max_restarts;
+      return {stop};
     }
   }
   // The round is not (or no longer) known here: the agent stops its workers and joins afresh.

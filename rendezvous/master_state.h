@@ -139,7 +139,9 @@ class MasterState {
            const JobDesc& job);
   // An agent whose workers still run round `round` reconnects after the master restarted: it is
   // re-attached to that round (acknowledged with kWaiting, nothing stops) when the restored state
-  // has it as a member; otherwise it is told to stop its workers and join afresh.
+  // has it as a member; when the restored group is re-forming it hears the stop it missed (and
+  // keeps its place among the members being waited for); otherwise it is told to stop its
+  // workers and join afresh.
   Out Resume(Time now, NodeId node, const std::string& run_id, const NodeDesc& desc, int round);
 
   // The running runs, for a state file; and the restore after a restart. Restored members wait
@@ -150,6 +152,10 @@ class MasterState {
   // True once after any call that changed what Persisted() returns (heartbeats and ticks that
   // only move the clock do not), so that the state file is written only when there is news.
   bool TakeChanged() { return std::exchange(changed_, false); }
+  // Restored members of agent `agent_id` are gone (its lease expired: the agent that hosted the
+  // previous master, which died with it): the group re-forms at once instead of waiting a lease
+  // for them. `why` appears in the other nodes' logs.
+  Out AgentGone(Time now, const std::string& agent_id, const std::string& why);
   Out Heartbeat(Time now, NodeId node);
   Out ReportFailure(Time now, NodeId node, int round, const WorkerFailure& failure);
   Out ReportSucceeded(Time now, NodeId node, int round);
@@ -184,6 +190,8 @@ class MasterState {
     Time waiting_since;
     std::optional<Time> last_call_deadline;
     Time finished_at;
+    std::string stop_reason;               // of the last stop (told again to late resumers)
+    bool stop_restart = false;
   };
 
   Run* FindRunOf(NodeId node);

@@ -93,13 +93,13 @@ absl::StatusOr<std::vector<PersistedRun>> PersistedRunsFromJson(const std::strin
   return runs;
 }
 
-absl::StatusOr<MasterStateFile> MasterStateFile::Open(const std::string& dir) {
+absl::StatusOr<std::unique_ptr<MasterStateFile>> MasterStateFile::Open(const std::string& dir) {
   if (!MakeDirs(dir)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--state_dir=", dir, ": cannot create the folder: ", ErrnoText(errno)));
   }
-  MasterStateFile file;
-  file.path_ = dir + "/state.json";
+  auto file = std::make_unique<MasterStateFile>();
+  file->path_ = dir + "/state.json";
   return file;
 }
 

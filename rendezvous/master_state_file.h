@@ -3,28 +3,28 @@
 // DIR/state.json, replaced atomically (temporary file, fsync, rename, fsync of the folder) each
 // time they change, and read back when the master starts again.
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "rendezvous/master_state.h"
+#include "rendezvous/master_state_store.h"
 
 namespace mxrun {
 
 std::string PersistedRunsToJson(const std::vector<PersistedRun>& runs);
 absl::StatusOr<std::vector<PersistedRun>> PersistedRunsFromJson(const std::string& json);
 
-class MasterStateFile {
+class MasterStateFile final : public MasterStateStore {
  public:
   // Creates `dir` when missing. Errors name the folder.
-  static absl::StatusOr<MasterStateFile> Open(const std::string& dir);
+  static absl::StatusOr<std::unique_ptr<MasterStateFile>> Open(const std::string& dir);
 
-  // What the folder holds (nothing on a first start). A damaged file is an error naming it.
-  absl::StatusOr<std::vector<PersistedRun>> Load();
-  // Writes `runs` when they differ from what was last written or loaded.
-  absl::Status Save(const std::vector<PersistedRun>& runs);
-
-  const std::string& path() const { return path_; }
+  absl::StatusOr<std::vector<PersistedRun>> Load() override;
+  absl::Status Save(const std::vector<PersistedRun>& runs) override;
+  bool fenced() const override { return false; }
+  std::string Where() const override { return path_; }
 
  private:
   std::string path_;

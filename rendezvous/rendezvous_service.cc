@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <deque>
+#include <functional>
 
 #include "rendezvous/grpc_status.h"
 #include "rendezvous/proto_convert.h"
@@ -126,8 +127,10 @@ grpc::ServerBidiReactor<v1::AgentMessage, v1::MasterMessage>* RendezvousService:
     session->Refuse(ToGrpcStatus(auth));
     return session;
   }
-  if (shutting_down_) {
-    session->Refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the master is shutting down"));
+  if (shutting_down_ || deposed_) {
+    session->Refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                 deposed_ ? "this master no longer leads (another one took over)"
+                                          : "the master is shutting down"));
     return session;
   }
   sessions_[node] = session;
@@ -190,38 +193,74 @@ void RendezvousService::Unregister(NodeId node) {
 }
 
 void RendezvousService::Deliver(const MasterState::Out& out) {
-  // The kept state is on disk before the agents hear of it: a master killed right after telling
-  // them a round finds that round again when it restarts. Written only when it changed (not for
-  // every heartbeat or tick); a failed write stays pending and is tried again on the next delivery.
-  save_pending_ = state_.TakeChanged() || save_pending_;
-  if (state_file_ && save_pending_) {
-    absl::Status saved = state_file_->Save(state_.Persisted());
-    if (!saved.ok() && !state_write_failed_) {
-      std::fprintf(stderr, "mxrun-master: warning: cannot keep state in %s: %s\n",
-                   state_file_->path().c_str(), std::string(saved.message()).c_str());
-    }
-    state_write_failed_ = !saved.ok();
-    save_pending_ = !saved.ok();
-  }
-  for (const ToAgent& message : out) {
-    auto it = sessions_.find(message.node);
-    if (it == sessions_.end()) continue;  // e.g. a restored member whose agent is not back yet
-    v1::MasterMessage proto = ToProto(message);
-    if (state_file_) {
-      if (proto.has_waiting()) proto.mutable_waiting()->set_durable(true);
-      if (proto.has_round()) proto.mutable_round()->set_durable(true);
-    }
-    it->second->Send(std::move(proto), message.close_session);
-  }
+  if (deposed_) return;
+  held_.insert(held_.end(), out.begin(), out.end());
+  if (!SaveState(clock_())) return;
+  std::vector<ToAgent> deliver;
+  deliver.swap(held_);
+  for (const ToAgent& message : deliver) Send(message);
 }
 
-absl::Status RendezvousService::KeepStateIn(MasterStateFile file) {
-  absl::StatusOr<std::vector<PersistedRun>> runs = file.Load();
+bool RendezvousService::SaveState(MasterState::Time now) {
+  // The kept state is written before the agents hear of it: a master killed right after telling
+  // them a round finds that round again when it restarts. Written only when it changed (not for
+  // every heartbeat or tick); a failed write stays pending and is tried again (at most twice a
+  // second, so that an unreachable etcd does not hold the lock for every tick).
+  save_pending_ = state_.TakeChanged() || save_pending_;
+  if (!store_ || !save_pending_) return true;
+  if (state_write_failed_ && now - last_write_attempt_ < std::chrono::milliseconds(500)) {
+    return !store_->fenced();
+  }
+  last_write_attempt_ = now;
+  absl::Status saved = store_->Save(state_.Persisted());
+  if (absl::IsFailedPrecondition(saved)) {
+    // Another master leads: nothing more from this one, whatever it had decided.
+    std::fprintf(stderr, "mxrun-master: %s; this master steps down\n",
+                 std::string(saved.message()).c_str());
+    deposed_ = true;
+    held_.clear();
+    for (auto& [node, session] : sessions_) session->Close();
+    if (on_deposed_) on_deposed_();
+    return false;
+  }
+  if (!saved.ok() && !state_write_failed_) {
+    std::fprintf(stderr, "mxrun-master: warning: cannot keep state in %s: %s%s\n",
+                 store_->Where().c_str(), std::string(saved.message()).c_str(),
+                 store_->fenced() ? " (decisions wait until it can be written)" : "");
+  }
+  if (saved.ok() && state_write_failed_) {
+    std::fprintf(stderr, "mxrun-master: state kept in %s again\n", store_->Where().c_str());
+  }
+  state_write_failed_ = !saved.ok();
+  save_pending_ = !saved.ok();
+  return saved.ok() || !store_->fenced();
+}
+
+void RendezvousService::Send(const ToAgent& message) {
+  auto it = sessions_.find(message.node);
+  if (it == sessions_.end()) return;  // e.g. a restored member whose agent is not back yet
+  v1::MasterMessage proto = ToProto(message);
+  if (store_) {
+    if (proto.has_waiting()) proto.mutable_waiting()->set_durable(true);
+    if (proto.has_round()) proto.mutable_round()->set_durable(true);
+  }
+  it->second->Send(std::move(proto), message.close_session);
+}
+
+absl::Status RendezvousService::KeepStateIn(std::unique_ptr<MasterStateStore> store,
+                                            std::function<void()> on_deposed) {
+  absl::StatusOr<std::vector<PersistedRun>> runs = store->Load();
   if (!runs.ok()) return runs.status();
   std::lock_guard<std::mutex> lock(mutex_);
   state_.Restore(clock_(), *runs);
-  state_file_ = std::move(file);
+  store_ = std::move(store);
+  on_deposed_ = std::move(on_deposed);
   return absl::OkStatus();
+}
+
+void RendezvousService::ForgetAgent(const std::string& agent_id, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Deliver(state_.AgentGone(clock_(), agent_id, why));
 }
 
 void RendezvousService::TickLoop() {

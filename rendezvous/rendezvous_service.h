@@ -17,7 +17,7 @@
 
 #include "mxrun.grpc.pb.h"
 #include "rendezvous/master_state.h"
-#include "rendezvous/master_state_file.h"
+#include "rendezvous/master_state_store.h"
 
 namespace mxrun {
 
@@ -40,9 +40,15 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
   // Stops the ticker and ends every open session (call before shutting the server down).
   void Shutdown();
 
-  // Keeps the running runs in `file` from now on, after restoring what it holds (call before
-  // serving). Agents are told the master is durable, so they reconnect after it restarts.
-  absl::Status KeepStateIn(MasterStateFile file);
+  // Keeps the running runs in `store` from now on, after restoring what it holds (call before
+  // serving). Agents are told the master is durable, so they reconnect after it restarts. With a
+  // fenced store, `on_deposed` is called (once, with the service's lock held: it must only
+  // signal) when a write is refused because this master's leadership has ended; from then on it
+  // tells agents nothing more and closes every session.
+  absl::Status KeepStateIn(std::unique_ptr<MasterStateStore> store,
+                           std::function<void()> on_deposed = {});
+  // The restored members of agent `agent_id` are gone (MasterState::AgentGone).
+  void ForgetAgent(const std::string& agent_id, const std::string& why);
 
  private:
   class SessionReactor;
@@ -52,6 +58,9 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
   void OnSessionEnded(NodeId node, const std::string& why);
   void Unregister(NodeId node);
   void Deliver(const MasterState::Out& out);  // mutex_ held
+  // Writes the state when it changed; false when the decisions must wait (mutex_ held).
+  bool SaveState(MasterState::Time now);
+  void Send(const ToAgent& message);           // mutex_ held
   void TickLoop();
 
   const std::string token_;
@@ -59,9 +68,14 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
   const Clock clock_;
   std::mutex mutex_;
   MasterState state_;
-  std::optional<MasterStateFile> state_file_;  // guarded by mutex_
+  // Guarded by mutex_:
+  std::unique_ptr<MasterStateStore> store_;
+  std::function<void()> on_deposed_;
   bool save_pending_ = false;       // the state changed since it was last written
   bool state_write_failed_ = false;
+  MasterState::Time last_write_attempt_{};
+  std::vector<ToAgent> held_;       // decisions waiting for a fenced write (etcd unreachable)
+  bool deposed_ = false;            // a fenced write was refused: another master leads
   std::map<NodeId, SessionReactor*> sessions_;
   NodeId next_node_ = 1;
   bool shutting_down_ = false;

@@ -8,7 +8,9 @@
 #   NPROC=2 scripts/launch-local-cluster.sh 3 --no_python hostname
 #
 # Variables: NPROC (workers per node, default 1), MAX_RESTARTS (default 3), JOB_ID (default
-# local-<pid>), MXRUN (as in launch-node.sh). The port is any free one on 127.0.0.1.
+# local-<pid>), MXRUN (as in launch-node.sh), ETCD (etcd members HOST:PORT,...: the master is
+# elected in etcd instead of hosted at a fixed port, as launch-node.sh). The port is any free one
+# on 127.0.0.1.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 fail() { echo "launch-local-cluster: $*" >&2; exit 2; }
@@ -16,10 +18,12 @@ fail() { echo "launch-local-cluster: $*" >&2; exit 2; }
 nodes=$1
 shift
 [[ "$nodes" =~ ^[1-9][0-9]*$ && "$nodes" -le 64 ]] || fail "N='$nodes' is not a node count from 1 to 64"
-port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') ||
-    fail "cannot find a free port (python3 is needed)"
-
-export JOB_ID="${JOB_ID:-local-$$}" MASTER="127.0.0.1:$port" NNODES="$nodes" NPROC="${NPROC:-1}"
+if [[ -z "${ETCD:-}" ]]; then
+    port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') ||
+        fail "cannot find a free port (python3 is needed)"
+    export MASTER="127.0.0.1:$port"
+fi
+export JOB_ID="${JOB_ID:-local-$$}" NNODES="$nodes" NPROC="${NPROC:-1}"
 export MAX_RESTARTS="${MAX_RESTARTS:-3}"
 pids=()
 stop() {

@@ -54,6 +54,32 @@ class EtcdCluster {
     return std::move(*client);
   }
 
+  // "host:port,host:port" of every member (--rdzv_endpoint).
+  std::string Endpoints() const { return absl::StrJoin(Config().endpoints, ","); }
+  size_t size() const { return members_.size(); }
+
+  // Starts member `i` again on its data (after Kill) and waits until it serves.
+  void Restart(size_t i) {
+    Start(i);
+    WaitHealthy();
+  }
+
+  // The member that leads the etcd cluster now, as etcdctl (etcd-client) reports it; -1 when none
+  // of the live members names a leader.
+  int LeaderIndex() const {
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (!members_[i].process) continue;
+      ProcessResult r = Run({"/usr/bin/etcdctl", "--endpoints=" + Endpoint(members_[i]),
+                             "endpoint", "status", "--write-out=fields"},
+                            {{"ETCDCTL_API", "3"}}, std::chrono::seconds(10));
+      // Fields come as lines `"MemberID" : 123` and `"Leader" : 123`.
+      const std::string member = Field(r.out, "\"MemberID\" : ");
+      const std::string leader = Field(r.out, "\"Leader\" : ");
+      if (!member.empty() && member == leader) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
   // Kills member `i` (SIGKILL) and waits for it to be gone.
   void Kill(size_t i) {
     ::kill(members_[i].process->pid(), SIGKILL);
@@ -68,6 +94,13 @@ class EtcdCluster {
     int peer_port = 0;
     std::unique_ptr<Subprocess> process;
   };
+
+  static std::string Field(const std::string& text, const std::string& name) {
+    size_t at = text.find(name);
+    if (at == std::string::npos) return "";
+    at += name.size();
+    return text.substr(at, text.find('\n', at) - at);
+  }
 
   // A free port not handed out before (the kernel may offer a just-closed one again).
   static int FreePort(std::set<int>& taken) {

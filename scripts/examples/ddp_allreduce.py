@@ -10,6 +10,7 @@ steps and checks that the replicas stayed identical.
 import argparse
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -20,6 +21,10 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fail-once-on-rank", type=int, default=-1,
                         help="this global rank exits with 7 on the first attempt (tests restarts)")
+    parser.add_argument("--hold-if-world", type=int, default=0,
+                        help="with this world size, wait --hold-seconds after the all-reduce "
+                             "(tests kill a node meanwhile)")
+    parser.add_argument("--hold-seconds", type=float, default=0.0)
     args = parser.parse_args()
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
@@ -36,6 +41,8 @@ def main() -> int:
         print(f"allreduce WRONG: sum={value.item()} expected={expected}", flush=True)
         return 1
     print(f"allreduce ok: sum={value.item()} world_size={world_size} attempt={attempt}", flush=True)
+    if world_size == args.hold_if_world:
+        time.sleep(args.hold_seconds)
 
     torch.manual_seed(1234 + rank)  # different data per rank; DDP syncs the parameters
     model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),

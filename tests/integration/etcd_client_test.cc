@@ -13,7 +13,6 @@
 
 using namespace std::chrono_literals;
 using mxrun::EtcdClient;
-using mxrun::EtcdLeaderKey;
 using mxrun::EtcdOp;
 using mxrun::PersistedRun;
 using mxrun::testing::EtcdCluster;
@@ -76,37 +75,54 @@ TEST_CASE("etcd: a lease keeps its keys alive; revoked, they are gone", "[etcd]"
   CHECK(*client->KeepAlive(*lease) == 0);  // expired or revoked: TTL 0
 }
 
-TEST_CASE("etcd: one leader at a time; the next wins when it resigns or its lease ends",
+TEST_CASE("etcd: one leader at a time; the next wins when the first one's lease ends",
           "[etcd]") {
   EtcdCluster etcd;
   auto client = etcd.Client();
   auto lease1 = client->GrantLease(10s);
   auto lease2 = client->GrantLease(10s);
   REQUIRE((lease1.ok() && lease2.ok()));
-  auto first = client->Campaign("/election/run1", *lease1, "10.0.0.1:29400", 2s);
+  auto first = client->CreateIfAbsent("/run1/leader", "a 10.0.0.1:29400", *lease1);
   REQUIRE(first.ok());
-  auto leader = client->Leader("/election/run1");
-  REQUIRE(leader.ok());
-  REQUIRE(leader->has_value());
-  CHECK((*leader)->value == "10.0.0.1:29400");
-  // A second candidate waits while the first leads.
-  auto blocked = client->Campaign("/election/run1", *lease2, "10.0.0.2:29400", 300ms);
-  CHECK(blocked.status().code() == absl::StatusCode::kDeadlineExceeded);
-  REQUIRE(client->Resign(*first).ok());
-  auto second = client->Campaign("/election/run1", *lease2, "10.0.0.2:29400", 2s);
+  REQUIRE(first->has_value());
+  auto read = client->Read("/run1/leader");
+  REQUIRE(read.ok());
+  REQUIRE(read->kv.has_value());
+  CHECK(read->kv->value == "a 10.0.0.1:29400");
+  CHECK(read->kv->create_revision == **first);
+  CHECK(read->revision >= **first);
+  // A second candidate loses while the first leads, and writes nothing.
+  auto blocked = client->CreateIfAbsent("/run1/leader", "b 10.0.0.2:29400", *lease2);
+  REQUIRE(blocked.ok());
+  CHECK_FALSE(blocked->has_value());
+  CHECK((*client->Get("/run1/leader"))->value == "a 10.0.0.1:29400");
+  // The leader's lease ends: the key goes with it and the next candidate wins.
+  REQUIRE(client->RevokeLease(*lease1).ok());
+  auto second = client->CreateIfAbsent("/run1/leader", "b 10.0.0.2:29400", *lease2);
   REQUIRE(second.ok());
-  CHECK((*client->Leader("/election/run1"))->value == "10.0.0.2:29400");
+  REQUIRE(second->has_value());
   // The old leader's fenced write fails; the new one's succeeds.
-  auto old_write = client->TxnIfCreated(first->key, first->rev, {EtcdOp{EtcdOp::Kind::kPut, "/s", "1"}});
-  auto new_write = client->TxnIfCreated(second->key, second->rev, {EtcdOp{EtcdOp::Kind::kPut, "/s", "2"}});
+  auto old_write = client->TxnIfCreated("/run1/leader", **first, {EtcdOp{EtcdOp::Kind::kPut, "/s", "1"}});
+  auto new_write = client->TxnIfCreated("/run1/leader", **second, {EtcdOp{EtcdOp::Kind::kPut, "/s", "2"}});
   REQUIRE((old_write.ok() && new_write.ok()));
   CHECK_FALSE(*old_write);
   CHECK(*new_write);
-  // The leader's lease ends: nobody leads.
-  REQUIRE(client->RevokeLease(*lease2).ok());
-  auto none = client->Leader("/election/run1");
-  REQUIRE(none.ok());
-  CHECK_FALSE(none->has_value());
+}
+
+TEST_CASE("etcd: Cancel ends a wait in progress and every later call", "[etcd]") {
+  EtcdCluster etcd;
+  auto client = etcd.Client();
+  auto rev = client->Put("/quiet", "1");
+  REQUIRE(rev.ok());
+  absl::StatusOr<std::optional<int64_t>> waited;
+  std::thread waiter([&] { waited = client->WaitForChange("/quiet", *rev, 30s); });
+  std::this_thread::sleep_for(200ms);  // the watch is (very likely) open by now; either way it ends
+  const auto start = std::chrono::steady_clock::now();
+  client->Cancel();
+  waiter.join();
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+  CHECK(waited.status().code() == absl::StatusCode::kCancelled);
+  CHECK(client->Get("/quiet").status().code() == absl::StatusCode::kCancelled);
 }
 
 TEST_CASE("etcd: waiting for a key to change", "[etcd]") {
@@ -154,10 +170,11 @@ TEST_CASE("etcd: a 16,384-node state goes in through fenced transactions, and a 
   PersistedRun run = mxrun::testing::SampleRun("big", 16384);
   auto lease = client->GrantLease(10s);
   REQUIRE(lease.ok());
-  auto leader = client->Campaign("/mxrun/svc/election", *lease, "me", 2s);
+  auto leader = client->CreateIfAbsent("/mxrun/svc/leader", "me", *lease);
   REQUIRE(leader.ok());
+  REQUIRE(leader->has_value());
   for (const auto& txn : mxrun::PlanEtcdStateWrite("/mxrun/svc", 1, 0, {run})) {
-    auto applied = client->TxnIfCreated(leader->key, leader->rev, txn);
+    auto applied = client->TxnIfCreated("/mxrun/svc/leader", **leader, txn);
     INFO(applied.status().ToString());
     REQUIRE(applied.ok());
     CHECK(*applied);
@@ -174,7 +191,7 @@ TEST_CASE("etcd: a 16,384-node state goes in through fenced transactions, and a 
   REQUIRE(client->RevokeLease(*lease).ok());
   run.members.resize(1);
   for (const auto& txn : mxrun::PlanEtcdStateWrite("/mxrun/svc", 2, 1, {run})) {
-    auto fenced = client->TxnIfCreated(leader->key, leader->rev, txn);
+    auto fenced = client->TxnIfCreated("/mxrun/svc/leader", **leader, txn);
     REQUIRE(fenced.ok());
     CHECK_FALSE(*fenced);
   }

@@ -168,6 +168,20 @@ TEST_CASE("print-config refuses what a launch refuses before printing", "[config
       {{"--rdzv_conf=speed=3"}, "--rdzv_conf key 'speed' is not known"},
       {{"--rdzv_conf=token_file=/nonexistent/token"}, "token_file=/nonexistent/token: cannot be read"},
       {{"-x.py"}, "unknown flag '-x.py'"},
+      {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_id=j"}, "needs --rdzv_endpoint=HOST:PORT[,HOST:PORT...]"},
+      {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_endpoint=e1:2379,e2:x", "--rdzv_id=j"}, "e2:x"},
+      {{"--nnodes=2", "--rdzv_backend=etcd-v2", "--rdzv_endpoint=e1", "--rdzv_id=j",
+        "--rdzv_conf=protocol=udp"}, "protocol='udp' is not valid; accepted: http or https"},
+      {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_endpoint=e1", "--rdzv_id=j",
+        "--rdzv_conf=lease_ttl=0.5"}, "lease_ttl=0.5 is not valid; accepted: whole seconds"},
+      {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_endpoint=e1", "--rdzv_id=j",
+        "--rdzv_conf=etcd_prefix=noslash"}, "etcd_prefix='noslash' is not valid"},
+      {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_endpoint=e1", "--rdzv_id=j",
+        "--rdzv_conf=master_service=a/b"}, "master_service='a/b' is not valid"},
+      {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_endpoint=e1", "--rdzv_id=j",
+        "--rdzv_conf=master_service=s,is_host=1"}, "is_host=1 and master_service"},
+      {{"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=h:1", "--rdzv_id=j",
+        "--rdzv_conf=lease_ttl=3"}, "--rdzv_conf key 'lease_ttl' is not known"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;
@@ -183,6 +197,13 @@ TEST_CASE("print-config refuses what a launch refuses before printing", "[config
   REQUIRE(bare.ok());
   CHECK_THAT(bare->help_text, Catch::Contains("rdzv_id = \"job\"  # --rdzv_id"));
   CHECK(bare->warnings.empty());
+  // torchrun's etcd-v2 spelling is accepted.
+  auto etcd = Parse({"--print-config", "--nnodes=2:3", "--rdzv_backend=etcd-v2",
+                     "--rdzv_endpoint=e1:2379,e2:2379", "--rdzv_id=job",
+                     "--rdzv_conf=protocol=http,lease_ttl=3,master_service=svc"});
+  INFO(etcd.status().ToString());
+  REQUIRE(etcd.ok());
+  CHECK_THAT(etcd->help_text, Catch::Contains("rdzv_backend = \"etcd-v2\""));
 }
 
 TEST_CASE("print-config warns about what only this machine lacks and keeps the notices",

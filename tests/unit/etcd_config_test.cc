@@ -1,9 +1,9 @@
-// --rdzv_endpoint and the rdzv_conf TLS keys for an etcd rendezvous, as rendezvous/etcd_client.h
+// --rdzv_endpoint and the rdzv_conf TLS keys for an etcd rendezvous, as rendezvous/etcd_config.h
 // reads them.
 
 #include <catch2/catch.hpp>
 
-#include "rendezvous/etcd_client.h"
+#include "rendezvous/etcd_config.h"
 
 TEST_CASE("etcd endpoints and TLS settings are validated", "[etcd_config]") {
   auto ok = mxrun::ParseEtcdConfig("10.0.0.1:2379, node2 ,[::1]:3000", "", "", "", "");

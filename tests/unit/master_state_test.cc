@@ -367,6 +367,34 @@ TEST_CASE("a restored member whose agent does not come back within the lease is 
   CHECK_THAT(expired[0], Catch::StartsWith("n11: stop 0/0: h2 left (no heartbeat"));
 }
 
+TEST_CASE("the agent of an expired master lease is gone at once: survivors re-form without "
+          "waiting for it", "[master][etcd]") {
+  Scenario s(2, 3);
+  s.Join(1, "h1");
+  s.Join(2, "h2");
+  s.Join(3, "h3");
+  s.Advance(5s);  // the last call ends: a round of 3
+  REQUIRE(s.state.Persisted().at(0).members.size() == 3);
+  Scenario after(2, 3);
+  after.state.Restore(after.now, s.state.Persisted());
+  // h1's agent hosted the previous master and its lease expired: the stops go to the detached
+  // members (nobody hears them: their agents have not reconnected), and the group is re-forming.
+  CHECK(after.state.AgentGone(after.now, "agent-h1", "its master lease expired").size() == 2);
+  CHECK(after.state.Persisted().empty());
+  CHECK(after.state.AgentGone(after.now, "agent-unknown", "x").empty());
+  // The survivors reconnect and hear the stop they missed...
+  CHECK(after.Resume(12, "h2", 0) ==
+        Lines{"n12: stop 0/0: h1 left (its master lease expired)"});
+  CHECK(after.Resume(13, "h3", 0) ==
+        Lines{"n13: stop 0/0: h1 left (its master lease expired)"});
+  // ...and the round closes as soon as both are back, without a last call or a lease's wait.
+  CHECK(after.Join(12, "h2") == Lines{"n12: waiting 1"});
+  Lines round = after.Join(13, "h3");
+  REQUIRE(round.size() == 2);
+  CHECK_THAT(round[0], Catch::Contains("round 1 rank 0/2"));
+  CHECK_THAT(round[1], Catch::Contains("round 1 rank 1/2"));
+}
+
 TEST_CASE("only a change of the kept state asks for a save, never a heartbeat or a tick",
           "[master][state_dir]") {
   Scenario s(2, 2);

@@ -107,7 +107,8 @@ TEST_CASE("bad input names the flag, the value and what is accepted", "[options]
              Catch::Contains("--max_restarts='-1'") && Catch::Contains(">= 0"));
   CHECK_THAT(ParseError({"--max_restarts=lots", "x.py"}), Catch::Contains("not an integer"));
   CHECK_THAT(ParseError({"--master_port=70000", "x.py"}), Catch::Contains("0-65535"));
-  CHECK_THAT(ParseError({"--rdzv_backend=etcd", "x.py"}), Catch::Contains("static or c10d"));
+  CHECK_THAT(ParseError({"--rdzv_backend=zookeeper", "x.py"}),
+             Catch::Contains("static, c10d, etcd or etcd-v2"));
   CHECK_THAT(ParseError({"--redirects=7", "x.py"}), Catch::Contains("--redirects"));
   CHECK_THAT(ParseError({"--signals_to_handle=SIGKILL", "x.py"}), Catch::Contains("SIGKILL"));
   CHECK_THAT(ParseError({"--no_python", "-m", "x"}), Catch::Contains("cannot be used together"));

@@ -1,0 +1,252 @@
+// No single point of failure (--rdzv_backend=etcd): real etcd members, real agents, real
+// mxrun-master replicas, real PyTorch. The node hosting the master dies; a standby replica takes
+// over; the etcd leader dies; a paused master comes back after its successor took over; etcd is
+// gone for a while. Plus the fence itself against etcd. Every wait is bounded.
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <memory>
+#include <thread>
+
+#include "agent/descendants.h"
+#include "rendezvous/etcd_config.h"
+#include "rendezvous/etcd_master_store.h"
+#include "tests/etcd_cluster.h"
+#include "tests/persisted_runs.h"
+#include "tests/subprocess.h"
+
+using namespace std::chrono_literals;
+using mxrun::testing::CountOccurrences;
+using mxrun::testing::EtcdCluster;
+using mxrun::testing::ProcessResult;
+using mxrun::testing::Subprocess;
+
+namespace {
+
+std::vector<std::string> EtcdJob(const EtcdCluster& etcd, const std::string& id,
+                                 const std::string& nnodes, std::vector<std::string> more = {}) {
+  std::vector<std::string> flags{"--rdzv_backend=etcd", "--rdzv_endpoint=" + etcd.Endpoints(),
+                                 "--rdzv_id=" + id, "--nnodes=" + nnodes};
+  flags.insert(flags.end(), more.begin(), more.end());
+  return flags;
+}
+
+std::unique_ptr<Subprocess> ChildAgent(std::vector<std::string> flags,
+                                       std::vector<std::string> child) {
+  return std::make_unique<Subprocess>(mxrun::testing::MxrunWithChild(flags, child));
+}
+
+// The process that logged that it serves as the master (agents or replicas), or -1.
+int Serving(std::vector<Subprocess*> processes, std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  do {
+    for (size_t i = 0; i < processes.size(); ++i) {
+      if (processes[i]->WaitForStderr("serving on", 1, 50ms)) return static_cast<int>(i);
+    }
+  } while (std::chrono::steady_clock::now() < deadline);
+  return -1;
+}
+
+// A node's death: the agent and every worker under it, SIGKILL, by pid.
+void KillNode(Subprocess& agent) {
+  const std::vector<pid_t> workers = mxrun::ListDescendants(agent.pid(), {});
+  REQUIRE(kill(agent.pid(), SIGKILL) == 0);
+  for (pid_t pid : workers) kill(pid, SIGKILL);
+  agent.Wait(10s);
+}
+
+// One mxrun-master replica of service `service`.
+std::unique_ptr<Subprocess> Replica(const EtcdCluster& etcd, const std::string& service) {
+  auto replica = std::make_unique<Subprocess>(std::vector<std::string>{
+      MXRUN_MASTER_BIN, "--rdzv_backend=etcd", "--rdzv_endpoint=" + etcd.Endpoints(),
+      "--service=" + service});
+  REQUIRE(replica->WaitForStdout("candidate for service " + service, 1, 10s));
+  return replica;
+}
+
+void CheckNoRestarts(const ProcessResult& r) {
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("restarting") == std::string::npos);
+  CHECK(r.err.find("re-forming") == std::string::npos);
+  CHECK(CountOccurrences(r.out, "ready rank=") == 1);  // the worker started once
+}
+
+}  // namespace
+
+TEST_CASE("etcd: the node hosting the master dies: the survivors re-form at world size 2 and a "
+          "Gloo all-reduce succeeds", "[etcd_ha][pytorch]") {
+  EtcdCluster etcd(3);
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::string> argv{MXRUN_BIN};
+    for (const std::string& f :
+         EtcdJob(etcd, "ha-gloo", "2:3", {"--nproc_per_node=1", "--rdzv_conf=last_call_timeout=2"})) {
+      argv.push_back(f);
+    }
+    for (const std::string a : {EXAMPLES_DIR "/ddp_allreduce.py", "--hold-if-world=3",
+                                "--hold-seconds=120"}) {
+      argv.push_back(a);
+    }
+    agents.push_back(std::make_unique<Subprocess>(
+        argv, std::map<std::string, std::string>{{"PYTHON_EXEC", "/usr/bin/python3"}}));
+  }
+  for (auto& agent : agents) {
+    REQUIRE(agent->WaitForStdout("allreduce ok: sum=6.0 world_size=3 attempt=0", 1, 180s));
+  }
+  const int host = Serving({agents[0].get(), agents[1].get(), agents[2].get()}, 1s);
+  REQUIRE(host >= 0);
+  KillNode(*agents[host]);
+  std::string out;
+  for (int i = 0; i < 3; ++i) {
+    if (i == host) continue;
+    ProcessResult r = agents[i]->Wait(180s);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.err, Catch::Contains("its agent held the expired master lease"));
+    out += r.out;
+  }
+  CHECK(CountOccurrences(out, "allreduce ok: sum=3.0 world_size=2 attempt=0") == 2);
+  CHECK(CountOccurrences(out, "ddp parameters identical on every rank") == 2);
+}
+
+TEST_CASE("etcd: a standby mxrun-master replica takes over from a killed one: no worker restarts",
+          "[etcd_ha]") {
+  EtcdCluster etcd(3);
+  auto first = Replica(etcd, "svc");
+  REQUIRE(first->WaitForStderr("serving on", 1, 10s));
+  auto standby = Replica(etcd, "svc");
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    agents.push_back(ChildAgent(
+        EtcdJob(etcd, "standby", "2", {"--rdzv_conf=master_service=svc"}),
+        {"--ready", "--sleep=8"}));
+  }
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
+  CHECK_FALSE(standby->WaitForStderr("serving on", 1, 100ms));
+  // mxrun status finds the serving replica through etcd.
+  ProcessResult status = mxrun::testing::Run(
+      {MXRUN_BIN, "status", "--rdzv_backend=etcd", "--rdzv_endpoint=" + etcd.Endpoints(),
+       "--rdzv_conf=master_service=svc"}, {}, 20s);
+  INFO(status.out << status.err);
+  CHECK(status.exit_code == 0);
+  CHECK_THAT(status.out, Catch::Contains("run standby: running, round 0, nodes 2:2, world size 2"));
+  REQUIRE(kill(first->pid(), SIGKILL) == 0);
+  first->Wait(10s);
+  REQUIRE(standby->WaitForStderr("serving on", 1, 10s));
+  for (auto& agent : agents) CheckNoRestarts(agent->Wait(60s));
+}
+
+TEST_CASE("etcd: the etcd leader member dies mid-job: no worker restarts", "[etcd_ha]") {
+  EtcdCluster etcd(3);
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    agents.push_back(ChildAgent(EtcdJob(etcd, "etcd-leader", "2"), {"--ready", "--sleep=8"}));
+  }
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
+  ProcessResult status = mxrun::testing::Run(
+      {MXRUN_BIN, "status", "--rdzv_backend=etcd", "--rdzv_endpoint=" + etcd.Endpoints(),
+       "--rdzv_id=etcd-leader"}, {}, 20s);
+  INFO(status.out << status.err);
+  CHECK(status.exit_code == 0);
+  CHECK_THAT(status.out, Catch::Contains("run etcd-leader: running, round 0, nodes 2:2"));
+  ProcessResult nobody = mxrun::testing::Run(
+      {MXRUN_BIN, "status", "--rdzv_backend=etcd", "--rdzv_endpoint=" + etcd.Endpoints(),
+       "--rdzv_id=no-such-job"}, {}, 20s);
+  CHECK(nobody.exit_code == 3);
+  CHECK_THAT(nobody.err, Catch::Contains("no master serves /mxrun/run/no-such-job"));
+  const int leader = etcd.LeaderIndex();
+  REQUIRE(leader >= 0);
+  etcd.Kill(leader);
+  for (auto& agent : agents) CheckNoRestarts(agent->Wait(60s));
+}
+
+TEST_CASE("etcd: a master paused past its lease is fenced off when it resumes; agents stay with "
+          "its successor", "[etcd_ha]") {
+  EtcdCluster etcd(3);
+  auto first = Replica(etcd, "fence");
+  REQUIRE(first->WaitForStderr("serving on", 1, 10s));
+  auto second = Replica(etcd, "fence");
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    agents.push_back(ChildAgent(
+        EtcdJob(etcd, "paused", "2", {"--rdzv_conf=master_service=fence"}),
+        {"--ready", "--sleep=10"}));
+  }
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
+  REQUIRE(kill(first->pid(), SIGSTOP) == 0);
+  REQUIRE(second->WaitForStderr("serving on", 1, 10s));
+  // While the old master is still stopped, both agents re-attach to the successor (which etcd
+  // names: mxrun status asks it): 2 s after the takeover, a member still detached would have been
+  // silent that long; attached ones heartbeat every second.
+  std::this_thread::sleep_for(2s);
+  ProcessResult status = mxrun::testing::Run(
+      {MXRUN_BIN, "status", "--rdzv_backend=etcd", "--rdzv_endpoint=" + etcd.Endpoints(),
+       "--rdzv_conf=master_service=fence"}, {}, 20s);
+  INFO(status.out << status.err);
+  std::vector<double> silences;
+  for (size_t at = status.out.find("running "); at != std::string::npos;
+       at = status.out.find("running ", at + 1)) {
+    silences.push_back(std::stod(status.out.substr(status.out.find_first_not_of(' ', at + 8))));
+  }
+  REQUIRE(silences.size() == 2);
+  for (double s : silences) CHECK(s < 1.5);
+  REQUIRE(kill(first->pid(), SIGCONT) == 0);
+  REQUIRE(first->WaitForStderr("no longer the rendezvous master", 1, 10s));
+  for (auto& agent : agents) CheckNoRestarts(agent->Wait(60s));
+  // The old master never served again: one term, ended.
+  first->WaitForStderr("serving on", 2, 100ms);
+  CHECK(CountOccurrences(first->err(), "serving on") == 1);
+}
+
+TEST_CASE("etcd: etcd unreachable for a while: running workers are not disturbed", "[etcd_ha]") {
+  EtcdCluster etcd(1);
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    agents.push_back(ChildAgent(EtcdJob(etcd, "outage", "2"), {"--ready", "--sleep=9"}));
+  }
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
+  etcd.Kill(0);
+  std::this_thread::sleep_for(3s);  // longer than the 2 s lease
+  etcd.Restart(0);
+  for (auto& agent : agents) CheckNoRestarts(agent->Wait(60s));
+}
+
+TEST_CASE("etcd: the master's store is fenced: a deposed writer's save is refused whole",
+          "[etcd_ha]") {
+  EtcdCluster etcd;
+  std::shared_ptr<mxrun::EtcdClient> client = etcd.Client();
+  const mxrun::EtcdMasterKeys keys = mxrun::EtcdKeysForRun("/mxrun", "fenced");
+  auto lease = client->GrantLease(10s);
+  REQUIRE(lease.ok());
+  auto won = client->CreateIfAbsent(keys.leader(), "a ", *lease);
+  REQUIRE((won.ok() && won->has_value()));
+  mxrun::EtcdMasterStore old_leader(client, keys.prefix, keys.leader(), **won);
+  REQUIRE(old_leader.Load().ok());
+  REQUIRE(old_leader.Save({mxrun::testing::SampleRun("fenced", 3)}).ok());
+
+  // Its lease ends; a successor wins and loads what the first one wrote.
+  REQUIRE(client->RevokeLease(*lease).ok());
+  auto lease2 = client->GrantLease(10s);
+  auto won2 = client->CreateIfAbsent(keys.leader(), "b ", *lease2);
+  REQUIRE((won2.ok() && won2->has_value()));
+  mxrun::EtcdMasterStore successor(client, keys.prefix, keys.leader(), **won2);
+  auto loaded = successor.Load();
+  REQUIRE(loaded.ok());
+  REQUIRE(loaded->size() == 1);
+  CHECK(loaded->at(0).members.size() == 3);
+
+  // The deposed one's write is refused and changes nothing; the successor's goes through.
+  absl::Status refused = old_leader.Save({mxrun::testing::SampleRun("fenced", 1)});
+  CHECK(refused.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(successor.Load()->at(0).members.size() == 3);
+  REQUIRE(successor.Save({mxrun::testing::SampleRun("fenced", 2)}).ok());
+  mxrun::EtcdMasterStore reader(client, keys.prefix, keys.leader(), **won2);
+  CHECK(reader.Load()->at(0).members.size() == 2);
+  // An unreachable etcd is not a deposition: transient, tried again.
+  etcd.Kill(0);
+  absl::Status unreachable = successor.Save({});
+  CHECK(unreachable.code() == absl::StatusCode::kUnavailable);
+}
