@@ -11,6 +11,7 @@ PACKAGES=(
   systemd  # systemd-analyze, for the unit tests of the service files
   elfutils gdb  # eu-stack and gdb: stack dumps of hung workers (optional for mxrun itself)
   etcd-server etcd-client  # the tests' etcd members (rendezvous on etcd)
+  python3-etcd  # torchrun's etcd-v2 backend: the reference of scripts/bench/etcd_ha.sh
   golang-etcd-server-dev golang-github-gogo-protobuf-dev golang-github-grpc-ecosystem-grpc-gateway-dev
                            # etcd's v3 .proto files and their imports, compiled into mxrun
 )

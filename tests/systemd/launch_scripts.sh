@@ -29,7 +29,7 @@ peer_port=$(free_port)
     --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
     --initial-cluster "solo=http://127.0.0.1:$peer_port" --log-level error --logger zap > "$tmp/etcd.log" 2>&1 &
 etcd_pid=$!
-trap 'kill -KILL "$etcd_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill -KILL "$etcd_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 mkdir "$tmp/etcd-env"
 NPROC=2 ETCD="127.0.0.1:$client_port" timeout 120 "$root/scripts/launch-local-cluster.sh" 2 \
     --no_python "$build/bin/test_child" --env-out="$tmp/etcd-env" > "$tmp/etcd-out" 2>&1 || {
@@ -39,6 +39,7 @@ for rank in 0 1 2 3; do
 done
 grep -q 'rendezvous master elected in etcd' "$tmp/etcd-out" || { cat "$tmp/etcd-out"; echo "no master elected in etcd"; exit 1; }
 kill -KILL "$etcd_pid"
+wait "$etcd_pid" 2>/dev/null || true
 
 # A failing job's exit code comes back.
 set +e
