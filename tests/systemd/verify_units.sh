@@ -17,7 +17,8 @@ if [[ -n "$out" ]]; then
     echo "systemd-analyze verify warned:"; echo "$out"; exit 1
 fi
 grep -q "^ExecStart=$tmp/usr/bin/mxrun --config $tmp/etc/mxrun/%i.toml\$" "$units/mxrun-agent@.service"
-grep -q "^ExecStart=$tmp/usr/bin/mxrun-master --state_dir /var/lib/mxrun-master " "$units/mxrun-master.service"
+grep -q "^ExecStart=$tmp/usr/bin/mxrun-master \$MXRUN_MASTER_STATE " "$units/mxrun-master.service"
+grep -q '^Environment="MXRUN_MASTER_STATE=--state_dir /var/lib/mxrun-master"' "$units/mxrun-master.service"
 grep -q '^Type=notify$' "$units/mxrun-agent@.service"
 
 # The example configuration is valid, and names the bundled trainer.
@@ -28,7 +29,7 @@ grep -q '^Type=notify$' "$units/mxrun-agent@.service"
 mkdir -p "$tmp/stage/etc/mxrun"
 echo "# mine" > "$tmp/stage/etc/mxrun/example.toml"
 DESTDIR="$tmp/stage" MXRUN_BUILD_DIR="$build" "$root/scripts/install.sh" --prefix=/usr >/dev/null
-grep -q '^ExecStart=/usr/bin/mxrun-master --state_dir ' "$tmp/stage/usr/lib/systemd/system/mxrun-master.service"
+grep -q '^ExecStart=/usr/bin/mxrun-master \$MXRUN_MASTER_STATE ' "$tmp/stage/usr/lib/systemd/system/mxrun-master.service"
 [[ -x "$tmp/stage/usr/bin/mxrun" ]]
 [[ "$(cat "$tmp/stage/etc/mxrun/example.toml")" == "# mine" ]]
 
