@@ -92,7 +92,7 @@ void EtcdMasterElection::Loop() {
       if (!Pause(kRetryPause)) return;
       continue;
     }
-    if (reported_error) Log(absl::StrCat("etcd: reachable again"));
+    if (reported_error) Log("etcd: reachable again");
     reported_error = false;
     if (read->kv) {
       Publish(DecodeLeaderValue(read->kv->value).address);
@@ -143,10 +143,8 @@ void EtcdMasterElection::Lead(int64_t lease, int64_t leader_rev) {
         wake_.notify_all();
       });
   if (!server.ok()) {
-    Log(absl::StatusCode::kFailedPrecondition == server.status().code()
-            ? absl::StrCat("won the rendezvous master's election but ", server.status().message())
-            : absl::StrCat("won the rendezvous master's election but cannot serve: ",
-                           server.status().message()));
+    Log(absl::StrCat("won the rendezvous master's election but cannot serve: ",
+                     server.status().message()));
     (void)client_->RevokeLease(lease);
     Pause(std::chrono::seconds(1));
     return;

@@ -336,6 +336,15 @@ void MasterState::RemoveNode(Run& run, NodeId node) {
   run.members.erase(removed, run.members.end());
 }
 
+void MasterState::MoveNode(Time now, Run& run, NodeId from, NodeId to) {
+  Node moved = run.nodes.at(from);
+  moved.last_seen = now;
+  run.nodes.erase(from);
+  node_runs_.erase(from);
+  run.nodes[to] = std::move(moved);
+  node_runs_[to] = run.id;
+}
+
 MasterState::Out MasterState::AgentGone(Time now, const std::string& agent_id,
                                         const std::string& why) {
   Out out;
@@ -538,12 +547,7 @@ MasterState::Out MasterState::Resume(Time now, NodeId node, const std::string& r
       if (n.desc.agent_id != desc.agent_id) continue;
       if (member <= next_detached_id_) break;  // a live session has it already
       // Re-attach: the member's entry moves to the new session's id; nothing else changes.
-      Node moved = n;
-      moved.last_seen = now;
-      run.nodes.erase(member);
-      node_runs_.erase(member);
-      run.nodes[node] = moved;
-      node_runs_[node] = run_id;
+      MoveNode(now, run, member, node);
       member = node;
       changed_ = true;
       return {Message(node, ToAgent::Kind::kWaiting)};
@@ -560,13 +564,7 @@ MasterState::Out MasterState::Resume(Time now, NodeId node, const std::string& r
           n.state != NodeState::kStopping) {
         continue;
       }
-      const NodeId detached = id;
-      Node moved = n;
-      moved.last_seen = now;
-      run.nodes.erase(detached);
-      node_runs_.erase(detached);
-      run.nodes[node] = moved;
-      node_runs_[node] = run_id;
+      MoveNode(now, run, id, node);  // `n` and `id` are gone from here on
       ToAgent stop = Message(node, ToAgent::Kind::kStop);
       stop.reason = run.stop_reason;
       stop.restart = run.stop_restart;

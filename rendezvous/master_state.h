@@ -202,6 +202,8 @@ class MasterState {
   void Finish(Time now, Run& run, bool success, const std::optional<WorkerFailure>& failure,
               Out& out);
   void RemoveNode(Run& run, NodeId node);
+  // A detached member's entry moves to the session `to` of its reconnected agent.
+  void MoveNode(Time now, Run& run, NodeId from, NodeId to);
   static bool RankOrderLess(const Node& a, const Node& b);
   static std::string PhaseName(Phase phase);
   static std::string NodeStateName(NodeState state);
