@@ -45,8 +45,12 @@ void GrpcRendezvous::Dial(const std::string& address) {
 void GrpcRendezvous::OnMasterMoved(const std::string& address) {
   // Leave the old master at once (it died, or was deposed and must not be followed); the reader
   // reconnects to the new one and resumes.
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (context_ && connected_ && address != session_address_) context_->TryCancel();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++master_moves_;
+    if (context_ && connected_ && address != session_address_) context_->TryCancel();
+  }
+  wake_.notify_all();  // a session waiting for an address dials it now
 }
 
 GrpcRendezvous::~GrpcRendezvous() {
@@ -84,10 +88,16 @@ bool GrpcRendezvous::OpenSession(bool reconnecting) {
       if (closing_) return false;
     }
     if (config_.locator) {
+      int moves_seen = 0;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        moves_seen = master_moves_;
+      }
       const std::string address = config_.locator->Current();
-      if (address.empty()) {  // an election under way
+      if (address.empty()) {  // an election under way: woken as soon as its winner is published
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait_for(lock, std::chrono::milliseconds(50), [this] { return closing_; });
+        wake_.wait_for(lock, std::chrono::milliseconds(50),
+                       [&] { return closing_ || master_moves_ != moves_seen; });
         continue;
       }
       if (address != channel_address_) Dial(address);

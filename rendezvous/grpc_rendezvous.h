@@ -82,6 +82,7 @@ class GrpcRendezvous final : public Rendezvous {
 
   std::mutex mutex_;
   std::condition_variable wake_;
+  int master_moves_ = 0;  // addresses the locator announced (guarded by mutex_)
   std::deque<v1::AgentMessage> outgoing_;
   bool connected_ = false;    // the stream exists; the writer may write
   uint64_t session_ = 0;      // counts the sessions opened (the writer serves each one once)

@@ -117,31 +117,41 @@ void SaveCheckpoint(const std::string& dir, torch::nn::Module& model,
   }
 }
 
-std::optional<TrainingProgress> PeekCheckpoint(const std::string& dir) {
+struct CheckpointFile::Archive {
+  torch::serialize::InputArchive archive;
+};
+
+CheckpointFile::CheckpointFile(std::string path, std::unique_ptr<Archive> archive,
+                               TrainingProgress progress)
+    : path_(std::move(path)), archive_(std::move(archive)), progress_(progress) {}
+
+CheckpointFile::~CheckpointFile() = default;
+
+std::unique_ptr<CheckpointFile> CheckpointFile::Open(const std::string& dir,
+                                                     const torch::nn::Module& model) {
   const std::string path = CheckpointPath(dir);
-  if (::access(path.c_str(), F_OK) != 0) return std::nullopt;
-  torch::serialize::InputArchive archive = OpenArchive(path, torch::kCPU);
-  return ReadProgress(archive, path);
+  if (::access(path.c_str(), F_OK) != 0) return nullptr;
+  // Everything is read onto the model's device, so the optimizer's momentum buffers land beside
+  // the parameters they belong to.
+  const auto params = model.parameters();
+  const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
+  auto archive = std::make_unique<Archive>(Archive{OpenArchive(path, device)});
+  const TrainingProgress progress = ReadProgress(archive->archive, path);
+  return std::unique_ptr<CheckpointFile>(
+      new CheckpointFile(path, std::move(archive), progress));
 }
 
-TrainingProgress LoadCheckpoint(const std::string& dir, torch::nn::Module& model,
-                                torch::optim::Optimizer& optimizer) {
-  const std::string path = CheckpointPath(dir);
-  // Everything is loaded onto the model's device, so the optimizer's momentum buffers land beside
-  // the parameters they belong to.
-  const torch::Device device =
-      model.parameters().empty() ? torch::Device(torch::kCPU) : model.parameters()[0].device();
-  torch::serialize::InputArchive archive = OpenArchive(path, device);
-  TrainingProgress progress = ReadProgress(archive, path);
+void CheckpointFile::LoadInto(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  torch::serialize::InputArchive& archive = archive_->archive;
   torch::NoGradGuard no_grad;
   auto copy_in = [&](const std::string& name, torch::Tensor target) {
     torch::Tensor stored;
     if (!archive.try_read("model/" + name, stored)) {
-      throw std::runtime_error("checkpoint " + path + " has no tensor for '" + name +
+      throw std::runtime_error("checkpoint " + path_ + " has no tensor for '" + name +
                                "' (was it written for another --model or --width?)");
     }
     if (stored.sizes() != target.sizes()) {
-      throw std::runtime_error("checkpoint " + path + ": '" + name + "' has shape " +
+      throw std::runtime_error("checkpoint " + path_ + ": '" + name + "' has shape " +
                                c10::str(stored.sizes()) + ", the model has " +
                                c10::str(target.sizes()));
     }
@@ -158,7 +168,21 @@ TrainingProgress LoadCheckpoint(const std::string& dir, torch::nn::Module& model
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(rng.to(torch::kCPU));
   }
-  return progress;
+}
+
+std::optional<TrainingProgress> PeekCheckpoint(const std::string& dir) {
+  const std::string path = CheckpointPath(dir);
+  if (::access(path.c_str(), F_OK) != 0) return std::nullopt;
+  torch::serialize::InputArchive archive = OpenArchive(path, torch::kCPU);
+  return ReadProgress(archive, path);
+}
+
+TrainingProgress LoadCheckpoint(const std::string& dir, torch::nn::Module& model,
+                                torch::optim::Optimizer& optimizer) {
+  auto file = CheckpointFile::Open(dir, model);
+  if (!file) throw std::runtime_error("no checkpoint in " + dir);
+  file->LoadInto(model, optimizer);
+  return file->progress();
 }
 
 }  // namespace mxrun::trainer

@@ -6,6 +6,7 @@
 // The learning-rate schedule is a pure function of the progress, so it needs no state of its own.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -31,12 +32,32 @@ struct TrainingProgress {
 void SaveCheckpoint(const std::string& dir, torch::nn::Module& model,
                     torch::optim::Optimizer& optimizer, const TrainingProgress& progress);
 
+// `dir`'s checkpoint, read from disk once: its progress at once, its tensors when loaded.
+class CheckpointFile {
+ public:
+  // Reads the checkpoint onto `model`'s device (where its tensors will be loaded); nullptr when
+  // `dir` has none. Throws std::runtime_error when a file exists but cannot be read.
+  static std::unique_ptr<CheckpointFile> Open(const std::string& dir,
+                                              const torch::nn::Module& model);
+  ~CheckpointFile();
+  const TrainingProgress& progress() const { return progress_; }
+  // Copies parameters and buffers into the model's own tensors (their device and memory format
+  // stay), loads the optimizer state and the generator state.
+  void LoadInto(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+
+ private:
+  struct Archive;
+  CheckpointFile(std::string path, std::unique_ptr<Archive> archive, TrainingProgress progress);
+  std::string path_;
+  std::unique_ptr<Archive> archive_;
+  TrainingProgress progress_;
+};
+
 // The progress stored in `dir`'s checkpoint, or nullopt when there is none. Throws when a file
 // exists but cannot be read.
 std::optional<TrainingProgress> PeekCheckpoint(const std::string& dir);
 
-// Loads parameters and buffers (copied into the model's own tensors, so their device and memory
-// format stay), the optimizer state and the generator state; returns the progress.
+// CheckpointFile::Open and LoadInto; returns the progress. Throws when there is no checkpoint.
 TrainingProgress LoadCheckpoint(const std::string& dir, torch::nn::Module& model,
                                 torch::optim::Optimizer& optimizer);
 

@@ -103,6 +103,8 @@ ParsedTrainerArgs ParseTrainerOptions(int argc, const char* const* argv) {
       ->check(CLI::NonNegativeNumber);
   flag("resume", o.resume, "resume from the latest checkpoint even on a first start");
   opt("metrics_file", o.metrics_file, "append JSON lines of metrics here (rank 0)");
+  opt("tensorboard_dir", o.tensorboard_dir,
+      "also write rank 0's metrics as TensorBoard event files into this folder");
   opt("log_every", o.log_every, "progress line every N steps (0: per epoch only)")
       ->check(CLI::NonNegativeNumber);
   bool no_eval = false;
@@ -133,6 +135,13 @@ ParsedTrainerArgs ParseTrainerOptions(int argc, const char* const* argv) {
   if (o.backend == "nccl" && o.device == "cpu") {
     throw std::invalid_argument("--backend nccl needs --device cuda (or auto on a GPU)");
   }
+#if !defined(MXRUN_WITH_TENSORBOARD)
+  if (!o.tensorboard_dir.empty()) {
+    throw std::invalid_argument(
+        "--tensorboard_dir: this train was built without protobuf, which writes TensorBoard's "
+        "events; use --metrics_file (JSON lines), or rebuild with protobuf installed");
+  }
+#endif
   if (o.warmup_epochs >= o.epochs) {
     std::ostringstream message;
     message << "--warmup_epochs " << o.warmup_epochs << " must be less than --epochs " << o.epochs;

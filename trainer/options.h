@@ -60,6 +60,7 @@ struct TrainerOptions {
   std::int64_t ckpt_every = 0;        // also every N steps (0: only at epoch ends)
   bool resume = false;                // load the latest checkpoint even on a first start
   std::string metrics_file;
+  std::string tensorboard_dir;        // rank 0 also writes TensorBoard event files here
   std::int64_t log_every = 50;        // progress line every N steps (0: only per epoch)
   bool eval = true;
 };

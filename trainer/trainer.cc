@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <stdexcept>
 #include <thread>
 
@@ -31,6 +32,9 @@
 #include "trainer/resnet.h"
 #include "trainer/sgd.h"
 #include "trainer/synthetic_data.h"
+#if defined(MXRUN_WITH_TENSORBOARD)
+#include "trainer/tensorboard_writer.h"
+#endif
 
 namespace mxrun::trainer {
 namespace {
@@ -180,7 +184,8 @@ class Trainer {
     std::fputc('\n', stdout);
     std::fflush(stdout);
   }
-  void LoadData();
+  void StartLoadingData(int threads);
+  const ImageSet& TestSet();  // waits for it the first time
   void BuildModel();
   void Restore();
   void TrainEpoch(std::int64_t epoch);
@@ -200,6 +205,8 @@ class Trainer {
   at::ScalarType amp_dtype_ = at::kBFloat16;
   std::unique_ptr<Collectives> comm_;
   ImageSet train_set_, test_set_;
+  std::future<ImageSet> train_set_future_;
+  std::future<ImageSet> test_set_future_;  // the loading task: the test split after the training one
   ResNet model_{nullptr};
   std::vector<torch::Tensor> params_, buffers_;
   std::unique_ptr<torch::optim::SGD> optimizer_;
@@ -213,18 +220,36 @@ class Trainer {
   Heartbeat heartbeat_{id_.heartbeat_file};  // mxrun's hang detection: beats on progress
 };
 
-void Trainer::LoadData() {
-  if (o_.data_dir.empty()) {
-    train_set_ = MakeSyntheticImages(o_.synthetic_train, o_.num_classes, 1000 + o_.seed);
-    test_set_ = MakeSyntheticImages(o_.synthetic_test, o_.num_classes, 2000 + o_.seed);
-    return;
-  }
-  if (o_.num_classes != 10) {
+// Data preparation runs beside the model's construction and the process group's rendezvous
+// (both wait on other things: allocation, peers); the test split, needed first at the end of the
+// first epoch, is made behind the training split and not at all without evaluation.
+void Trainer::StartLoadingData(int threads) {
+  if (!o_.data_dir.empty() && o_.num_classes != 10) {
     throw std::runtime_error("CIFAR-10 has 10 classes; --num_classes is " +
                              std::to_string(o_.num_classes));
   }
-  train_set_ = ReadCifar10(o_.data_dir, Split::kTrain);
-  test_set_ = ReadCifar10(o_.data_dir, Split::kTest);
+  auto make = [this, threads](bool train) {
+    if (!o_.data_dir.empty()) return ReadCifar10(o_.data_dir, train ? Split::kTrain : Split::kTest);
+    return train ? MakeSyntheticImages(o_.synthetic_train, o_.num_classes, 1000 + o_.seed, threads)
+                 : MakeSyntheticImages(o_.synthetic_test, o_.num_classes, 2000 + o_.seed, threads);
+  };
+  std::promise<ImageSet> train;
+  train_set_future_ = train.get_future();
+  test_set_future_ = std::async(std::launch::async,
+                                [this, make, train = std::move(train)]() mutable -> ImageSet {
+    try {
+      train.set_value(make(true));
+    } catch (...) {
+      train.set_exception(std::current_exception());
+      return {};
+    }
+    return o_.eval ? make(false) : ImageSet{};
+  });
+}
+
+const ImageSet& Trainer::TestSet() {
+  if (test_set_future_.valid()) test_set_ = test_set_future_.get();
+  return test_set_;
 }
 
 void Trainer::BuildModel() {
@@ -270,14 +295,15 @@ void Trainer::BuildModel() {
 // restart resumes even when the ranks' checkpoint folders are not shared.
 void Trainer::Restore() {
   const bool want = !o_.ckpt_dir.empty() && (id_.restart_count > 0 || o_.resume);
-  std::optional<TrainingProgress> local;
-  if (want) local = PeekCheckpoint(o_.ckpt_dir);
+  // Read once: the progress decides the source rank, and the source loads the same file.
+  std::unique_ptr<CheckpointFile> local;
+  if (want) local = CheckpointFile::Open(o_.ckpt_dir, *model_);
   const int world = id_.world_size;
   int source = local ? id_.rank : -1;
   if (comm_) {
     // Slot r: rank r's samples seen + 1 (0: no checkpoint), summed across ranks.
     auto seen = torch::zeros({world}, torch::kInt64);
-    if (local) seen[id_.rank] = local->samples_seen + 1;
+    if (local) seen[id_.rank] = local->progress().samples_seen + 1;
     seen = seen.to(comm_->device());
     comm_->AllReduceSum(seen)->Wait();
     seen = seen.cpu();
@@ -295,7 +321,11 @@ void Trainer::Restore() {
     if (comm_) comm_->Broadcast(state, 0);
     return;
   }
-  if (id_.rank == source) progress_ = LoadCheckpoint(o_.ckpt_dir, *model_, *optimizer_);
+  if (id_.rank == source) {
+    local->LoadInto(*model_, *optimizer_);
+    progress_ = local->progress();
+  }
+  local.reset();  // the other ranks' copies are not needed: the source broadcasts
   if (comm_) {
     // Progress, weights, buffers and momentum buffers from the source rank.
     auto numbers = torch::tensor({progress_.epoch, progress_.samples_in_epoch,
@@ -380,7 +410,8 @@ TallyResult Trainer::Reduce(const Tally& tally) {
 TallyResult Trainer::Evaluate() {
   // Exact sharding of the test split: rank r takes r, r + W, r + 2W, ... with no padding.
   std::vector<std::int64_t> shard;
-  for (std::int64_t i = id_.rank; i < test_set_.size(); i += id_.world_size) shard.push_back(i);
+  const ImageSet& test_set = TestSet();
+  for (std::int64_t i = id_.rank; i < test_set.size(); i += id_.world_size) shard.push_back(i);
   // Every rank evaluates with rank 0's BatchNorm statistics. (Training needs no such sync: in
   // train mode BatchNorm normalises with the batch's own statistics, so the running ones that
   // drift apart between ranks are read only here and in rank 0's checkpoints.)
@@ -388,7 +419,7 @@ TallyResult Trainer::Evaluate() {
   model_->eval();
   torch::NoGradGuard no_grad;
   Tally tally(device_);
-  BatchLoader loader(test_set_, std::move(shard), o_.batch_size, AugmentConfig{}, o_.loader_threads,
+  BatchLoader loader(test_set, std::move(shard), o_.batch_size, AugmentConfig{}, o_.loader_threads,
                      4, Allocator());
   while (auto batch = loader.Next()) {
     auto [images, labels] = ToDevice(*batch);
@@ -566,8 +597,18 @@ int Trainer::Run() {
   scaler_.enabled = o_.amp == "fp16";
   // Only rank 0 writes metrics: the other ranks' logs drop every record.
   metrics_ = std::make_unique<MetricsLog>(id_.rank == 0 ? o_.metrics_file : "");
+#if defined(MXRUN_WITH_TENSORBOARD)
+  if (id_.rank == 0 && !o_.tensorboard_dir.empty()) {
+    auto writer = std::make_shared<TensorBoardWriter>(o_.tensorboard_dir, metrics_->Now());
+    metrics_->AddSink([writer](const nlohmann::json& record) {
+      writer->Write(record.value("step", std::int64_t{0}), record["time"].get<double>(),
+                    ScalarsOfRecord(record));
+    });
+    Say("train: TensorBoard events in %s", writer->path().c_str());
+  }
+#endif
 
-  LoadData();
+  StartLoadingData(threads);
   BuildModel();
   // Alone, there is nothing to reduce, unless a backend was asked for by name: then the
   // collectives run anyway (over a one-rank group), as DDP's do at world size 1.
@@ -577,6 +618,7 @@ int Trainer::Run() {
         std::chrono::milliseconds(static_cast<std::int64_t>(o_.timeout_seconds * 1000)));
   }
   Restore();
+  train_set_ = train_set_future_.get();  // rethrows a reader's error
   reducer_ = std::make_unique<GradientReducer>(
       params_, comm_.get(), kDefaultFirstBucketBytes,
       static_cast<std::int64_t>(o_.bucket_cap_mb * 1024 * 1024));
@@ -593,13 +635,14 @@ int Trainer::Run() {
   schedule_.milestones = o_.milestones;
   schedule_.gamma = o_.gamma;
 
-  Say("train: %s (%lld parameters, %s stem) on %s, %d worker(s), backend %s, %lld training and "
-      "%lld test images (%s), batch %lld per worker, %lld steps per epoch",
+  // (The test split may still be loading: its size is reported with its evaluation.)
+  Say("train: %s (%lld parameters, %s stem) on %s, %d worker(s), backend %s, %lld training "
+      "images (%s; test split %s), batch %lld per worker, %lld steps per epoch",
       o_.model.c_str(), static_cast<long long>(CountParameters(*model_)), o_.stem.c_str(),
-      device_.str().c_str(), id_.world_size,
-      BackendName(backend).c_str(),
-      static_cast<long long>(train_set_.size()), static_cast<long long>(test_set_.size()),
+      device_.str().c_str(), id_.world_size, BackendName(backend).c_str(),
+      static_cast<long long>(train_set_.size()),
       o_.data_dir.empty() ? "synthetic" : o_.data_dir.c_str(),
+      o_.eval ? "evaluated after each epoch" : "not evaluated",
       static_cast<long long>(o_.batch_size), static_cast<long long>(steps_per_epoch));
   metrics_->Append({{"event", "start"},
                     {"model", o_.model},

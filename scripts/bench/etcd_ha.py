@@ -15,7 +15,8 @@ Cases (each RUNS times, medians):
   scale:   N agents x 1 worker that exits at once, --nnodes=N; time from launch to the last
            worker's start: mxrun etcd, mxrun c10d (in-process master), torchrun etcd-v2, c10d.
 
-Usage: etcd_ha.py  (environment: RUNS, SCALE_NODES, TIMEOUT, MXRUN, MXRUN_MASTER, TORCHRUN)
+Usage: etcd_ha.py  (environment: RUNS, SCALE_NODES, TIMEOUT, CASES (default "host other standby
+scale"), KINDS (default all four launchers), MXRUN, MXRUN_MASTER, TORCHRUN)
 Prints Markdown on stdout, progress on stderr. Everything it starts is killed by process group
 or pid, never by name.
 """
@@ -39,6 +40,10 @@ TORCHRUN = os.environ.get("TORCHRUN", "/usr/bin/torchrun")
 # torchrun 1.13 under Python 3.11 needs a --redirects/--tee naming no local rank (see
 # rendezvous.sh); --monitor_interval=0.1 lets it notice a failure as fast as it can.
 TORCH_QUIRKS = ["--redirects", "9:0", "--tee", "9:0", "--monitor_interval=0.1"]
+CASES = os.environ.get("CASES", "host other standby scale").split()
+KINDS = [k for k in ("mxrun etcd", "mxrun c10d", "torchrun etcd-v2", "torchrun c10d")
+         if k in os.environ.get("KINDS", "mxrun etcd,mxrun c10d,torchrun etcd-v2,torchrun c10d")
+         .split(",")]
 POLL = 0.005
 WORK = tempfile.mkdtemp(prefix="mxrun-etcd-bench.")
 procs = []  # every Popen of a case, killed by process group when the case ends
@@ -176,16 +181,17 @@ class Etcd:
             raise SystemExit("etcd_ha: the etcd cluster did not become healthy")
 
 
-def agent_cmd(kind, etcd, run_id, nnodes, host, extra=()):
+def agent_cmd(kind, etcd, run_id, nnodes, host, conf=""):
     common = [f"--nnodes={nnodes}", "--nproc_per_node=1", "--max_restarts=0"]
+    # One --rdzv_conf: a repeated flag replaces the earlier one, in torchrun and mxrun alike.
+    rdzv_conf = "--rdzv_conf=last_call_timeout=1" + conf
     worker = ["--no_python", "sh", WORKER] if kind.startswith("mxrun") else [WORKER]
     if kind == "mxrun etcd":
         return [MXRUN, "--rdzv_backend=etcd", "--rdzv_endpoint=" + ",".join(etcd.endpoints),
-                f"--rdzv_id={run_id}", "--rdzv_conf=last_call_timeout=1", *common, *extra,
-                *worker]
+                f"--rdzv_id={run_id}", rdzv_conf, *common, *worker]
     if kind == "mxrun c10d":
         return [MXRUN, "--rdzv_backend=c10d", f"--rdzv_endpoint={host}", f"--rdzv_id={run_id}",
-                "--rdzv_conf=last_call_timeout=1", *common, *extra, *worker]
+                rdzv_conf, *common, *worker]
     if kind == "torchrun etcd-v2":
         return [TORCHRUN, *TORCH_QUIRKS, "--rdzv_backend=etcd-v2",
                 f"--rdzv_endpoint={etcd.endpoints[0]}", f"--rdzv_id={run_id}",
@@ -202,9 +208,9 @@ def launch_job(kind, etcd, run_id, n, rundir, exit_at_once=False):
     nodes = []
     for i in range(n):
         log = os.path.join(rundir, f"node{i}")
-        extra = ["--rdzv_conf=is_host=0"] if kind == "mxrun c10d" and i > 0 else []
+        conf = ",is_host=0" if kind == "mxrun c10d" and i > 0 else ""
         nodes.append((start(agent_cmd(kind, etcd, run_id, f"{'2:3' if n == 3 else n}", host,
-                                      extra), log, {**env, "BENCH_LOG": log}), log))
+                                      conf), log, {**env, "BENCH_LOG": log}), log))
         if i == 0 and "c10d" in kind:
             port = int(host.rsplit(":", 1)[1])
             wait_until(lambda: subprocess.run(["ss", "-Hltn", f"sport = :{port}"],
@@ -233,7 +239,10 @@ def node_death(kind, etcd, which, idx):
         if not wait_until(lambda: all(any(int(l[1]) == 3 for l in lines(log))
                                       for _, log in nodes), TIMEOUT):
             return None, "did not form the first round"
-        host = wait_until(lambda: host_index(kind, nodes), 5)
+        # wait_until wants a true value: node 0 is a host too (index + 1, then back).
+        found = wait_until(lambda: (lambda i: None if i is None else i + 1)(host_index(kind, nodes)),
+                           5)
+        host = None if found is None else found - 1
         if host is None:
             return None, "the master's host was not found"
         victim = host if which == "host" else (host + 1) % 3
@@ -307,15 +316,33 @@ def fmt(x):
     return "—" if x is None else f"{x:.2f} s"
 
 
+def scale_table(etcd):
+    print("\n| round formation, N agents | " + " | ".join(KINDS) + " | mxrun etcd / mxrun c10d |")
+    print("|---|" + "---|" * (len(KINDS) + 1))
+    for n in SCALE_NODES:
+        row = {}
+        for kind in KINDS:
+            runs = RUNS if kind.startswith("mxrun") else max(1, RUNS // 2)
+            xs = []
+            for i in range(runs):
+                progress(f"scale {n} {kind} run {i + 1}/{runs}")
+                xs.append(scale(kind, etcd, n, i))
+            row[kind] = med(xs)
+        r = (row["mxrun etcd"] / row["mxrun c10d"]) if row.get("mxrun etcd") and row.get("mxrun c10d") else None
+        print(f"| {n} | " + " | ".join(fmt(row[k]) for k in KINDS) +
+              f" | {'—' if r is None else f'{r:.2f}'} |")
+
+
 def main():
     for b in (MXRUN, MXRUN_MASTER, TORCHRUN, "/usr/bin/etcd", "/usr/bin/etcdctl"):
         if not os.access(b, os.X_OK):
             raise SystemExit(f"etcd_ha: not found: {b}")
     etcd = Etcd()
-    kinds = ["mxrun etcd", "mxrun c10d", "torchrun etcd-v2", "torchrun c10d"]
+    kinds = KINDS
     print("### No single point of failure: mxrun on etcd vs torchrun etcd-v2 and c10d\n")
-    print(f"- command: `RUNS={RUNS} SCALE_NODES=\"{' '.join(map(str, SCALE_NODES))}\" "
-          f"scripts/bench/etcd_ha.sh`")
+    print(f"- command: `RUNS={RUNS} TIMEOUT={TIMEOUT:g} CASES=\"{' '.join(CASES)}\" "
+          f"KINDS=\"{','.join(KINDS)}\" "
+          f"SCALE_NODES=\"{' '.join(map(str, SCALE_NODES))}\" scripts/bench/etcd_ha.sh`")
     print(f"- date: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; nproc={os.cpu_count()};"
           f" 3 etcd members (etcd {subprocess.run(['/usr/bin/etcd', '--version'], capture_output=True, text=True).stdout.split()[2]},"
           " default heartbeat 100 ms and election 1 s, --enable-v2) on loopback")
@@ -325,6 +352,8 @@ def main():
     notes = []
     for which, title in (("host", "master-host node SIGKILLed: survivors re-formed at world 2"),
                          ("other", "other node SIGKILLed: survivors re-formed at world 2")):
+        if which not in CASES:
+            continue
         cells = []
         for kind in kinds:
             times, why = [], None
@@ -342,31 +371,18 @@ def main():
                 notes.append(f"{kind}, {which}: {why}")
         print(f"| {title} | " + " | ".join(cells) + " |")
     takeovers, starts = [], []
-    for i in range(RUNS):
+    for i in range(RUNS if "standby" in CASES else 0):
         progress(f"standby run {i + 1}/{RUNS}")
         t, s, why = standby(etcd, i)
         takeovers.append(t)
         starts.append(s)
         if why:
             notes.append(f"standby: {why}")
-    print(f"| standby mxrun-master SIGKILLed: standby serving (worker starts, 2 = none restarted) "
-          f"| {fmt(med(takeovers))} (starts per run: {starts}) | n/a | n/a | n/a |")
-    print()
-    scale_kinds = ["mxrun etcd", "mxrun c10d", "torchrun etcd-v2", "torchrun c10d"]
-    print("| round formation, N agents | " + " | ".join(scale_kinds) + " | mxrun etcd / mxrun c10d |")
-    print("|---|" + "---|" * (len(scale_kinds) + 1))
-    for n in SCALE_NODES:
-        row = {}
-        for kind in scale_kinds:
-            runs = RUNS if kind.startswith("mxrun") else max(1, RUNS // 2)
-            xs = []
-            for i in range(runs):
-                progress(f"scale {n} {kind} run {i + 1}/{runs}")
-                xs.append(scale(kind, etcd, n, i))
-            row[kind] = med(xs)
-        r = (row["mxrun etcd"] / row["mxrun c10d"]) if row["mxrun etcd"] and row["mxrun c10d"] else None
-        print(f"| {n} | " + " | ".join(fmt(row[k]) for k in scale_kinds) +
-              f" | {'—' if r is None else f'{r:.2f}'} |")
+    if "standby" in CASES:
+        print(f"| standby mxrun-master SIGKILLed: standby serving (worker starts, 2 = none restarted) "
+              f"| {fmt(med(takeovers))} (starts per run: {starts}) |" + " n/a |" * (len(kinds) - 1))
+    if "scale" in CASES:
+        scale_table(etcd)
     if notes:
         print("\nNotes:\n" + "\n".join(f"- {n}" for n in notes))
 

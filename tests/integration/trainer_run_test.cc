@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -16,6 +17,8 @@
 #include "tests/subprocess.h"
 #include "tests/trainer_runs.h"
 #include "trainer/distributed_sampler.h"
+#include "trainer/tensorboard_event.pb.h"
+#include "trainer/tfrecord.h"
 
 using namespace std::chrono_literals;
 using mxrun::testing::Describe;
@@ -87,6 +90,58 @@ TEST_CASE("mxrun --standalone --nproc_per_node=2 train learns the synthetic set 
   // The bundled trainer gets hang detection by default.
   CHECK_THAT(r.err, Catch::Contains("hang detection: heartbeat (MXRUN_HEARTBEAT_FILE) silent over "
                                     "300 s"));
+}
+
+TEST_CASE("with --tensorboard_dir, rank 0 writes the metrics records' scalars as TensorBoard events",
+          "[trainer]") {
+  TempDir dir;
+  const std::string tb = dir.path() + "/tb";
+  std::vector<std::string> argv = SmallRun(
+      {kMxrun, "--standalone", "--nproc_per_node=2", "train"}, dir,
+      {"--epochs", "1", "--max_steps", "6", "--log_every", "2", "--synthetic_test", "64",
+       "--tensorboard_dir", tb});
+  ProcessResult r = Run(argv, {}, 240s);
+  INFO(Describe(r));
+  REQUIRE(r.exit_code == 0);
+  // One file: only rank 0 writes.
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(tb)) {
+    files.push_back(entry.path().string());
+  }
+  REQUIRE(files.size() == 1);
+  CHECK(r.out.find("TensorBoard events in " + files[0]) != std::string::npos);
+  std::vector<mxrun::tensorboard::Event> events;
+  for (const std::string& record : mxrun::trainer::ParseRecords(ReadFile(files[0]))) {
+    events.emplace_back().ParseFromString(record);
+  }
+  REQUIRE(!events.empty());
+  CHECK(events[0].file_version() == "brain.Event:2");
+  // Every step record's loss is there, at its step and time; the epoch's test accuracy too.
+  auto steps = Metrics(dir, "step");
+  REQUIRE(steps.size() == 3);
+  for (const json& record : steps) {
+    bool found = false;
+    for (const auto& event : events) {
+      if (event.step() != record["step"] || event.summary().value_size() == 0) continue;
+      if (event.summary().value(0).tag() != "loss/train") continue;
+      found = true;
+      CHECK(event.wall_time() == record["time"].get<double>());
+      CHECK(event.summary().value(0).simple_value() == record["loss"].get<float>());
+    }
+    INFO("step " << record["step"]);
+    CHECK(found);
+  }
+  const json epoch = Metrics(dir, "epoch").at(0);
+  const auto& last = events.back().summary();
+  REQUIRE(last.value_size() == 5);
+  CHECK(last.value(4).tag() == "accuracy/test");
+  CHECK(last.value(4).simple_value() == epoch["test_accuracy"].get<float>());
+  // Every JSON record has the wall clock, in order.
+  double previous = 0;
+  for (const json& record : Metrics(dir, "")) {
+    CHECK(record["time"].get<double>() >= previous);
+    previous = record["time"].get<double>();
+  }
 }
 
 TEST_CASE("a worker killed mid-training is restarted and resumes from the checkpoint",

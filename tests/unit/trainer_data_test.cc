@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <fstream>
@@ -104,6 +105,40 @@ TEST_CASE("synthetic data is balanced, deterministic and in CIFAR's shape", "[sy
   std::vector<int> per_class(10);
   for (auto label : a.labels) per_class[label]++;
   CHECK(per_class == std::vector<int>(10, 10));
+}
+
+TEST_CASE("synthetic data is the same for any number of generating threads", "[synthetic]") {
+  const ImageSet one = MakeSyntheticImages(101, 10, 7, 1);
+  for (int threads : {2, 3, 16, 500}) {
+    INFO(threads << " threads");
+    const ImageSet many = MakeSyntheticImages(101, 10, 7, threads);
+    CHECK(many.pixels == one.pixels);
+    CHECK(many.labels == one.labels);
+  }
+  CHECK(MakeSyntheticImages(0, 10, 7, 4).size() == 0);
+}
+
+TEST_CASE("synthetic pixel noise has the intended spread", "[synthetic]") {
+  // Neighbouring pixels of one row of a horizontally striped class (1) share colour and stripe,
+  // so their differences are noise alone: variance 2 * 64^2 before clamping; the class colour
+  // (125 in channel 0) keeps clamping rare.
+  const ImageSet set = MakeSyntheticImages(200, 10, 3);
+  double sum = 0, sum_sq = 0;
+  std::int64_t n = 0;
+  for (std::int64_t i = 1; i < set.size(); i += 10) {
+    for (int y = 0; y < 32; ++y) {
+      for (int x = 0; x + 1 < 32; ++x) {
+        const double d = double(set.image(i)[y * 32 + x + 1]) - set.image(i)[y * 32 + x];
+        sum += d;
+        sum_sq += d * d;
+        ++n;
+      }
+    }
+  }
+  const double sd = std::sqrt(sum_sq / n - (sum / n) * (sum / n)) / std::sqrt(2.0);
+  CHECK(sd > 55);
+  CHECK(sd < 66);
+  CHECK(std::abs(sum / n) < 2);
 }
 
 TEST_CASE("synthetic classes differ on average more than images of one class", "[synthetic]") {
