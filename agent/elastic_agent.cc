@@ -65,6 +65,17 @@ void ElasticAgent::StopGroup(int signo) {
   group_.reset();
 }
 
+void ElasticAgent::KeepOrStopGroup() {
+  if (group_ == nullptr) return;
+  if (!group_->HasKeepableWorkers()) {
+    StopGroup(SIGTERM);
+    return;
+  }
+  // In-process restart: the workers that said they can take the next round stay; the rest go.
+  hangs_->Watch(nullptr);
+  group_->StopUnkeepable(SIGTERM, config_.term_timeout, [this] { ReapChildren(); });
+}
+
 void ElasticAgent::CheckGroup() {
   if (phase_ != Phase::kRunning || group_ == nullptr) return;
   switch (group_->state()) {
@@ -79,11 +90,15 @@ void ElasticAgent::CheckGroup() {
       return;
     case WorkerGroup::State::kFailed: {
       const WorkerFailure failure = *group_->first_failure();
-      spdlog::warn("worker rank {} (local_rank {}, pid {}) failed: {}; stopping the group",
-                   failure.global_rank, failure.local_rank, failure.pid, DescribeExit(failure));
+      spdlog::warn("worker rank {} (local_rank {}, pid {}) failed: {}; {}", failure.global_rank,
+                   failure.local_rank, failure.pid, DescribeExit(failure),
+                   group_->HasKeepableWorkers()
+                       ? "keeping the workers that take the next round in-process"
+                       : "stopping the group");
       phase_ = Phase::kAwaiting;
+      failure_time_ = std::chrono::duration<double>(failure.time.time_since_epoch()).count();
       rendezvous_.ReportFailure(failure);  // first, so that other nodes stop at the same time
-      StopGroup(SIGTERM);
+      KeepOrStopGroup();
       return;
     }
   }
@@ -113,9 +128,16 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       return std::nullopt;
     case Kind::kRoundReady: {
       if (phase_ != Phase::kJoining) return std::nullopt;  // stale: a newer request is pending
-      group_ = std::make_unique<WorkerGroup>(config_.worker, *loop_, guardian_);
       phase_ = Phase::kRunning;
-      group_->Start(event.round);
+      if (group_ != nullptr) {
+        const std::string what = group_->Reassign(event.round, failure_time_, SIGTERM,
+                                                  config_.term_timeout, [this] { ReapChildren(); });
+        spdlog::warn("round {}: in-process restart: {}", event.round.round, what);
+      } else {
+        group_ = std::make_unique<WorkerGroup>(config_.worker, *loop_, guardian_);
+        group_->Start(event.round);
+      }
+      failure_time_ = 0;
       hangs_->Watch(group_.get());
       const RoundAssignment& r = event.round;
       config_.notifier.Ready(absl::StrCat(
@@ -133,7 +155,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
         Announce(config_.notifier, spdlog::level::info,
                  absl::StrCat("re-forming the worker group: ", event.reason));
       }
-      StopGroup(SIGTERM);
+      KeepOrStopGroup();
       phase_ = Phase::kJoining;
       rendezvous_.Join();
       return std::nullopt;

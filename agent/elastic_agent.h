@@ -56,6 +56,9 @@ class ElasticAgent {
   void OnSignal(int signo);
   void ReapChildren();
   void StopGroup(int signo);
+  // After a failure or before a re-formation: keeps the workers that can take the next round
+  // in-process (worker_group.h), or stops the whole group when none can.
+  void KeepOrStopGroup();
   // Handles one rendezvous event; returns the exit code when the job is over.
   std::optional<int> OnRendezvousEvent(const RendezvousEvent& event);
   // Checks the running group; reports to the rendezvous when its workers have ended.
@@ -71,6 +74,7 @@ class ElasticAgent {
   std::deque<RendezvousEvent> pending_;  // rendezvous events not yet handled
   Phase phase_ = Phase::kJoining;
   int stop_signal_ = 0;                  // first handled signal received
+  double failure_time_ = 0;              // when the failure behind the next round was seen
 };
 
 }  // namespace mxrun

@@ -61,6 +61,16 @@ bool WriteAll(int fd, std::string_view data) {
 OutputRelay::OutputRelay(int pipe_fd, RelayTarget target, LastLines* last_lines)
     : pipe_fd_(pipe_fd), target_(std::move(target)), last_lines_(last_lines) {
   fcntl(pipe_fd_, F_SETFL, fcntl(pipe_fd_, F_GETFL) | O_NONBLOCK);
+  MakePrefix();
+}
+
+void OutputRelay::Retarget(int node_rank, int global_rank) {
+  target_.node_rank = node_rank;
+  target_.global_rank = global_rank;
+  MakePrefix();
+}
+
+void OutputRelay::MakePrefix() {
   const std::string node = std::to_string(target_.node_rank);
   const std::string rank = std::to_string(target_.global_rank);
   if (target_.json) {

@@ -60,6 +60,8 @@ class OutputRelay {
   OutputRelay& operator=(const OutputRelay&) = delete;
 
   int fd() const { return pipe_fd_; }
+  // The worker kept its process but has a new place (a group re-formed in-process).
+  void Retarget(int node_rank, int global_rank);
   bool open() const { return pipe_fd_ >= 0; }
   // Reads what is available. Returns false once the stream is at its end (and then closes it).
   bool OnReadable();
@@ -69,6 +71,7 @@ class OutputRelay {
  private:
   enum class ReadResult { kData, kWouldBlock, kEnd };
   ReadResult ReadOnce();
+  void MakePrefix();
   void EmitLine(std::string_view line);
   void Close();
 

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/control_protocol.h"
 #include "common/strings.h"
 
 namespace mxrun {
@@ -65,8 +66,22 @@ void CloseFrom(int low, int high) {
   if (dup2(in, STDIN_FILENO) < 0) ChildFail(report_fd);
   if (request.stdout_fd >= 0 && dup2(request.stdout_fd, STDOUT_FILENO) < 0) ChildFail(report_fd);
   if (request.stderr_fd >= 0 && dup2(request.stderr_fd, STDERR_FILENO) < 0) ChildFail(report_fd);
-  // Keep 0-2 and the report pipe; close everything else the agent holds.
-  CloseFrom(3, report_fd - 1);
+  // The control channel becomes fd 3 (kControlFd), inherited across execve.
+  int keep = 2;
+  if (request.control_fd >= 0) {
+    if (report_fd == kControlFd) {
+      report_fd = fcntl(report_fd, F_DUPFD_CLOEXEC, kControlFd + 1);
+      if (report_fd < 0) _exit(127);
+    }
+    if (request.control_fd == kControlFd) {
+      if (fcntl(kControlFd, F_SETFD, 0) != 0) ChildFail(report_fd);
+    } else if (dup2(request.control_fd, kControlFd) < 0) {
+      ChildFail(report_fd);
+    }
+    keep = kControlFd;
+  }
+  // Keep 0-2 (and 3), and the report pipe; close everything else the agent holds.
+  CloseFrom(keep + 1, report_fd - 1);
   CloseFrom(report_fd + 1, ~0U >> 1);
 
   execve(request.executable.c_str(), argv, envp);

@@ -3,7 +3,7 @@
 //   everything allocated before fork; in the child only async-signal-safe calls: reset the signal
 //   mask and handlers, own process group, parent-death signal then re-check the parent, the agent
 //   named as the one that may ptrace it (Yama; for hang diagnostics' stack dumps), dup2 the
-//   stdio fds, close every other fd, execve; on failure write errno to a close-on-exec pipe, _exit.
+//   stdio fds (and the control channel to fd 3), close every other fd, execve; on failure write errno to a close-on-exec pipe, _exit.
 // The parent learns of an exec failure synchronously, with the errno text, instead of seeing a
 // silent exit 127 later.
 
@@ -24,6 +24,7 @@ struct SpawnRequest {
   int stdin_fd = -1;                   // -1: /dev/null
   int stdout_fd = -1;                  // -1: inherit the agent's
   int stderr_fd = -1;                  // -1: inherit the agent's
+  int control_fd = -1;                 // becomes fd 3 in the child (kControlFd); -1: none
   int parent_death_signal = SIGKILL;   // sent to the child when the agent dies
 };
 

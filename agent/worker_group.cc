@@ -5,9 +5,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/descendants.h"
 #include "agent/failure_report.h"
 #include "agent/process_launcher.h"
@@ -26,6 +29,7 @@ struct WorkerGroup::Worker {
   bool running = false;
   bool stopped_by_agent = false;
   bool exited_ok = false;
+  std::string dir;  // the attempt folder it was started in (kept workers keep theirs)
   std::string error_file;
   std::string heartbeat_file;
   std::string nccl_trace_file;
@@ -34,6 +38,7 @@ struct WorkerGroup::Worker {
   LastLines last_lines;
   std::unique_ptr<OutputRelay> out;
   std::unique_ptr<OutputRelay> err;
+  std::unique_ptr<WorkerControl> control;
 };
 
 namespace {
@@ -66,17 +71,8 @@ void WorkerGroup::Start(const RoundAssignment& round) {
   }
 }
 
-void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round) {
-  const std::string dir = absl::StrCat(AttemptDir(), "/", worker.local_rank);
-  MakeDirs(dir);
-  worker.error_file = dir + "/error.json";
-  unlink(worker.error_file.c_str());  // a stale file from an earlier run must not be reported
-  if (spec_.heartbeat_files) {
-    // A re-formed group reuses the attempt's folders: a stale heartbeat would count as a beat.
-    worker.heartbeat_file = dir + "/heartbeat";
-    unlink(worker.heartbeat_file.c_str());
-  }
-
+EnvMap WorkerGroup::WorkerEnv(const Worker& worker, const RoundAssignment& round,
+                              double failure_time) const {
   GroupContract contract;
   contract.role = spec_.role;
   contract.node_rank = round.node_rank;
@@ -95,9 +91,29 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round) {
   WorkerExtras extras;
   extras.error_file = worker.error_file;
   extras.host_name = spec_.host_name;
-  if (spec_.logs.NeedsFiles()) extras.log_dir = dir;
+  if (spec_.logs.NeedsFiles()) extras.log_dir = worker.dir;
   extras.heartbeat_file = worker.heartbeat_file;
   extras.timer_file = spec_.timer_file;
+  if (spec_.base_env.find("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == spec_.base_env.end() &&
+      spec_.attempts_dir_kept) {
+    extras.nccl_trace_prefix = worker.dir + "/nccl_trace_rank_";
+  }
+  extras.control_channel = true;
+  extras.failure_time = failure_time;
+  return BuildWorkerEnv(spec_.base_env, contract, worker.local_rank, extras);
+}
+
+void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round, double failure_time) {
+  const std::string dir = absl::StrCat(AttemptDir(), "/", worker.local_rank);
+  MakeDirs(dir);
+  worker.dir = dir;
+  worker.error_file = dir + "/error.json";
+  unlink(worker.error_file.c_str());  // a stale file from an earlier run must not be reported
+  if (spec_.heartbeat_files) {
+    // A re-formed group reuses the attempt's folders: a stale heartbeat would count as a beat.
+    worker.heartbeat_file = dir + "/heartbeat";
+    unlink(worker.heartbeat_file.c_str());
+  }
   // PyTorch's NCCL flight recorder dumps to this prefix + the global rank; into the kept log folder
   // when there is one, else where PyTorch puts it by default (a scratch folder would lose it).
   std::string nccl_prefix = "/tmp/nccl_trace_rank_";
@@ -105,16 +121,24 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round) {
       it != spec_.base_env.end()) {
     nccl_prefix = it->second;
   } else if (spec_.attempts_dir_kept) {
-    nccl_prefix = extras.nccl_trace_prefix = dir + "/nccl_trace_rank_";
+    nccl_prefix = dir + "/nccl_trace_rank_";
   }
   worker.nccl_trace_file = absl::StrCat(nccl_prefix, worker.global_rank);
+
+  absl::StatusOr<std::unique_ptr<WorkerControl>> control = WorkerControl::Create();
+  if (!control.ok()) {
+    RecordExit(worker, 127, 0);
+    first_failure_->message = std::string(control.status().message());
+    return;
+  }
 
   SpawnRequest request;
   request.executable = spec_.executable;
   for (const std::string& arg : spec_.argv) {
     request.argv.push_back(SubstituteLocalRank(arg, worker.local_rank));
   }
-  request.env = EnvToStrings(BuildWorkerEnv(spec_.base_env, contract, worker.local_rank, extras));
+  request.env = EnvToStrings(WorkerEnv(worker, round, failure_time));
+  request.control_fd = (*control)->child_fd();
 
   int out_pipe[2] = {-1, -1};
   int err_pipe[2] = {-1, -1};
@@ -147,6 +171,7 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round) {
   absl::StatusOr<pid_t> pid = SpawnProcess(request);
   close(out_pipe[1]);
   close(err_pipe[1]);
+  (*control)->CloseChildEnd();
   if (!pid.ok()) {
     worker.out.reset();
     worker.err.reset();
@@ -164,21 +189,35 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round) {
       if (!relay->OnReadable()) loop_.Unwatch(fd);
     });
   }
+  worker.control = std::move(*control);
+  WorkerControl* channel = worker.control.get();
+  const std::string who = absl::StrCat("worker local_rank ", worker.local_rank, " (pid ", worker.pid, ")");
+  loop_.Watch(channel->fd(), [this, channel, who] {
+    if (!channel->OnReadable(who)) loop_.Unwatch(channel->fd());
+  });
 }
 
 void WorkerGroup::RecordExit(Worker& worker, int exit_code, int term_signal) {
   worker.running = false;
   // Everything the worker wrote before exiting is in the pipes now: read it before judging.
-  for (OutputRelay* relay : {worker.out.get(), worker.err.get()}) {
-    if (relay == nullptr || !relay->open()) continue;
-    loop_.Unwatch(relay->fd());
-    relay->DrainAndClose();
-  }
+  CloseStreams(worker);
   ++ended_;
   const bool failed = exit_code != 0 || term_signal != 0;
   worker.exited_ok = !failed && !worker.stopped_by_agent;
   if (!failed || first_failure_ || worker.stopped_by_agent) return;
   first_failure_ = FailureOf(worker, exit_code, term_signal);
+}
+
+void WorkerGroup::CloseStreams(Worker& worker) {
+  for (OutputRelay* relay : {worker.out.get(), worker.err.get()}) {
+    if (relay == nullptr || !relay->open()) continue;
+    loop_.Unwatch(relay->fd());
+    relay->DrainAndClose();
+  }
+  if (worker.control) {
+    loop_.Unwatch(worker.control->fd());
+    worker.control.reset();
+  }
 }
 
 WorkerFailure WorkerGroup::FailureOf(const Worker& worker, int exit_code, int term_signal) const {
@@ -272,18 +311,26 @@ WorkerGroup::State WorkerGroup::state() const {
 
 void WorkerGroup::Stop(int signo, std::chrono::milliseconds grace,
                        const std::function<void()>& reap) {
+  StopWhere([](const Worker&) { return true; }, signo, grace, reap);
+  CleanUp();
+}
+
+void WorkerGroup::StopWhere(const std::function<bool(const Worker&)>& which, int signo,
+                            std::chrono::milliseconds grace, const std::function<void()>& reap) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline = Clock::now() + grace;
+  std::vector<Worker*> stopping;
   for (auto& worker : workers_) {
-    if (!worker->running) continue;
+    if (!worker->running || !which(*worker)) continue;
+    stopping.push_back(worker.get());
     worker->stopped_by_agent = true;
     kill(-worker->pid, signo);
     // A stopped worker (SIGSTOP, a debugger) would hold its whole grace period: let it handle the
     // signal now.
     kill(-worker->pid, SIGCONT);
   }
-  auto any_running = [this] {
-    for (const auto& worker : workers_) {
+  auto any_running = [&stopping] {
+    for (const Worker* worker : stopping) {
       if (worker->running) return true;
     }
     return false;
@@ -293,7 +340,7 @@ void WorkerGroup::Stop(int signo, std::chrono::milliseconds grace,
     loop_.RunOnce(deadline);
     reap();
   }
-  for (auto& worker : workers_) {
+  for (Worker* worker : stopping) {
     if (!worker->running) continue;
     spdlog::warn("worker rank {} (pid {}) still running {}s after {}: sending SIGKILL",
                  worker->global_rank, worker->pid, grace.count() / 1000.0, SignalName(signo));
@@ -305,13 +352,99 @@ void WorkerGroup::Stop(int signo, std::chrono::milliseconds grace,
     loop_.RunOnce(kill_deadline);
     reap();
   }
-  for (auto& worker : workers_) {
+  for (Worker* worker : stopping) {
     if (worker->running) {
       spdlog::error("worker rank {} (pid {}) did not exit after SIGKILL", worker->global_rank,
                     worker->pid);
     }
   }
-  CleanUp();
+}
+
+bool WorkerGroup::HasKeepableWorkers() const {
+  for (const auto& worker : workers_) {
+    if (worker->running && worker->control && worker->control->in_process_restart()) return true;
+  }
+  return false;
+}
+
+void WorkerGroup::StopUnkeepable(int signo, std::chrono::milliseconds grace,
+                                 const std::function<void()>& reap) {
+  auto keepable = [](const Worker& w) {
+    return w.running && w.control && w.control->in_process_restart();
+  };
+  StopWhere([&](const Worker& w) { return !keepable(w); }, signo, grace, reap);
+  // What the ended workers left behind (their process groups, orphans re-parented to the agent);
+  // the kept workers' own children run on.
+  std::set<pid_t> spare = {guardian_.pid()};
+  for (auto& worker : workers_) {
+    if (keepable(*worker)) {
+      spare.insert(worker->pid);
+    } else if (worker->pid > 0) {
+      kill(-worker->pid, SIGKILL);
+    }
+  }
+  KillDescendants(spare);
+}
+
+std::string WorkerGroup::Reassign(const RoundAssignment& round, double failure_time, int signo,
+                                  std::chrono::milliseconds grace,
+                                  const std::function<void()>& reap) {
+  // Workers beyond the new round's local world size (a smaller node share) are stopped.
+  StopWhere([&](const Worker& w) { return w.local_rank >= round.local_world_size; }, signo, grace,
+            reap);
+  node_rank_ = round.node_rank;
+  attempt_ = round.restart_count;
+  first_failure_.reset();
+  escalate_ = false;
+  // Tell each kept worker its place. Nothing here runs the loop, so no worker ends unseen.
+  std::vector<std::string> kept, started;
+  std::set<const Worker*> untold;
+  for (auto& worker : workers_) {
+    if (!worker->running) continue;
+    worker->global_rank = round.global_rank_base + worker->local_rank;
+    RoundNotice notice;
+    notice.round = round.round;
+    notice.failure_time = failure_time;
+    for (auto& [key, value] : WorkerEnv(*worker, round, failure_time)) {
+      auto base = spec_.base_env.find(key);
+      if (base == spec_.base_env.end() || base->second != value) notice.env[key] = value;
+    }
+    if (worker->control && worker->control->in_process_restart() &&
+        worker->control->Send(notice)) {
+      for (OutputRelay* relay : {worker->out.get(), worker->err.get()}) {
+        if (relay != nullptr) relay->Retarget(round.node_rank, worker->global_rank);
+      }
+      kept.push_back(absl::StrCat(worker->global_rank, " (pid ", worker->pid, ")"));
+    } else {
+      spdlog::warn("worker local_rank {} (pid {}) cannot be told the new round: restarting it",
+                   worker->local_rank, worker->pid);
+      untold.insert(worker.get());
+    }
+  }
+  if (!untold.empty()) {
+    StopWhere([&](const Worker& w) { return untold.count(&w) > 0; }, SIGKILL,
+              std::chrono::milliseconds(0), reap);
+  }
+  // Ended workers leave the group; new processes take the ranks nobody holds.
+  for (auto& worker : workers_) {
+    if (!worker->running && worker->pid > 0) guardian_.Forget(worker->pid);
+  }
+  std::erase_if(workers_, [](const std::unique_ptr<Worker>& w) { return !w->running; });
+  ended_ = 0;
+  for (int local_rank = 0; local_rank < round.local_world_size && !first_failure_; ++local_rank) {
+    if (FindRunning(local_rank) != nullptr) continue;
+    auto fresh = std::make_unique<Worker>(spec_.last_lines);
+    fresh->local_rank = local_rank;
+    fresh->global_rank = round.global_rank_base + local_rank;
+    Worker& worker = *fresh;
+    workers_.push_back(std::move(fresh));
+    SpawnWorker(worker, round, failure_time);
+    if (worker.running) started.push_back(absl::StrCat(worker.global_rank, " (pid ", worker.pid, ")"));
+  }
+  std::sort(workers_.begin(), workers_.end(),
+            [](const auto& a, const auto& b) { return a->local_rank < b->local_rank; });
+  return absl::StrCat("kept rank(s) ", kept.empty() ? "none" : absl::StrJoin(kept, ", "),
+                      "; started rank(s) ", started.empty() ? "none" : absl::StrJoin(started, ", "));
 }
 
 void WorkerGroup::Finish() { CleanUp(); }
@@ -326,11 +459,7 @@ void WorkerGroup::CleanUp() {
   }
   KillDescendants({guardian_.pid()});
   for (auto& worker : workers_) {
-    for (OutputRelay* relay : {worker->out.get(), worker->err.get()}) {
-      if (relay == nullptr || !relay->open()) continue;
-      loop_.Unwatch(relay->fd());
-      relay->DrainAndClose();
-    }
+    CloseStreams(*worker);
     if (worker->pid > 0 && !worker->running) guardian_.Forget(worker->pid);
   }
 }

@@ -7,6 +7,11 @@
 // failed. The first failure is the one the agent saw first; workers stopped by the agent afterwards
 // are not failures. A hung worker (MarkHung) fails the group while it still runs. Single-threaded,
 // driven by the agent's EventLoop.
+//
+// In-process restart: every worker gets a control channel (common/control_protocol.h). After a
+// failure, the workers that declared they can take a new round are kept (StopUnkeepable stops the
+// others) and Reassign tells them the next round and starts processes only for the ranks nobody
+// holds; the group is then running again, with a fresh failure state.
 
 #include <sys/types.h>
 
@@ -20,6 +25,7 @@
 #include "agent/event_loop.h"
 #include "agent/log_spec.h"
 #include "agent/output_relay.h"
+#include "agent/worker_control.h"
 #include "common/env_contract.h"
 #include "common/worker_failure.h"
 #include "rendezvous/rendezvous.h"
@@ -95,9 +101,27 @@ class WorkerGroup {
   // After every worker has exited on its own: kill leftover descendants, flush and close output.
   void Finish();
 
+  // Whether a running worker has declared (over its control channel) that it can be kept.
+  bool HasKeepableWorkers() const;
+  // Stops, as Stop does, every running worker that cannot be kept, and kills what the ended
+  // workers left behind; the kept workers and their children run on.
+  void StopUnkeepable(int signo, std::chrono::milliseconds grace,
+                      const std::function<void()>& reap);
+  // The group, after its failure was reported, becomes `round`'s: each kept worker whose local
+  // rank is still in the round is sent its place (one that cannot be told is killed and replaced),
+  // kept workers beyond the round's local world size are stopped, and processes start for the
+  // ranks nobody holds. `failure_time` (seconds since the Unix epoch) goes to every worker.
+  // Returns one line for the log: which workers were kept and which were started.
+  std::string Reassign(const RoundAssignment& round, double failure_time, int signo,
+                       std::chrono::milliseconds grace, const std::function<void()>& reap);
+
  private:
   struct Worker;
-  void SpawnWorker(Worker& worker, const RoundAssignment& round);
+  void SpawnWorker(Worker& worker, const RoundAssignment& round, double failure_time = 0);
+  EnvMap WorkerEnv(const Worker& worker, const RoundAssignment& round, double failure_time) const;
+  void StopWhere(const std::function<bool(const Worker&)>& which, int signo,
+                 std::chrono::milliseconds grace, const std::function<void()>& reap);
+  void CloseStreams(Worker& worker);
   void RecordExit(Worker& worker, int exit_code, int term_signal);
   WorkerFailure FailureOf(const Worker& worker, int exit_code, int term_signal) const;
   Worker* FindRunning(int local_rank);

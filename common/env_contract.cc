@@ -1,5 +1,6 @@
 #include "common/env_contract.h"
 
+#include <cstdio>
 #include <cstring>
 
 namespace mxrun {
@@ -68,6 +69,15 @@ EnvMap BuildWorkerEnv(const EnvMap& agent_env, const GroupContract& group, int l
   if (!extras.timer_file.empty()) set("TORCHELASTIC_TIMER_FILE", extras.timer_file);
   if (!extras.nccl_trace_prefix.empty()) {
     env.emplace("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", extras.nccl_trace_prefix);
+  }
+  // An outer launcher's channel and failure time are not this worker's.
+  env.erase("MXRUN_CONTROL_FD");
+  env.erase("MXRUN_FAILURE_TIME");
+  if (extras.control_channel) set("MXRUN_CONTROL_FD", "3");
+  if (extras.failure_time > 0) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.6f", extras.failure_time);
+    set("MXRUN_FAILURE_TIME", text);
   }
   return env;
 }

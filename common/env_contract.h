@@ -44,6 +44,9 @@ struct WorkerExtras {
   std::string timer_file;     // TORCHELASTIC_TIMER_FILE: the FileTimer pipe (empty: none)
   std::string nccl_trace_prefix;  // TORCH_NCCL_DEBUG_INFO_TEMP_FILE unless the agent's own
                                   // environment sets it (empty: left to PyTorch)
+  bool control_channel = false;   // MXRUN_CONTROL_FD=3 (common/control_protocol.h)
+  double failure_time = 0;        // MXRUN_FAILURE_TIME: when the failure that started this round
+                                  // was seen, seconds since the Unix epoch (0: not set)
 };
 
 // The full environment of local rank `local_rank`: the agent's environment plus the contract.

@@ -26,13 +26,34 @@ using GroupBase = c10d::Backend;
 using GroupBase = c10d::ProcessGroup;
 #endif
 
+using Interrupt = std::shared_ptr<const std::function<bool()>>;
+
+// Waits for `work`; with an interrupt, polls it and the interrupt instead of blocking.
+void WaitFor(c10d::Work& work, const Interrupt& interrupt) {
+  if (interrupt) {
+    while (!work.isCompleted()) {
+      if ((*interrupt)()) throw CollectiveInterrupted();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  try {
+    work.wait();  // rethrows the collective's error
+  } catch (const c10::Error& e) {
+    throw CollectiveFailed(e.what_without_backtrace());
+  } catch (const std::exception& e) {  // Gloo's own (gloo::IoException: a peer is gone)
+    throw CollectiveFailed(e.what());
+  }
+}
+
 class WorkHandle : public PendingCollective {
  public:
-  explicit WorkHandle(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
-  void Wait() override { work_->wait(); }
+  WorkHandle(c10::intrusive_ptr<c10d::Work> work, Interrupt interrupt)
+      : work_(std::move(work)), interrupt_(std::move(interrupt)) {}
+  void Wait() override { WaitFor(*work_, interrupt_); }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;
+  Interrupt interrupt_;
 };
 
 class C10dCollectives : public Collectives {
@@ -50,7 +71,8 @@ class C10dCollectives : public Collectives {
 
   std::unique_ptr<PendingCollective> AllReduceSum(at::Tensor& tensor) override {
     std::vector<at::Tensor> tensors{tensor};
-    return std::make_unique<WorkHandle>(group_->allreduce(tensors, c10d::AllreduceOptions{}));
+    return std::make_unique<WorkHandle>(group_->allreduce(tensors, c10d::AllreduceOptions{}),
+                                        interrupt_);
   }
 
   void Broadcast(const std::vector<at::Tensor>& tensors, int root) override {
@@ -72,7 +94,7 @@ class C10dCollectives : public Collectives {
       std::vector<at::Tensor> flat{at::cat(flat_parts)};
       c10d::BroadcastOptions options;
       options.rootRank = root;
-      group_->broadcast(flat, options)->wait();
+      WaitFor(*group_->broadcast(flat, options), interrupt_);
       if (rank_ == root) continue;
       at::NoGradGuard no_grad;
       int64_t offset = 0;
@@ -83,9 +105,15 @@ class C10dCollectives : public Collectives {
     }
   }
 
-  void Barrier() override { group_->barrier(c10d::BarrierOptions{})->wait(); }
+  void Barrier() override { WaitFor(*group_->barrier(c10d::BarrierOptions{}), interrupt_); }
+
+  void SetInterrupt(std::function<bool()> interrupted) override {
+    interrupt_ = interrupted ? std::make_shared<const std::function<bool()>>(std::move(interrupted))
+                             : nullptr;
+  }
 
  private:
+  Interrupt interrupt_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<GroupBase> group_;
   int rank_;
@@ -121,9 +149,32 @@ bool NcclAvailable() {
 #endif
 }
 
+namespace {
+
+std::unique_ptr<Collectives> Join(const WorkerIdentity& id, CommBackend backend, at::Device device,
+                                  std::chrono::milliseconds timeout);
+
+}  // namespace
+
 std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBackend backend,
                                               at::Device device,
                                               std::chrono::milliseconds timeout) {
+  try {
+    return Join(id, backend, device, timeout);
+  } catch (const c10::Error& e) {
+    throw CollectiveFailed(std::string("cannot join the process group: ") +
+                           e.what_without_backtrace());
+  } catch (const CollectiveError&) {
+    throw;
+  } catch (const std::exception& e) {  // Gloo's own, connecting to a peer that is gone
+    throw CollectiveFailed(std::string("cannot join the process group: ") + e.what());
+  }
+}
+
+namespace {
+
+std::unique_ptr<Collectives> Join(const WorkerIdentity& id, CommBackend backend, at::Device device,
+                                  std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(id.master_port);
   store_options.timeout = timeout;
@@ -161,6 +212,8 @@ std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBack
       store, group, id.rank, id.world_size,
       backend == CommBackend::kNccl ? device : at::Device(at::kCPU));
 }
+
+}  // namespace
 
 std::vector<std::unique_ptr<Collectives>> MakeLocalGlooGroups(int size,
                                                              std::chrono::milliseconds timeout) {

@@ -5,7 +5,9 @@
 // 2.x's Backend) and their headers are slow to compile.
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,22 @@
 namespace mxrun::trainer {
 
 enum class CommBackend { kGloo, kNccl };
+
+// A collective, or joining the group, did not complete: a peer is gone (CollectiveFailed, with
+// c10d's message), or the group is being re-formed (CollectiveInterrupted, see SetInterrupt).
+// Under mxrun's in-process restart the trainer then waits for the new round (trainer.cc).
+class CollectiveError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class CollectiveFailed : public CollectiveError {
+ public:
+  using CollectiveError::CollectiveError;
+};
+class CollectiveInterrupted : public CollectiveError {
+ public:
+  CollectiveInterrupted() : CollectiveError("collective abandoned: the group is re-formed") {}
+};
 
 // An all-reduce in flight.
 class PendingCollective {
@@ -36,6 +54,10 @@ class Collectives {
   // dtype travel together as one flat buffer.
   virtual void Broadcast(const std::vector<at::Tensor>& tensors, int root) = 0;
   virtual void Barrier() = 0;
+  // While `interrupted` is set, every wait checks it (about every 100 microseconds) and throws
+  // CollectiveInterrupted when it returns true: a collective whose peer is gone may otherwise
+  // block until the timeout. The group cannot be used afterwards.
+  virtual void SetInterrupt(std::function<bool()> interrupted) = 0;
 };
 
 // Joins the job's process group the way torch.distributed's env:// does: rank 0 hosts a
@@ -46,6 +68,7 @@ class Collectives {
 // A one-rank group (WORLD_SIZE 1, e.g. the trainer run alone with an explicit --backend) meets no
 // one: its store is in-process and Gloo binds to 127.0.0.1, so it needs no port or network.
 // `device` is this rank's training device (NCCL works on it; Gloo always on the CPU).
+// Throws CollectiveFailed when the store or a peer cannot be reached within `timeout`.
 std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBackend backend,
                                               at::Device device,
                                               std::chrono::milliseconds timeout);

@@ -55,17 +55,22 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> params, Collectives* co
   for (std::size_t i = 0; i < params_.size(); ++i) {
     std::shared_ptr<torch::autograd::Node> acc =
         torch::autograd::impl::grad_accumulator(params_[i]);
-    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+    hook_keys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [this, i](const torch::autograd::variable_list& outputs,
                   const torch::autograd::variable_list& /*inputs*/) {
           OnGradientReady(static_cast<int>(i));
           return outputs;
-        }));
+        })));
     accumulators_.push_back(std::move(acc));
   }
 }
 
-GradientReducer::~GradientReducer() = default;
+// The hooks point at this object: a reducer replaced after a re-formed group must leave none.
+GradientReducer::~GradientReducer() {
+  for (std::size_t i = 0; i < accumulators_.size(); ++i) {
+    accumulators_[i]->del_post_hook(hook_keys_[i]);
+  }
+}
 
 void GradientReducer::PrepareForBackward(bool reduce) {
   std::lock_guard lock(mutex_);

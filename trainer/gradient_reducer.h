@@ -58,6 +58,7 @@ class GradientReducer {
   std::vector<at::Tensor> buffers_;            // one flat buffer per bucket
   std::vector<int> bucket_of_;                 // param -> bucket
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: hooks live there
+  std::vector<std::uintptr_t> hook_keys_;      // ours on each accumulator, removed at destruction
 
   std::mutex mutex_;
   bool reduce_ = false;

@@ -24,6 +24,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/cifar10.h"
 #include "trainer/collectives.h"
+#include "trainer/control_channel.h"
 #include "trainer/distributed_sampler.h"
 #include "trainer/gradient_reducer.h"
 #include "trainer/heartbeat.h"
@@ -35,6 +36,8 @@
 #if defined(MXRUN_WITH_TENSORBOARD)
 #include "trainer/tensorboard_writer.h"
 #endif
+
+extern char** environ;
 
 namespace mxrun::trainer {
 namespace {
@@ -171,6 +174,7 @@ struct TallyResult {
 class Trainer {
  public:
   Trainer(const TrainerOptions& o, const WorkerIdentity& id) : o_(o), id_(id) {}
+  ~Trainer();
   int Run();
 
  private:
@@ -188,6 +192,10 @@ class Trainer {
   const ImageSet& TestSet();  // waits for it the first time
   void BuildModel();
   void Restore();
+  void OpenMetrics();
+  void RunRound(int threads);
+  void ApplyRound(const RoundNotice& notice, const std::string& why);
+  void RecordRecovery();
   void TrainEpoch(std::int64_t epoch);
   TallyResult Reduce(const Tally& tally);
   TallyResult Evaluate();
@@ -198,12 +206,24 @@ class Trainer {
   bool Done() const { return o_.max_steps > 0 && progress_.step >= o_.max_steps; }
 
   const TrainerOptions& o_;
-  const WorkerIdentity& id_;
+  WorkerIdentity id_;  // a round taken in-process (control_channel.h) changes it
   torch::Device device_{torch::kCPU};
   bool channels_last_ = false;
   bool amp_ = false;
   at::ScalarType amp_dtype_ = at::kBFloat16;
+  CommBackend backend_ = CommBackend::kGloo;
   std::unique_ptr<Collectives> comm_;
+  // Process groups left by in-process restarts. Never destroyed: a group's destructor joins its
+  // threads, which may sit in a receive from a dead peer until the timeout. A few per restart.
+  std::vector<Collectives*> abandoned_;
+  std::unique_ptr<ControlChannel> control_;  // mxrun's in-process restart (null: not offered)
+  bool have_state_ = false;         // the model holds a trained state all ranks agreed on
+  TrainingProgress completed_;      // progress_ at the last completed optimizer step
+  bool started_ = false;            // the start record is written once
+  // In-process recovery under way: when the failure was seen (wall clock), where it stood.
+  double failure_time_ = 0;
+  std::int64_t failed_at_step_ = -1;
+  std::string restored_from_ = "none";  // "memory", "checkpoint" or "none" (last Restore)
   ImageSet train_set_, test_set_;
   std::future<ImageSet> train_set_future_;
   std::future<ImageSet> test_set_future_;  // the loading task: the test split after the training one
@@ -291,39 +311,60 @@ void Trainer::BuildModel() {
   optimizer_ = std::make_unique<torch::optim::SGD>(std::move(groups), options);
 }
 
-// Finds the newest checkpoint any rank can see, loads it there and sends it to every rank, so a
-// restart resumes even when the ranks' checkpoint folders are not shared.
+// Finds the newest state any rank holds, in memory (a worker kept through an in-process restart)
+// or in a checkpoint it can see, and sends it from there to every rank: a kept worker's memory
+// wins over any checkpoint, so no completed step is lost; restarts work without a shared file
+// system. Ties go to the lowest rank.
 void Trainer::Restore() {
   const bool want = !o_.ckpt_dir.empty() && (id_.restart_count > 0 || o_.resume);
   // Read once: the progress decides the source rank, and the source loads the same file.
   std::unique_ptr<CheckpointFile> local;
-  if (want) local = CheckpointFile::Open(o_.ckpt_dir, *model_);
+  if (!have_state_ && want) local = CheckpointFile::Open(o_.ckpt_dir, *model_);
+  std::optional<TrainingProgress> candidate;
+  if (have_state_) {
+    candidate = completed_;
+  } else if (local) {
+    candidate = local->progress();
+  }
   const int world = id_.world_size;
-  int source = local ? id_.rank : -1;
+  int source = candidate ? id_.rank : -1;
+  bool source_in_memory = have_state_;
   if (comm_) {
-    // Slot r: rank r's samples seen + 1 (0: no checkpoint), summed across ranks.
-    auto seen = torch::zeros({world}, torch::kInt64);
-    if (local) seen[id_.rank] = local->progress().samples_seen + 1;
+    // Slot r: rank r's samples seen + 1 (0: no state), and whether it is in memory; summed.
+    auto seen = torch::zeros({2, world}, torch::kInt64);
+    if (candidate) {
+      seen[0][id_.rank] = candidate->samples_seen + 1;
+      seen[1][id_.rank] = have_state_ ? 1 : 0;
+    }
     seen = seen.to(comm_->device());
     comm_->AllReduceSum(seen)->Wait();
     seen = seen.cpu();
     source = -1;
     std::int64_t best = 0;
     for (int r = 0; r < world; ++r) {
-      const std::int64_t v = seen[r].item<std::int64_t>();
+      // Memory beats a checkpoint of the same progress (it is the same state, already loaded).
+      const std::int64_t v = seen[0][r].item<std::int64_t>() * 2 + seen[1][r].item<std::int64_t>();
       if (v > best) best = v, source = r;
     }
+    source_in_memory = source >= 0 && seen[1][source].item<std::int64_t>() == 1;
   }
   std::vector<torch::Tensor> state = params_;
   state.insert(state.end(), buffers_.begin(), buffers_.end());
   if (source < 0) {
     // Fresh start: every rank begins with rank 0's weights, as DDP's constructor does.
     if (comm_) comm_->Broadcast(state, 0);
+    restored_from_ = "none";
+    have_state_ = true;
+    completed_ = progress_;
     return;
   }
   if (id_.rank == source) {
-    local->LoadInto(*model_, *optimizer_);
-    progress_ = local->progress();
+    if (have_state_) {
+      progress_ = completed_;
+    } else {
+      local->LoadInto(*model_, *optimizer_);
+      progress_ = local->progress();
+    }
   }
   local.reset();  // the other ranks' copies are not needed: the source broadcasts
   if (comm_) {
@@ -348,12 +389,24 @@ void Trainer::Restore() {
     comm_->Broadcast(state, source);
   }
   if (progress_.loss_scale > 0) scaler_.scale = progress_.loss_scale;
-  Say("resumed from the checkpoint of rank %d: epoch %lld, step %lld, %lld samples seen "
-      "(written at world size %lld, now %d)",
-      source, static_cast<long long>(progress_.epoch + 1), static_cast<long long>(progress_.step),
-      static_cast<long long>(progress_.samples_seen),
-      static_cast<long long>(progress_.world_size), id_.world_size);
+  have_state_ = true;
+  completed_ = progress_;
+  restored_from_ = source_in_memory ? "memory" : "checkpoint";
+  if (source_in_memory) {
+    Say("took the state of rank %d's memory: epoch %lld, step %lld, %lld samples seen (world "
+        "size %d)",
+        source, static_cast<long long>(progress_.epoch + 1),
+        static_cast<long long>(progress_.step), static_cast<long long>(progress_.samples_seen),
+        id_.world_size);
+  } else {
+    Say("resumed from the checkpoint of rank %d: epoch %lld, step %lld, %lld samples seen "
+        "(written at world size %lld, now %d)",
+        source, static_cast<long long>(progress_.epoch + 1),
+        static_cast<long long>(progress_.step), static_cast<long long>(progress_.samples_seen),
+        static_cast<long long>(progress_.world_size), id_.world_size);
+  }
   metrics_->Append({{"event", "resume"},
+                    {"from", restored_from_},
                     {"step", progress_.step},
                     {"epoch", progress_.epoch},
                     {"samples_seen", progress_.samples_seen},
@@ -473,6 +526,9 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
   int micro = 0;
   model_->train();
   while (auto batch = loader.Next()) {
+    // A re-formed group is waiting (mxrun's in-process restart): leave this group now, between
+    // steps, rather than at its next collective.
+    if (micro == 0 && control_ && control_->RoundPending()) throw CollectiveInterrupted();
     auto [images, labels] = ToDevice(*batch);
     const bool last_micro = micro == o_.grad_accum - 1 || batch->number == batches - 1;
     torch::Tensor logits;
@@ -513,6 +569,9 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
     heartbeat_.Beat();  // the first beat comes after the first step: start-up is not judged
     step_start_seen = progress_.samples_seen;
     progress_.samples_in_epoch = std::min(consumed_local * id_.world_size, epoch_total);
+    progress_.world_size = id_.world_size;
+    completed_ = progress_;  // what a kept worker gives the re-formed group
+    if (failure_time_ > 0) RecordRecovery();
     if (o_.log_every > 0 && progress_.step % o_.log_every == 0) {
       const TallyResult r = Reduce(window_tally);
       const double rate = window_samples / std::max(SecondsSince(window_start), 1e-9);
@@ -542,6 +601,7 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
   if (progress_.samples_in_epoch >= epoch_total) {
     progress_.epoch = epoch + 1;
     progress_.samples_in_epoch = 0;
+    completed_ = progress_;
   }
   nlohmann::json record{{"event", "epoch"},
                         {"epoch", epoch},
@@ -571,30 +631,18 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
   Checkpoint();
 }
 
-int Trainer::Run() {
-  const auto start = Clock::now();
-  // Intra-op threads: --threads, else OMP_NUM_THREADS (launchers set 1 per worker), else this
-  // node's cores shared among its workers (LibTorch alone would use just one here).
-  int threads = o_.threads;
-  if (threads == 0) {
-    const char* omp = std::getenv("OMP_NUM_THREADS");
-    const int from_env = omp != nullptr ? std::atoi(omp) : 0;
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = from_env > 0 ? from_env : std::max(1, cores / id_.local_world_size);
-  }
-  torch::set_num_threads(threads);
+// How long a worker whose collective failed waits for mxrun's notice of the re-formed group
+// before it gives up and exits (and is restarted the old way). A peer's death reaches the agents
+// at once (a closed stream or child exit); a silent node is declared dead after its lease (5 s by
+// default), so this leaves room for that.
+constexpr std::chrono::seconds kRoundNoticeWait{15};
 
-  device_ = ChooseDevice(o_, id_);
-  const CommBackend backend = ChooseBackend(o_, device_);
-  channels_last_ = o_.channels_last.value_or(device_.is_cuda());
-  // Every batch has the same shape (but the last), so cuDNN's per-shape autotuning pays off.
-  if (device_.is_cuda()) at::globalContext().setBenchmarkCuDNN(o_.cudnn_benchmark);
-  if (o_.amp != "off" && !device_.is_cuda()) {
-    throw std::runtime_error("--amp " + o_.amp + " needs a CUDA device");
-  }
-  amp_ = o_.amp != "off";
-  amp_dtype_ = o_.amp == "fp16" ? at::kHalf : at::kBFloat16;
-  scaler_.enabled = o_.amp == "fp16";
+Trainer::~Trainer() {
+  // A loading task may still run when training failed early; wait for it before its target goes.
+  if (test_set_future_.valid()) test_set_future_.wait();
+}
+
+void Trainer::OpenMetrics() {
   // Only rank 0 writes metrics: the other ranks' logs drop every record.
   metrics_ = std::make_unique<MetricsLog>(id_.rank == 0 ? o_.metrics_file : "");
 #if defined(MXRUN_WITH_TENSORBOARD)
@@ -607,18 +655,22 @@ int Trainer::Run() {
     Say("train: TensorBoard events in %s", writer->path().c_str());
   }
 #endif
+}
 
-  StartLoadingData(threads);
-  BuildModel();
-  // Alone, there is nothing to reduce, unless a backend was asked for by name: then the
-  // collectives run anyway (over a one-rank group), as DDP's do at world size 1.
+// One round of the group: join it, agree on the state, train to the end. Throws CollectiveError
+// when the group breaks (a peer is gone, or mxrun re-forms it).
+void Trainer::RunRound(int threads) {
   if (id_.world_size > 1 || o_.backend != "auto") {
     comm_ = JoinProcessGroup(
-        id_, backend, device_,
+        id_, backend_, device_,
         std::chrono::milliseconds(static_cast<std::int64_t>(o_.timeout_seconds * 1000)));
+    if (control_) {
+      ControlChannel* control = control_.get();
+      comm_->SetInterrupt([control] { return control->RoundPending(); });
+    }
   }
   Restore();
-  train_set_ = train_set_future_.get();  // rethrows a reader's error
+  if (train_set_future_.valid()) train_set_ = train_set_future_.get();  // rethrows a reader's error
   reducer_ = std::make_unique<GradientReducer>(
       params_, comm_.get(), kDefaultFirstBucketBytes,
       static_cast<std::int64_t>(o_.bucket_cap_mb * 1024 * 1024));
@@ -635,29 +687,124 @@ int Trainer::Run() {
   schedule_.milestones = o_.milestones;
   schedule_.gamma = o_.gamma;
 
-  // (The test split may still be loading: its size is reported with its evaluation.)
-  Say("train: %s (%lld parameters, %s stem) on %s, %d worker(s), backend %s, %lld training "
-      "images (%s; test split %s), batch %lld per worker, %lld steps per epoch",
-      o_.model.c_str(), static_cast<long long>(CountParameters(*model_)), o_.stem.c_str(),
-      device_.str().c_str(), id_.world_size, BackendName(backend).c_str(),
-      static_cast<long long>(train_set_.size()),
-      o_.data_dir.empty() ? "synthetic" : o_.data_dir.c_str(),
-      o_.eval ? "evaluated after each epoch" : "not evaluated",
-      static_cast<long long>(o_.batch_size), static_cast<long long>(steps_per_epoch));
-  metrics_->Append({{"event", "start"},
-                    {"model", o_.model},
-                    {"parameters", CountParameters(*model_)},
-                    {"device", device_.str()},
-                    {"world_size", id_.world_size},
-                    {"backend", BackendName(backend)},
-                    {"restart_count", id_.restart_count},
-                    {"steps_per_epoch", steps_per_epoch},
-                    {"planned_steps", planned_steps_}});
+  if (!started_) {
+    started_ = true;
+    // (The test split may still be loading: its size is reported with its evaluation.)
+    Say("train: %s (%lld parameters, %s stem) on %s, %d worker(s), backend %s, %lld training "
+        "images (%s; test split %s), batch %lld per worker, %lld steps per epoch",
+        o_.model.c_str(), static_cast<long long>(CountParameters(*model_)), o_.stem.c_str(),
+        device_.str().c_str(), id_.world_size, BackendName(backend_).c_str(),
+        static_cast<long long>(train_set_.size()),
+        o_.data_dir.empty() ? "synthetic" : o_.data_dir.c_str(),
+        o_.eval ? "evaluated after each epoch" : "not evaluated",
+        static_cast<long long>(o_.batch_size), static_cast<long long>(steps_per_epoch));
+    metrics_->Append({{"event", "start"},
+                      {"model", o_.model},
+                      {"parameters", CountParameters(*model_)},
+                      {"device", device_.str()},
+                      {"world_size", id_.world_size},
+                      {"backend", BackendName(backend_)},
+                      {"restart_count", id_.restart_count},
+                      {"steps_per_epoch", steps_per_epoch},
+                      {"planned_steps", planned_steps_}});
+  }
 
   for (std::int64_t epoch = progress_.epoch; epoch < o_.epochs && !Done(); ++epoch) {
     TrainEpoch(epoch);
   }
   if (comm_) comm_->Barrier();
+}
+
+// Takes a re-formed group's round without exiting: the broken group is abandoned, the gradients
+// of the step in flight are dropped, and the progress goes back to the last completed step.
+void Trainer::ApplyRound(const RoundNotice& notice, const std::string& why) {
+  const int old_rank = id_.rank;
+  for (const auto& [key, value] : notice.env) setenv(key.c_str(), value.c_str(), 1);
+  id_ = ReadWorkerIdentity(EnvFromStrings(environ));
+  std::fprintf(stderr,
+               "train: rank %d: %s; taking round %d in-process as rank %d of %d\n", old_rank,
+               why.c_str(), notice.round, id_.rank, id_.world_size);
+  reducer_.reset();  // removes its hooks
+  if (comm_) abandoned_.push_back(comm_.release());
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+  }
+  if (failure_time_ == 0) {
+    failure_time_ = notice.failure_time > 0 ? notice.failure_time : SystemWallClock();
+    failed_at_step_ = completed_.step;
+  }
+  progress_ = completed_;
+  if ((old_rank == 0) != (id_.rank == 0)) OpenMetrics();
+  control_->Joined(notice.round);
+}
+
+// The first step completed after a restart: how much it cost.
+void Trainer::RecordRecovery() {
+  nlohmann::json record{{"event", "recovery"},
+                        {"step", progress_.step},
+                        {"seconds_lost", metrics_->Now() - failure_time_},
+                        {"restored_from", restored_from_},
+                        {"world_size", id_.world_size},
+                        {"restart_count", id_.restart_count}};
+  if (failed_at_step_ >= 0) {
+    // Steps completed before the failure that the group had to train again.
+    record["steps_redone"] = std::max<std::int64_t>(0, failed_at_step_ - (progress_.step - 1));
+  } else if (restored_from_ == "memory") {
+    record["steps_redone"] = 0;  // a kept worker's state: the most advanced one of the group
+  }
+  metrics_->Append(record);
+  failure_time_ = 0;
+  failed_at_step_ = -1;
+}
+
+int Trainer::Run() {
+  const auto start = Clock::now();
+  // Intra-op threads: --threads, else OMP_NUM_THREADS (launchers set 1 per worker), else this
+  // node's cores shared among its workers (LibTorch alone would use just one here).
+  int threads = o_.threads;
+  if (threads == 0) {
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    const int from_env = omp != nullptr ? std::atoi(omp) : 0;
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = from_env > 0 ? from_env : std::max(1, cores / id_.local_world_size);
+  }
+  torch::set_num_threads(threads);
+
+  device_ = ChooseDevice(o_, id_);
+  backend_ = ChooseBackend(o_, device_);
+  channels_last_ = o_.channels_last.value_or(device_.is_cuda());
+  // Every batch has the same shape (but the last), so cuDNN's per-shape autotuning pays off.
+  if (device_.is_cuda()) at::globalContext().setBenchmarkCuDNN(o_.cudnn_benchmark);
+  if (o_.amp != "off" && !device_.is_cuda()) {
+    throw std::runtime_error("--amp " + o_.amp + " needs a CUDA device");
+  }
+  amp_ = o_.amp != "off";
+  amp_dtype_ = o_.amp == "fp16" ? at::kHalf : at::kBFloat16;
+  scaler_.enabled = o_.amp == "fp16";
+  OpenMetrics();
+  // mxrun offers a control channel: this trainer takes a re-formed group's round in-process.
+  control_ = ControlChannel::FromEnvironment(EnvFromStrings(environ));
+  // A process started for a round that follows a failure: the recovery record counts from it.
+  if (const char* t = std::getenv("MXRUN_FAILURE_TIME"); t != nullptr) {
+    failure_time_ = std::atof(t);
+  }
+
+  StartLoadingData(threads);
+  BuildModel();
+  for (;;) {
+    try {
+      RunRound(threads);
+      break;
+    } catch (const CollectiveError& e) {
+      // Without mxrun's channel, or without a notice in time, this is a plain failure: exit and
+      // be restarted with the group (the old way).
+      if (!control_) throw;
+      std::optional<RoundNotice> notice = control_->TakeRound(kRoundNoticeWait);
+      if (!notice) throw;
+      ApplyRound(*notice, e.what());
+    }
+  }
   Say("train: finished at step %lld after %.1f s", static_cast<long long>(progress_.step),
       SecondsSince(start));
   ReportMemory();

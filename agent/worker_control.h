@@ -1,0 +1,46 @@
+#pragma once
+// The agent's end of one worker's control channel (common/control_protocol.h): a socket pair made
+// before the spawn, the worker's end inherited as fd 3. The agent's loop reads the worker's lines
+// (hello, joined) and the group sends round notices through it. Single-threaded.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "agent/output_relay.h"
+#include "common/control_protocol.h"
+
+namespace mxrun {
+
+class WorkerControl {
+ public:
+  static absl::StatusOr<std::unique_ptr<WorkerControl>> Create();
+  ~WorkerControl();
+  WorkerControl(const WorkerControl&) = delete;
+  WorkerControl& operator=(const WorkerControl&) = delete;
+
+  int fd() const { return agent_fd_; }        // watch for readable
+  int child_fd() const { return child_fd_; }  // SpawnRequest::control_fd
+  void CloseChildEnd();                       // after the spawn: the worker holds its end now
+
+  // Reads what the worker sent; returns false at end of stream or on error (stop watching). A
+  // malformed line is logged (with `who`) and ignored.
+  bool OnReadable(const std::string& who);
+
+  bool in_process_restart() const { return in_process_restart_; }
+  int joined_round() const { return joined_round_; }
+
+  // Sends the notice without blocking; false when the worker's end is closed or full (then the
+  // worker cannot be kept).
+  bool Send(const RoundNotice& notice);
+
+ private:
+  WorkerControl(int agent_fd, int child_fd) : agent_fd_(agent_fd), child_fd_(child_fd) {}
+  int agent_fd_ = -1;
+  int child_fd_ = -1;
+  LineAssembler lines_;
+  bool in_process_restart_ = false;
+  int joined_round_ = -1;
+};
+
+}  // namespace mxrun

@@ -1,0 +1,96 @@
+#include "common/control_protocol.h"
+
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace mxrun {
+namespace {
+
+using nlohmann::json;
+
+json ParseObject(std::string_view line, const char* who) {
+  json message = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!message.is_object()) {
+    throw std::invalid_argument(std::string(who) + " control line is not a JSON object: '" +
+                                std::string(line.substr(0, 200)) + "'");
+  }
+  return message;
+}
+
+int IntField(const json& message, const char* key) {
+  const json& value = message.at(key);
+  if (!value.is_number_integer() || value.get<long long>() < 0 ||
+      value.get<long long>() > 1'000'000'000) {
+    throw std::invalid_argument(std::string("control message field '") + key +
+                                "' must be a non-negative integer, got " + value.dump());
+  }
+  return value.get<int>();
+}
+
+}  // namespace
+
+std::string HelloLine(bool in_process_restart) {
+  return json{{"hello", kControlProtocolVersion}, {"in_process_restart", in_process_restart}}
+      .dump();
+}
+
+std::string JoinedLine(int round) { return json{{"joined", round}}.dump(); }
+
+WorkerControlMessage ParseWorkerControlLine(std::string_view line) {
+  const json message = ParseObject(line, "a worker's");
+  WorkerControlMessage out;
+  if (message.contains("hello")) {
+    out.kind = WorkerControlMessage::Kind::kHello;
+    out.version = IntField(message, "hello");
+    if (out.version < 1) throw std::invalid_argument("control protocol version must be >= 1");
+    if (auto it = message.find("in_process_restart"); it != message.end()) {
+      if (!it->is_boolean()) {
+        throw std::invalid_argument("'in_process_restart' must be true or false, got " +
+                                    it->dump());
+      }
+      out.in_process_restart = it->get<bool>();
+    }
+    return out;
+  }
+  if (message.contains("joined")) {
+    out.kind = WorkerControlMessage::Kind::kJoined;
+    out.round = IntField(message, "joined");
+    return out;
+  }
+  throw std::invalid_argument("unknown control message from a worker (expected \"hello\" or "
+                              "\"joined\"): " + std::string(line.substr(0, 200)));
+}
+
+std::string RoundNoticeLine(const RoundNotice& notice) {
+  return json{{"round", notice.round}, {"env", notice.env}, {"failure_time", notice.failure_time}}
+      .dump();
+}
+
+RoundNotice ParseRoundNoticeLine(std::string_view line) {
+  const json message = ParseObject(line, "the agent's");
+  if (!message.contains("round")) {
+    throw std::invalid_argument("unknown control message from the agent (expected \"round\"): " +
+                                std::string(line.substr(0, 200)));
+  }
+  RoundNotice notice;
+  notice.round = IntField(message, "round");
+  const auto env = message.find("env");
+  if (env == message.end() || !env->is_object()) {
+    throw std::invalid_argument("a round notice needs \"env\", an object of strings");
+  }
+  for (const auto& [key, value] : env->items()) {
+    if (!value.is_string()) {
+      throw std::invalid_argument("round notice: env." + key + " must be a string, got " +
+                                  value.dump());
+    }
+    notice.env[key] = value.get<std::string>();
+  }
+  if (auto t = message.find("failure_time"); t != message.end()) {
+    if (!t->is_number()) throw std::invalid_argument("'failure_time' must be a number");
+    notice.failure_time = t->get<double>();
+  }
+  return notice;
+}
+
+}  // namespace mxrun

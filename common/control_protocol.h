@@ -1,0 +1,59 @@
+#pragma once
+// The control channel between mxrun's agent and one worker: how a worker survives a re-formed
+// group (in-process restart) instead of being killed and started again. docs/ARCHITECTURE.md
+// describes it for other implementers; this file holds its messages.
+//
+// Transport: a connected AF_UNIX stream socket. The worker's end is file descriptor 3, named in
+// MXRUN_CONTROL_FD; a worker that never reads or writes it changes nothing (torchrun's behaviour).
+// Messages are JSON objects, one per line ('\n'), at most kMaxControlLine bytes.
+//
+// worker -> agent
+//   {"hello": 1, "in_process_restart": true}
+//       protocol version 1. With in_process_restart, the worker will take a new round's place
+//       without exiting: when its group is re-formed, the agent keeps it running.
+//   {"joined": N}
+//       the worker has taken round N and is joining its new process group (informational).
+// agent -> worker
+//   {"round": N, "env": {"RANK": "1", "WORLD_SIZE": "2", ...}, "failure_time": T}
+//       the group was re-formed as round N: `env` is the worker's whole torchrun contract for it
+//       (what a worker started for that round would find in its environment); T is when the
+//       failure that caused it was seen, in seconds since the Unix epoch (0: not a failure).
+// A worker that cannot take the round exits; the agent then starts a new process for its rank.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "common/env_contract.h"
+
+namespace mxrun {
+
+inline constexpr int kControlFd = 3;
+inline constexpr const char* kControlFdVariable = "MXRUN_CONTROL_FD";
+inline constexpr std::size_t kMaxControlLine = 64 * 1024;
+inline constexpr int kControlProtocolVersion = 1;
+
+struct WorkerControlMessage {
+  enum class Kind { kHello, kJoined };
+  Kind kind = Kind::kHello;
+  int version = 0;                  // hello
+  bool in_process_restart = false;  // hello
+  int round = -1;                   // joined
+};
+
+struct RoundNotice {
+  int round = 0;
+  EnvMap env;
+  double failure_time = 0;
+};
+
+// Lines without their '\n'. Parsers throw std::invalid_argument saying what was wrong (not JSON,
+// an unknown message, a field of the wrong type); unknown extra fields are ignored, so that newer
+// peers can add some.
+std::string HelloLine(bool in_process_restart);
+std::string JoinedLine(int round);
+WorkerControlMessage ParseWorkerControlLine(std::string_view line);
+std::string RoundNoticeLine(const RoundNotice& notice);
+RoundNotice ParseRoundNoticeLine(std::string_view line);
+
+}  // namespace mxrun
