@@ -360,24 +360,25 @@ void WorkerGroup::StopWhere(const std::function<bool(const Worker&)>& which, int
   }
 }
 
+bool WorkerGroup::Keepable(const Worker& w) {
+  return w.running && w.control && w.control->in_process_restart() && !w.hang.hung();
+}
+
 bool WorkerGroup::HasKeepableWorkers() const {
   for (const auto& worker : workers_) {
-    if (worker->running && worker->control && worker->control->in_process_restart()) return true;
+    if (Keepable(*worker)) return true;
   }
   return false;
 }
 
 void WorkerGroup::StopUnkeepable(int signo, std::chrono::milliseconds grace,
                                  const std::function<void()>& reap) {
-  auto keepable = [](const Worker& w) {
-    return w.running && w.control && w.control->in_process_restart();
-  };
-  StopWhere([&](const Worker& w) { return !keepable(w); }, signo, grace, reap);
+  StopWhere([](const Worker& w) { return !Keepable(w); }, signo, grace, reap);
   // What the ended workers left behind (their process groups, orphans re-parented to the agent);
   // the kept workers' own children run on.
   std::set<pid_t> spare = {guardian_.pid()};
   for (auto& worker : workers_) {
-    if (keepable(*worker)) {
+    if (Keepable(*worker)) {
       spare.insert(worker->pid);
     } else if (worker->pid > 0) {
       kill(-worker->pid, SIGKILL);
@@ -409,8 +410,7 @@ std::string WorkerGroup::Reassign(const RoundAssignment& round, double failure_t
       auto base = spec_.base_env.find(key);
       if (base == spec_.base_env.end() || base->second != value) notice.env[key] = value;
     }
-    if (worker->control && worker->control->in_process_restart() &&
-        worker->control->Send(notice)) {
+    if (Keepable(*worker) && worker->control->Send(notice)) {
       for (OutputRelay* relay : {worker->out.get(), worker->err.get()}) {
         if (relay != nullptr) relay->Retarget(round.node_rank, worker->global_rank);
       }

@@ -117,6 +117,8 @@ class WorkerGroup {
 
  private:
   struct Worker;
+  // Running, said it takes new rounds in-process, and not hung (a hung worker is what failed).
+  static bool Keepable(const Worker& worker);
   void SpawnWorker(Worker& worker, const RoundAssignment& round, double failure_time = 0);
   EnvMap WorkerEnv(const Worker& worker, const RoundAssignment& round, double failure_time) const;
   void StopWhere(const std::function<bool(const Worker&)>& which, int signo,

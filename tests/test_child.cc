@@ -17,9 +17,17 @@
 //   --hang-rank=R           global rank R sleeps 600 s (until SIGTERM) after setting up, while the
 //                           others go on (--hang-below-attempt=K: only while the restart count < K)
 //   --stop-self             global rank --hang-rank stops itself (SIGSTOP) instead of sleeping
+//   --keep[=exit]           in the first attempt (restart count 0) only: declare on the control
+//                           channel (MXRUN_CONTROL_FD) that it takes new rounds in-process; with
+//                           =exit it exits 5 when a round notice comes (it cannot recover)
+//   --delay-failure=S       a worker about to fail (--exit/--kill-self) waits S seconds first
+//   --wait-notice           with --keep, after setting up (and unless failing): wait up to 60 s
+//                           for a round notice, print "notice round=N rank=R pid=P", answer
+//                           "joined", then go on
 // On SIGTERM (when not ignored) it prints "caught SIGTERM rank=<RANK>" and exits 143.
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -77,14 +85,47 @@ void SleepSeconds(double seconds, const sigset_t& unblocked) {
   }
 }
 
+// The control channel's end (fd 3), or -1.
+int ControlFd() {
+  const std::string fd = Env("MXRUN_CONTROL_FD");
+  return fd.empty() ? -1 : std::atoi(fd.c_str());
+}
+
+void Send(int fd, const std::string& line) {
+  const std::string text = line + "\n";
+  ssize_t ignored = write(fd, text.data(), text.size());
+  (void)ignored;
+}
+
+// Waits up to `seconds` for one line from the agent; empty on timeout or end of stream.
+std::string ReadNotice(int fd, int seconds) {
+  std::string line;
+  pollfd p{fd, POLLIN, 0};
+  while (line.find('\n') == std::string::npos && poll(&p, 1, seconds * 1000) == 1) {
+    char c[4096];
+    const ssize_t n = read(fd, c, sizeof c);
+    if (n <= 0) return "";
+    line.append(c, static_cast<size_t>(n));
+  }
+  return line;
+}
+
+// The text after `key` in `json` up to the next '"' or ','.
+std::string After(const std::string& json, const std::string& key) {
+  size_t at = json.find(key);
+  if (at == std::string::npos) return "";
+  at += key.size();
+  return json.substr(at, json.find_first_of("\",}", at) - at);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int sleep_below = -1, sleep_world = -1;
   int exit_code = 0, fail_below = -1, only_rank = -1, lines = 0, line_length = 20, kill_self = 0;
-  double sleep_seconds = 0;
+  double sleep_seconds = 0, delay_failure = 0;
   bool ignore_term = false, ready = false, grandchild = false, grandchild_setsid = false;
-  bool beat = false, stop_self = false;
+  bool beat = false, stop_self = false, keep = false, keep_exit = false, wait_notice = false;
   int hang_rank = -1, hang_below = -1;
   std::string error_message, env_out;
   for (int i = 1; i < argc; ++i) {
@@ -107,6 +148,9 @@ int main(int argc, char** argv) {
     else if (Flag(argv[i], "--hang-rank", &v)) hang_rank = std::atoi(v.c_str());
     else if (Flag(argv[i], "--hang-below-attempt", &v)) hang_below = std::atoi(v.c_str());
     else if (Flag(argv[i], "--stop-self", &v)) stop_self = true;
+    else if (Flag(argv[i], "--keep", &v)) keep = true, keep_exit = v == "exit";
+    else if (Flag(argv[i], "--wait-notice", &v)) wait_notice = true;
+    else if (Flag(argv[i], "--delay-failure", &v)) delay_failure = std::atof(v.c_str());
     else {
       std::fprintf(stderr, "test_child: unknown argument %s\n", argv[i]);
       return 64;
@@ -151,6 +195,9 @@ int main(int argc, char** argv) {
                 child, Env("WORLD_SIZE").c_str(), attempt);
   }
   std::fflush(stdout);
+  const int control = ControlFd();
+  keep = keep && attempt == 0 && control >= 0;
+  if (keep) Send(control, "{\"hello\": 1, \"in_process_restart\": true}");
   if (beat && !Env("MXRUN_HEARTBEAT_FILE").empty()) {
     FILE* f = std::fopen(Env("MXRUN_HEARTBEAT_FILE").c_str(), "a");
     if (f != nullptr) std::fclose(f);
@@ -166,6 +213,23 @@ int main(int argc, char** argv) {
   const bool apply = (fail_below < 0 || attempt < fail_below) &&
                      (only_rank < 0 || std::atoi(rank.c_str()) == only_rank);
   const bool failing = apply && (exit_code != 0 || kill_self != 0);
+  if (failing && delay_failure > 0) SleepSeconds(delay_failure, unblocked);
+  if (keep && wait_notice && !failing) {
+    const std::string notice = ReadNotice(control, 60);
+    if (notice.empty()) {
+      std::printf("no notice rank=%s\n", rank.c_str());
+      return 6;
+    }
+    if (keep_exit) {
+      std::printf("cannot recover rank=%s pid=%d\n", rank.c_str(), getpid());
+      return 5;
+    }
+    std::printf("notice round=%s rank=%s pid=%d restart=%s\n", After(notice, "\"round\":").c_str(),
+                After(notice, "\"RANK\":\"").c_str(), getpid(),
+                After(notice, "\"TORCHELASTIC_RESTART_COUNT\":\"").c_str());
+    std::fflush(stdout);
+    Send(control, "{\"joined\": " + After(notice, "\"round\":") + "}");
+  }
   // A worker that is about to fail does so at once; the others sleep (when asked to).
   const bool sleep_now = !failing && (sleep_below < 0 || attempt < sleep_below) &&
                          (sleep_world < 0 || std::atoi(Env("WORLD_SIZE").c_str()) == sleep_world);

@@ -2,6 +2,9 @@
 // Helpers for tests that run the bundled trainer as a process: a small, quick configuration and
 // its --metrics_file records.
 
+#include <dirent.h>
+#include <sys/types.h>
+
 #include <map>
 #include <sstream>
 #include <string>
@@ -43,6 +46,38 @@ inline std::vector<nlohmann::json> Metrics(const TempDir& dir, const std::string
     if (event.empty() || record["event"] == event) records.push_back(record);
   }
   return records;
+}
+
+// Pids of `parent`'s direct children (from /proc, every thread's children file).
+inline std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> children;
+  const std::string task_dir = "/proc/" + std::to_string(parent) + "/task";
+  DIR* dir = ::opendir(task_dir.c_str());
+  if (dir == nullptr) return children;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    std::istringstream in(ReadFile(task_dir + "/" + entry->d_name + "/children"));
+    for (pid_t pid; in >> pid;) children.push_back(pid);
+  }
+  ::closedir(dir);
+  return children;
+}
+
+inline std::string EnvOf(pid_t pid, const std::string& key) {
+  const std::string environ = ReadFile("/proc/" + std::to_string(pid) + "/environ");
+  std::istringstream in(environ);
+  for (std::string entry; std::getline(in, entry, '\0');) {
+    if (entry.rfind(key + "=", 0) == 0) return entry.substr(key.size() + 1);
+  }
+  return "";
+}
+
+// The launcher's worker with global rank `rank`; -1 when there is none.
+inline pid_t WorkerOfRank(pid_t launcher, int rank) {
+  for (pid_t child : ChildrenOf(launcher)) {
+    if (EnvOf(child, "RANK") == std::to_string(rank)) return child;
+  }
+  return -1;
 }
 
 }  // namespace mxrun::testing

@@ -97,6 +97,10 @@ ParsedTrainerArgs ParseTrainerOptions(int argc, const char* const* argv) {
       ->check(CLI::Range(0, 1024));
   opt("timeout", o.timeout_seconds, "seconds to wait for the store and for collectives")
       ->check(CLI::PositiveNumber);
+  bool no_in_process_restart = false;
+  flag("no_in_process_restart", no_in_process_restart,
+       "under mxrun, exit when the group is re-formed (mxrun starts a new process, which resumes "
+       "from the checkpoint) instead of taking the new round in-process");
 
   opt("ckpt_dir", o.ckpt_dir, "checkpoint folder (empty: no checkpoints)");
   opt("ckpt_every", o.ckpt_every, "also checkpoint every N steps (0: only at epoch ends)")
@@ -120,6 +124,7 @@ ParsedTrainerArgs ParseTrainerOptions(int argc, const char* const* argv) {
   o.batch_norm = norm == "batch";
   o.augment = !no_augment;
   o.eval = !no_eval;
+  o.in_process_restart = !no_in_process_restart;
   o.cudnn_benchmark = !no_cudnn_benchmark;
   o.schedule = schedule == "cosine" ? ScheduleKind::kCosine
                : schedule == "step" ? ScheduleKind::kStep

@@ -54,6 +54,7 @@ struct TrainerOptions {
   double bucket_cap_mb = 25;
   int threads = 0;                    // intra-op threads; 0: OMP_NUM_THREADS, else cores / workers
   double timeout_seconds = 300;       // store and collective timeout
+  bool in_process_restart = true;     // take mxrun's re-formed rounds without exiting
 
   // Checkpoints, metrics, output
   std::string ckpt_dir = "checkpoints";  // empty: no checkpoints

@@ -784,7 +784,7 @@ int Trainer::Run() {
   scaler_.enabled = o_.amp == "fp16";
   OpenMetrics();
   // mxrun offers a control channel: this trainer takes a re-formed group's round in-process.
-  control_ = ControlChannel::FromEnvironment(EnvFromStrings(environ));
+  if (o_.in_process_restart) control_ = ControlChannel::FromEnvironment(EnvFromStrings(environ));
   // A process started for a round that follows a failure: the recovery record counts from it.
   if (const char* t = std::getenv("MXRUN_FAILURE_TIME"); t != nullptr) {
     failure_time_ = std::atof(t);

@@ -70,6 +70,8 @@ TEST_CASE("environment contract with 4 workers", "[integration][env]") {
     CHECK(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
     CHECK(env["NCCL_ASYNC_ERROR_HANDLING"] == "1");
     CHECK(env["OMP_NUM_THREADS"] == "1");
+    CHECK(env["MXRUN_CONTROL_FD"] == "3");  // the in-process restart channel, on offer
+    CHECK(env.count("MXRUN_FAILURE_TIME") == 0);
     CHECK_THAT(env["TORCHELASTIC_ERROR_FILE"], Catch::EndsWith("/" + std::to_string(rank) +
                                                                "/error.json"));
     ports.insert(env["MASTER_PORT"]);

@@ -22,6 +22,8 @@
 
 using namespace std::chrono_literals;
 using mxrun::testing::Describe;
+using mxrun::testing::EnvOf;
+using mxrun::testing::WorkerOfRank;
 using mxrun::testing::Metrics;
 using mxrun::testing::NoLauncherEnv;
 using mxrun::testing::ProcessResult;
@@ -36,38 +38,6 @@ namespace {
 
 const std::string kMxrun = MXRUN_BIN;
 const std::string kTrain = TRAIN_BIN;
-
-// Pids of `parent`'s direct children (from /proc, every thread's children file).
-std::vector<pid_t> ChildrenOf(pid_t parent) {
-  std::vector<pid_t> children;
-  const std::string task_dir = "/proc/" + std::to_string(parent) + "/task";
-  DIR* dir = ::opendir(task_dir.c_str());
-  if (dir == nullptr) return children;
-  while (dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    std::istringstream in(ReadFile(task_dir + "/" + entry->d_name + "/children"));
-    for (pid_t pid; in >> pid;) children.push_back(pid);
-  }
-  ::closedir(dir);
-  return children;
-}
-
-std::string EnvOf(pid_t pid, const std::string& key) {
-  const std::string environ = ReadFile("/proc/" + std::to_string(pid) + "/environ");
-  std::istringstream in(environ);
-  for (std::string entry; std::getline(in, entry, '\0');) {
-    if (entry.rfind(key + "=", 0) == 0) return entry.substr(key.size() + 1);
-  }
-  return "";
-}
-
-// The launcher's worker with global rank `rank`; -1 when there is none.
-pid_t WorkerOfRank(pid_t launcher, int rank) {
-  for (pid_t child : ChildrenOf(launcher)) {
-    if (EnvOf(child, "RANK") == std::to_string(rank)) return child;
-  }
-  return -1;
-}
 
 }  // namespace
 
@@ -147,10 +117,12 @@ TEST_CASE("with --tensorboard_dir, rank 0 writes the metrics records' scalars as
 TEST_CASE("a worker killed mid-training is restarted and resumes from the checkpoint",
           "[trainer]") {
   TempDir dir;
-  // 2 epochs of 32 steps; a checkpoint every 4 steps; a metrics line every step.
+  // 2 epochs of 32 steps; a checkpoint every 4 steps; a metrics line every step. Without
+  // in-process restart (trainer_in_process_test.cc) every worker starts again, from the checkpoint.
   std::vector<std::string> argv =
       SmallRun({kMxrun, "--standalone", "--nproc_per_node=2", "--max_restarts=1", "train"}, dir,
-               {"--epochs", "2", "--log_every", "1", "--ckpt_every", "4", "--no_eval"});
+               {"--epochs", "2", "--log_every", "1", "--ckpt_every", "4", "--no_eval",
+                "--no_in_process_restart"});
   Subprocess job(argv);
   // Wait until training is well under way (a checkpoint exists), then SIGKILL rank 0: the
   // checkpoint writer, so a kill in the middle of a write is possible too. Rank 0 prints its

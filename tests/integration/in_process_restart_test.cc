@@ -1,0 +1,115 @@
+// In-process restart at the agent: workers that declare it on their control channel
+// (common/control_protocol.h) are kept through a re-formed group and told their new round; only
+// the ranks nobody holds get new processes. Workers that do not declare it (any ordinary program)
+// are stopped and started again as before, and so is a kept worker that cannot take the round.
+// Real mxrun processes and the test_child program; the bundled trainer's side is in
+// trainer_run_test.cc.
+
+#include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/subprocess.h"
+
+using mxrun::testing::CountOccurrences;
+using mxrun::testing::IntsAfter;
+using mxrun::testing::ProcessResult;
+using mxrun::testing::Run;
+
+namespace {
+
+std::vector<std::string> Mxrun(std::vector<std::string> flags, std::vector<std::string> child_args) {
+  return mxrun::testing::MxrunWithChild(flags, child_args);
+}
+
+// rank -> the pids its "ready" lines reported, in order.
+std::map<int, std::vector<int>> ReadyPids(const std::string& out) {
+  std::map<int, std::vector<int>> pids;
+  size_t at = 0;
+  while ((at = out.find("ready rank=", at)) != std::string::npos) {
+    const size_t end = out.find('\n', at);
+    const std::string line = out.substr(at, end - at);
+    pids[IntsAfter(line, "rank")[0]].push_back(IntsAfter(line, " pid")[0]);
+    at = end;
+  }
+  return pids;
+}
+
+}  // namespace
+
+TEST_CASE("workers that declare in-process restart keep their processes; only the failed rank "
+          "starts again", "[integration][in_process]") {
+  ProcessResult r = Run(Mxrun({"--standalone", "--nproc_per_node=3", "--max_restarts=1"},
+                              {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
+                               "--fail-below-attempt=1", "--delay-failure=1"}));
+  INFO(r.err << r.out);
+  REQUIRE(r.exit_code == 0);
+  const auto pids = ReadyPids(r.out);
+  REQUIRE(pids.at(0).size() == 1);
+  REQUIRE(pids.at(2).size() == 1);
+  REQUIRE(pids.at(1).size() == 2);
+  CHECK(pids.at(1)[0] != pids.at(1)[1]);
+  // The kept workers were told round 1 with their own ranks and the spent restart.
+  for (int rank : {0, 2}) {
+    const std::string pid = std::to_string(pids.at(rank)[0]);
+    CHECK_THAT(r.out, Catch::Contains("notice round=1 rank=" + std::to_string(rank) + " pid=" +
+                                      pid + " restart=1"));
+  }
+  CHECK_THAT(r.err, Catch::Contains("keeping the workers that take the next round in-process"));
+  CHECK_THAT(r.err, Catch::Contains("in-process restart: kept rank(s) 0 (pid " +
+                                    std::to_string(pids.at(0)[0]) + "), 2 (pid " +
+                                    std::to_string(pids.at(2)[0]) + "); started rank(s) 1 (pid " +
+                                    std::to_string(pids.at(1)[1]) + ")"));
+}
+
+TEST_CASE("ordinary workers are all stopped and started again", "[integration][in_process]") {
+  ProcessResult r = Run(Mxrun({"--standalone", "--nproc_per_node=3", "--max_restarts=1"},
+                              {"--ready", "--sleep=30", "--sleep-below-attempt=1", "--exit=3",
+                               "--only-rank=1", "--fail-below-attempt=1", "--delay-failure=1"}));
+  INFO(r.err << r.out);
+  REQUIRE(r.exit_code == 0);
+  const auto pids = ReadyPids(r.out);
+  for (int rank = 0; rank < 3; ++rank) {
+    REQUIRE(pids.at(rank).size() == 2);
+    CHECK(pids.at(rank)[0] != pids.at(rank)[1]);
+  }
+  CHECK(CountOccurrences(r.out, "caught SIGTERM") == 2);  // ranks 0 and 2, stopped as before
+  CHECK_THAT(r.err, !Catch::Contains("in-process"));
+}
+
+TEST_CASE("a kept worker that cannot take the new round is restarted the old way",
+          "[integration][in_process]") {
+  ProcessResult r = Run(Mxrun({"--standalone", "--nproc_per_node=3", "--max_restarts=2"},
+                              {"--keep=exit", "--wait-notice", "--ready", "--exit=3",
+                               "--only-rank=1", "--fail-below-attempt=1", "--delay-failure=1"}));
+  INFO(r.err << r.out);
+  REQUIRE(r.exit_code == 0);
+  // Round 1 kept ranks 0 and 2, which then gave up (exit 5): that failure spent the second
+  // restart, and round 2 started every rank afresh (the rank-1 process of round 1 declared
+  // nothing, so nobody could be kept).
+  CHECK(CountOccurrences(r.out, "cannot recover") == 2);
+  CHECK_THAT(r.err, Catch::Contains("failed: exit code 5"));
+  CHECK(CountOccurrences(r.err, "restarting the worker group") == 2);
+  const auto pids = ReadyPids(r.out);
+  REQUIRE(pids.at(0).size() == 2);
+  CHECK(pids.at(0)[0] != pids.at(0)[1]);
+  // Rank 1: its first process, maybe round 1's (stopped at once, perhaps before it printed),
+  // and round 2's.
+  CHECK(pids.at(1).size() >= 2);
+}
+
+TEST_CASE("a worker's control channel is fd 3, a socket, and nothing else is inherited",
+          "[integration][in_process]") {
+  // A shell worker reports what fd 3 is and which fds it holds (ls of its own fd folder).
+  ProcessResult r = Run({MXRUN_BIN, "--standalone", "--nproc_per_node=1", "--no_python", "sh",
+                         "-c", "echo fd3=$(readlink /proc/$$/fd/3 | cut -d: -f1) "
+                               "var=$MXRUN_CONTROL_FD fds=$(ls /proc/$$/fd | sort -n | tr '\\n' ,)"});
+  INFO(r.err << r.out);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("fd3=socket var=3 fds=0,1,2,3,"));
+}

@@ -1,0 +1,184 @@
+// The bundled trainer's in-process restart under mxrun: a failed rank is replaced while the other
+// workers keep their processes and give the group their state from memory, so no completed step
+// is lost and every loss afterwards equals a run without the failure (same data order, same
+// numerics). One node with 2 and 4 workers, across 2 nodes, and a whole node lost in a 2:3 job.
+// The agent's side with a plain test program is in in_process_restart_test.cc.
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <map>
+#include <memory>
+
+#include "nlohmann/json.hpp"
+#include "tests/master.h"
+#include "tests/subprocess.h"
+#include "tests/trainer_runs.h"
+
+using namespace std::chrono_literals;
+using mxrun::testing::Describe;
+using mxrun::testing::Master;
+using mxrun::testing::Metrics;
+using mxrun::testing::ProcessResult;
+using mxrun::testing::Run;
+using mxrun::testing::SmallRun;
+using mxrun::testing::Subprocess;
+using mxrun::testing::TempDir;
+using mxrun::testing::WorkerOfRank;
+using nlohmann::json;
+
+namespace {
+
+const std::string kMxrun = MXRUN_BIN;
+
+// 2 epochs of 2048 images in steps of 32 per worker, a metrics record and a checkpoint every
+// few steps (the checkpoint must not be what the new rank resumes from).
+const std::vector<std::string> kTrainArgs = {"--epochs", "2", "--log_every", "1",
+                                             "--ckpt_every", "4", "--no_eval"};
+
+std::map<int, double> StepLosses(const TempDir& dir) {
+  std::map<int, double> losses;
+  for (const json& record : Metrics(dir, "step")) losses[record["step"]] = record["loss"];
+  return losses;
+}
+
+// What one kill did: the recovery record and the kept workers' pids.
+void CheckRecovered(const TempDir& dir, const std::map<int, double>& baseline, int world) {
+  const auto recoveries = Metrics(dir, "recovery");
+  REQUIRE(recoveries.size() == 1);
+  CHECK(recoveries[0]["restored_from"] == "memory");
+  CHECK(recoveries[0]["steps_redone"] == 0);
+  CHECK(recoveries[0]["world_size"] == world);
+  CHECK(recoveries[0]["seconds_lost"].get<double>() > 0);
+  const auto resumes = Metrics(dir, "resume");
+  REQUIRE(resumes.size() == 1);
+  CHECK(resumes[0]["from"] == "memory");
+  CHECK(resumes[0]["step"].get<int>() >= 10);  // the last completed step, not a checkpoint's
+  // Every step was trained once, with the uninterrupted run's loss.
+  const auto losses = StepLosses(dir);
+  CHECK(losses.size() == baseline.size());
+  for (const auto& [step, loss] : baseline) {
+    INFO("step " << step);
+    REQUIRE(losses.count(step) == 1);
+    CHECK(losses.at(step) == loss);
+  }
+}
+
+void KillRankAndCheck(int nproc, int victim) {
+  TempDir base;
+  ProcessResult first =
+      Run(SmallRun({kMxrun, "--standalone", "--nproc_per_node=" + std::to_string(nproc), "train"},
+                   base, kTrainArgs),
+          {}, 240s);
+  INFO(Describe(first));
+  REQUIRE(first.exit_code == 0);
+
+  TempDir dir;
+  Subprocess job(SmallRun({kMxrun, "--standalone", "--nproc_per_node=" + std::to_string(nproc),
+                           "--max_restarts=1", "train"},
+                          dir, kTrainArgs));
+  const int steps = 64 * 2 / nproc;
+  REQUIRE(job.WaitForStdout("step 10/" + std::to_string(steps), 1, 120s));
+  std::map<int, pid_t> before;
+  for (int rank = 0; rank < nproc; ++rank) before[rank] = WorkerOfRank(job.pid(), rank);
+  REQUIRE(before[victim] > 0);
+  REQUIRE(::kill(before[victim], SIGKILL) == 0);
+  ProcessResult r = job.Wait(240s);
+  INFO(Describe(r));
+  REQUIRE(r.exit_code == 0);
+  // The others kept their processes; the victim's rank got a new one.
+  for (int rank = 0; rank < nproc; ++rank) {
+    if (rank == victim) continue;
+    CHECK_THAT(r.err, Catch::Contains(std::to_string(rank) + " (pid " +
+                                      std::to_string(before[rank]) + ")"));
+    CHECK_THAT(r.err, Catch::Contains("train: rank " + std::to_string(rank) + ": "));
+  }
+  CHECK_THAT(r.err, Catch::Contains("; started rank(s) " + std::to_string(victim) + " (pid "));
+  CheckRecovered(dir, StepLosses(base), nproc);
+}
+
+}  // namespace
+
+TEST_CASE("in-process restart: one of 2 workers SIGKILLed, the other keeps its process and "
+          "no step is lost", "[trainer][in_process]") {
+  KillRankAndCheck(2, 1);
+}
+
+TEST_CASE("in-process restart: one of 4 workers SIGKILLed, the other 3 keep their processes",
+          "[trainer][in_process]") {
+  KillRankAndCheck(4, 2);
+}
+
+TEST_CASE("in-process restart across 2 nodes: a worker of node 1 SIGKILLed, node 0's workers "
+          "keep their processes", "[trainer][in_process]") {
+  Master master;
+  TempDir dir;
+  std::vector<std::unique_ptr<Subprocess>> nodes;
+  for (int node = 0; node < 2; ++node) {
+    nodes.push_back(std::make_unique<Subprocess>(SmallRun(
+        {kMxrun, "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
+         "--rdzv_id=ipr2", "--nnodes=2", "--node_rank=" + std::to_string(node),
+         "--nproc_per_node=2", "--max_restarts=1", "train"},
+        dir, kTrainArgs)));
+  }
+  REQUIRE(nodes[0]->WaitForStdout("step 10/32", 1, 120s));
+  const pid_t rank0 = WorkerOfRank(nodes[0]->pid(), 0);
+  const pid_t rank1 = WorkerOfRank(nodes[0]->pid(), 1);
+  const pid_t rank3 = WorkerOfRank(nodes[1]->pid(), 3);
+  REQUIRE(rank3 > 0);
+  REQUIRE(::kill(rank3, SIGKILL) == 0);
+  for (auto& node : nodes) {
+    ProcessResult r = node->Wait(240s);
+    INFO(Describe(r));
+    REQUIRE(r.exit_code == 0);
+  }
+  CHECK_THAT(nodes[0]->err(), Catch::Contains("in-process restart: kept rank(s) 0 (pid " +
+                                              std::to_string(rank0) + "), 1 (pid " +
+                                              std::to_string(rank1) + "); started rank(s) none"));
+  CHECK_THAT(nodes[1]->err(), Catch::Contains("; started rank(s) 3 (pid "));
+  const auto recoveries = Metrics(dir, "recovery");
+  REQUIRE(recoveries.size() == 1);
+  CHECK(recoveries[0]["restored_from"] == "memory");
+  CHECK(recoveries[0]["steps_redone"] == 0);
+  CHECK(Metrics(dir, "done").at(0)["step"] == 32);
+}
+
+TEST_CASE("in-process restart after a node's death: a 2:3 job goes on at world size 2 with the "
+          "survivors' processes", "[trainer][in_process]") {
+  Master master;
+  TempDir dir;
+  std::vector<std::unique_ptr<Subprocess>> nodes;
+  for (int node = 0; node < 3; ++node) {
+    nodes.push_back(std::make_unique<Subprocess>(SmallRun(
+        {kMxrun, "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
+         "--rdzv_id=ipr3", "--nnodes=2:3", "--node_rank=" + std::to_string(node),
+         "--rdzv_conf=last_call_timeout=10", "--nproc_per_node=1", "--max_restarts=1", "train"},
+        dir, kTrainArgs)));
+  }
+  // 3 workers: 2048 / 3 rounded up to whole steps of 32.
+  REQUIRE(nodes[0]->WaitForStdout("step 10/44", 1, 120s));
+  const pid_t rank0 = WorkerOfRank(nodes[0]->pid(), 0);
+  const pid_t rank1 = WorkerOfRank(nodes[1]->pid(), 1);
+  const pid_t rank2 = WorkerOfRank(nodes[2]->pid(), 2);
+  REQUIRE(rank2 > 0);
+  // The node dies: its agent and its worker at once.
+  REQUIRE(::kill(nodes[2]->pid(), SIGKILL) == 0);
+  REQUIRE(::kill(rank2, SIGKILL) == 0);
+  for (int node = 0; node < 2; ++node) {
+    ProcessResult r = nodes[node]->Wait(240s);
+    INFO(Describe(r));
+    REQUIRE(r.exit_code == 0);
+  }
+  CHECK_THAT(nodes[0]->err(), Catch::Contains("kept rank(s) 0 (pid " + std::to_string(rank0) +
+                                              "); started rank(s) none"));
+  CHECK_THAT(nodes[1]->err(), Catch::Contains("kept rank(s) 1 (pid " + std::to_string(rank1) +
+                                              "); started rank(s) none"));
+  const auto recoveries = Metrics(dir, "recovery");
+  REQUIRE(recoveries.size() == 1);
+  CHECK(recoveries[0]["world_size"] == 2);
+  CHECK(recoveries[0]["restored_from"] == "memory");
+  CHECK(recoveries[0]["steps_redone"] == 0);
+  // Both epochs end (the first went on where it stood, at the new world size).
+  CHECK(Metrics(dir, "epoch").size() == 2);
+}
