@@ -19,7 +19,12 @@ data path, so the two can be timed side by side:
   * on CUDA: --amp bf16|fp16 (autocast; GradScaler for fp16), --channels_last and
     --cudnn_benchmark, as the bundled trainer has them.
 
-Rank 0 prints JSON lines on stdout:
+With --ckpt_dir, rank 0 saves the model, optimizer and step there every --ckpt_every steps
+(torch.save to a temporary file, then os.replace), and every rank resumes from it when it exists
+(a restart under torchrun or mxrun), skipping the batches already trained on: the recovery
+benchmark's reference (scripts/bench/recovery.sh).
+
+Rank 0 prints JSON lines on stdout, each with "time" (seconds since the Unix epoch):
   {"event":"start", ...}                               once, before training
   {"event":"step","step":S,"images_per_sec":R,...}     every --log_every steps; R is the
       global images of those steps (every rank's batches) over their wall time
@@ -237,6 +242,8 @@ def parse_args():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight_decay", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ckpt_dir", default="", help="checkpoint folder (empty: none)")
+    p.add_argument("--ckpt_every", type=int, default=0, help="checkpoint every N steps (0: never)")
     p.add_argument("--backend", default=None, choices=["gloo", "nccl"],
                    help="default: gloo on CPU, nccl on CUDA")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -280,7 +287,7 @@ def main():
 
     def say(**record):
         if rank == 0:
-            print(json.dumps(record), flush=True)
+            print(json.dumps({**record, "time": time.time()}), flush=True)
 
     images, labels = make_synthetic(args.synthetic_train)
     torch.manual_seed(args.seed)
@@ -308,6 +315,15 @@ def main():
         torch=torch.__version__)
 
     step = 0
+    ckpt = os.path.join(args.ckpt_dir, "checkpoint.pt") if args.ckpt_dir else ""
+    if ckpt and os.path.exists(ckpt):
+        state = torch.load(ckpt, map_location=device)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        step = state["step"]
+        say(event="resume", step=step, restart_count=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
+    resume_at = step
+    seen = 0  # batches passed over, to skip those trained before the restart
     ddp.train()
     window_start = now()
     window_images = 0
@@ -316,6 +332,9 @@ def main():
         sampler.set_epoch(epoch)
         order = torch.tensor(list(iter(sampler)), dtype=torch.int64)
         for first in range(0, len(order), args.batch_size):
+            seen += 1
+            if seen <= resume_at:
+                continue
             idx = order[first:first + args.batch_size]
             x, y = images[idx], labels[idx]
             if pin:
@@ -336,6 +355,11 @@ def main():
                 optimizer.step()
             step += 1
             window_images += idx.numel() * world
+            if ckpt and args.ckpt_every and step % args.ckpt_every == 0 and rank == 0:
+                os.makedirs(args.ckpt_dir, exist_ok=True)
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "step": step}, ckpt + ".tmp")
+                os.replace(ckpt + ".tmp", ckpt)
             if step % args.log_every == 0:
                 t = now()
                 say(event="step", step=step, epoch=epoch, loss=float(loss.detach()),

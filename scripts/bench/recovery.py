@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Recovery without lost work, measured: one node, 2 CPU workers, ResNet-18 at width 16 on
+synthetic CIFAR-shaped data (N images), a checkpoint every 5 steps and a metrics record every
+step, side by side in one run:
+
+  mxrun + train            the bundled trainer; a failed rank is replaced while the other worker
+                           keeps its process and hands over its state (in-process restart)
+  mxrun + train (old way)  the same with --no_in_process_restart: every worker starts again and
+                           resumes from the checkpoint
+  torchrun + Python        torchrun 1.13 and scripts/bench/reference/ddp_resnet.py (PyTorch DDP),
+                           resuming from its rank-0 checkpoint
+
+Cases (RUNS times each, medians):
+  recovery: once step K is logged, SIGKILL rank 1's process; the time from the kill to the first
+            training step logged after it, and the completed steps lost (the last step logged
+            before the kill minus the step the group went on from).
+  cold:     launch to the first training step logged.
+Each record carries the wall clock ("time"), so the times are read from the logs, not guessed.
+
+Usage: recovery.py  (environment: RUNS, N, KILL_AT, MXRUN, TORCHRUN)
+Everything it starts is killed by process group, never by name.
+"""
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUNS = int(os.environ.get("RUNS", "5"))
+N = int(os.environ.get("N", "50000"))
+KILL_AT = int(os.environ.get("KILL_AT", "12"))
+MXRUN = os.environ.get("MXRUN", os.path.join(REPO, "build/bin/mxrun"))
+TORCHRUN = os.environ.get("TORCHRUN", "/usr/bin/torchrun")
+REFERENCE = os.path.join(REPO, "scripts/bench/reference/ddp_resnet.py")
+# torchrun 1.13 under Python 3.11 needs a --redirects/--tee naming no local rank (see
+# rendezvous.sh); --monitor_interval=0.1 lets it notice a failure as fast as it can.
+TORCH_QUIRKS = ["--redirects", "9:0", "--tee", "9:0", "--monitor_interval=0.1"]
+COMMON = ["--width", "16", "--batch_size", "64", "--synthetic_train", str(N), "--epochs", "1",
+          "--log_every", "1", "--ckpt_every", "5"]
+WORK = tempfile.mkdtemp(prefix="mxrun-recovery-bench.")
+KINDS = ["mxrun + train", "mxrun + train (old way)", "torchrun + Python"]
+
+
+def command(kind, run_dir):
+    ckpt = ["--ckpt_dir", os.path.join(run_dir, "ckpt")]
+    if kind.startswith("mxrun"):
+        extra = ["--no_in_process_restart"] if "old way" in kind else []
+        return [MXRUN, "--standalone", "--nproc_per_node=2", "--max_restarts=1", "train",
+                *COMMON, *ckpt, "--no_eval", "--metrics_file", os.path.join(run_dir, "m.jsonl"),
+                *extra]
+    return [TORCHRUN, *TORCH_QUIRKS, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
+            REFERENCE, *COMMON, *ckpt]
+
+
+def records(kind, run_dir, out_path):
+    """The JSON records of rank 0: the trainer's metrics file, or the reference's stdout."""
+    path = os.path.join(run_dir, "m.jsonl") if kind.startswith("mxrun") else out_path
+    found = []
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                line = line.strip()
+                if not line.startswith("{"):
+                    continue
+                try:
+                    found.append(json.loads(line))
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return found
+
+
+def steps(recs):
+    return [r for r in recs if r.get("event") == "step"]
+
+
+def descendants(pid):
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def rank_of(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            for entry in f.read().split(b"\0"):
+                if entry.startswith(b"RANK="):
+                    return int(entry[5:])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def wait_until(pred, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = pred()
+        if r:
+            return r
+        time.sleep(0.01)
+    return None
+
+
+def one_run(kind, case, idx):
+    run_dir = tempfile.mkdtemp(dir=WORK, prefix=f"{case}.")
+    out_path = os.path.join(run_dir, "out")
+    t_launch = time.time()
+    with open(out_path, "wb") as out:
+        p = subprocess.Popen(command(kind, run_dir), stdout=out, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, cwd=run_dir, start_new_session=True)
+    try:
+        if case == "cold":
+            first = wait_until(lambda: steps(records(kind, run_dir, out_path)), 300)
+            return (first[0]["time"] - t_launch, None) if first else (None, None)
+        if not wait_until(lambda: any(r["step"] >= KILL_AT for r in
+                                      steps(records(kind, run_dir, out_path))), 300):
+            return None, None
+        victim = next((c for c in descendants(p.pid) if rank_of(c) == 1), None)
+        if victim is None:
+            return None, None
+        before = max(r["step"] for r in steps(records(kind, run_dir, out_path)))
+        t_kill = time.time()
+        os.kill(victim, signal.SIGKILL)
+        after = wait_until(lambda: [r for r in steps(records(kind, run_dir, out_path))
+                                    if r["time"] > t_kill and r["step"] <= before + 1000], 300)
+        if not after:
+            return None, None
+        # Logged before the kill, perhaps a moment before this script read it.
+        last_before = max([before] + [r["step"] for r in steps(records(kind, run_dir, out_path))
+                                      if r["time"] <= t_kill])
+        went_on_from = after[0]["step"] - 1
+        return after[0]["time"] - t_kill, max(0, last_before - went_on_from)
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def main():
+    for b in (MXRUN, TORCHRUN, os.path.join(os.path.dirname(MXRUN), "train")):
+        if not os.access(b, os.X_OK):
+            raise SystemExit(f"recovery: not found: {b}")
+    print("### Recovery and cold start: mxrun + train vs torchrun + PyTorch DDP\n")
+    print(f"- command: `RUNS={RUNS} N={N} KILL_AT={KILL_AT} scripts/bench/recovery.sh`")
+    print(f"- date: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; nproc="
+          f"{os.cpu_count()}; 2 CPU workers, ResNet-18 width 16, batch 64 per worker, {N} "
+          "synthetic images, checkpoint every 5 steps")
+    print(f"- load average at start: {open('/proc/loadavg').read().split()[0]}\n")
+    results = {}
+    for case in ("recovery", "cold"):
+        for kind in KINDS:
+            if case == "cold" and "old way" in kind:
+                continue  # the same process start as mxrun + train
+            times, lost = [], []
+            for i in range(RUNS):
+                print(f"recovery: {case} {kind} run {i + 1}/{RUNS}", file=sys.stderr, flush=True)
+                t, l = one_run(kind, case, i)
+                times.append(t)
+                lost.append(l)
+            results[(case, kind)] = (times, lost)
+    print("| SIGKILL of rank 1 -> first step after it | median | runs | completed steps lost "
+          "(per run) |")
+    print("|---|---|---|---|")
+    for kind in KINDS:
+        times, lost = results[("recovery", kind)]
+        m = med(times)
+        print(f"| {kind} | {'—' if m is None else f'{m:.2f} s'} | "
+              f"{', '.join('—' if t is None else f'{t:.2f}' for t in times)} | {lost} |")
+    ref = med(results[("recovery", "torchrun + Python")][0])
+    mine = med(results[("recovery", "mxrun + train")][0])
+    if ref and mine:
+        print(f"\nRecovery: torchrun + Python / mxrun + train = {ref / mine:.1f}x")
+    print("\n| launch -> first training step (cold) | median | runs |")
+    print("|---|---|---|")
+    for kind in ("mxrun + train", "torchrun + Python"):
+        times, _ = results[("cold", kind)]
+        m = med(times)
+        print(f"| {kind} | {'—' if m is None else f'{m:.2f} s'} | "
+              f"{', '.join('—' if t is None else f'{t:.2f}' for t in times)} |")
+    ref = med(results[("cold", "torchrun + Python")][0])
+    mine = med(results[("cold", "mxrun + train")][0])
+    if ref and mine:
+        print(f"\nCold start: torchrun + Python / mxrun + train = {ref / mine:.1f}x")
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        main()
+    finally:
+        shutil.rmtree(WORK, ignore_errors=True)
