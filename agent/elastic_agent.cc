@@ -210,6 +210,7 @@ int ElasticAgent::Run() {
     }
     hangs_->Check();  // a hung worker fails the group, which CheckGroup then reports
     CheckGroup();
+    if (group_ != nullptr && phase_ == Phase::kRunning) group_->MaybeStartStandbys();
     if (!pending_.empty()) {
       RendezvousEvent event = std::move(pending_.front());
       pending_.pop_front();

@@ -64,10 +64,16 @@ OutputRelay::OutputRelay(int pipe_fd, RelayTarget target, LastLines* last_lines)
   MakePrefix();
 }
 
-void OutputRelay::Retarget(int node_rank, int global_rank) {
+void OutputRelay::Retarget(int node_rank, int global_rank, int local_rank) {
   target_.node_rank = node_rank;
   target_.global_rank = global_rank;
+  target_.local_rank = local_rank;
   MakePrefix();
+}
+
+void OutputRelay::SetFile(int file_fd) {
+  if (target_.file_fd >= 0) close(target_.file_fd);
+  target_.file_fd = file_fd;
 }
 
 void OutputRelay::MakePrefix() {
@@ -77,6 +83,8 @@ void OutputRelay::MakePrefix() {
     line_prefix_ = "{\"node\":" + node + ",\"rank\":" + rank +
                    ",\"local_rank\":" + std::to_string(target_.local_rank) + ",\"stream\":\"" +
                    (target_.is_stderr ? "stderr" : "stdout") + "\",\"line\":";
+  } else if (target_.global_rank < 0) {
+    line_prefix_ = "[n" + node + " standby] ";  // a spare without a rank yet
   } else {
     line_prefix_ = "[n" + node + " r" + rank + "] ";
   }

@@ -60,8 +60,10 @@ class OutputRelay {
   OutputRelay& operator=(const OutputRelay&) = delete;
 
   int fd() const { return pipe_fd_; }
-  // The worker kept its process but has a new place (a group re-formed in-process).
-  void Retarget(int node_rank, int global_rank);
+  // The worker kept its process but has a new place (a group re-formed in-process, or a standby
+  // given a rank); SetFile replaces the log file (-1: none), taking ownership of the fd.
+  void Retarget(int node_rank, int global_rank, int local_rank);
+  void SetFile(int file_fd);
   bool open() const { return pipe_fd_ >= 0; }
   // Reads what is available. Returns false once the stream is at its end (and then closes it).
   bool OnReadable();

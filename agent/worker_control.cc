@@ -46,8 +46,11 @@ bool WorkerControl::OnReadable(const std::string& who) {
           const WorkerControlMessage message = ParseWorkerControlLine(line);
           if (message.kind == WorkerControlMessage::Kind::kHello) {
             in_process_restart_ = message.in_process_restart;
-            spdlog::debug("{}: control channel hello (version {}, in-process restart {})", who,
-                          message.version, in_process_restart_ ? "yes" : "no");
+            spdlog::log(standby_ ? spdlog::level::info : spdlog::level::debug,
+                        "{}: {} (control protocol {})", who,
+                        in_process_restart_ ? "ready to take a rank in-process"
+                                            : "declines in-process restart",
+                        message.version);
           } else {
             joined_round_ = message.round;
           }

@@ -28,6 +28,7 @@ class WorkerControl {
   bool OnReadable(const std::string& who);
 
   bool in_process_restart() const { return in_process_restart_; }
+  void set_standby(bool standby) { standby_ = standby; }  // its hello is logged at info
   int joined_round() const { return joined_round_; }
 
   // Sends the notice without blocking; false when the worker's end is closed or full (then the
@@ -40,6 +41,7 @@ class WorkerControl {
   int child_fd_ = -1;
   LineAssembler lines_;
   bool in_process_restart_ = false;
+  bool standby_ = false;
   int joined_round_ = -1;
 };
 

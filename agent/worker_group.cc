@@ -59,6 +59,8 @@ WorkerGroup::~WorkerGroup() { CleanUp(); }
 void WorkerGroup::Start(const RoundAssignment& round) {
   node_rank_ = round.node_rank;
   attempt_ = round.restart_count;
+  round_ = round;
+  standbys_pending_ = spec_.standby_workers > 0;
   for (int local_rank = 0; local_rank < round.local_world_size; ++local_rank) {
     auto worker = std::make_unique<Worker>(spec_.last_lines);
     worker->local_rank = local_rank;
@@ -99,11 +101,12 @@ EnvMap WorkerGroup::WorkerEnv(const Worker& worker, const RoundAssignment& round
     extras.nccl_trace_prefix = worker.dir + "/nccl_trace_rank_";
   }
   extras.control_channel = true;
+  extras.round = round.round;
   extras.failure_time = failure_time;
   return BuildWorkerEnv(spec_.base_env, contract, worker.local_rank, extras);
 }
 
-void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round, double failure_time) {
+void WorkerGroup::PrepareFiles(Worker& worker) {
   const std::string dir = absl::StrCat(AttemptDir(), "/", worker.local_rank);
   MakeDirs(dir);
   worker.dir = dir;
@@ -124,20 +127,48 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round, doub
     nccl_prefix = dir + "/nccl_trace_rank_";
   }
   worker.nccl_trace_file = absl::StrCat(nccl_prefix, worker.global_rank);
+}
 
-  absl::StatusOr<std::unique_ptr<WorkerControl>> control = WorkerControl::Create();
-  if (!control.ok()) {
-    RecordExit(worker, 127, 0);
-    first_failure_->message = std::string(control.status().message());
-    return;
+EnvMap WorkerGroup::StandbyEnv(const RoundAssignment& round) const {
+  // No place in the job yet: the contract comes with the round notice that promotes it. It
+  // knows how many workers share this node (threads) and that it is a standby.
+  EnvMap env = spec_.base_env;
+  for (const char* key : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+                          "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                          "TORCHELASTIC_ERROR_FILE", "MXRUN_HEARTBEAT_FILE", "MXRUN_LOG_DIR",
+                          "MXRUN_FAILURE_TIME", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}) {
+    env.erase(key);
   }
+  env["LOCAL_WORLD_SIZE"] = std::to_string(round.local_world_size);
+  if (ShouldDefaultOmpThreads(spec_.base_env, round.local_world_size)) env["OMP_NUM_THREADS"] = "1";
+  env["MXRUN_HOST"] = spec_.host_name;
+  env["MXRUN_CONTROL_FD"] = std::to_string(kControlFd);
+  env["MXRUN_STANDBY"] = "1";
+  return env;
+}
+
+void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round, double failure_time) {
+  const bool standby = worker.local_rank < 0;
+  // A standby that cannot start fails nothing: the group simply has one spare fewer.
+  auto fail = [&](std::string message) {
+    if (standby) {
+      spdlog::warn("cannot start a standby worker: {}", message);
+      return;
+    }
+    RecordExit(worker, 127, 0);
+    first_failure_->message = std::move(message);
+  };
+  if (!standby) PrepareFiles(worker);
+  absl::StatusOr<std::unique_ptr<WorkerControl>> control = WorkerControl::Create();
+  if (!control.ok()) return fail(std::string(control.status().message()));
 
   SpawnRequest request;
   request.executable = spec_.executable;
   for (const std::string& arg : spec_.argv) {
-    request.argv.push_back(SubstituteLocalRank(arg, worker.local_rank));
+    request.argv.push_back(SubstituteLocalRank(arg, std::max(worker.local_rank, 0)));
   }
-  request.env = EnvToStrings(WorkerEnv(worker, round, failure_time));
+  request.env =
+      EnvToStrings(standby ? StandbyEnv(round) : WorkerEnv(worker, round, failure_time));
   request.control_fd = (*control)->child_fd();
 
   int out_pipe[2] = {-1, -1};
@@ -147,15 +178,14 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round, doub
     for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) {
       if (fd >= 0) close(fd);
     }
-    RecordExit(worker, 127, 0);
-    first_failure_->message = std::move(message);
-    return;
+    return fail(std::move(message));
   }
   auto make_relay = [&](int read_fd, StdMask stream, int console_fd, const char* file_name) {
-    StreamRouting routing = spec_.logs.Route(worker.local_rank, stream);
+    // A standby's lines go to the console only (as "[nN standby]") until it has a rank.
+    StreamRouting routing = spec_.logs.Route(std::max(worker.local_rank, 0), stream);
     RelayTarget target;
-    target.console_fd = routing.to_console ? console_fd : -1;
-    target.file_fd = routing.to_file ? OpenLog(dir + "/" + file_name) : -1;
+    target.console_fd = routing.to_console || standby ? console_fd : -1;
+    target.file_fd = routing.to_file && !standby ? OpenLog(worker.dir + "/" + file_name) : -1;
     target.node_rank = round.node_rank;
     target.global_rank = worker.global_rank;
     target.local_rank = worker.local_rank;
@@ -175,9 +205,7 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round, doub
   if (!pid.ok()) {
     worker.out.reset();
     worker.err.reset();
-    RecordExit(worker, 127, 0);
-    first_failure_->message = std::string(pid.status().message());
-    return;
+    return fail(std::string(pid.status().message()));
   }
   worker.pid = *pid;
   worker.running = true;
@@ -190,11 +218,45 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round, doub
     });
   }
   worker.control = std::move(*control);
+  worker.control->set_standby(standby);
   WorkerControl* channel = worker.control.get();
-  const std::string who = absl::StrCat("worker local_rank ", worker.local_rank, " (pid ", worker.pid, ")");
+  const std::string who = standby ? absl::StrCat("standby worker (pid ", worker.pid, ")")
+                                  : absl::StrCat("worker local_rank ", worker.local_rank,
+                                                 " (pid ", worker.pid, ")");
   loop_.Watch(channel->fd(), [this, channel, who] {
     if (!channel->OnReadable(who)) loop_.Unwatch(channel->fd());
   });
+}
+
+void WorkerGroup::StartStandbys(const RoundAssignment& round) {
+  while (static_cast<int>(standbys_.size()) < spec_.standby_workers) {
+    auto standby = std::make_unique<Worker>(spec_.last_lines);
+    standby->local_rank = -1;
+    standby->global_rank = -1;
+    SpawnWorker(*standby, round);
+    if (!standby->running) return;  // said why; try again with the next round
+    spdlog::info("standby worker started (pid {})", standby->pid);
+    standbys_.push_back(std::move(standby));
+  }
+}
+
+void WorkerGroup::MaybeStartStandbys() {
+  if (standbys_pending_ == false || first_failure_) return;
+  // Once every worker has joined its group (a first step is near), so that the spare's own
+  // start does not slow theirs.
+  for (const auto& worker : workers_) {
+    if (!worker->running || !worker->control || worker->control->joined_round() < round_.round) {
+      return;
+    }
+  }
+  standbys_pending_ = false;
+  StartStandbys(round_);
+}
+
+int WorkerGroup::ready_standbys() const {
+  int ready = 0;
+  for (const auto& standby : standbys_) ready += Keepable(*standby) ? 1 : 0;
+  return ready;
 }
 
 void WorkerGroup::RecordExit(Worker& worker, int exit_code, int term_signal) {
@@ -289,6 +351,20 @@ std::string WorkerGroup::AttemptDir() const {
 }
 
 bool WorkerGroup::OnChildExit(pid_t pid, int wait_status) {
+  for (auto it = standbys_.begin(); it != standbys_.end(); ++it) {
+    Worker& standby = **it;
+    if (standby.pid != pid || !standby.running) continue;
+    standby.running = false;
+    CloseStreams(standby);
+    guardian_.Forget(pid);
+    if (!stopping_standbys_) {
+      spdlog::warn("standby worker (pid {}) ended ({}); the group has one spare fewer", pid,
+                   WIFSIGNALED(wait_status) ? SignalName(WTERMSIG(wait_status))
+                                            : absl::StrCat("exit code ", WEXITSTATUS(wait_status)));
+    }
+    standbys_.erase(it);
+    return true;
+  }
   for (auto& worker : workers_) {
     if (worker->pid != pid || !worker->running) continue;
     if (WIFSIGNALED(wait_status)) {
@@ -311,8 +387,17 @@ WorkerGroup::State WorkerGroup::state() const {
 
 void WorkerGroup::Stop(int signo, std::chrono::milliseconds grace,
                        const std::function<void()>& reap) {
+  StopStandbys();
   StopWhere([](const Worker&) { return true; }, signo, grace, reap);
   CleanUp();
+}
+
+void WorkerGroup::StopStandbys() {
+  // A standby holds no work: no grace. CleanUp's sweep kills and reaps it.
+  stopping_standbys_ = true;
+  for (auto& standby : standbys_) {
+    if (standby->running) kill(-standby->pid, SIGKILL);
+  }
 }
 
 void WorkerGroup::StopWhere(const std::function<bool(const Worker&)>& which, int signo,
@@ -377,6 +462,7 @@ void WorkerGroup::StopUnkeepable(int signo, std::chrono::milliseconds grace,
   // What the ended workers left behind (their process groups, orphans re-parented to the agent);
   // the kept workers' own children run on.
   std::set<pid_t> spare = {guardian_.pid()};
+  for (auto& standby : standbys_) spare.insert(standby->pid);
   for (auto& worker : workers_) {
     if (Keepable(*worker)) {
       spare.insert(worker->pid);
@@ -387,6 +473,49 @@ void WorkerGroup::StopUnkeepable(int signo, std::chrono::milliseconds grace,
   KillDescendants(spare);
 }
 
+bool WorkerGroup::PromoteStandby(int local_rank, const RoundAssignment& round,
+                                 double failure_time, std::vector<std::string>& started) {
+  for (auto it = standbys_.begin(); it != standbys_.end(); ++it) {
+    if (!Keepable(**it)) continue;  // still loading
+    std::unique_ptr<Worker> worker = std::move(*it);
+    standbys_.erase(it);
+    worker->local_rank = local_rank;
+    worker->global_rank = round.global_rank_base + local_rank;
+    PrepareFiles(*worker);
+    if (!worker->control->Send(NoticeFor(*worker, round, failure_time))) {
+      spdlog::warn("standby worker (pid {}) cannot be told its rank: dropping it", worker->pid);
+      kill(-worker->pid, SIGKILL);  // reaped as an orphan; it had no place in the group
+      guardian_.Forget(worker->pid);
+      CloseStreams(*worker);
+      return false;
+    }
+    for (OutputRelay* relay : {worker->out.get(), worker->err.get()}) {
+      const bool err = relay == worker->err.get();
+      const StreamRouting routing = spec_.logs.Route(local_rank, err ? kStdErr : kStdOut);
+      relay->Retarget(round.node_rank, worker->global_rank, local_rank);
+      relay->SetFile(routing.to_file
+                         ? OpenLog(worker->dir + (err ? "/stderr.log" : "/stdout.log"))
+                         : -1);
+    }
+    started.push_back(absl::StrCat(worker->global_rank, " (standby pid ", worker->pid, ")"));
+    workers_.push_back(std::move(worker));
+    return true;
+  }
+  return false;
+}
+
+RoundNotice WorkerGroup::NoticeFor(const Worker& worker, const RoundAssignment& round,
+                                   double failure_time) const {
+  RoundNotice notice;
+  notice.round = round.round;
+  notice.failure_time = failure_time;
+  for (auto& [key, value] : WorkerEnv(worker, round, failure_time)) {
+    auto base = spec_.base_env.find(key);
+    if (base == spec_.base_env.end() || base->second != value) notice.env[key] = value;
+  }
+  return notice;
+}
+
 std::string WorkerGroup::Reassign(const RoundAssignment& round, double failure_time, int signo,
                                   std::chrono::milliseconds grace,
                                   const std::function<void()>& reap) {
@@ -395,6 +524,8 @@ std::string WorkerGroup::Reassign(const RoundAssignment& round, double failure_t
             reap);
   node_rank_ = round.node_rank;
   attempt_ = round.restart_count;
+  round_ = round;
+  standbys_pending_ = spec_.standby_workers > 0;
   first_failure_.reset();
   escalate_ = false;
   // Tell each kept worker its place. Nothing here runs the loop, so no worker ends unseen.
@@ -403,16 +534,9 @@ std::string WorkerGroup::Reassign(const RoundAssignment& round, double failure_t
   for (auto& worker : workers_) {
     if (!worker->running) continue;
     worker->global_rank = round.global_rank_base + worker->local_rank;
-    RoundNotice notice;
-    notice.round = round.round;
-    notice.failure_time = failure_time;
-    for (auto& [key, value] : WorkerEnv(*worker, round, failure_time)) {
-      auto base = spec_.base_env.find(key);
-      if (base == spec_.base_env.end() || base->second != value) notice.env[key] = value;
-    }
-    if (Keepable(*worker) && worker->control->Send(notice)) {
+    if (Keepable(*worker) && worker->control->Send(NoticeFor(*worker, round, failure_time))) {
       for (OutputRelay* relay : {worker->out.get(), worker->err.get()}) {
-        if (relay != nullptr) relay->Retarget(round.node_rank, worker->global_rank);
+        if (relay != nullptr) relay->Retarget(round.node_rank, worker->global_rank, worker->local_rank);
       }
       kept.push_back(absl::StrCat(worker->global_rank, " (pid ", worker->pid, ")"));
     } else {
@@ -433,6 +557,7 @@ std::string WorkerGroup::Reassign(const RoundAssignment& round, double failure_t
   ended_ = 0;
   for (int local_rank = 0; local_rank < round.local_world_size && !first_failure_; ++local_rank) {
     if (FindRunning(local_rank) != nullptr) continue;
+    if (PromoteStandby(local_rank, round, failure_time, started)) continue;
     auto fresh = std::make_unique<Worker>(spec_.last_lines);
     fresh->local_rank = local_rank;
     fresh->global_rank = round.global_rank_base + local_rank;
@@ -457,11 +582,17 @@ void WorkerGroup::CleanUp() {
   for (auto& worker : workers_) {
     if (worker->pid > 0) kill(-worker->pid, SIGKILL);
   }
+  stopping_standbys_ = true;
   KillDescendants({guardian_.pid()});
   for (auto& worker : workers_) {
     CloseStreams(*worker);
     if (worker->pid > 0 && !worker->running) guardian_.Forget(worker->pid);
   }
+  for (auto& standby : standbys_) {  // killed and reaped by the sweep above
+    CloseStreams(*standby);
+    guardian_.Forget(standby->pid);
+  }
+  standbys_.clear();
 }
 
 }  // namespace mxrun

@@ -12,6 +12,12 @@
 // failure, the workers that declared they can take a new round are kept (StopUnkeepable stops the
 // others) and Reassign tells them the next round and starts processes only for the ranks nobody
 // holds; the group is then running again, with a fresh failure state.
+//
+// Warm standbys (spec.standby_workers): spare processes of the same program, started once the
+// group runs, with MXRUN_STANDBY=1 and no rank. Each prepares itself and says hello when ready;
+// Reassign gives a rank nobody holds to a ready standby before it would start a new process, and
+// StartStandbys starts another behind it. Standbys are not members: their exits fail nothing,
+// and the hang monitor does not see them.
 
 #include <sys/types.h>
 
@@ -47,6 +53,7 @@ struct WorkerSpec {
                                        // agent's failure summary as one log record
   bool heartbeat_files = false;        // give each worker MXRUN_HEARTBEAT_FILE (--hang_timeout)
   std::string timer_file;              // the FileTimer pipe for TORCHELASTIC_TIMER_FILE (or empty)
+  int standby_workers = 0;             // spare processes kept loaded for in-process restarts
 };
 
 class WorkerGroup {
@@ -114,12 +121,25 @@ class WorkerGroup {
   // Returns one line for the log: which workers were kept and which were started.
   std::string Reassign(const RoundAssignment& round, double failure_time, int signo,
                        std::chrono::milliseconds grace, const std::function<void()>& reap);
+  // Starts standbys until spec.standby_workers are there (running, ready or not) once every
+  // worker has joined the current round; call at every turn of the loop (cheap).
+  void MaybeStartStandbys();
+  int ready_standbys() const;
 
  private:
   struct Worker;
   // Running, said it takes new rounds in-process, and not hung (a hung worker is what failed).
   static bool Keepable(const Worker& worker);
   void SpawnWorker(Worker& worker, const RoundAssignment& round, double failure_time = 0);
+  void PrepareFiles(Worker& worker);  // its attempt folder, error and heartbeat files
+  EnvMap StandbyEnv(const RoundAssignment& round) const;
+  RoundNotice NoticeFor(const Worker& worker, const RoundAssignment& round,
+                        double failure_time) const;
+  // Gives `local_rank` to a ready standby (adds its line to `started`); false when none could.
+  bool PromoteStandby(int local_rank, const RoundAssignment& round, double failure_time,
+                      std::vector<std::string>& started);
+  void StartStandbys(const RoundAssignment& round);
+  void StopStandbys();
   EnvMap WorkerEnv(const Worker& worker, const RoundAssignment& round, double failure_time) const;
   void StopWhere(const std::function<bool(const Worker&)>& which, int signo,
                  std::chrono::milliseconds grace, const std::function<void()>& reap);
@@ -133,6 +153,10 @@ class WorkerGroup {
   EventLoop& loop_;
   DeathGuardian& guardian_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::unique_ptr<Worker>> standbys_;  // spares; local_rank -1 until promoted
+  RoundAssignment round_;                          // the current round
+  bool standbys_pending_ = false;                  // to be (re)filled once the round is joined
+  bool stopping_standbys_ = false;
   std::optional<WorkerFailure> first_failure_;
   int node_rank_ = 0;
   int attempt_ = 0;

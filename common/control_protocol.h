@@ -12,7 +12,10 @@
 //       protocol version 1. With in_process_restart, the worker will take a new round's place
 //       without exiting: when its group is re-formed, the agent keeps it running.
 //   {"joined": N}
-//       the worker has taken round N and is joining its new process group (informational).
+//       the worker is training in round N (MXRUN_ROUND names the round a worker starts in):
+//       once every worker has said so, the agent starts its warm standbys.
+// A standby (MXRUN_STANDBY=1: started with no rank, spare for a failed one) says hello when it is
+// loaded and ready; its round notice then carries its whole contract.
 // agent -> worker
 //   {"round": N, "env": {"RANK": "1", "WORLD_SIZE": "2", ...}, "failure_time": T}
 //       the group was re-formed as round N: `env` is the worker's whole torchrun contract for it

@@ -73,7 +73,10 @@ EnvMap BuildWorkerEnv(const EnvMap& agent_env, const GroupContract& group, int l
   // An outer launcher's channel and failure time are not this worker's.
   env.erase("MXRUN_CONTROL_FD");
   env.erase("MXRUN_FAILURE_TIME");
+  env.erase("MXRUN_ROUND");
+  env.erase("MXRUN_STANDBY");
   if (extras.control_channel) set("MXRUN_CONTROL_FD", "3");
+  if (extras.round >= 0) set("MXRUN_ROUND", std::to_string(extras.round));
   if (extras.failure_time > 0) {
     char text[32];
     std::snprintf(text, sizeof(text), "%.6f", extras.failure_time);

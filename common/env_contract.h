@@ -45,6 +45,7 @@ struct WorkerExtras {
   std::string nccl_trace_prefix;  // TORCH_NCCL_DEBUG_INFO_TEMP_FILE unless the agent's own
                                   // environment sets it (empty: left to PyTorch)
   bool control_channel = false;   // MXRUN_CONTROL_FD=3 (common/control_protocol.h)
+  int round = -1;                 // MXRUN_ROUND: the rendezvous round it starts in (-1: not set)
   double failure_time = 0;        // MXRUN_FAILURE_TIME: when the failure that started this round
                                   // was seen, seconds since the Unix epoch (0: not set)
 };

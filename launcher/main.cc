@@ -174,6 +174,10 @@ int Main(int argc, char** argv) {
     worker.attempts_dir = scratch_dir;
   }
 
+  // Warm standbys: the bundled trainer can be one (it loads, then waits for a rank).
+  worker.standby_workers = options.standby_workers.value_or(
+      options.entrypoint_kind == EntrypointKind::kBundledTrainer ? 1 : 0);
+
   // Hang detection (agent/hang_monitor.h).
   HangSettings& hang = config.hang.settings;
   const double hang_timeout = options.hang_timeout_seconds.value_or(

@@ -74,6 +74,9 @@ const std::vector<Flag>& Flags() {
       {"exit_barrier_timeout", "", false,
        "seconds workers may run on after another worker of the job exited 0 before they count "
        "as hung (0: off)", "300"},
+      {"standby_workers", "", false,
+       "spare workers per node, started and loaded ahead, that replace a failed rank in an "
+       "in-process restart (default 1 for the bundled trainer, else 0)", ""},
       {"start_method", "", false, "accepted for torchrun compatibility (spawn, fork, forkserver)",
        "spawn"},
       {"module", "-m", true, "run the entrypoint as a Python module (python -m)", ""},
@@ -384,6 +387,13 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   }
   if (auto s = to_int("max_restarts", 0, 1 << 20, "an integer >= 0", o.max_restarts); !s.ok()) {
     return s;
+  }
+  if (!absl::StripAsciiWhitespace(values["standby_workers"].text).empty()) {
+    int standby = 0;
+    if (auto s = to_int("standby_workers", 0, 64, "an integer from 0 to 64", standby); !s.ok()) {
+      return s;
+    }
+    o.standby_workers = standby;
   }
   o.master_addr = values["master_addr"].text;
   if (o.master_addr.empty()) return Invalid(values["master_addr"], "empty", "a host name or IP");

@@ -66,6 +66,9 @@ struct LaunchOptions {
   // bundled trainer (kTrainerHangTimeoutSeconds). 0 turns a rule off.
   std::optional<double> hang_timeout_seconds;
   double exit_barrier_timeout_seconds = 300;
+  // Spare workers per node for in-process restarts (agent/worker_group.h). nullopt: not given,
+  // which means 1 for the bundled trainer and 0 for anything else.
+  std::optional<int> standby_workers;
 
   EntrypointKind entrypoint_kind = EntrypointKind::kPythonScript;
   std::string entrypoint;             // script, module, program, or "train"

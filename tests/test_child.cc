@@ -18,8 +18,11 @@
 //                           others go on (--hang-below-attempt=K: only while the restart count < K)
 //   --stop-self             global rank --hang-rank stops itself (SIGSTOP) instead of sleeping
 //   --keep[=exit]           in the first attempt (restart count 0) only: declare on the control
-//                           channel (MXRUN_CONTROL_FD) that it takes new rounds in-process; with
-//                           =exit it exits 5 when a round notice comes (it cannot recover)
+//                           channel (MXRUN_CONTROL_FD) that it takes new rounds in-process, and
+//                           that it runs in MXRUN_ROUND ("joined"); with =exit it exits 5 when a
+//                           round notice comes (it cannot recover). Started as a standby
+//                           (MXRUN_STANDBY=1): says hello, waits up to 60 s for its rank, prints
+//                           "standby promoted rank=R pid=P" and exits 0.
 //   --delay-failure=S       a worker about to fail (--exit/--kill-self) waits S seconds first
 //   --wait-notice           with --keep, after setting up (and unless failing): wait up to 60 s
 //                           for a round notice, print "notice round=N rank=R pid=P", answer
@@ -196,8 +199,19 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
   const int control = ControlFd();
+  if (keep && control >= 0 && Env("MXRUN_STANDBY") == "1") {
+    Send(control, "{\"hello\": 1, \"in_process_restart\": true}");
+    const std::string notice = ReadNotice(control, 60);
+    if (notice.empty()) return 0;  // the job ended without needing it
+    std::printf("standby promoted rank=%s pid=%d\n", After(notice, "\"RANK\":\"").c_str(),
+                getpid());
+    return 0;
+  }
   keep = keep && attempt == 0 && control >= 0;
-  if (keep) Send(control, "{\"hello\": 1, \"in_process_restart\": true}");
+  if (keep) {
+    Send(control, "{\"hello\": 1, \"in_process_restart\": true}");
+    Send(control, "{\"joined\": " + Env("MXRUN_ROUND") + "}");
+  }
   if (beat && !Env("MXRUN_HEARTBEAT_FILE").empty()) {
     FILE* f = std::fopen(Env("MXRUN_HEARTBEAT_FILE").c_str(), "a");
     if (f != nullptr) std::fclose(f);

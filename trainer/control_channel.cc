@@ -44,8 +44,14 @@ std::unique_ptr<ControlChannel> ControlChannel::FromEnvironment(const EnvMap& en
 }
 
 ControlChannel::ControlChannel(int fd) : fd_(fd) {
-  WriteLine(fd_, HelloLine(/*in_process_restart=*/true));
   reader_ = std::thread([this] { ReadLoop(); });
+}
+
+void ControlChannel::Hello() { WriteLine(fd_, HelloLine(/*in_process_restart=*/true)); }
+
+bool ControlChannel::closed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return closed_;
 }
 
 ControlChannel::~ControlChannel() {

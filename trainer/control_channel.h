@@ -1,6 +1,6 @@
 #pragma once
-// The trainer's end of mxrun's control channel (common/control_protocol.h). At start it says
-// hello: this worker takes a re-formed group's new round in-process. A reader thread keeps the
+// The trainer's end of mxrun's control channel (common/control_protocol.h). It says hello: this
+// worker takes a re-formed group's new round in-process. A reader thread keeps the
 // latest round notice; the training loop asks RoundPending() between steps and while it waits on
 // a collective, and TakeRound() after a collective failed. Without MXRUN_CONTROL_FD (another
 // launcher, or run alone) there is no channel and the trainer behaves as before. No LibTorch.
@@ -32,8 +32,12 @@ class ControlChannel {
   // Takes the newest notice, waiting up to `timeout` for one; nullopt when none came or the
   // agent closed the channel.
   std::optional<RoundNotice> TakeRound(std::chrono::milliseconds timeout);
-  // Tells the agent this worker has taken its place in `round`.
+  // Says this worker takes new rounds in-process (a standby: that it is ready for a rank).
+  void Hello();
+  // Tells the agent this worker has joined round `round`'s group.
   void Joined(int round);
+  // The agent closed the channel (it is ending the job).
+  bool closed();
 
  private:
   explicit ControlChannel(int fd);

@@ -17,6 +17,7 @@ class Heartbeat {
  public:
   // `path` empty: no heartbeat.
   explicit Heartbeat(std::string path);
+  const std::string& path() const { return path_; }
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;

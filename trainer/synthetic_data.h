@@ -5,6 +5,7 @@
 // a model has to learn the patterns rather than memorise images. Random crops and horizontal
 // flips (the training augmentation) keep an image's class recognisable.
 //
+// Pixel noise is N(0, 64^2), drawn through a quantile table (synthetic_data.cc says why).
 // Each image draws from its own generator, seeded by (seed, index): images are independent of
 // each other, so the set is made by several threads at once and is the same for any thread count.
 // It is on a restarting worker's critical path (50,000 images before the first step).

@@ -196,6 +196,7 @@ class Trainer {
   void RunRound(int threads);
   void ApplyRound(const RoundNotice& notice, const std::string& why);
   void RecordRecovery();
+  bool WaitAsStandby();
   void TrainEpoch(std::int64_t epoch);
   TallyResult Reduce(const Tally& tally);
   TallyResult Evaluate();
@@ -237,7 +238,10 @@ class Trainer {
   std::unique_ptr<MetricsLog> metrics_;
   SamplerConfig sampler_;
   std::int64_t planned_steps_ = 0;
-  Heartbeat heartbeat_{id_.heartbeat_file};  // mxrun's hang detection: beats on progress
+  // mxrun's hang detection: beats on progress (made once the worker has its place).
+  std::unique_ptr<Heartbeat> heartbeat_ = std::make_unique<Heartbeat>("");
+  int round_ = 0;  // the rendezvous round this worker is in (MXRUN_ROUND, then each notice)
+  bool joined_ = false;  // told the agent it trains in round_
 };
 
 // Data preparation runs beside the model's construction and the process group's rendezvous
@@ -248,6 +252,9 @@ void Trainer::StartLoadingData(int threads) {
     throw std::runtime_error("CIFAR-10 has 10 classes; --num_classes is " +
                              std::to_string(o_.num_classes));
   }
+  // Generation runs on every core: it is on a starting worker's critical path, and a replacement
+  // rank starts while the kept ones wait for it.
+  threads = std::max<int>(threads, std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
   auto make = [this, threads](bool train) {
     if (!o_.data_dir.empty()) return ReadCifar10(o_.data_dir, train ? Split::kTrain : Split::kTest);
     return train ? MakeSyntheticImages(o_.synthetic_train, o_.num_classes, 1000 + o_.seed, threads)
@@ -485,7 +492,7 @@ TallyResult Trainer::Evaluate() {
         logits.to(torch::kFloat), labels,
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
     BatchScore(logits, labels, loss).AddTo(tally);
-    heartbeat_.Beat();
+    heartbeat_->Beat();
   }
   model_->train();
   return Reduce(tally);
@@ -496,7 +503,7 @@ void Trainer::Checkpoint() {
   progress_.world_size = id_.world_size;
   progress_.loss_scale = scaler_.enabled ? scaler_.scale : 0;
   // A large checkpoint on a slow disk can take longer than --hang_timeout: not a hang.
-  Heartbeat::KeepAlive alive(heartbeat_, std::chrono::seconds(1));
+  Heartbeat::KeepAlive alive(*heartbeat_, std::chrono::seconds(1));
   SaveCheckpoint(o_.ckpt_dir, *model_, *optimizer_, progress_);
 }
 
@@ -566,12 +573,18 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
     if (step_ok) ForeachSgdStep(*optimizer_);
     reducer_->ZeroGrad();
     ++progress_.step;
-    heartbeat_.Beat();  // the first beat comes after the first step: start-up is not judged
+    heartbeat_->Beat();  // the first beat comes after the first step: start-up is not judged
     step_start_seen = progress_.samples_seen;
     progress_.samples_in_epoch = std::min(consumed_local * id_.world_size, epoch_total);
     progress_.world_size = id_.world_size;
     completed_ = progress_;  // what a kept worker gives the re-formed group
     if (failure_time_ > 0) RecordRecovery();
+    if (control_ && !joined_) {
+      // Training in this round: once every worker says so, the agent starts its standbys (not
+      // sooner, so that a spare's start never slows the group's first step).
+      control_->Joined(round_);
+      joined_ = true;
+    }
     if (o_.log_every > 0 && progress_.step % o_.log_every == 0) {
       const TallyResult r = Reduce(window_tally);
       const double rate = window_samples / std::max(SecondsSince(window_start), 1e-9);
@@ -721,9 +734,9 @@ void Trainer::ApplyRound(const RoundNotice& notice, const std::string& why) {
   const int old_rank = id_.rank;
   for (const auto& [key, value] : notice.env) setenv(key.c_str(), value.c_str(), 1);
   id_ = ReadWorkerIdentity(EnvFromStrings(environ));
-  std::fprintf(stderr,
-               "train: rank %d: %s; taking round %d in-process as rank %d of %d\n", old_rank,
-               why.c_str(), notice.round, id_.rank, id_.world_size);
+  const std::string who = have_state_ ? "rank " + std::to_string(old_rank) : "standby";
+  std::fprintf(stderr, "train: %s: %s; taking round %d in-process as rank %d of %d\n",
+               who.c_str(), why.c_str(), notice.round, id_.rank, id_.world_size);
   reducer_.reset();  // removes its hooks
   if (comm_) abandoned_.push_back(comm_.release());
   {
@@ -732,11 +745,38 @@ void Trainer::ApplyRound(const RoundNotice& notice, const std::string& why) {
   }
   if (failure_time_ == 0) {
     failure_time_ = notice.failure_time > 0 ? notice.failure_time : SystemWallClock();
-    failed_at_step_ = completed_.step;
+    if (have_state_) failed_at_step_ = completed_.step;
   }
   progress_ = completed_;
-  if ((old_rank == 0) != (id_.rank == 0)) OpenMetrics();
-  control_->Joined(notice.round);
+  round_ = notice.round;
+  joined_ = false;
+  if (!metrics_ || (old_rank == 0) != (id_.rank == 0)) OpenMetrics();
+  if (heartbeat_->path() != id_.heartbeat_file) {
+    heartbeat_ = std::make_unique<Heartbeat>(id_.heartbeat_file);
+  }
+}
+
+// A warm standby (MXRUN_STANDBY=1): everything that does not depend on a rank is done (LibTorch
+// loaded, data made, model built), then it waits for mxrun to give it a failed rank's place.
+// Returns false when the agent closed the channel instead (the job ended).
+bool Trainer::WaitAsStandby() {
+  train_set_ = train_set_future_.get();
+  control_->Hello();
+  for (;;) {
+    std::optional<RoundNotice> notice = control_->TakeRound(std::chrono::hours(1));
+    if (notice) {
+      ApplyRound(*notice, "a standby was given a rank");
+      break;
+    }
+    if (control_->closed()) return false;
+  }
+  // Its device follows from its local rank, known only now.
+  const torch::Device device = ChooseDevice(o_, id_);
+  if (device != device_) {
+    device_ = device;
+    model_->to(device_);
+  }
+  return true;
 }
 
 // The first step completed after a restart: how much it cost.
@@ -782,16 +822,28 @@ int Trainer::Run() {
   amp_ = o_.amp != "off";
   amp_dtype_ = o_.amp == "fp16" ? at::kHalf : at::kBFloat16;
   scaler_.enabled = o_.amp == "fp16";
-  OpenMetrics();
+  const char* standby_flag = std::getenv("MXRUN_STANDBY");
+  const bool standby = standby_flag != nullptr && std::string(standby_flag) == "1";
   // mxrun offers a control channel: this trainer takes a re-formed group's round in-process.
   if (o_.in_process_restart) control_ = ControlChannel::FromEnvironment(EnvFromStrings(environ));
+  if (standby && !control_) {
+    std::fprintf(stderr, "train: started as a standby, but %s; nothing to do\n",
+                 o_.in_process_restart ? "without mxrun's control channel (MXRUN_CONTROL_FD)"
+                                       : "--no_in_process_restart was given");
+    return 0;
+  }
+  if (control_ && !standby) control_->Hello();
+  if (!standby) OpenMetrics();
   // A process started for a round that follows a failure: the recovery record counts from it.
   if (const char* t = std::getenv("MXRUN_FAILURE_TIME"); t != nullptr) {
     failure_time_ = std::atof(t);
   }
+  if (const char* r = std::getenv("MXRUN_ROUND"); r != nullptr) round_ = std::atoi(r);
 
   StartLoadingData(threads);
   BuildModel();
+  if (standby && !WaitAsStandby()) return 0;
+  heartbeat_ = std::make_unique<Heartbeat>(id_.heartbeat_file);
   for (;;) {
     try {
       RunRound(threads);

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -112,4 +113,32 @@ TEST_CASE("a worker's control channel is fd 3, a socket, and nothing else is inh
   INFO(r.err << r.out);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("fd3=socket var=3 fds=0,1,2,3,"));
+}
+
+TEST_CASE("a warm standby takes the failed rank",
+          "[integration][in_process]") {
+  // Rank 1 fails 2 s in: by then the standby (started once every worker joined) said hello.
+  ProcessResult r = Run(Mxrun({"--standalone", "--nproc_per_node=2", "--max_restarts=1",
+                               "--standby_workers=1"},
+                              {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
+                               "--fail-below-attempt=1", "--delay-failure=2"}));
+  INFO(r.err << r.out);
+  REQUIRE(r.exit_code == 0);
+  const size_t at = r.err.find("standby worker started (pid ");
+  REQUIRE(at != std::string::npos);
+  const std::vector<int> standby = {std::atoi(r.err.c_str() + at + 28)};
+  CHECK_THAT(r.err, Catch::Contains("standby worker (pid " + std::to_string(standby[0]) +
+                                    "): ready to take a rank in-process"));
+  CHECK_THAT(r.err, Catch::Contains("; started rank(s) 1 (standby pid " +
+                                    std::to_string(standby[0]) + ")"));
+  CHECK_THAT(r.out, Catch::Contains("standby promoted rank=1 pid=" + std::to_string(standby[0])));
+  // Rank 1 started once as a process of its own; the standby took its place without a start.
+  CHECK(ReadyPids(r.out).at(1).size() == 1);
+}
+
+TEST_CASE("--standby_workers is checked", "[integration][in_process]") {
+  ProcessResult r = Run(Mxrun({"--standalone", "--standby_workers=-1"}, {}));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--standby_workers"));
+  CHECK_THAT(r.err, Catch::Contains("an integer from 0 to 64"));
 }

@@ -65,7 +65,9 @@ void CheckRecovered(const TempDir& dir, const std::map<int, double>& baseline, i
   }
 }
 
-void KillRankAndCheck(int nproc, int victim) {
+// `standby`: a warm standby takes the rank (the kill waits until it is ready); otherwise there is
+// none and a new process starts for it.
+void KillRankAndCheck(int nproc, int victim, bool standby) {
   TempDir base;
   ProcessResult first =
       Run(SmallRun({kMxrun, "--standalone", "--nproc_per_node=" + std::to_string(nproc), "train"},
@@ -76,10 +78,12 @@ void KillRankAndCheck(int nproc, int victim) {
 
   TempDir dir;
   Subprocess job(SmallRun({kMxrun, "--standalone", "--nproc_per_node=" + std::to_string(nproc),
-                           "--max_restarts=1", "train"},
+                           "--max_restarts=1",
+                           "--standby_workers=" + std::string(standby ? "1" : "0"), "train"},
                           dir, kTrainArgs));
   const int steps = 64 * 2 / nproc;
   REQUIRE(job.WaitForStdout("step 10/" + std::to_string(steps), 1, 120s));
+  if (standby) REQUIRE(job.WaitForStderr("ready to take a rank in-process", 1, 120s));
   std::map<int, pid_t> before;
   for (int rank = 0; rank < nproc; ++rank) before[rank] = WorkerOfRank(job.pid(), rank);
   REQUIRE(before[victim] > 0);
@@ -94,7 +98,8 @@ void KillRankAndCheck(int nproc, int victim) {
                                       std::to_string(before[rank]) + ")"));
     CHECK_THAT(r.err, Catch::Contains("train: rank " + std::to_string(rank) + ": "));
   }
-  CHECK_THAT(r.err, Catch::Contains("; started rank(s) " + std::to_string(victim) + " (pid "));
+  CHECK_THAT(r.err, Catch::Contains("; started rank(s) " + std::to_string(victim) +
+                                    (standby ? " (standby pid " : " (pid ")));
   CheckRecovered(dir, StepLosses(base), nproc);
 }
 
@@ -102,12 +107,16 @@ void KillRankAndCheck(int nproc, int victim) {
 
 TEST_CASE("in-process restart: one of 2 workers SIGKILLed, the other keeps its process and "
           "no step is lost", "[trainer][in_process]") {
-  KillRankAndCheck(2, 1);
+  KillRankAndCheck(2, 1, /*standby=*/false);
+}
+
+TEST_CASE("in-process restart: a warm standby takes the SIGKILLed rank", "[trainer][in_process]") {
+  KillRankAndCheck(2, 1, /*standby=*/true);
 }
 
 TEST_CASE("in-process restart: one of 4 workers SIGKILLed, the other 3 keep their processes",
           "[trainer][in_process]") {
-  KillRankAndCheck(4, 2);
+  KillRankAndCheck(4, 2, /*standby=*/false);
 }
 
 TEST_CASE("in-process restart across 2 nodes: a worker of node 1 SIGKILLed, node 0's workers "
@@ -119,7 +128,7 @@ TEST_CASE("in-process restart across 2 nodes: a worker of node 1 SIGKILLed, node
     nodes.push_back(std::make_unique<Subprocess>(SmallRun(
         {kMxrun, "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
          "--rdzv_id=ipr2", "--nnodes=2", "--node_rank=" + std::to_string(node),
-         "--nproc_per_node=2", "--max_restarts=1", "train"},
+         "--nproc_per_node=2", "--max_restarts=1", "--standby_workers=0", "train"},
         dir, kTrainArgs)));
   }
   REQUIRE(nodes[0]->WaitForStdout("step 10/32", 1, 120s));
@@ -153,7 +162,8 @@ TEST_CASE("in-process restart after a node's death: a 2:3 job goes on at world s
     nodes.push_back(std::make_unique<Subprocess>(SmallRun(
         {kMxrun, "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
          "--rdzv_id=ipr3", "--nnodes=2:3", "--node_rank=" + std::to_string(node),
-         "--rdzv_conf=last_call_timeout=10", "--nproc_per_node=1", "--max_restarts=1", "train"},
+         "--rdzv_conf=last_call_timeout=10", "--nproc_per_node=1", "--max_restarts=1",
+         "--standby_workers=0", "train"},
         dir, kTrainArgs)));
   }
   // 3 workers: 2048 / 3 rounded up to whole steps of 32.
