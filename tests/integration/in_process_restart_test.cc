@@ -136,7 +136,7 @@ TEST_CASE("a warm standby takes the failed rank",
   CHECK(ReadyPids(r.out).at(1).size() == 1);
 }
 
-TEST_CASE("--standby_workers is checked", "[integration][in_process]") {
+TEST_CASE("a bad standby worker count is refused", "[integration][in_process]") {
   ProcessResult r = Run(Mxrun({"--standalone", "--standby_workers=-1"}, {}));
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("--standby_workers"));
