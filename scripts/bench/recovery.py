@@ -11,9 +11,11 @@ step, side by side in one run:
                            resuming from its rank-0 checkpoint
 
 Cases (RUNS times each, medians):
-  recovery: once step K is logged, SIGKILL rank 1's process; the time from the kill to the first
-            training step logged after it, and the completed steps lost (the last step logged
-            before the kill minus the step the group went on from).
+  recovery: once step K is logged (and, for mxrun + train, its warm standby is ready, as it is
+            for all but the first seconds of a job), SIGKILL rank 1's process; the time from the
+            kill to the first training step logged after it, and the completed steps lost (the
+            last step logged before the kill minus the step the group went on from). The
+            standby's resident memory is read then, beside a worker's.
   cold:     launch to the first training step logged.
 Each record carries the wall clock ("time"), so the times are read from the logs, not guessed.
 
@@ -44,6 +46,7 @@ COMMON = ["--width", "16", "--batch_size", "64", "--synthetic_train", str(N), "-
           "--log_every", "1", "--ckpt_every", "5"]
 WORK = tempfile.mkdtemp(prefix="mxrun-recovery-bench.")
 KINDS = ["mxrun + train", "mxrun + train (old way)", "torchrun + Python"]
+memory = []  # (standby RSS, worker RSS) in MiB, per mxrun + train recovery run
 
 
 def command(kind, run_dir):
@@ -98,6 +101,28 @@ def descendants(pid):
     return out
 
 
+def env_of(pid, key):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            for entry in f.read().split(b"\0"):
+                if entry.startswith(key.encode() + b"="):
+                    return entry[len(key) + 1:].decode(errors="replace")
+    except OSError:
+        pass
+    return None
+
+
+def rss_mib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def rank_of(pid):
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
@@ -133,6 +158,17 @@ def one_run(kind, case, idx):
         if not wait_until(lambda: any(r["step"] >= KILL_AT for r in
                                       steps(records(kind, run_dir, out_path))), 300):
             return None, None
+        if kind == "mxrun + train":
+            def standby_ready():
+                with open(out_path, errors="replace") as f:
+                    return "ready to take a rank in-process" in f.read()
+            if not wait_until(standby_ready, 120):
+                return None, None
+            tree = descendants(p.pid)
+            standby = next((c for c in tree if env_of(c, "MXRUN_STANDBY") == "1"), None)
+            worker = next((c for c in tree if rank_of(c) == 1), None)
+            if standby and worker:
+                memory.append((rss_mib(standby), rss_mib(worker)))
         victim = next((c for c in descendants(p.pid) if rank_of(c) == 1), None)
         if victim is None:
             return None, None
@@ -195,6 +231,10 @@ def main():
     mine = med(results[("recovery", "mxrun + train")][0])
     if ref and mine:
         print(f"\nRecovery: torchrun + Python / mxrun + train = {ref / mine:.1f}x")
+    if memory:
+        print(f"\nA warm standby's resident memory: {med([m[0] for m in memory]):.0f} MiB "
+              f"(a training worker: {med([m[1] for m in memory]):.0f} MiB), medians of "
+              f"{len(memory)} runs")
     print("\n| launch -> first training step (cold) | median | runs |")
     print("|---|---|---|")
     for kind in ("mxrun + train", "torchrun + Python"):
