@@ -1,7 +1,9 @@
-"""Python helpers shared by the drivers of scripts/bench/launch.sh, rendezvous.sh and train.sh.
+"""Python helpers shared by the drivers of scripts/bench/launch.sh, rendezvous.sh and train.sh,
+and by etcd_ha.py and recovery.py.
 
 Imported, not run: each script feeds its driver to $PYTHON on stdin and passes its own folder
-as the first argument, which the driver puts on sys.path before `from bench_common import ...`.
+as the first argument, which the driver puts on sys.path before `from bench_common import ...`;
+etcd_ha.py and recovery.py import it from their own folder.
 """
 import os, signal, statistics, sys, time
 
@@ -104,3 +106,22 @@ def print_problems(problems):
         print()
         for msg in problems:
             print("- " + msg.replace("\n", "\n  "))
+
+
+def descendants(pid):
+    """Every live descendant of pid (children, grandchildren, ...), from /proc."""
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out

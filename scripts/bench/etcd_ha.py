@@ -30,6 +30,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import descendants  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNS = int(os.environ.get("RUNS", "5"))
 SCALE_NODES = [int(x) for x in os.environ.get("SCALE_NODES", "8 16 32").split()]
@@ -82,24 +85,6 @@ def kill_group(p, sig=signal.SIGKILL):
         os.killpg(p.pid, sig)
     except ProcessLookupError:
         pass
-
-
-def descendants(pid):
-    children = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                children.setdefault(ppid, []).append(int(d))
-            except (OSError, ValueError, IndexError):
-                pass
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 def kill_node(p):

@@ -32,6 +32,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import descendants  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNS = int(os.environ.get("RUNS", "5"))
 N = int(os.environ.get("N", "50000"))
@@ -81,24 +84,6 @@ def records(kind, run_dir, out_path):
 
 def steps(recs):
     return [r for r in recs if r.get("event") == "step"]
-
-
-def descendants(pid):
-    children = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                children.setdefault(ppid, []).append(int(d))
-            except (OSError, ValueError, IndexError):
-                pass
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 def env_of(pid, key):

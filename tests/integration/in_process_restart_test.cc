@@ -11,16 +11,19 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "tests/subprocess.h"
+#include "tests/temp_dir.h"
 
 using mxrun::testing::CountOccurrences;
 using mxrun::testing::IntsAfter;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::Run;
+using mxrun::testing::TempDir;
 
 namespace {
 
@@ -141,4 +144,35 @@ TEST_CASE("a bad standby worker count is refused", "[integration][in_process]") 
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("--standby_workers"));
   CHECK_THAT(r.err, Catch::Contains("an integer from 0 to 64"));
+}
+
+TEST_CASE("ordinary Python workers are stopped and started again, as under torchrun",
+          "[integration][in_process]") {
+  // A plain Python script that never touches fd 3: rank 1 fails in the first attempt while
+  // rank 0 sleeps; both come back as new processes.
+  TempDir dir;
+  const std::string script = dir.path() + "/worker.py";
+  {
+    std::ofstream out(script);
+    out << "import os, sys, time\n"
+           "rank, attempt = os.environ['RANK'], os.environ['TORCHELASTIC_RESTART_COUNT']\n"
+           "print(f'ready rank={rank} pid={os.getpid()} attempt={attempt}', flush=True)\n"
+           "if attempt == '0':\n"
+           "    if rank == '1':\n"
+           "        time.sleep(1)\n"
+           "        sys.exit(3)\n"
+           "    time.sleep(60)\n";
+  }
+  ProcessResult r = Run({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
+                         script},
+                        {{"PYTHON_EXEC", "/usr/bin/python3"}}, std::chrono::seconds(120));
+  INFO(r.err << r.out);
+  REQUIRE(r.exit_code == 0);
+  const auto pids = ReadyPids(r.out);
+  for (int rank = 0; rank < 2; ++rank) {
+    REQUIRE(pids.at(rank).size() == 2);
+    CHECK(pids.at(rank)[0] != pids.at(rank)[1]);
+  }
+  CHECK_THAT(r.err, Catch::Contains("stopping the group"));
+  CHECK_THAT(r.err, !Catch::Contains("in-process"));
 }

@@ -103,6 +103,24 @@ void KillRankAndCheck(int nproc, int victim, bool standby) {
   CheckRecovered(dir, StepLosses(base), nproc);
 }
 
+// `count` agents of a dynamic job on `master` (node ranks 0, 1, ...), each with `nproc` trainer
+// workers and no standby (each test says which path it takes).
+std::vector<std::unique_ptr<Subprocess>> StartNodes(const Master& master, const TempDir& dir,
+                                                    const std::string& id,
+                                                    const std::string& nnodes, int count,
+                                                    int nproc) {
+  std::vector<std::unique_ptr<Subprocess>> nodes;
+  for (int node = 0; node < count; ++node) {
+    nodes.push_back(std::make_unique<Subprocess>(SmallRun(
+        {kMxrun, "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(), "--rdzv_id=" + id,
+         "--nnodes=" + nnodes, "--node_rank=" + std::to_string(node),
+         "--rdzv_conf=last_call_timeout=10", "--nproc_per_node=" + std::to_string(nproc),
+         "--max_restarts=1", "--standby_workers=0", "train"},
+        dir, kTrainArgs)));
+  }
+  return nodes;
+}
+
 }  // namespace
 
 TEST_CASE("in-process restart: one of 2 workers SIGKILLed, the other keeps its process and "
@@ -123,14 +141,7 @@ TEST_CASE("in-process restart across 2 nodes: a worker of node 1 SIGKILLed, node
           "keep their processes", "[trainer][in_process]") {
   Master master;
   TempDir dir;
-  std::vector<std::unique_ptr<Subprocess>> nodes;
-  for (int node = 0; node < 2; ++node) {
-    nodes.push_back(std::make_unique<Subprocess>(SmallRun(
-        {kMxrun, "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
-         "--rdzv_id=ipr2", "--nnodes=2", "--node_rank=" + std::to_string(node),
-         "--nproc_per_node=2", "--max_restarts=1", "--standby_workers=0", "train"},
-        dir, kTrainArgs)));
-  }
+  auto nodes = StartNodes(master, dir, "ipr2", "2", 2, 2);
   REQUIRE(nodes[0]->WaitForStdout("step 10/32", 1, 120s));
   const pid_t rank0 = WorkerOfRank(nodes[0]->pid(), 0);
   const pid_t rank1 = WorkerOfRank(nodes[0]->pid(), 1);
@@ -157,15 +168,7 @@ TEST_CASE("in-process restart after a node's death: a 2:3 job goes on at world s
           "survivors' processes", "[trainer][in_process]") {
   Master master;
   TempDir dir;
-  std::vector<std::unique_ptr<Subprocess>> nodes;
-  for (int node = 0; node < 3; ++node) {
-    nodes.push_back(std::make_unique<Subprocess>(SmallRun(
-        {kMxrun, "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
-         "--rdzv_id=ipr3", "--nnodes=2:3", "--node_rank=" + std::to_string(node),
-         "--rdzv_conf=last_call_timeout=10", "--nproc_per_node=1", "--max_restarts=1",
-         "--standby_workers=0", "train"},
-        dir, kTrainArgs)));
-  }
+  auto nodes = StartNodes(master, dir, "ipr3", "2:3", 3, 1);
   // 3 workers: 2048 / 3 rounded up to whole steps of 32.
   REQUIRE(nodes[0]->WaitForStdout("step 10/44", 1, 120s));
   const pid_t rank0 = WorkerOfRank(nodes[0]->pid(), 0);
