@@ -14,6 +14,8 @@ Cases (each RUNS times, medians):
            replica; time until the standby serves, and the worker starts counted (2 = no restart).
   scale:   N agents x 1 worker that exits at once, --nnodes=N; time from launch to the last
            worker's start: mxrun etcd, mxrun c10d (in-process master), torchrun etcd-v2, c10d.
+  phases:  (not in the default CASES) the scale case for mxrun etcd only, split: launch to the
+           elected master serving, to the first worker's start, to the last one's.
 
 Usage: etcd_ha.py  (environment: RUNS, SCALE_NODES, TIMEOUT, CASES (default "host other standby
 scale"), KINDS (default all four launchers), MXRUN, MXRUN_MASTER, TORCHRUN)
@@ -301,6 +303,30 @@ def fmt(x):
     return "—" if x is None else f"{x:.2f} s"
 
 
+def phases_table(etcd):
+    print("\n| mxrun etcd, N agents | elected master serving | first worker | last worker |")
+    print("|---|---|---|---|")
+    for n in SCALE_NODES:
+        rows = []
+        for i in range(RUNS):
+            progress(f"phases {n} run {i + 1}/{RUNS}")
+            rundir = tempfile.mkdtemp(dir=WORK, prefix=f"phases{n}.")
+            t0 = time.time()
+            nodes = launch_job("mxrun etcd", etcd, f"phases{n}-{i}", n, rundir, exit_at_once=True)
+            served = None
+            deadline = time.monotonic() + max(TIMEOUT, 5 * n)
+            while time.monotonic() < deadline and not all(lines(log) for _, log in nodes):
+                if served is None and any("serving on" in output(log) for _, log in nodes):
+                    served = time.time() - t0
+                time.sleep(POLL)
+            starts = [lines(log)[0][0] - t0 for _, log in nodes if lines(log)]
+            if served is not None and len(starts) == n:
+                rows.append((served, min(starts), max(starts)))
+            stop_all()
+        cells = [fmt(med([r[k] for r in rows])) for k in range(3)]
+        print(f"| {n} | " + " | ".join(cells) + " |")
+
+
 def scale_table(etcd):
     print("\n| round formation, N agents | " + " | ".join(KINDS) + " | mxrun etcd / mxrun c10d |")
     print("|---|" + "---|" * (len(KINDS) + 1))
@@ -368,6 +394,8 @@ def main():
               f"| {fmt(med(takeovers))} (starts per run: {starts}) |" + " n/a |" * (len(kinds) - 1))
     if "scale" in CASES:
         scale_table(etcd)
+    if "phases" in CASES:
+        phases_table(etcd)
     if notes:
         print("\nNotes:\n" + "\n".join(f"- {n}" for n in notes))
 
