@@ -124,6 +124,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
   using Kind = RendezvousEvent::Kind;
   switch (event.kind) {
     case Kind::kRegistered:
+      waiting_reason_ = event.reason;
       config_.notifier.Ready(event.reason);
       return std::nullopt;
     case Kind::kRoundReady: {
@@ -157,7 +158,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       }
       KeepOrStopGroup();
       phase_ = Phase::kJoining;
-      rendezvous_.Join();
+      Join();
       return std::nullopt;
     case Kind::kPeerFinished:
       if (phase_ == Phase::kRunning) {
@@ -183,6 +184,28 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
   return std::nullopt;
 }
 
+void ElasticAgent::Join() {
+  joined_at_ = EventLoop::Deadline::clock::now();
+  next_waiting_note_ = joined_at_ + config_.waiting_notice_after;
+  waiting_reason_.clear();
+  rendezvous_.Join();
+}
+
+std::optional<EventLoop::Deadline> ElasticAgent::NoteWaiting() {
+  if (phase_ != Phase::kJoining) return std::nullopt;
+  const auto now = EventLoop::Deadline::clock::now();
+  if (now >= next_waiting_note_) {
+    const double waited = std::chrono::duration<double>(now - joined_at_).count();
+    spdlog::info("no round yet after {:.0f} s: {} ({})", waited,
+                 waiting_reason_.empty() ? "the rendezvous has not answered this node's join"
+                                         : waiting_reason_,
+                 config_.rendezvous_description.empty() ? "the local rendezvous"
+                                                        : config_.rendezvous_description);
+    next_waiting_note_ = now + std::chrono::seconds(30);
+  }
+  return next_waiting_note_;
+}
+
 int ElasticAgent::Run() {
   std::vector<int> signals(config_.handled_signals.begin(), config_.handled_signals.end());
   signals.push_back(SIGCHLD);
@@ -200,7 +223,7 @@ int ElasticAgent::Run() {
   });
 
   phase_ = Phase::kJoining;
-  rendezvous_.Join();
+  Join();
   while (true) {
     if (stop_signal_ != 0) {
       config_.notifier.Stopping(absl::StrCat("stopping the workers on ", SignalName(stop_signal_)));
@@ -218,6 +241,9 @@ int ElasticAgent::Run() {
       continue;
     }
     std::optional<EventLoop::Deadline> wake = config_.notifier.NextWatchdog();
+    if (std::optional<EventLoop::Deadline> note = NoteWaiting()) {
+      if (!wake || *note < *wake) wake = note;
+    }
     if (std::optional<EventLoop::Deadline> hang_wake = hangs_->NextWake()) {
       if (!wake || *hang_wake < *wake) wake = hang_wake;
     }

@@ -36,6 +36,10 @@ struct AgentConfig {
   ServiceNotifier notifier;                 // systemd notifications (disabled outside systemd)
   HangMonitorConfig hang;                   // hang detection (hang_monitor.h)
   std::unique_ptr<FileTimerPipe> timer_pipe;  // the FileTimer pipe, when that watchdog is on
+  // No rendezvous wait is silent: after this long without a round, and every 30 s after, the
+  // agent says what it waits for and where (`rendezvous_description`).
+  std::string rendezvous_description;
+  std::chrono::milliseconds waiting_notice_after{5000};
 };
 
 inline constexpr int kExitSuccess = 0;
@@ -54,6 +58,8 @@ class ElasticAgent {
   enum class Phase { kJoining, kRunning, kAwaiting };
 
   void OnSignal(int signo);
+  void Join();  // asks the rendezvous for a place, and starts the clock of the waiting notice
+  std::optional<EventLoop::Deadline> NoteWaiting();
   void ReapChildren();
   void StopGroup(int signo);
   // After a failure or before a re-formation: keeps the workers that can take the next round
@@ -75,6 +81,9 @@ class ElasticAgent {
   Phase phase_ = Phase::kJoining;
   int stop_signal_ = 0;                  // first handled signal received
   double failure_time_ = 0;              // when the failure behind the next round was seen
+  EventLoop::Deadline joined_at_{};      // when the last Join() was asked
+  EventLoop::Deadline next_waiting_note_{};
+  std::string waiting_reason_;           // the rendezvous' last word on what it waits for
 };
 
 }  // namespace mxrun

@@ -250,6 +250,7 @@ int Main(int argc, char** argv) {
   }
   if (rdzv->master) spdlog::info("hosting the rendezvous master on {}", rdzv->master_address);
   if (options.nnodes.max > 1) spdlog::info("{}", rdzv->description);
+  config.rendezvous_description = rdzv->description;
   ElasticAgent agent(std::move(config), *rdzv->rendezvous, *guardian);
   const int exit_code = agent.Run();
   rdzv->rendezvous.reset();

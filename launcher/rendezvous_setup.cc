@@ -68,10 +68,12 @@ absl::Status CheckNetworkFlags(const LaunchOptions& options) {
       return endpoint.status();
     }
   }
-  if (options.rdzv_id.empty() || options.rdzv_id == "none") {
+  // A missing --rdzv_id is torchrun's "none" (one-node launches often leave it out): jobs that
+  // share a master and say nothing are one run, as with torchrun.
+  if (options.rdzv_id.empty()) {
     return absl::InvalidArgumentError(
-        "--rdzv_id is required with a dynamic rendezvous: give every node of the job the same "
-        "id (for example the scheduler's job id)");
+        "--rdzv_id is empty: give every node of the job the same id (for example the "
+        "scheduler's job id), or leave the flag out for torchrun's default 'none'");
   }
   return absl::OkStatus();
 }

@@ -126,6 +126,8 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
     if (server.ok()) {
       result.master = std::shared_ptr<MasterServer>(std::move(*server));
       result.master_address = result.master->address();
+      // Port 0 (torchrun's "localhost:0" for one node): the kernel chose one; join it there.
+      if (master.port == 0) config.endpoint = result.master_address;
       result.before_exit = [master = result.master] { master->Shutdown(std::chrono::seconds(2)); };
       config.node.hosts_master = true;
     } else if (settings.is_host == 1 || options.rdzv_backend == "static") {
@@ -133,6 +135,13 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
                                                  server.status().message()));
     }
     // Dynamic mode: another agent on this machine hosts it already; join it as a client.
+  }
+  if (!result.master && options.rdzv_backend != "static" && master.port == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv_endpoint=", options.rdzv_endpoint,
+        ": port 0 means a free port on the node that hosts the rendezvous master, so only a "
+        "one-node job (or the hosting agent) can use it; give the other nodes the port the host "
+        "printed, or a fixed port"));
   }
   result.description = absl::StrCat(
       options.rdzv_backend == "static" ? "static" : "dynamic", " rendezvous at ", config.endpoint,

@@ -351,3 +351,39 @@ TEST_CASE("a restarted master without the round tells agents to re-form", "[mult
   CHECK_THAT(all, Catch::Contains("no longer knows round 0"));
   CHECK(mxrun::testing::CountOccurrences(all, "ready rank=") == 4);  // a second round ran
 }
+
+TEST_CASE("one node with c10d on localhost:0 and no --rdzv_id runs, as torchrun users write it",
+          "[multinode]") {
+  // PyTorch's own example scripts: port 0 is a free port on the hosting node, and the run id
+  // is torchrun's default 'none'.
+  ProcessResult r = mxrun::testing::Run(
+      Agent({"--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0", "--nproc_per_node=2"},
+            {"--ready"}),
+      {}, 30s);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(CountOccurrences(r.out, "world=2") == 2);
+  CHECK_THAT(r.err, Catch::Contains("hosting the rendezvous master on localhost:"));
+}
+
+TEST_CASE("port 0 on a node that does not host the master is refused", "[multinode]") {
+  ProcessResult r = mxrun::testing::Run(
+      Agent({"--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0", "--rdzv_conf=is_host=0",
+             "--nnodes=2"},
+            {}),
+      {}, 30s);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("port 0 means a free port on the node that hosts"));
+}
+
+TEST_CASE("an agent that waits for its rendezvous says so within seconds", "[multinode]") {
+  // Nobody listens on the endpoint: the agent waits (up to the join timeout), not silently.
+  const std::string endpoint = "127.0.0.1:" + std::to_string(FreePort());
+  Subprocess agent(Agent(Dynamic(endpoint, "silent", "2", {"--rdzv_conf=is_host=0"}), {}));
+  CHECK(agent.WaitForStderr("no round yet after 5 s: the rendezvous has not answered this "
+                            "node's join (dynamic rendezvous at " + endpoint,
+                            1, 15s));
+  kill(agent.pid(), SIGTERM);
+  ProcessResult r = agent.Wait(30s);
+  CHECK(r.exit_code == 128 + SIGTERM);
+}

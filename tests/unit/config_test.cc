@@ -164,7 +164,6 @@ TEST_CASE("print-config refuses what a launch refuses before printing", "[config
       {{"--nnodes=2", "--node_rank=2"}, "--node_rank=2 is not valid with --nnodes=2"},
       {{"--nnodes=2", "--rdzv_backend=c10d"}, "needs --rdzv_endpoint"},
       {{"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=h:x"}, "--rdzv_endpoint:"},
-      {{"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=h:1"}, "--rdzv_id is required"},
       {{"--rdzv_conf=speed=3"}, "--rdzv_conf key 'speed' is not known"},
       {{"--rdzv_conf=token_file=/nonexistent/token"}, "token_file=/nonexistent/token: cannot be read"},
       {{"-x.py"}, "unknown flag '-x.py'"},
