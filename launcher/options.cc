@@ -77,6 +77,9 @@ const std::vector<Flag>& Flags() {
       {"standby_workers", "", false,
        "spare workers per node, started and loaded ahead, that replace a failed rank in an "
        "in-process restart (default 1 for the bundled trainer, else 0)", ""},
+      {"logs_specs", "", false,
+       "accepted for torchrun compatibility with its default only: mxrun cannot load Python entry "
+       "points (use --log_dir, --redirects, --tee, --log_format)", ""},
       {"start_method", "", false, "accepted for torchrun compatibility (spawn, fork, forkserver)",
        "spawn"},
       {"module", "-m", true, "run the entrypoint as a Python module (python -m)", ""},
@@ -427,6 +430,14 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   if (!barrier.ok()) return barrier.status();
   o.exit_barrier_timeout_seconds = *barrier;
 
+  // torchrun 2.x loads a Python class from the `torchrun.logs_specs` entry-point group here; a C++
+  // launcher cannot, so only the default is accepted, and anything else says what to use instead.
+  if (!absl::StripAsciiWhitespace(values["logs_specs"].text).empty()) {
+    return Invalid(values["logs_specs"], "mxrun cannot load torchrun.logs_specs entry points "
+                   "(Python classes)",
+                   "nothing (the default); for log files and streams use --log_dir, "
+                   "-r/--redirects, -t/--tee, --local_ranks_filter or --log_format=json");
+  }
   o.role = values["role"].text;
   if (o.role.empty()) return Invalid(values["role"], "empty", "a non-empty name");
   o.local_addr = values["local_addr"].text;

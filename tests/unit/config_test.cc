@@ -167,6 +167,10 @@ TEST_CASE("print-config refuses what a launch refuses before printing", "[config
       {{"--rdzv_conf=speed=3"}, "--rdzv_conf key 'speed' is not known"},
       {{"--rdzv_conf=token_file=/nonexistent/token"}, "token_file=/nonexistent/token: cannot be read"},
       {{"-x.py"}, "unknown flag '-x.py'"},
+      {{"--logs-specs=my_specs"}, "--logs_specs='my_specs' is not valid: mxrun cannot load "
+                                  "torchrun.logs_specs entry points"},
+      {{"--logs_specs", "x"}, "accepted: nothing (the default); for log files and streams use "
+                              "--log_dir"},
       {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_id=j"}, "needs --rdzv_endpoint=HOST:PORT[,HOST:PORT...]"},
       {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_endpoint=e1:2379,e2:x", "--rdzv_id=j"}, "e2:x"},
       {{"--nnodes=2", "--rdzv_backend=etcd-v2", "--rdzv_endpoint=e1", "--rdzv_id=j",
