@@ -68,6 +68,9 @@ const std::vector<Flag>& Flags() {
        "SIGTERM,SIGINT,SIGHUP,SIGQUIT"},
       {"term_timeout", "", false, "seconds each worker gets after the stop signal before SIGKILL",
        "30"},
+      {"shutdown_timeout", "", false,
+       "torchrun 2.x's name for --term_timeout (also TORCH_ELASTIC_SHUTDOWN_TIMEOUT); the two "
+       "are one setting and must agree when both are given", ""},
       {"hang_timeout", "", false,
        "seconds a worker that touched MXRUN_HEARTBEAT_FILE may stay silent before it counts as "
        "hung (0: off; default off, 300 for the bundled trainer)", ""},
@@ -107,6 +110,7 @@ std::string Dashed(absl::string_view name) { return absl::StrReplaceAll(name, {{
 const char* PlainEnvName(absl::string_view name) {
   if (name == "master_addr") return "MASTER_ADDR";
   if (name == "master_port") return "MASTER_PORT";
+  if (name == "shutdown_timeout") return "TORCH_ELASTIC_SHUTDOWN_TIMEOUT";  // torchrun 2.x
   return nullptr;
 }
 
@@ -421,6 +425,19 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   absl::StatusOr<double> term = ToSeconds(values["term_timeout"]);
   if (!term.ok()) return term.status();
   o.term_timeout_seconds = *term;
+  // One grace period, two names: torchrun 2.x's --shutdown_timeout stands in for --term_timeout;
+  // given both (from any sources), they must say the same.
+  if (values["shutdown_timeout"].given) {
+    absl::StatusOr<double> shutdown = ToSeconds(values["shutdown_timeout"]);
+    if (!shutdown.ok()) return shutdown.status();
+    if (values["term_timeout"].given && *shutdown != *term) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          values["shutdown_timeout"].source, "='", values["shutdown_timeout"].text, "' and ",
+          values["term_timeout"].source, "='", values["term_timeout"].text,
+          "' disagree: they are one setting (the grace period before SIGKILL); give one"));
+    }
+    o.term_timeout_seconds = *shutdown;
+  }
   if (!absl::StripAsciiWhitespace(values["hang_timeout"].text).empty()) {
     absl::StatusOr<double> hang = ToSeconds(values["hang_timeout"]);
     if (!hang.ok()) return hang.status();

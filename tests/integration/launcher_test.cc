@@ -175,7 +175,10 @@ TEST_CASE("SIGTERM to mxrun is forwarded to the workers and mxrun exits 128+15",
 
 TEST_CASE("a worker ignoring the stop signal is killed after its grace period",
           "[integration][signals]") {
-  Subprocess mxrun(Mxrun({"--nproc_per_node=2", "--term_timeout=1"},
+  // mxrun's name for the grace period, and torchrun 2.x's.
+  const std::string grace = GENERATE(as<std::string>{}, "--term_timeout=1", "--shutdown-timeout=1");
+  INFO(grace);
+  Subprocess mxrun(Mxrun({"--nproc_per_node=2", grace},
                          {"--ready", "--sleep=60", "--ignore-sigterm"}));
   REQUIRE(mxrun.WaitForStdout("ready", 2, 20s));
   std::vector<int> workers = mxrun::testing::IntsAfter(mxrun.out(), " pid");

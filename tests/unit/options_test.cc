@@ -146,3 +146,21 @@ TEST_CASE("rdzv_conf parses key=value pairs", "[options]") {
   CHECK(conf->at("is_host") == "1");
   CHECK_FALSE(mxrun::ParseRdzvConf("novalue").ok());
 }
+
+TEST_CASE("--shutdown-timeout is torchrun 2.x's name for --term_timeout", "[options]") {
+  CHECK(ParseOk({"--shutdown-timeout=2", "x.py"}).term_timeout_seconds == 2);
+  CHECK(ParseOk({"--shutdown_timeout", "2.5", "x.py"}).term_timeout_seconds == 2.5);
+  CHECK(ParseOk({"x.py"}, {{"PET_SHUTDOWN_TIMEOUT", "3"}}).term_timeout_seconds == 3);
+  CHECK(ParseOk({"x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "4"}}).term_timeout_seconds == 4);
+  // The flag above torchrun's variable, as every flag above its variables.
+  CHECK(ParseOk({"--shutdown-timeout=5", "x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "4"}})
+            .term_timeout_seconds == 5);
+  // Both names: they must agree.
+  CHECK(ParseOk({"--shutdown-timeout=6", "--term_timeout=6", "x.py"}).term_timeout_seconds == 6);
+  CHECK_THAT(ParseError({"--shutdown-timeout=2", "--term_timeout=3", "x.py"}),
+             Catch::Contains("--shutdown_timeout='2' and --term_timeout='3' disagree: they are "
+                             "one setting"));
+  CHECK_THAT(ParseError({"x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}}),
+             Catch::Contains("TORCH_ELASTIC_SHUTDOWN_TIMEOUT='soon' is not valid"));
+  CHECK(ParseOk({"x.py"}).term_timeout_seconds == 30);
+}
