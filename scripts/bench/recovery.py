@@ -204,18 +204,25 @@ def main():
                 times.append(t)
                 lost.append(l)
             results[(case, kind)] = (times, lost)
+    def row(kind, case):
+        times, lost = results[(case, kind)]
+        m = med(times)
+        runs = ", ".join("—" if t is None else f"{t:.2f}" for t in times)
+        extra = f" {lost} |" if case == "recovery" else ""
+        return f"| {kind} | {'—' if m is None else f'{m:.2f} s'} | {runs} |{extra}"
+
+    def ratio(case, label):
+        ref = med(results[(case, "torchrun + Python")][0])
+        mine = med(results[(case, "mxrun + train")][0])
+        if ref and mine:
+            print(f"\n{label}: torchrun + Python / mxrun + train = {ref / mine:.1f}x")
+
     print("| SIGKILL of rank 1 -> first step after it | median | runs | completed steps lost "
           "(per run) |")
     print("|---|---|---|---|")
     for kind in KINDS:
-        times, lost = results[("recovery", kind)]
-        m = med(times)
-        print(f"| {kind} | {'—' if m is None else f'{m:.2f} s'} | "
-              f"{', '.join('—' if t is None else f'{t:.2f}' for t in times)} | {lost} |")
-    ref = med(results[("recovery", "torchrun + Python")][0])
-    mine = med(results[("recovery", "mxrun + train")][0])
-    if ref and mine:
-        print(f"\nRecovery: torchrun + Python / mxrun + train = {ref / mine:.1f}x")
+        print(row(kind, "recovery"))
+    ratio("recovery", "Recovery")
     if memory:
         print(f"\nA warm standby's resident memory: {med([m[0] for m in memory]):.0f} MiB "
               f"(a training worker: {med([m[1] for m in memory]):.0f} MiB), medians of "
@@ -223,15 +230,8 @@ def main():
     print("\n| launch -> first training step (cold) | median | runs |")
     print("|---|---|---|")
     for kind in ("mxrun + train", "torchrun + Python"):
-        times, _ = results[("cold", kind)]
-        m = med(times)
-        print(f"| {kind} | {'—' if m is None else f'{m:.2f} s'} | "
-              f"{', '.join('—' if t is None else f'{t:.2f}' for t in times)} |")
-    ref = med(results[("cold", "torchrun + Python")][0])
-    mine = med(results[("cold", "mxrun + train")][0])
-    if ref and mine:
-        print(f"\nCold start: torchrun + Python / mxrun + train = {ref / mine:.1f}x")
-
+        print(row(kind, "cold"))
+    ratio("cold", "Cold start")
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -147,7 +147,7 @@ TEST_CASE("rdzv_conf parses key=value pairs", "[options]") {
   CHECK_FALSE(mxrun::ParseRdzvConf("novalue").ok());
 }
 
-TEST_CASE("--shutdown-timeout is torchrun 2.x's name for --term_timeout", "[options]") {
+TEST_CASE("the shutdown timeout is torchrun 2.x's name for --term_timeout", "[options]") {
   CHECK(ParseOk({"--shutdown-timeout=2", "x.py"}).term_timeout_seconds == 2);
   CHECK(ParseOk({"--shutdown_timeout", "2.5", "x.py"}).term_timeout_seconds == 2.5);
   CHECK(ParseOk({"x.py"}, {{"PET_SHUTDOWN_TIMEOUT", "3"}}).term_timeout_seconds == 3);
