@@ -67,6 +67,7 @@ void ElasticAgent::StopGroup(int signo) {
 
 void ElasticAgent::KeepOrStopGroup() {
   if (group_ == nullptr) return;
+  group_->ReadControlChannels();
   if (!group_->HasKeepableWorkers()) {
     StopGroup(SIGTERM);
     return;
@@ -90,6 +91,7 @@ void ElasticAgent::CheckGroup() {
       return;
     case WorkerGroup::State::kFailed: {
       const WorkerFailure failure = *group_->first_failure();
+      group_->ReadControlChannels();
       spdlog::warn("worker rank {} (local_rank {}, pid {}) failed: {}; {}", failure.global_rank,
                    failure.local_rank, failure.pid, DescribeExit(failure),
                    group_->HasKeepableWorkers()

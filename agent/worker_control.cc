@@ -35,7 +35,7 @@ void WorkerControl::CloseChildEnd() {
   child_fd_ = -1;
 }
 
-bool WorkerControl::OnReadable(const std::string& who) {
+bool WorkerControl::OnReadable() {
   char buffer[4096];
   for (;;) {
     const ssize_t n = read(agent_fd_, buffer, sizeof(buffer));
@@ -47,7 +47,7 @@ bool WorkerControl::OnReadable(const std::string& who) {
           if (message.kind == WorkerControlMessage::Kind::kHello) {
             in_process_restart_ = message.in_process_restart;
             spdlog::log(standby_ ? spdlog::level::info : spdlog::level::debug,
-                        "{}: {} (control protocol {})", who,
+                        "{}: {} (control protocol {})", who_,
                         in_process_restart_ ? "ready to take a rank in-process"
                                             : "declines in-process restart",
                         message.version);
@@ -55,7 +55,7 @@ bool WorkerControl::OnReadable(const std::string& who) {
             joined_round_ = message.round;
           }
         } catch (const std::invalid_argument& e) {
-          spdlog::warn("{}: ignoring a control line: {}", who, e.what());
+          spdlog::warn("{}: ignoring a control line: {}", who_, e.what());
         }
       });
       continue;
@@ -67,19 +67,8 @@ bool WorkerControl::OnReadable(const std::string& who) {
 }
 
 bool WorkerControl::Send(const RoundNotice& notice) {
-  const std::string line = RoundNoticeLine(notice) + "\n";
-  size_t sent = 0;
-  while (sent < line.size()) {
-    const ssize_t n = send(agent_fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      return false;  // closed, or a worker that reads nothing has filled its buffer
-    }
-  }
-  return true;
+  // False also when a worker that reads nothing has filled its buffer.
+  return SendControlLine(agent_fd_, RoundNoticeLine(notice));
 }
 
 }  // namespace mxrun

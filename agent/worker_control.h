@@ -23,12 +23,17 @@ class WorkerControl {
   int child_fd() const { return child_fd_; }  // SpawnRequest::control_fd
   void CloseChildEnd();                       // after the spawn: the worker holds its end now
 
-  // Reads what the worker sent; returns false at end of stream or on error (stop watching). A
-  // malformed line is logged (with `who`) and ignored.
-  bool OnReadable(const std::string& who);
+  // Names the worker in log lines; a standby's hello is logged at info (it is news: a spare is
+  // ready), a worker's at debug.
+  void Describe(std::string who, bool standby) {
+    who_ = std::move(who);
+    standby_ = standby;
+  }
+  // Reads what the worker sent, without blocking; returns false at end of stream or on error
+  // (stop watching). A malformed line is logged and ignored.
+  bool OnReadable();
 
   bool in_process_restart() const { return in_process_restart_; }
-  void set_standby(bool standby) { standby_ = standby; }  // its hello is logged at info
   int joined_round() const { return joined_round_; }
 
   // Sends the notice without blocking; false when the worker's end is closed or full (then the
@@ -42,6 +47,7 @@ class WorkerControl {
   LineAssembler lines_;
   bool in_process_restart_ = false;
   bool standby_ = false;
+  std::string who_ = "a worker";
   int joined_round_ = -1;
 };
 

@@ -33,6 +33,7 @@ struct WorkerGroup::Worker {
   std::string error_file;
   std::string heartbeat_file;
   std::string nccl_trace_file;
+  std::string nccl_trace_prefix;  // the TORCH_NCCL_DEBUG_INFO_TEMP_FILE mxrun sets (empty: none)
   std::chrono::system_clock::time_point started_at;
   WorkerHang hang;
   LastLines last_lines;
@@ -96,10 +97,7 @@ EnvMap WorkerGroup::WorkerEnv(const Worker& worker, const RoundAssignment& round
   if (spec_.logs.NeedsFiles()) extras.log_dir = worker.dir;
   extras.heartbeat_file = worker.heartbeat_file;
   extras.timer_file = spec_.timer_file;
-  if (spec_.base_env.find("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == spec_.base_env.end() &&
-      spec_.attempts_dir_kept) {
-    extras.nccl_trace_prefix = worker.dir + "/nccl_trace_rank_";
-  }
+  extras.nccl_trace_prefix = worker.nccl_trace_prefix;
   extras.control_channel = true;
   extras.round = round.round;
   extras.failure_time = failure_time;
@@ -124,7 +122,7 @@ void WorkerGroup::PrepareFiles(Worker& worker) {
       it != spec_.base_env.end()) {
     nccl_prefix = it->second;
   } else if (spec_.attempts_dir_kept) {
-    nccl_prefix = dir + "/nccl_trace_rank_";
+    nccl_prefix = worker.nccl_trace_prefix = dir + "/nccl_trace_rank_";
   }
   worker.nccl_trace_file = absl::StrCat(nccl_prefix, worker.global_rank);
 }
@@ -218,14 +216,22 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round, doub
     });
   }
   worker.control = std::move(*control);
-  worker.control->set_standby(standby);
+  worker.control->Describe(standby ? absl::StrCat("standby worker (pid ", worker.pid, ")")
+                                   : absl::StrCat("worker local_rank ", worker.local_rank,
+                                                  " (pid ", worker.pid, ")"),
+                           standby);
   WorkerControl* channel = worker.control.get();
-  const std::string who = standby ? absl::StrCat("standby worker (pid ", worker.pid, ")")
-                                  : absl::StrCat("worker local_rank ", worker.local_rank,
-                                                 " (pid ", worker.pid, ")");
-  loop_.Watch(channel->fd(), [this, channel, who] {
-    if (!channel->OnReadable(who)) loop_.Unwatch(channel->fd());
+  loop_.Watch(channel->fd(), [this, channel] {
+    if (!channel->OnReadable()) loop_.Unwatch(channel->fd());
   });
+}
+
+void WorkerGroup::ReadControlChannels() {
+  for (auto& worker : workers_) {
+    if (worker->running && worker->control && !worker->control->OnReadable()) {
+      loop_.Unwatch(worker->control->fd());
+    }
+  }
 }
 
 void WorkerGroup::StartStandbys(const RoundAssignment& round) {
@@ -241,7 +247,7 @@ void WorkerGroup::StartStandbys(const RoundAssignment& round) {
 }
 
 void WorkerGroup::MaybeStartStandbys() {
-  if (standbys_pending_ == false || first_failure_) return;
+  if (!standbys_pending_ || first_failure_) return;
   // Once every worker has joined its group (a first step is near), so that the spare's own
   // start does not slow theirs.
   for (const auto& worker : workers_) {
@@ -251,12 +257,6 @@ void WorkerGroup::MaybeStartStandbys() {
   }
   standbys_pending_ = false;
   StartStandbys(round_);
-}
-
-int WorkerGroup::ready_standbys() const {
-  int ready = 0;
-  for (const auto& standby : standbys_) ready += Keepable(*standby) ? 1 : 0;
-  return ready;
 }
 
 void WorkerGroup::RecordExit(Worker& worker, int exit_code, int term_signal) {

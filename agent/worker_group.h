@@ -108,6 +108,9 @@ class WorkerGroup {
   // After every worker has exited on its own: kill leftover descendants, flush and close output.
   void Finish();
 
+  // Reads what the workers' control channels hold now: a hello written just before another
+  // worker's exit must count, whichever of the two the loop happened to see first.
+  void ReadControlChannels();
   // Whether a running worker has declared (over its control channel) that it can be kept.
   bool HasKeepableWorkers() const;
   // Stops, as Stop does, every running worker that cannot be kept, and kills what the ended
@@ -124,7 +127,6 @@ class WorkerGroup {
   // Starts standbys until spec.standby_workers are there (running, ready or not) once every
   // worker has joined the current round; call at every turn of the loop (cheap).
   void MaybeStartStandbys();
-  int ready_standbys() const;
 
  private:
   struct Worker;

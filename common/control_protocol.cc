@@ -1,5 +1,8 @@
 #include "common/control_protocol.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -91,6 +94,19 @@ RoundNotice ParseRoundNoticeLine(std::string_view line) {
     notice.failure_time = t->get<double>();
   }
   return notice;
+}
+
+bool SendControlLine(int fd, std::string_view line) {
+  std::string text(line);
+  text.push_back('\n');
+  size_t sent = 0;
+  while (sent < text.size()) {
+    const ssize_t n = send(fd, text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += static_cast<size_t>(n);
+  }
+  return true;
 }
 
 }  // namespace mxrun

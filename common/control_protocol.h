@@ -59,4 +59,8 @@ WorkerControlMessage ParseWorkerControlLine(std::string_view line);
 std::string RoundNoticeLine(const RoundNotice& notice);
 RoundNotice ParseRoundNoticeLine(std::string_view line);
 
+// Writes `line` and its '\n' to the channel `fd` (never raising SIGPIPE). False when the peer is
+// gone, or the socket is non-blocking and full.
+bool SendControlLine(int fd, std::string_view line);
+
 }  // namespace mxrun

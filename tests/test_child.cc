@@ -23,7 +23,8 @@
 //                           round notice comes (it cannot recover). Started as a standby
 //                           (MXRUN_STANDBY=1): says hello, waits up to 60 s for its rank, prints
 //                           "standby promoted rank=R pid=P" and exits 0.
-//   --delay-failure=S       a worker about to fail (--exit/--kill-self) waits S seconds first
+//   --fail-on-signal        a worker about to fail (--exit/--kill-self) first waits (up to 60 s)
+//                           for SIGUSR1, which the test sends once the others are ready
 //   --wait-notice           with --keep, after setting up (and unless failing): wait up to 60 s
 //                           for a round notice, print "notice round=N rank=R pid=P", answer
 //                           "joined", then go on
@@ -126,9 +127,10 @@ std::string After(const std::string& json, const std::string& key) {
 int main(int argc, char** argv) {
   int sleep_below = -1, sleep_world = -1;
   int exit_code = 0, fail_below = -1, only_rank = -1, lines = 0, line_length = 20, kill_self = 0;
-  double sleep_seconds = 0, delay_failure = 0;
+  double sleep_seconds = 0;
   bool ignore_term = false, ready = false, grandchild = false, grandchild_setsid = false;
   bool beat = false, stop_self = false, keep = false, keep_exit = false, wait_notice = false;
+  bool fail_on_signal = false;
   int hang_rank = -1, hang_below = -1;
   std::string error_message, env_out;
   for (int i = 1; i < argc; ++i) {
@@ -153,7 +155,7 @@ int main(int argc, char** argv) {
     else if (Flag(argv[i], "--stop-self", &v)) stop_self = true;
     else if (Flag(argv[i], "--keep", &v)) keep = true, keep_exit = v == "exit";
     else if (Flag(argv[i], "--wait-notice", &v)) wait_notice = true;
-    else if (Flag(argv[i], "--delay-failure", &v)) delay_failure = std::atof(v.c_str());
+    else if (Flag(argv[i], "--fail-on-signal", &v)) fail_on_signal = true;
     else {
       std::fprintf(stderr, "test_child: unknown argument %s\n", argv[i]);
       return 64;
@@ -169,6 +171,11 @@ int main(int argc, char** argv) {
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
   sigprocmask(SIG_BLOCK, &term, &unblocked);
+  sigset_t usr1;  // blocked: --fail-on-signal takes it with sigtimedwait
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &usr1, nullptr);
+  sigaddset(&unblocked, SIGUSR1);  // and stays blocked while sleeping
   sigdelset(&unblocked, SIGTERM);
 
   if (!env_out.empty()) {
@@ -193,11 +200,7 @@ int main(int argc, char** argv) {
     line.push_back('\n');
     fwrite(line.data(), 1, line.size(), stdout);
   }
-  if (ready) {
-    std::printf("ready rank=%s pid=%d grandchild=%d world=%s attempt=%d\n", rank.c_str(), getpid(),
-                child, Env("WORLD_SIZE").c_str(), attempt);
-  }
-  std::fflush(stdout);
+  // Declared before "ready" is printed, so a test that saw "ready" knows the hello was sent.
   const int control = ControlFd();
   if (keep && control >= 0 && Env("MXRUN_STANDBY") == "1") {
     Send(control, "{\"hello\": 1, \"in_process_restart\": true}");
@@ -212,6 +215,11 @@ int main(int argc, char** argv) {
     Send(control, "{\"hello\": 1, \"in_process_restart\": true}");
     Send(control, "{\"joined\": " + Env("MXRUN_ROUND") + "}");
   }
+  if (ready) {
+    std::printf("ready rank=%s pid=%d grandchild=%d world=%s attempt=%d\n", rank.c_str(), getpid(),
+                child, Env("WORLD_SIZE").c_str(), attempt);
+  }
+  std::fflush(stdout);
   if (beat && !Env("MXRUN_HEARTBEAT_FILE").empty()) {
     FILE* f = std::fopen(Env("MXRUN_HEARTBEAT_FILE").c_str(), "a");
     if (f != nullptr) std::fclose(f);
@@ -227,7 +235,13 @@ int main(int argc, char** argv) {
   const bool apply = (fail_below < 0 || attempt < fail_below) &&
                      (only_rank < 0 || std::atoi(rank.c_str()) == only_rank);
   const bool failing = apply && (exit_code != 0 || kill_self != 0);
-  if (failing && delay_failure > 0) SleepSeconds(delay_failure, unblocked);
+  if (failing && fail_on_signal) {
+    const timespec limit{60, 0};
+    if (sigtimedwait(&usr1, nullptr, &limit) != SIGUSR1) {
+      std::printf("no SIGUSR1 rank=%s\n", rank.c_str());
+      return 7;
+    }
+  }
   if (keep && wait_notice && !failing) {
     const std::string notice = ReadNotice(control, 60);
     if (notice.empty()) {

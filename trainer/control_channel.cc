@@ -9,20 +9,6 @@
 #include <stdexcept>
 
 namespace mxrun::trainer {
-namespace {
-
-void WriteLine(int fd, const std::string& text) {
-  const std::string line = text + "\n";
-  size_t sent = 0;
-  while (sent < line.size()) {
-    const ssize_t n = send(fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // the agent is gone: it will not keep this worker anyway
-    sent += static_cast<size_t>(n);
-  }
-}
-
-}  // namespace
 
 std::unique_ptr<ControlChannel> ControlChannel::FromEnvironment(const EnvMap& env) {
   auto it = env.find(kControlFdVariable);
@@ -47,7 +33,7 @@ ControlChannel::ControlChannel(int fd) : fd_(fd) {
   reader_ = std::thread([this] { ReadLoop(); });
 }
 
-void ControlChannel::Hello() { WriteLine(fd_, HelloLine(/*in_process_restart=*/true)); }
+void ControlChannel::Hello() { SendControlLine(fd_, HelloLine(/*in_process_restart=*/true)); }
 
 bool ControlChannel::closed() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -98,6 +84,7 @@ std::optional<RoundNotice> ControlChannel::TakeRound(std::chrono::milliseconds t
   return taken;
 }
 
-void ControlChannel::Joined(int round) { WriteLine(fd_, JoinedLine(round)); }
+// A failed send means the agent is gone: it will not keep this worker anyway.
+void ControlChannel::Joined(int round) { SendControlLine(fd_, JoinedLine(round)); }
 
 }  // namespace mxrun::trainer

@@ -193,7 +193,7 @@ class Trainer {
   void BuildModel();
   void Restore();
   void OpenMetrics();
-  void RunRound(int threads);
+  void RunRound();
   void ApplyRound(const RoundNotice& notice, const std::string& why);
   void RecordRecovery();
   bool WaitAsStandby();
@@ -673,7 +673,7 @@ void Trainer::OpenMetrics() {
 
 // One round of the group: join it, agree on the state, train to the end. Throws CollectiveError
 // when the group breaks (a peer is gone, or mxrun re-forms it).
-void Trainer::RunRound(int threads) {
+void Trainer::RunRound() {
   if (id_.world_size > 1 || o_.backend != "auto") {
     comm_ = JoinProcessGroup(
         id_, backend_, device_,
@@ -866,7 +866,7 @@ int Trainer::Run() {
   heartbeat_ = std::make_unique<Heartbeat>(id_.heartbeat_file);
   for (;;) {
     try {
-      RunRound(threads);
+      RunRound();
       break;
     } catch (const CollectiveError& e) {
       // Without mxrun's channel, or without a notice in time, this is a plain failure: exit and

@@ -7,8 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <sys/socket.h>
-#include <sys/stat.h>
+#include <signal.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -23,6 +22,8 @@ using mxrun::testing::CountOccurrences;
 using mxrun::testing::IntsAfter;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::Run;
+using mxrun::testing::Subprocess;
+using namespace std::chrono_literals;
 using mxrun::testing::TempDir;
 
 namespace {
@@ -44,13 +45,38 @@ std::map<int, std::vector<int>> ReadyPids(const std::string& out) {
   return pids;
 }
 
+// Runs mxrun over test_child with `child_args`, which hold --fail-on-signal: once `ready` ranks
+// have printed "ready" (and `also`, when given, is on stderr), the failing rank `failing` is let
+// go with SIGUSR1; then waits for the end.
+ProcessResult RunReleasingFailure(const std::vector<std::string>& flags,
+                                  const std::vector<std::string>& child_args, int ready,
+                                  int failing, const std::string& also = "") {
+  Subprocess job(Mxrun(flags, child_args));
+  REQUIRE(job.WaitForStdout("ready rank=", ready, 30s));
+  if (!also.empty()) REQUIRE(job.WaitForStderr(also, 1, 30s));
+  REQUIRE(::kill(ReadyPids(job.out()).at(failing).at(0), SIGUSR1) == 0);
+  return job.Wait(60s);
+}
+
+// Every one of `ranks` ranks printed "ready" twice, from two processes.
+void CheckEveryRankStartedTwice(const std::string& out, int ranks) {
+  const auto pids = ReadyPids(out);
+  for (int rank = 0; rank < ranks; ++rank) {
+    INFO("rank " << rank);
+    REQUIRE(pids.at(rank).size() == 2);
+    CHECK(pids.at(rank)[0] != pids.at(rank)[1]);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("workers that declare in-process restart keep their processes; only the failed rank "
           "starts again", "[integration][in_process]") {
-  ProcessResult r = Run(Mxrun({"--standalone", "--nproc_per_node=3", "--max_restarts=1"},
-                              {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
-                               "--fail-below-attempt=1", "--delay-failure=1"}));
+  ProcessResult r = RunReleasingFailure(
+      {"--standalone", "--nproc_per_node=3", "--max_restarts=1"},
+      {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1", "--fail-below-attempt=1",
+       "--fail-on-signal"},
+      3, 1);
   INFO(r.err << r.out);
   REQUIRE(r.exit_code == 0);
   const auto pids = ReadyPids(r.out);
@@ -72,25 +98,25 @@ TEST_CASE("workers that declare in-process restart keep their processes; only th
 }
 
 TEST_CASE("ordinary workers are all stopped and started again", "[integration][in_process]") {
-  ProcessResult r = Run(Mxrun({"--standalone", "--nproc_per_node=3", "--max_restarts=1"},
-                              {"--ready", "--sleep=30", "--sleep-below-attempt=1", "--exit=3",
-                               "--only-rank=1", "--fail-below-attempt=1", "--delay-failure=1"}));
+  ProcessResult r = RunReleasingFailure(
+      {"--standalone", "--nproc_per_node=3", "--max_restarts=1"},
+      {"--ready", "--sleep=30", "--sleep-below-attempt=1", "--exit=3", "--only-rank=1",
+       "--fail-below-attempt=1", "--fail-on-signal"},
+      3, 1);
   INFO(r.err << r.out);
   REQUIRE(r.exit_code == 0);
-  const auto pids = ReadyPids(r.out);
-  for (int rank = 0; rank < 3; ++rank) {
-    REQUIRE(pids.at(rank).size() == 2);
-    CHECK(pids.at(rank)[0] != pids.at(rank)[1]);
-  }
+  CheckEveryRankStartedTwice(r.out, 3);
   CHECK(CountOccurrences(r.out, "caught SIGTERM") == 2);  // ranks 0 and 2, stopped as before
   CHECK_THAT(r.err, !Catch::Contains("in-process"));
 }
 
 TEST_CASE("a kept worker that cannot take the new round is restarted the old way",
           "[integration][in_process]") {
-  ProcessResult r = Run(Mxrun({"--standalone", "--nproc_per_node=3", "--max_restarts=2"},
-                              {"--keep=exit", "--wait-notice", "--ready", "--exit=3",
-                               "--only-rank=1", "--fail-below-attempt=1", "--delay-failure=1"}));
+  ProcessResult r = RunReleasingFailure(
+      {"--standalone", "--nproc_per_node=3", "--max_restarts=2"},
+      {"--keep=exit", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
+       "--fail-below-attempt=1", "--fail-on-signal"},
+      3, 1);
   INFO(r.err << r.out);
   REQUIRE(r.exit_code == 0);
   // Round 1 kept ranks 0 and 2, which then gave up (exit 5): that failure spent the second
@@ -120,11 +146,12 @@ TEST_CASE("a worker's control channel is fd 3, a socket, and nothing else is inh
 
 TEST_CASE("a warm standby takes the failed rank",
           "[integration][in_process]") {
-  // Rank 1 fails 2 s in: by then the standby (started once every worker joined) said hello.
-  ProcessResult r = Run(Mxrun({"--standalone", "--nproc_per_node=2", "--max_restarts=1",
-                               "--standby_workers=1"},
-                              {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
-                               "--fail-below-attempt=1", "--delay-failure=2"}));
+  // Rank 1 fails once the standby (started when every worker joined) has said hello.
+  ProcessResult r = RunReleasingFailure(
+      {"--standalone", "--nproc_per_node=2", "--max_restarts=1", "--standby_workers=1"},
+      {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1", "--fail-below-attempt=1",
+       "--fail-on-signal"},
+      2, 1, "ready to take a rank in-process");
   INFO(r.err << r.out);
   REQUIRE(r.exit_code == 0);
   const size_t at = r.err.find("standby worker started (pid ");
@@ -148,31 +175,30 @@ TEST_CASE("a bad standby worker count is refused", "[integration][in_process]") 
 
 TEST_CASE("ordinary Python workers are stopped and started again, as under torchrun",
           "[integration][in_process]") {
-  // A plain Python script that never touches fd 3: rank 1 fails in the first attempt while
-  // rank 0 sleeps; both come back as new processes.
+  // A plain Python script that never touches fd 3: rank 1 fails in the first attempt (once the
+  // test lets it, when both ranks are up) while rank 0 works on; both come back as new processes.
   TempDir dir;
   const std::string script = dir.path() + "/worker.py";
   {
     std::ofstream out(script);
-    out << "import os, sys, time\n"
+    out << "import os, signal, sys, time\n"
+           "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])\n"
            "rank, attempt = os.environ['RANK'], os.environ['TORCHELASTIC_RESTART_COUNT']\n"
            "print(f'ready rank={rank} pid={os.getpid()} attempt={attempt}', flush=True)\n"
            "if attempt == '0':\n"
            "    if rank == '1':\n"
-           "        time.sleep(1)\n"
+           "        signal.sigtimedwait([signal.SIGUSR1], 60)\n"
            "        sys.exit(3)\n"
            "    time.sleep(60)\n";
   }
-  ProcessResult r = Run({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
-                         script},
-                        {{"PYTHON_EXEC", "/usr/bin/python3"}}, std::chrono::seconds(120));
+  Subprocess job({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=1", script},
+                 {{"PYTHON_EXEC", "/usr/bin/python3"}});
+  REQUIRE(job.WaitForStdout("ready rank=", 2, 60s));
+  REQUIRE(::kill(ReadyPids(job.out()).at(1).at(0), SIGUSR1) == 0);
+  ProcessResult r = job.Wait(120s);
   INFO(r.err << r.out);
   REQUIRE(r.exit_code == 0);
-  const auto pids = ReadyPids(r.out);
-  for (int rank = 0; rank < 2; ++rank) {
-    REQUIRE(pids.at(rank).size() == 2);
-    CHECK(pids.at(rank)[0] != pids.at(rank)[1]);
-  }
+  CheckEveryRankStartedTwice(r.out, 2);
   CHECK_THAT(r.err, Catch::Contains("stopping the group"));
   CHECK_THAT(r.err, !Catch::Contains("in-process"));
 }
