@@ -30,7 +30,19 @@ void Announce(ServiceNotifier& notifier, spdlog::level::level_enum level, const 
 }  // namespace
 
 ElasticAgent::ElasticAgent(AgentConfig config, Rendezvous& rendezvous, DeathGuardian& guardian)
-    : config_(std::move(config)), rendezvous_(rendezvous), guardian_(guardian) {}
+    : config_(std::move(config)),
+      events_(config_.events),
+      rendezvous_(rendezvous),
+      guardian_(guardian) {}
+
+int ElasticAgent::Exit(int exit_code, std::optional<std::string> why_failed) {
+  if (why_failed) {
+    events_.Agent("FAILED", std::nullopt, std::move(why_failed));
+  } else {
+    events_.Agent("SUCCEEDED");  // as torchelastic: the agent ran to the end, whatever its workers
+  }
+  return exit_code;
+}
 
 void ElasticAgent::OnSignal(int signo) {
   if (signo == SIGCHLD) {
@@ -61,7 +73,16 @@ void ElasticAgent::ReapChildren() {
 void ElasticAgent::StopGroup(int signo) {
   if (group_ == nullptr) return;
   hangs_->Watch(nullptr);
+  std::vector<WorkerGroup::WorkerStatus> running;
+  if (events_.enabled()) {
+    for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
+      if (worker.running) running.push_back(worker);
+    }
+  }
   group_->Stop(signo, config_.term_timeout, [this] { ReapChildren(); });
+  for (const WorkerGroup::WorkerStatus& worker : running) {
+    events_.Worker("TERMINATED", worker.local_rank, worker.pid);
+  }
   group_.reset();
 }
 
@@ -83,6 +104,9 @@ void ElasticAgent::CheckGroup() {
     case WorkerGroup::State::kRunning:
       return;
     case WorkerGroup::State::kSucceeded:
+      for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
+        events_.Worker("SUCCEEDED", worker.local_rank, worker.pid, 0);
+      }
       hangs_->Watch(nullptr);
       group_->Finish();
       group_.reset();
@@ -97,6 +121,17 @@ void ElasticAgent::CheckGroup() {
                    group_->HasKeepableWorkers()
                        ? "keeping the workers that take the next round in-process"
                        : "stopping the group");
+      // torchelastic's exit code: negative for a signal; none for a hung worker still running.
+      std::optional<int> exit_code;
+      if (failure.term_signal != 0) {
+        exit_code = -failure.term_signal;
+      } else if (!failure.hang.hung()) {
+        exit_code = failure.exit_code;
+      }
+      events_.Worker("FAILED", failure.local_rank, failure.pid, exit_code,
+                     failure.error_file_contents.empty()
+                         ? std::nullopt
+                         : std::optional<std::string>(failure.error_file_contents));
       phase_ = Phase::kAwaiting;
       failure_time_ = std::chrono::duration<double>(failure.time.time_since_epoch()).count();
       rendezvous_.ReportFailure(failure);  // first, so that other nodes stop at the same time
@@ -141,6 +176,16 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
         group_->Start(event.round);
       }
       failure_time_ = 0;
+      if (events_.enabled()) {
+        events_.SetRound(event.round);
+        events_.Agent("RENDEZVOUS", std::chrono::duration<double, std::milli>(
+                                        EventLoop::Deadline::clock::now() - joined_at_)
+                                        .count());
+        events_.Agent("ASSIGN_WORKER_RANKS", 0.0);  // ranks come with the round
+        for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
+          if (worker.running) events_.Worker("START", worker.local_rank, worker.pid);
+        }
+      }
       hangs_->Watch(group_.get());
       const RoundAssignment& r = event.round;
       config_.notifier.Ready(absl::StrCat(
@@ -172,16 +217,17 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
     case Kind::kJobSucceeded:
       config_.notifier.Stopping("job succeeded");
       StopGroup(SIGTERM);  // normally already gone
-      return kExitSuccess;
+      return Exit(kExitSuccess);
     case Kind::kJobFailed:
       config_.notifier.Stopping("job failed: the restart budget is spent");
       StopGroup(SIGTERM);
-      return JobFailed(event);
+      return Exit(JobFailed(event));
     case Kind::kError:
       Announce(config_.notifier, spdlog::level::err,
                absl::StrCat("rendezvous failed: ", event.error.message()), /*stopping=*/true);
       StopGroup(SIGTERM);
-      return kExitRendezvousFailed;
+      return Exit(kExitRendezvousFailed,
+                  absl::StrCat("rendezvous failed: ", event.error.message()));
   }
   return std::nullopt;
 }
@@ -231,7 +277,7 @@ int ElasticAgent::Run() {
       config_.notifier.Stopping(absl::StrCat("stopping the workers on ", SignalName(stop_signal_)));
       StopGroup(stop_signal_);
       rendezvous_.Leave();
-      return 128 + stop_signal_;
+      return Exit(128 + stop_signal_, absl::StrCat("received ", SignalName(stop_signal_)));
     }
     hangs_->Check();  // a hung worker fails the group, which CheckGroup then reports
     CheckGroup();

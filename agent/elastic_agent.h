@@ -19,6 +19,7 @@
 #include <string>
 
 #include "agent/death_guardian.h"
+#include "agent/event_log.h"
 #include "agent/file_timer.h"
 #include "agent/hang_monitor.h"
 #include "agent/worker_group.h"
@@ -40,6 +41,7 @@ struct AgentConfig {
   // agent says what it waits for and where (`rendezvous_description`).
   std::string rendezvous_description;
   std::chrono::milliseconds waiting_notice_after{5000};
+  EventLogConfig events;                    // --event-log-handler (event_log.h)
 };
 
 inline constexpr int kExitSuccess = 0;
@@ -70,8 +72,11 @@ class ElasticAgent {
   // Checks the running group; reports to the rendezvous when its workers have ended.
   void CheckGroup();
   int JobFailed(const RendezvousEvent& event);
+  // The agent's last event record (event_log.h), then its exit code.
+  int Exit(int exit_code, std::optional<std::string> why_failed = std::nullopt);
 
   AgentConfig config_;
+  ElasticEventLog events_;
   Rendezvous& rendezvous_;
   DeathGuardian& guardian_;
   std::unique_ptr<EventLoop> loop_;

@@ -88,7 +88,8 @@ bool LogSpec::NeedsFiles() const {
     }
     return false;
   };
-  return !log_dir.empty() || any(redirects) || any(tee);
+  return !log_dir.empty() || any(redirects) || any(tee) || !duplicate_stdout_filters.empty() ||
+         !duplicate_stderr_filters.empty();
 }
 
 }  // namespace mxrun

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -41,6 +42,10 @@ struct LogSpec {
   PerRankStd redirects;
   PerRankStd tee;
   std::set<int> console_ranks;  // empty: every local rank reaches the console
+  // torchrun 2.x's --duplicate-std*-filters: matching lines of every rank also go to
+  // attempt_<N>/filtered_stdout.log / filtered_stderr.log (empty: no such file).
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
 
   // `stream` is kStdOut or kStdErr.
   StreamRouting Route(int local_rank, StdMask stream) const;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "agent/json_quote.h"
+#include "agent/line_prefix.h"
 
 namespace mxrun {
 
@@ -79,21 +80,39 @@ void OutputRelay::SetFile(int file_fd) {
 void OutputRelay::MakePrefix() {
   const std::string node = std::to_string(target_.node_rank);
   const std::string rank = std::to_string(target_.global_rank);
-  if (target_.json) {
-    line_prefix_ = "{\"node\":" + node + ",\"rank\":" + rank +
-                   ",\"local_rank\":" + std::to_string(target_.local_rank) + ",\"stream\":\"" +
-                   (target_.is_stderr ? "stderr" : "stdout") + "\",\"line\":";
-  } else if (target_.global_rank < 0) {
-    line_prefix_ = "[n" + node + " standby] ";  // a spare without a rank yet
+  if (target_.global_rank < 0) {
+    text_prefix_ = "[n" + node + " standby] ";  // a spare without a rank yet
+  } else if (!target_.prefix_template.empty()) {
+    text_prefix_ = ExpandLinePrefix(target_.prefix_template,
+                                    {{"role_name", target_.role},
+                                     {"rank", rank},
+                                     {"local_rank", std::to_string(target_.local_rank)},
+                                     {"hostname", target_.host_name}});
   } else {
-    line_prefix_ = "[n" + node + " r" + rank + "] ";
+    text_prefix_ = "[n" + node + " r" + rank + "] ";
   }
+  if (!target_.json) {
+    line_prefix_ = text_prefix_;
+    return;
+  }
+  line_prefix_ = "{\"node\":" + node + ",\"rank\":" + rank +
+                 ",\"local_rank\":" + std::to_string(target_.local_rank) + ",\"stream\":\"" +
+                 (target_.is_stderr ? "stderr" : "stdout") + "\",";
+  if (!target_.prefix_template.empty()) line_prefix_ += "\"prefix\":" + JsonQuote(text_prefix_) + ",";
+  line_prefix_ += "\"line\":";
 }
 
 OutputRelay::~OutputRelay() { Close(); }
 
 void OutputRelay::EmitLine(std::string_view line) {
   last_lines_->Add(line);
+  const LineDuplicate* duplicate = target_.duplicate;
+  if (duplicate != nullptr && duplicate->fd >= 0 && MatchesAnyFilter(line, duplicate->filters)) {
+    std::string copy;
+    copy.reserve(text_prefix_.size() + line.size() + 1);
+    copy.append(text_prefix_).append(line).push_back('\n');
+    WriteAll(duplicate->fd, copy);  // one write per line: lines of several workers stay whole
+  }
   if (target_.console_fd < 0) return;
   std::string whole;
   whole.reserve(line_prefix_.size() + line.size() + 4);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mxrun {
 
@@ -38,9 +39,18 @@ class LastLines {
   std::deque<std::string> lines_;
 };
 
+// torchrun 2.x's --duplicate-*-filters: lines of every worker of an attempt that contain one of
+// `filters` also go, prefixed as on a text console, to one file (attempt_<N>/filtered_std*.log).
+struct LineDuplicate {
+  int fd = -1;                       // owned by the worker group; -1: off
+  std::vector<std::string> filters;
+};
+
 // Where one worker stream goes, and the worker it belongs to. A console line is
 // "[n<node_rank> r<global_rank>] <line>", or with `json` one object per line:
-// {"node":0,"rank":3,"local_rank":1,"stream":"stdout","line":"..."}.
+// {"node":0,"rank":3,"local_rank":1,"stream":"stdout","line":"..."}. With a `prefix_template`
+// (line_prefix.h) the text prefix is the template expanded, and a JSON object carries it as
+// "prefix".
 struct RelayTarget {
   int console_fd = -1;   // -1: not shown on the console
   int file_fd = -1;      // -1: no log file
@@ -49,6 +59,10 @@ struct RelayTarget {
   int local_rank = 0;
   bool is_stderr = false;
   bool json = false;
+  std::string prefix_template;       // empty: mxrun's "[n<node> r<rank>] "
+  std::string role;                  // ${role_name}
+  std::string host_name;             // ${hostname}
+  const LineDuplicate* duplicate = nullptr;  // not owned; nullptr: none
 };
 
 class OutputRelay {
@@ -80,6 +94,7 @@ class OutputRelay {
   int pipe_fd_;
   RelayTarget target_;
   std::string line_prefix_;  // what comes before each console line (made once)
+  std::string text_prefix_;  // the text console's prefix, for the filtered file
   LastLines* last_lines_;
   LineAssembler assembler_;
 };

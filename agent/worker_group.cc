@@ -15,6 +15,7 @@
 #include "agent/failure_report.h"
 #include "agent/process_launcher.h"
 #include "common/files.h"
+#include "common/visible_devices.h"
 #include "common/signal_names.h"
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
@@ -53,14 +54,38 @@ int OpenLog(const std::string& path) {
 }  // namespace
 
 WorkerGroup::WorkerGroup(const WorkerSpec& spec, EventLoop& loop, DeathGuardian& guardian)
-    : spec_(spec), loop_(loop), guardian_(guardian) {}
+    : spec_(spec), loop_(loop), guardian_(guardian) {
+  duplicate_out_.filters = spec_.logs.duplicate_stdout_filters;
+  duplicate_err_.filters = spec_.logs.duplicate_stderr_filters;
+}
 
-WorkerGroup::~WorkerGroup() { CleanUp(); }
+WorkerGroup::~WorkerGroup() {
+  CleanUp();
+  CloseDuplicates();
+}
+
+void WorkerGroup::OpenDuplicates() {
+  CloseDuplicates();
+  for (auto [duplicate, name] : {std::pair{&duplicate_out_, "filtered_stdout.log"},
+                                 std::pair{&duplicate_err_, "filtered_stderr.log"}}) {
+    if (duplicate->filters.empty()) continue;
+    MakeDirs(AttemptDir());
+    duplicate->fd = OpenLog(absl::StrCat(AttemptDir(), "/", name));
+  }
+}
+
+void WorkerGroup::CloseDuplicates() {
+  for (LineDuplicate* duplicate : {&duplicate_out_, &duplicate_err_}) {
+    if (duplicate->fd >= 0) close(duplicate->fd);
+    duplicate->fd = -1;
+  }
+}
 
 void WorkerGroup::Start(const RoundAssignment& round) {
   node_rank_ = round.node_rank;
   attempt_ = round.restart_count;
   round_ = round;
+  OpenDuplicates();
   standbys_pending_ = spec_.standby_workers > 0;
   for (int local_rank = 0; local_rank < round.local_world_size; ++local_rank) {
     auto worker = std::make_unique<Worker>(spec_.last_lines);
@@ -101,6 +126,10 @@ EnvMap WorkerGroup::WorkerEnv(const Worker& worker, const RoundAssignment& round
   extras.control_channel = true;
   extras.round = round.round;
   extras.failure_time = failure_time;
+  if (spec_.virtual_local_rank) {
+    // The launcher checked that CUDA_VISIBLE_DEVICES, when set, lists a device for every rank.
+    extras.virtual_device = DeviceOfLocalRank(spec_.base_env, worker.local_rank).value_or("");
+  }
   return BuildWorkerEnv(spec_.base_env, contract, worker.local_rank, extras);
 }
 
@@ -189,6 +218,10 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round, doub
     target.local_rank = worker.local_rank;
     target.is_stderr = stream == kStdErr;
     target.json = spec_.json_logs;
+    target.prefix_template = spec_.line_prefix_template;
+    target.role = spec_.role;
+    target.host_name = spec_.host_name;
+    target.duplicate = stream == kStdErr ? &duplicate_err_ : &duplicate_out_;
     return std::make_unique<OutputRelay>(read_fd, std::move(target), &worker.last_lines);
   };
   worker.out = make_relay(out_pipe[0], kStdOut, STDOUT_FILENO, "stdout.log");
@@ -331,6 +364,7 @@ std::vector<WorkerGroup::WorkerStatus> WorkerGroup::Workers() const {
     s.pid = worker->pid;
     s.running = worker->running;
     s.exited_ok = worker->exited_ok;
+    s.stopped_by_agent = worker->stopped_by_agent;
     s.heartbeat_file = worker->heartbeat_file;
     s.nccl_trace_file = worker->nccl_trace_file;
     s.started_at = worker->started_at;
@@ -523,7 +557,10 @@ std::string WorkerGroup::Reassign(const RoundAssignment& round, double failure_t
   StopWhere([&](const Worker& w) { return w.local_rank >= round.local_world_size; }, signo, grace,
             reap);
   node_rank_ = round.node_rank;
-  attempt_ = round.restart_count;
+  if (attempt_ != round.restart_count) {
+    attempt_ = round.restart_count;
+    OpenDuplicates();  // the kept workers' lines now go to the new attempt's file
+  }
   round_ = round;
   standbys_pending_ = spec_.standby_workers > 0;
   first_failure_.reset();

@@ -54,6 +54,8 @@ struct WorkerSpec {
   bool heartbeat_files = false;        // give each worker MXRUN_HEARTBEAT_FILE (--hang_timeout)
   std::string timer_file;              // the FileTimer pipe for TORCHELASTIC_TIMER_FILE (or empty)
   int standby_workers = 0;             // spare processes kept loaded for in-process restarts
+  bool virtual_local_rank = false;     // LOCAL_RANK=0 and one device in CUDA_VISIBLE_DEVICES
+  std::string line_prefix_template;    // console line prefix (line_prefix.h); empty: mxrun's
 };
 
 class WorkerGroup {
@@ -80,6 +82,7 @@ class WorkerGroup {
     pid_t pid = -1;
     bool running = false;
     bool exited_ok = false;       // ended on its own with exit code 0
+    bool stopped_by_agent = false;  // ended because the agent stopped it
     std::string heartbeat_file;   // MXRUN_HEARTBEAT_FILE (empty: none)
     std::string nccl_trace_file;  // where PyTorch's NCCL flight recorder would dump
     std::chrono::system_clock::time_point started_at;
@@ -150,6 +153,9 @@ class WorkerGroup {
   WorkerFailure FailureOf(const Worker& worker, int exit_code, int term_signal) const;
   Worker* FindRunning(int local_rank);
   void CleanUp();
+  // The attempt's filtered files (--duplicate-std*-filters), opened in its folder.
+  void OpenDuplicates();
+  void CloseDuplicates();
 
   const WorkerSpec& spec_;
   EventLoop& loop_;
@@ -160,6 +166,8 @@ class WorkerGroup {
   bool standbys_pending_ = false;                  // to be (re)filled once the round is joined
   bool stopping_standbys_ = false;
   std::optional<WorkerFailure> first_failure_;
+  LineDuplicate duplicate_out_;  // attempt_<N>/filtered_stdout.log
+  LineDuplicate duplicate_err_;  // attempt_<N>/filtered_stderr.log
   int node_rank_ = 0;
   int attempt_ = 0;
   int ended_ = 0;

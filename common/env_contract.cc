@@ -77,6 +77,11 @@ EnvMap BuildWorkerEnv(const EnvMap& agent_env, const GroupContract& group, int l
   env.erase("MXRUN_STANDBY");
   if (extras.control_channel) set("MXRUN_CONTROL_FD", "3");
   if (extras.round >= 0) set("MXRUN_ROUND", std::to_string(extras.round));
+  if (!extras.virtual_device.empty()) {
+    // torchrun 2.x's virtual local rank: the worker's one GPU is its device 0.
+    set("LOCAL_RANK", "0");
+    set("CUDA_VISIBLE_DEVICES", extras.virtual_device);
+  }
   if (extras.failure_time > 0) {
     char text[32];
     std::snprintf(text, sizeof(text), "%.6f", extras.failure_time);

@@ -46,6 +46,8 @@ struct WorkerExtras {
                                   // environment sets it (empty: left to PyTorch)
   bool control_channel = false;   // MXRUN_CONTROL_FD=3 (common/control_protocol.h)
   int round = -1;                 // MXRUN_ROUND: the rendezvous round it starts in (-1: not set)
+  std::string virtual_device;     // --virtual-local-rank: LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES
+                                  // naming only this device (empty: off)
   double failure_time = 0;        // MXRUN_FAILURE_TIME: when the failure that started this round
                                   // was seen, seconds since the Unix epoch (0: not set)
 };

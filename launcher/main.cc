@@ -18,6 +18,7 @@
 #include "common/env_contract.h"
 #include "common/files.h"
 #include "common/strings.h"
+#include "common/visible_devices.h"
 #include "launcher/entrypoint.h"
 #include "launcher/log_setup.h"
 #include "launcher/nproc.h"
@@ -138,6 +139,11 @@ int Main(int argc, char** argv) {
     config.agent_error_file = it->second;
   }
   config.notifier = ServiceNotifier::FromEnv(env, static_cast<long>(::getpid()));
+  config.events.handler = options.event_log_handler;
+  config.events.run_id = run_id;
+  config.events.role = options.role;
+  config.events.rdzv_backend = options.standalone ? "c10d" : options.rdzv_backend;  // as torchrun
+  config.events.entry_point = command->executable;
   config.worker.json_logs = options.log_format == "json";
   WorkerSpec& worker = config.worker;
   worker.executable = command->executable;
@@ -149,6 +155,19 @@ int Main(int argc, char** argv) {
   worker.logs.tee = options.tee;
   worker.logs.console_ranks = options.local_ranks_filter;
   worker.logs.log_dir = options.log_dir;
+  worker.logs.duplicate_stdout_filters = options.duplicate_stdout_filters;
+  worker.logs.duplicate_stderr_filters = options.duplicate_stderr_filters;
+  worker.line_prefix_template = options.log_line_prefix_template;
+  worker.virtual_local_rank = options.virtual_local_rank;
+  if (options.virtual_local_rank) {
+    if (!DeviceOfLocalRank(env, *nproc - 1)) {
+      return UsageError(absl::StrCat(
+          "--virtual_local_rank: CUDA_VISIBLE_DEVICES='", env.at("CUDA_VISIBLE_DEVICES"),
+          "' lists ", SplitVisibleDevices(env.at("CUDA_VISIBLE_DEVICES")).size(),
+          " device(s) for ", *nproc, " workers; accepted: one entry per worker, or "
+          "CUDA_VISIBLE_DEVICES unset (worker N gets device N)"));
+    }
+  }
 
   // A scratch folder for what lives as long as mxrun (the FileTimer pipe, and the per-attempt
   // folders unless they are kept), removed at exit, by the guardian if mxrun is killed.
@@ -175,8 +194,11 @@ int Main(int argc, char** argv) {
   }
 
   // Warm standbys: the bundled trainer can be one (it loads, then waits for a rank).
+  // (Not with --virtual_local_rank: a standby's GPU would be fixed before it knows its rank.)
   worker.standby_workers = options.standby_workers.value_or(
-      options.entrypoint_kind == EntrypointKind::kBundledTrainer ? 1 : 0);
+      options.entrypoint_kind == EntrypointKind::kBundledTrainer && !options.virtual_local_rank
+          ? 1
+          : 0);
 
   // Hang detection (agent/hang_monitor.h).
   HangSettings& hang = config.hang.settings;

@@ -80,6 +80,23 @@ const std::vector<Flag>& Flags() {
       {"standby_workers", "", false,
        "spare workers per node, started and loaded ahead, that replace a failed rank in an "
        "in-process restart (default 1 for the bundled trainer, else 0)", ""},
+      {"virtual_local_rank", "", true,
+       "each worker sees only its own GPU: LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES naming its entry "
+       "of the agent's list (or its index) (torchrun 2.x)", ""},
+      {"numa_binding", "", false,
+       "bind each worker's CPUs and memory near its GPU, found with hwloc: node, socket, "
+       "exclusive or core-complex (none: no binding)", ""},
+      {"log_line_prefix_template", "", false,
+       "console line prefix with ${role_name}, ${rank}, ${local_rank}, ${hostname} (also "
+       "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE; none: mxrun's \"[n<node> r<rank>] \")", ""},
+      {"duplicate_stdout_filters", "", false,
+       "stdout lines containing any of these substrings (comma-separated, ',,' for a comma) are "
+       "also written to <log folder>/attempt_<N>/filtered_stdout.log", ""},
+      {"duplicate_stderr_filters", "", false,
+       "the same for stderr lines, into attempt_<N>/filtered_stderr.log", ""},
+      {"event_log_handler", "", false,
+       "torchelastic's event records (rendezvous, worker starts, failures, restarts): null "
+       "(none) or console (JSON on stderr)", "null"},
       {"logs_specs", "", false,
        "accepted for torchrun compatibility with its default only: mxrun cannot load Python entry "
        "points (use --log_dir, --redirects, --tee, --log_format)", ""},
@@ -111,6 +128,7 @@ const char* PlainEnvName(absl::string_view name) {
   if (name == "master_addr") return "MASTER_ADDR";
   if (name == "master_port") return "MASTER_PORT";
   if (name == "shutdown_timeout") return "TORCH_ELASTIC_SHUTDOWN_TIMEOUT";  // torchrun 2.x
+  if (name == "log_line_prefix_template") return "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE";
   return nullptr;
 }
 
@@ -207,6 +225,23 @@ absl::StatusOr<NodeRange> ParseNodeRange(absl::string_view text) {
   }
   if (range.min <= 0 || range.min > range.max) return bad();
   return range;
+}
+
+absl::StatusOr<std::vector<std::string>> ParseFilterList(absl::string_view text) {
+  std::vector<std::string> filters;
+  if (text.empty()) return filters;
+  // torchrun's comma_separated_list: ",," is a literal comma, nothing is stripped.
+  constexpr absl::string_view kComma = "\x01";
+  const std::string escaped = absl::StrReplaceAll(text, {{",,", kComma}});
+  for (absl::string_view item : absl::StrSplit(escaped, ',')) {
+    if (item.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", text, "' has an empty filter, which would match every line; accepted: substrings "
+          "separated by ',' (',,' for a comma itself), e.g. 'loss,error'"));
+    }
+    filters.push_back(absl::StrReplaceAll(item, {{kComma, ","}}));
+  }
+  return filters;
 }
 
 absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(absl::string_view text) {
@@ -478,6 +513,40 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
         absl::StrCat(values["local_ranks_filter"].source, ": ", filter.status().message()));
   }
   o.local_ranks_filter = *filter;
+
+  o.virtual_local_rank = ToBool(values["virtual_local_rank"]);
+  if (o.virtual_local_rank && o.standby_workers.value_or(0) > 0) {
+    return Invalid(values["standby_workers"],
+                   "with --virtual_local_rank a worker's GPU is fixed when it starts, and a "
+                   "standby starts before it knows which rank (and GPU) it will take",
+                   "0 with --virtual_local_rank");
+  }
+  o.numa_binding = absl::AsciiStrToLower(absl::StripAsciiWhitespace(values["numa_binding"].text));
+  if (o.numa_binding == "none") o.numa_binding.clear();
+  if (!o.numa_binding.empty() && o.numa_binding != "node" && o.numa_binding != "socket" &&
+      o.numa_binding != "exclusive" && o.numa_binding != "core-complex") {
+    return Invalid(values["numa_binding"], "unknown mode",
+                   "node, socket, exclusive or core-complex (or none)");
+  }
+  o.log_line_prefix_template = values["log_line_prefix_template"].text;
+  for (const char* name : {"duplicate_stdout_filters", "duplicate_stderr_filters"}) {
+    absl::StatusOr<std::vector<std::string>> filters = ParseFilterList(values[name].text);
+    if (!filters.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(values[name].source, "=", filters.status().message()));
+    }
+    (absl::string_view(name) == "duplicate_stdout_filters" ? o.duplicate_stdout_filters
+                                                           : o.duplicate_stderr_filters) =
+        std::move(*filters);
+  }
+  o.event_log_handler = absl::AsciiStrToLower(absl::StripAsciiWhitespace(
+      values["event_log_handler"].text));
+  if (o.event_log_handler != "null" && o.event_log_handler != "console") {
+    return Invalid(values["event_log_handler"],
+                   "unknown event handler (mxrun has torchelastic's built-in ones, and cannot load "
+                   "Python handlers registered at run time)",
+                   "null, console");
+  }
 
   for (absl::string_view name : absl::StrSplit(values["signals_to_handle"].text, ',',
                                               absl::SkipWhitespace())) {

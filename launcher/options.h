@@ -70,6 +70,14 @@ struct LaunchOptions {
   // which means 1 for the bundled trainer and 0 for anything else.
   std::optional<int> standby_workers;
 
+  // torchrun 2.x's newer flags.
+  bool virtual_local_rank = false;    // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES = the worker's device
+  std::string numa_binding;           // "", node, socket, exclusive, core-complex (agent/numa_*.h)
+  std::string log_line_prefix_template;  // empty: mxrun's "[n<node> r<rank>] "
+  std::vector<std::string> duplicate_stdout_filters;  // substrings; empty: no filtered file
+  std::vector<std::string> duplicate_stderr_filters;
+  std::string event_log_handler = "null";  // null | console
+
   EntrypointKind entrypoint_kind = EntrypointKind::kPythonScript;
   std::string entrypoint;             // script, module, program, or "train"
   std::vector<std::string> entrypoint_args;
@@ -91,6 +99,9 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
 
 // "N" or "MIN:MAX" with 0 < MIN <= MAX.
 absl::StatusOr<NodeRange> ParseNodeRange(absl::string_view text);
+// torchrun's comma-separated filter list: ",," stands for a comma; an empty text is no filter. An
+// empty item (which would match every line) is an error.
+absl::StatusOr<std::vector<std::string>> ParseFilterList(absl::string_view text);
 // "k=v,k=v" (empty: none).
 absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(absl::string_view text);
 
