@@ -1,12 +1,15 @@
 #include "agent/process_launcher.h"
 
 #include <fcntl.h>
+#include <linux/mempolicy.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/status/status.h"
@@ -46,9 +49,47 @@ void CloseFrom(int low, int high) {
   for (int fd = low; fd <= high; ++fd) close(fd);
 }
 
+// The binding of --numa-binding in the form the system calls take, built before fork.
+struct Placement {
+  cpu_set_t* cpus = nullptr;  // CPU_ALLOC'd; nullptr: none
+  size_t cpus_size = 0;
+  std::vector<unsigned long> node_mask;  // set_mempolicy's nodemask; empty: none
+  ~Placement() {
+    if (cpus != nullptr) CPU_FREE(cpus);
+  }
+};
+
+void BuildPlacement(const SpawnRequest& request, Placement& placement) {
+  if (!request.cpus.empty()) {
+    const int max_cpu = *std::max_element(request.cpus.begin(), request.cpus.end());
+    placement.cpus = CPU_ALLOC(max_cpu + 1);
+    placement.cpus_size = CPU_ALLOC_SIZE(max_cpu + 1);
+    CPU_ZERO_S(placement.cpus_size, placement.cpus);
+    for (int cpu : request.cpus) {
+      if (cpu >= 0) CPU_SET_S(cpu, placement.cpus_size, placement.cpus);
+    }
+  }
+  if (request.memory_node >= 0) {
+    constexpr int kBits = 8 * sizeof(unsigned long);
+    placement.node_mask.assign(request.memory_node / kBits + 1, 0);
+    placement.node_mask[request.memory_node / kBits] |= 1UL << (request.memory_node % kBits);
+  }
+}
+
+// Runs in the child: plain system calls. Errors are ignored: an unbound worker still runs.
+void ApplyPlacement(const Placement& placement) {
+  if (placement.cpus != nullptr) sched_setaffinity(0, placement.cpus_size, placement.cpus);
+  if (!placement.node_mask.empty()) {
+    // set_mempolicy(2) reads maxnode bits; the kernel wants one more than the highest node.
+    syscall(SYS_set_mempolicy, MPOL_PREFERRED, placement.node_mask.data(),
+            placement.node_mask.size() * 8 * sizeof(unsigned long) + 1);
+  }
+}
+
 // Runs in the child between fork and execve: async-signal-safe calls only.
-[[noreturn]] void ExecChild(const SpawnRequest& request, char* const* argv, char* const* envp,
-                            int report_fd, pid_t parent, int null_fd) {
+[[noreturn]] void ExecChild(const SpawnRequest& request, const Placement& placement,
+                            char* const* argv, char* const* envp, int report_fd, pid_t parent,
+                            int null_fd) {
   sigset_t empty;
   sigemptyset(&empty);
   struct sigaction dfl {};
@@ -61,6 +102,7 @@ void CloseFrom(int low, int high) {
   // Under Yama's ptrace_scope=1 only ancestors may trace: let the agent and its children (the
   // stack dumpers of hang diagnostics) trace this worker. EINVAL without Yama: nothing to do.
   prctl(PR_SET_PTRACER, parent, 0, 0, 0);
+  ApplyPlacement(placement);
 
   const int in = request.stdin_fd >= 0 ? request.stdin_fd : null_fd;
   if (dup2(in, STDIN_FILENO) < 0) ChildFail(report_fd);
@@ -94,6 +136,8 @@ absl::StatusOr<pid_t> SpawnProcess(const SpawnRequest& request) {
   // Everything the child needs is built before fork.
   std::vector<char*> argv = CStrings(request.argv);
   std::vector<char*> envp = CStrings(request.env);
+  Placement placement;
+  BuildPlacement(request, placement);
   int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0) return absl::InternalError(absl::StrCat("open /dev/null: ", ErrnoText(errno)));
   int report[2];
@@ -112,7 +156,7 @@ absl::StatusOr<pid_t> SpawnProcess(const SpawnRequest& request) {
   }
   if (pid == 0) {
     close(report[0]);
-    ExecChild(request, argv.data(), envp.data(), report[1], parent, null_fd);
+    ExecChild(request, placement, argv.data(), envp.data(), report[1], parent, null_fd);
   }
   close(report[1]);
   close(null_fd);

@@ -4,6 +4,7 @@
 //   mask and handlers, own process group, parent-death signal then re-check the parent, the agent
 //   named as the one that may ptrace it (Yama; for hang diagnostics' stack dumps), dup2 the
 //   stdio fds (and the control channel to fd 3), close every other fd, execve; on failure write errno to a close-on-exec pipe, _exit.
+//   The CPU affinity and memory policy (--numa-binding) are set before the fds are arranged.
 // The parent learns of an exec failure synchronously, with the errno text, instead of seeing a
 // silent exit 127 later.
 
@@ -26,6 +27,11 @@ struct SpawnRequest {
   int stderr_fd = -1;                  // -1: inherit the agent's
   int control_fd = -1;                 // becomes fd 3 in the child (kControlFd); -1: none
   int parent_death_signal = SIGKILL;   // sent to the child when the agent dies
+  // --numa-binding (numa_binding.h): the child's CPU affinity and preferred memory node, set
+  // before execve so that its threads and children inherit them. A failure to set either does not
+  // fail the start (the planner already checked them against the agent's own affinity).
+  std::vector<int> cpus;               // empty: inherit the agent's
+  int memory_node = -1;                // -1: the default policy
 };
 
 // Starts the process in its own process group (pgid == pid). Returns its pid once execve has

@@ -1,6 +1,8 @@
 #include "agent/worker_group.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,6 +11,7 @@
 #include <cerrno>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/descendants.h"
@@ -44,6 +47,30 @@ struct WorkerGroup::Worker {
 };
 
 namespace {
+
+// A standby started unbound: its rank's CPUs now apply to every thread of it and of its children
+// (its memory policy cannot be changed from outside; pages it touches from now on follow the
+// CPUs it runs on).
+void RepinProcessTree(pid_t root, const std::vector<int>& cpus) {
+  if (cpus.empty()) return;
+  const int max_cpu = *std::max_element(cpus.begin(), cpus.end());
+  cpu_set_t* set = CPU_ALLOC(max_cpu + 1);
+  const size_t size = CPU_ALLOC_SIZE(max_cpu + 1);
+  CPU_ZERO_S(size, set);
+  for (int cpu : cpus) CPU_SET_S(cpu, size, set);
+  std::vector<pid_t> processes = ListDescendants(root, {});
+  processes.push_back(root);
+  for (pid_t process : processes) {
+    DIR* tasks = opendir(absl::StrCat("/proc/", process, "/task").c_str());
+    if (tasks == nullptr) continue;
+    while (dirent* entry = readdir(tasks)) {
+      int tid = 0;
+      if (absl::SimpleAtoi(entry->d_name, &tid)) sched_setaffinity(tid, size, set);
+    }
+    closedir(tasks);
+  }
+  CPU_FREE(set);
+}
 
 int OpenLog(const std::string& path) {
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
@@ -197,6 +224,10 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round, doub
   request.env =
       EnvToStrings(standby ? StandbyEnv(round) : WorkerEnv(worker, round, failure_time));
   request.control_fd = (*control)->child_fd();
+  if (!standby && worker.local_rank < static_cast<int>(spec_.numa.size())) {
+    request.cpus = spec_.numa[worker.local_rank].cpus;
+    request.memory_node = spec_.numa[worker.local_rank].memory_node;
+  }
 
   int out_pipe[2] = {-1, -1};
   int err_pipe[2] = {-1, -1};
@@ -530,6 +561,9 @@ bool WorkerGroup::PromoteStandby(int local_rank, const RoundAssignment& round,
       relay->SetFile(routing.to_file
                          ? OpenLog(worker->dir + (err ? "/stderr.log" : "/stdout.log"))
                          : -1);
+    }
+    if (local_rank < static_cast<int>(spec_.numa.size())) {
+      RepinProcessTree(worker->pid, spec_.numa[local_rank].cpus);
     }
     started.push_back(absl::StrCat(worker->global_rank, " (standby pid ", worker->pid, ")"));
     workers_.push_back(std::move(worker));

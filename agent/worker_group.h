@@ -30,6 +30,7 @@
 #include "agent/death_guardian.h"
 #include "agent/event_loop.h"
 #include "agent/log_spec.h"
+#include "agent/numa_binding.h"
 #include "agent/output_relay.h"
 #include "agent/worker_control.h"
 #include "common/env_contract.h"
@@ -56,6 +57,8 @@ struct WorkerSpec {
   int standby_workers = 0;             // spare processes kept loaded for in-process restarts
   bool virtual_local_rank = false;     // LOCAL_RANK=0 and one device in CUDA_VISIBLE_DEVICES
   std::string line_prefix_template;    // console line prefix (line_prefix.h); empty: mxrun's
+  std::vector<WorkerBinding> numa;     // --numa-binding, by local rank (empty: none); a standby
+                                       // is unbound until it takes a rank, then re-pinned
 };
 
 class WorkerGroup {

@@ -2,6 +2,7 @@
 // prepares the node (subreaper, guardian, log folders) and hands over to the elastic agent.
 
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -12,9 +13,13 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "agent/death_guardian.h"
 #include "agent/elastic_agent.h"
+#include "agent/gpu_devices.h"
+#include "agent/numa_binding.h"
+#include "agent/numa_topology.h"
 #include "common/env_contract.h"
 #include "common/files.h"
 #include "common/strings.h"
@@ -87,6 +92,41 @@ absl::StatusOr<std::string> MakeTempDir(const std::string& templ) {
         absl::StrCat("cannot create the folder ", buffer, ": ", ErrnoText(errno)));
   }
   return buffer;
+}
+
+// The CPUs this process may run on (its affinity) and the memory nodes it may use.
+AllowedResources OwnResources() {
+  AllowedResources own;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) own.cpus.push_back(cpu);
+    }
+  }
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (absl::StartsWith(line, "Mems_allowed_list:")) {
+      own.memory_nodes = ParseCpuList(line.substr(line.find(':') + 1));
+    }
+  }
+  return own;
+}
+
+// --numa-binding: each local rank's CPUs and memory node, said in one line. Never an error: a
+// machine hwloc cannot read runs unbound, with the reason.
+std::vector<WorkerBinding> PlanBinding(const LaunchOptions& options, const EnvMap& env, int nproc) {
+  const NumaMode mode = *ParseNumaMode(options.numa_binding);  // validated by the parser
+  absl::StatusOr<NumaTopology> topology = LoadMachineTopology();
+  if (!topology.ok()) {
+    spdlog::warn("numa binding ({}): {}; workers not bound", NumaModeName(mode),
+                 std::string(topology.status().message()));
+    return {};
+  }
+  NumaPlan plan =
+      PlanNumaBinding(*topology, WorkerGpuBusIds(env, nproc, *topology), mode, OwnResources());
+  spdlog::info("{}", plan.summary);
+  return plan.workers;
 }
 
 // The parser's notes for the user, on stderr as log lines.
@@ -192,6 +232,8 @@ int Main(int argc, char** argv) {
   } else {
     worker.attempts_dir = scratch_dir;
   }
+
+  if (!options.numa_binding.empty()) worker.numa = PlanBinding(options, env, *nproc);
 
   // Warm standbys: the bundled trainer can be one (it loads, then waits for a rank).
   // (Not with --virtual_local_rank: a standby's GPU would be fixed before it knows its rank.)
