@@ -83,9 +83,12 @@ std::string SerializeEvent(const ElasticEvent& event) {
   metadata.Add("metadata", JsonQuote(inner.Close()));
   metadata.Add("agent_restarts", std::to_string(event.agent_restarts));
   if (event.duration_ms) {
+    // A Python float as json.dumps writes it (to the microsecond): "12.5", "0.0".
     char text[64];
     std::snprintf(text, sizeof text, "%.3f", *event.duration_ms);
-    metadata.Add("duration_ms", text);
+    std::string number = text;
+    while (number.back() == '0' && number[number.size() - 2] != '.') number.pop_back();
+    metadata.Add("duration_ms", number);
   } else {
     metadata.Add("duration_ms", "null");
   }

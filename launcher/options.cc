@@ -13,6 +13,8 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "agent/event_log.h"
+#include "agent/numa_binding.h"
 #include "common/signal_names.h"
 #include "launcher/config_file.h"
 #include "launcher/entrypoint.h"
@@ -523,8 +525,7 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   }
   o.numa_binding = absl::AsciiStrToLower(absl::StripAsciiWhitespace(values["numa_binding"].text));
   if (o.numa_binding == "none") o.numa_binding.clear();
-  if (!o.numa_binding.empty() && o.numa_binding != "node" && o.numa_binding != "socket" &&
-      o.numa_binding != "exclusive" && o.numa_binding != "core-complex") {
+  if (!o.numa_binding.empty() && !ParseNumaMode(o.numa_binding)) {
     return Invalid(values["numa_binding"], "unknown mode",
                    "node, socket, exclusive or core-complex (or none)");
   }
@@ -541,7 +542,7 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   }
   o.event_log_handler = absl::AsciiStrToLower(absl::StripAsciiWhitespace(
       values["event_log_handler"].text));
-  if (o.event_log_handler != "null" && o.event_log_handler != "console") {
+  if (!IsEventLogHandler(o.event_log_handler)) {
     return Invalid(values["event_log_handler"],
                    "unknown event handler (mxrun has torchelastic's built-in ones, and cannot load "
                    "Python handlers registered at run time)",

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/env_contract.h"
+#include "common/visible_devices.h"
 
 using mxrun::BuildWorkerEnv;
 using mxrun::EnvMap;
@@ -107,4 +108,29 @@ TEST_CASE("hang detection's variables: the heartbeat file, the timer pipe, NCCL'
   CHECK(off.count("MXRUN_HEARTBEAT_FILE") == 0);
   CHECK(off.count("TORCHELASTIC_TIMER_FILE") == 0);
   CHECK(off["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == "/mine/trace_");
+}
+
+TEST_CASE("virtual local rank: LOCAL_RANK=0 and only the worker's own device", "[env][torchrun2]") {
+  mxrun::WorkerExtras extras;
+  extras.virtual_device = "GPU-bbb";
+  EnvMap env = BuildWorkerEnv({{"CUDA_VISIBLE_DEVICES", "GPU-aaa,GPU-bbb"}}, TwoNodesOfFour(), 1,
+                              extras);
+  CHECK(env["LOCAL_RANK"] == "0");
+  CHECK(env["RANK"] == "5");  // the global rank is still the worker's own
+  CHECK(env["CUDA_VISIBLE_DEVICES"] == "GPU-bbb");
+  // Without it the parent's list is passed on untouched.
+  env = BuildWorkerEnv({{"CUDA_VISIBLE_DEVICES", "GPU-aaa,GPU-bbb"}}, TwoNodesOfFour(), 1, {});
+  CHECK(env["LOCAL_RANK"] == "1");
+  CHECK(env["CUDA_VISIBLE_DEVICES"] == "GPU-aaa,GPU-bbb");
+}
+
+TEST_CASE("a local rank's device: its CUDA_VISIBLE_DEVICES entry, else its index", "[env][torchrun2]") {
+  using mxrun::DeviceOfLocalRank;
+  CHECK(DeviceOfLocalRank({}, 3) == "3");
+  CHECK(DeviceOfLocalRank({{"CUDA_VISIBLE_DEVICES", "4,5, 6"}}, 2) == "6");
+  CHECK(DeviceOfLocalRank({{"CUDA_VISIBLE_DEVICES", "GPU-1a2b,GPU-3c4d"}}, 1) == "GPU-3c4d");
+  CHECK(DeviceOfLocalRank({{"CUDA_VISIBLE_DEVICES", "MIG-0f3a5e1e-1b2c-5d6e-8f90-a1b2c3d4e5f6"}},
+                          0) == "MIG-0f3a5e1e-1b2c-5d6e-8f90-a1b2c3d4e5f6");
+  CHECK_FALSE(DeviceOfLocalRank({{"CUDA_VISIBLE_DEVICES", "0,1"}}, 2).has_value());
+  CHECK(mxrun::SplitVisibleDevices(" 0 ,1") == std::vector<std::string>{"0", "1"});
 }

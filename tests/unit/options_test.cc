@@ -164,3 +164,82 @@ TEST_CASE("the shutdown timeout is torchrun 2.x's name for --term_timeout", "[op
              Catch::Contains("TORCH_ELASTIC_SHUTDOWN_TIMEOUT='soon' is not valid"));
   CHECK(ParseOk({"x.py"}).term_timeout_seconds == 30);
 }
+
+TEST_CASE("torchrun 2.x's newer flags in both spellings and from PET_*", "[options][torchrun2]") {
+  CHECK(ParseOk({"--virtual-local-rank", "x.py"}).virtual_local_rank);
+  CHECK(ParseOk({"--virtual_local_rank", "x.py"}).virtual_local_rank);
+  CHECK(ParseOk({"x.py"}, {{"PET_VIRTUAL_LOCAL_RANK", "1"}}).virtual_local_rank);
+  CHECK_FALSE(ParseOk({"x.py"}).virtual_local_rank);
+
+  CHECK(ParseOk({"--numa-binding=exclusive", "x.py"}).numa_binding == "exclusive");
+  CHECK(ParseOk({"--numa_binding", "core-complex", "x.py"}).numa_binding == "core-complex");
+  CHECK(ParseOk({"x.py"}, {{"PET_NUMA_BINDING", "socket"}}).numa_binding == "socket");
+  CHECK(ParseOk({"--numa-binding=none", "x.py"}).numa_binding.empty());
+  CHECK_THAT(ParseError({"--numa-binding=numa", "x.py"}),
+             Catch::Contains("--numa_binding='numa' is not valid: unknown mode; accepted: node, "
+                             "socket, exclusive or core-complex"));
+
+  const std::string prefix = "[${role_name}${local_rank}]:";
+  CHECK(ParseOk({"--log-line-prefix-template=" + prefix, "x.py"}).log_line_prefix_template ==
+        prefix);
+  CHECK(ParseOk({"x.py"}, {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", prefix}})
+            .log_line_prefix_template == prefix);
+  CHECK(ParseOk({"x.py"}, {{"PET_LOG_LINE_PREFIX_TEMPLATE", "p"}}).log_line_prefix_template ==
+        "p");
+  CHECK(ParseOk({"--log_line_prefix_template=a", "x.py"},
+                {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "b"}})
+            .log_line_prefix_template == "a");
+
+  CHECK(ParseOk({"--duplicate-stdout-filters=loss,step", "x.py"}).duplicate_stdout_filters ==
+        std::vector<std::string>{"loss", "step"});
+  CHECK(ParseOk({"--duplicate_stderr_filters", "a,,b,c", "x.py"}).duplicate_stderr_filters ==
+        std::vector<std::string>{"a,b", "c"});
+  CHECK(ParseOk({"x.py"}, {{"PET_DUPLICATE_STDOUT_FILTERS", "x"}}).duplicate_stdout_filters ==
+        std::vector<std::string>{"x"});
+  CHECK(ParseOk({"x.py"}).duplicate_stdout_filters.empty());
+  CHECK_THAT(ParseError({"--duplicate-stdout-filters=a,", "x.py"}),
+             Catch::Contains("--duplicate_stdout_filters='a,' has an empty filter, which would "
+                             "match every line"));
+
+  CHECK(ParseOk({"x.py"}).event_log_handler == "null");
+  CHECK(ParseOk({"--event-log-handler=console", "x.py"}).event_log_handler == "console");
+  CHECK(ParseOk({"x.py"}, {{"PET_EVENT_LOG_HANDLER", "console"}}).event_log_handler == "console");
+  CHECK_THAT(ParseError({"--event_log_handler=scuba", "x.py"}),
+             Catch::Contains("--event_log_handler='scuba' is not valid: unknown event handler") &&
+                 Catch::Contains("accepted: null, console"));
+
+  // A standby's GPU would be fixed before it knows its rank.
+  CHECK_THAT(ParseError({"--virtual-local-rank", "--standby_workers=1", "train"}),
+             Catch::Contains("--standby_workers='1' is not valid: with --virtual_local_rank"));
+  CHECK(ParseOk({"--virtual-local-rank", "--standby_workers=0", "train"}).virtual_local_rank);
+}
+
+TEST_CASE("torchrun's filter lists: ',,' is a comma, nothing is stripped", "[options][torchrun2]") {
+  using V = std::vector<std::string>;
+  CHECK(*mxrun::ParseFilterList("apple,orange") == V{"apple", "orange"});
+  CHECK(*mxrun::ParseFilterList("a,,b") == V{"a,b"});
+  CHECK(*mxrun::ParseFilterList("a,,,b") == V{"a,", "b"});
+  CHECK(*mxrun::ParseFilterList(" x ") == V{" x "});
+  CHECK(mxrun::ParseFilterList("")->empty());
+  CHECK_FALSE(mxrun::ParseFilterList(",a").ok());
+}
+
+TEST_CASE("the new flags are in --help and --print-config", "[options][torchrun2]") {
+  auto help = Parse({"--help"});
+  REQUIRE(help.ok());
+  for (const char* flag : {"--virtual-local-rank", "--numa-binding", "--log-line-prefix-template",
+                           "--duplicate-stdout-filters", "--duplicate-stderr-filters",
+                           "--event-log-handler", "--shutdown-timeout", "--logs-specs"}) {
+    CHECK_THAT(help->help_text, Catch::Contains(flag));
+  }
+  auto config = Parse({"--print-config", "--numa-binding=node", "--virtual-local-rank",
+                       "--event-log-handler=console", "x.py"},
+                      {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "[${rank}]"}});
+  REQUIRE(config.ok());
+  CHECK_THAT(config->help_text, Catch::Contains("numa_binding = \"node\"  # --numa_binding"));
+  CHECK_THAT(config->help_text, Catch::Contains("virtual_local_rank = true"));
+  CHECK_THAT(config->help_text, Catch::Contains("event_log_handler = \"console\""));
+  CHECK_THAT(config->help_text,
+             Catch::Contains("log_line_prefix_template = \"[${rank}]\"  # "
+                             "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"));
+}

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "agent/json_quote.h"
+#include "agent/line_prefix.h"
 #include "agent/log_spec.h"
 #include "agent/output_relay.h"
 #include "nlohmann/json.hpp"
@@ -141,4 +142,70 @@ TEST_CASE("per-rank std values are validated", "[output]") {
   CHECK_FALSE(mxrun::ParsePerRankStd("0:9").ok());
   CHECK(mxrun::ParsePerRankStd("9:0")->For(9) == 0);
   CHECK_FALSE(mxrun::ParseLocalRanksFilter("0,x").ok());
+}
+
+TEST_CASE("prefix templates expand as Python's Template.safe_substitute", "[output][torchrun2]") {
+  const std::map<std::string, std::string> values = {
+      {"role_name", "trainer"}, {"rank", "3"}, {"local_rank", "1"}, {"hostname", "node7"}};
+  CHECK(mxrun::ExpandLinePrefix("[${role_name}${local_rank}]:", values) == "[trainer1]:");
+  CHECK(mxrun::ExpandLinePrefix("$hostname/$rank ", values) == "node7/3 ");
+  CHECK(mxrun::ExpandLinePrefix("$$rank=${rank}", values) == "$rank=3");
+  // Unknown names, a lone '$' and a broken brace stay as written.
+  CHECK(mxrun::ExpandLinePrefix("${nope} $nope $ ${rank", values) == "${nope} $nope $ ${rank");
+  CHECK(mxrun::ExpandLinePrefix("${rank}x$rankx", values) == "3x$rankx");
+  CHECK(mxrun::ExpandLinePrefix("end$", values) == "end$");
+}
+
+TEST_CASE("filters match plain substrings, case-sensitively", "[output][torchrun2]") {
+  const std::vector<std::string> filters = {"loss", "a,b"};
+  CHECK(mxrun::MatchesAnyFilter("step 3 loss=1.2", filters));
+  CHECK(mxrun::MatchesAnyFilter("x a,b y", filters));
+  CHECK_FALSE(mxrun::MatchesAnyFilter("LOSS", filters));
+  CHECK_FALSE(mxrun::MatchesAnyFilter("anything", {}));
+}
+
+TEST_CASE("a relay with a template and filters: console prefix, JSON prefix, filtered copy",
+          "[output][torchrun2]") {
+  for (const bool json : {false, true}) {
+    int pipe_fds[2], console[2], filtered[2];
+    REQUIRE(pipe(pipe_fds) == 0);
+    REQUIRE(pipe(console) == 0);
+    REQUIRE(pipe(filtered) == 0);
+    mxrun::LineDuplicate duplicate{filtered[1], {"loss"}};
+    mxrun::RelayTarget target;
+    target.console_fd = console[1];
+    target.node_rank = 0;
+    target.global_rank = 5;
+    target.local_rank = 1;
+    target.json = json;
+    target.prefix_template = "[${role_name}${local_rank}]:";
+    target.role = "default";
+    target.duplicate = &duplicate;
+    mxrun::LastLines last(4);
+    {
+      mxrun::OutputRelay relay(pipe_fds[0], target, &last);
+      const std::string data = "loss=1\nother\n";
+      REQUIRE(write(pipe_fds[1], data.data(), data.size()) == static_cast<ssize_t>(data.size()));
+      close(pipe_fds[1]);
+      relay.DrainAndClose();
+    }
+    close(console[1]);
+    close(filtered[1]);
+    char buffer[4096];
+    ssize_t n = read(console[0], buffer, sizeof buffer);
+    const std::string shown(buffer, n > 0 ? n : 0);
+    n = read(filtered[0], buffer, sizeof buffer);
+    const std::string copied(buffer, n > 0 ? n : 0);
+    close(console[0]);
+    close(filtered[0]);
+    if (json) {
+      auto first = nlohmann::json::parse(shown.substr(0, shown.find('\n')));
+      CHECK(first["prefix"] == "[default1]:");
+      CHECK(first["line"] == "loss=1");
+      CHECK(first["rank"] == 5);
+    } else {
+      CHECK(shown == "[default1]:loss=1\n[default1]:other\n");
+    }
+    CHECK(copied == "[default1]:loss=1\n");  // text prefix in the file, whatever the console
+  }
 }
