@@ -243,3 +243,60 @@ TEST_CASE("the new flags are in --help and --print-config", "[options][torchrun2
              Catch::Contains("log_line_prefix_template = \"[${rank}]\"  # "
                              "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"));
 }
+
+// torchrun 2.11's get_args_parser, its option names only (torch/distributed/run.py), each with a
+// value torchrun accepts; "" for the flags that take none. A name mxrun refused as unknown would
+// break a launch line written for torchrun.
+TEST_CASE("every flag of torchrun 2.11 is accepted, or refused with a reason", "[options][torchrun2]") {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> torchrun_flags = {
+      {{"--nnodes"}, "1:2"},
+      {{"--nproc-per-node", "--nproc_per_node"}, "2"},
+      {{"--rdzv-backend", "--rdzv_backend"}, "c10d"},
+      {{"--rdzv-endpoint", "--rdzv_endpoint"}, "localhost:0"},
+      {{"--rdzv-id", "--rdzv_id"}, "job"},
+      {{"--rdzv-conf", "--rdzv_conf"}, "join_timeout=60"},
+      {{"--standalone"}, ""},
+      {{"--max-restarts", "--max_restarts"}, "3"},
+      {{"--monitor-interval", "--monitor_interval"}, "0.1"},
+      {{"--start-method", "--start_method"}, "spawn"},
+      {{"--event-log-handler", "--event_log_handler"}, "console"},
+      {{"--role"}, "trainer"},
+      {{"-m", "--module"}, ""},
+      {{"--no-python", "--no_python"}, ""},
+      {{"--run-path", "--run_path"}, ""},
+      {{"--log-dir", "--log_dir"}, "/tmp/logs"},
+      {{"-r", "--redirects"}, "3"},
+      {{"-t", "--tee"}, "0:1,1:2"},
+      {{"--local-ranks-filter", "--local_ranks_filter"}, "0"},
+      {{"--duplicate-stdout-filters", "--duplicate_stdout_filters"}, "loss"},
+      {{"--duplicate-stderr-filters", "--duplicate_stderr_filters"}, "error"},
+      {{"--node-rank", "--node_rank"}, "0"},
+      {{"--master-addr", "--master_addr"}, "127.0.0.1"},
+      {{"--master-port", "--master_port"}, "29501"},
+      {{"--local-addr", "--local_addr"}, "127.0.0.1"},
+      {{"--logs-specs", "--logs_specs"}, "my_specs"},
+      {{"--numa-binding", "--numa_binding"}, "node"},
+      {{"--signals-to-handle", "--signals_to_handle"}, "SIGTERM,SIGUSR1"},
+      {{"--shutdown-timeout", "--shutdown_timeout"}, "10"},
+      {{"--virtual-local-rank", "--virtual_local_rank"}, ""},
+      {{"--log-line-prefix-template", "--log_line_prefix_template"}, "[${rank}]:"},
+  };
+  for (const auto& [names, value] : torchrun_flags) {
+    for (const std::string& name : names) {
+      std::vector<std::string> args = {name};
+      if (!value.empty()) args.push_back(value);
+      args.push_back("x.py");
+      auto result = Parse(args);
+      INFO(name << " " << value << ": " << result.status().ToString());
+      if (result.ok()) continue;
+      // Refused: with a reason naming the flag, never as an unknown or unexpected option.
+      const std::string message(result.status().message());
+      CHECK_THAT(message, !Catch::Contains("unknown flag") && !Catch::Contains("not expected") &&
+                              !Catch::Contains("INI"));
+      CHECK_THAT(message, Catch::Contains("--" + std::string(name == "-m" ? "module" : "")));
+    }
+  }
+  // Only --logs-specs with a name is refused (mxrun cannot load Python entry points).
+  CHECK_FALSE(Parse({"--logs-specs", "my_specs", "x.py"}).ok());
+  CHECK(Parse({"--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "x.py"}).ok());
+}
