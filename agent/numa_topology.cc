@@ -1,9 +1,11 @@
 #include "agent/numa_topology.h"
 
 #include <hwloc.h>
+#include <hwloc/linux.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +24,25 @@ using TopologyPtr = std::unique_ptr<hwloc_topology, TopologyDeleter>;
 int LogicalIndexOfAncestor(hwloc_topology_t topology, hwloc_obj_type_t type, hwloc_obj_t pu) {
   hwloc_obj_t ancestor = hwloc_get_ancestor_obj_by_type(topology, type, pu);
   return ancestor == nullptr ? -1 : static_cast<int>(ancestor->logical_index);
+}
+
+// The NUMA nodes whose CPUs are all in `cpus`; empty when that is the whole machine (a device
+// hwloc cannot place: a VM, firmware without the information).
+std::set<int> NodesWithin(hwloc_topology_t topology, hwloc_const_cpuset_t cpus) {
+  std::set<int> nodes;
+  if (hwloc_bitmap_iszero(cpus) ||
+      hwloc_bitmap_isincluded(hwloc_topology_get_complete_cpuset(topology), cpus)) {
+    return nodes;
+  }
+  const int count = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_NUMANODE);
+  for (int i = 0; i < count; ++i) {
+    hwloc_obj_t node = hwloc_get_obj_by_type(topology, HWLOC_OBJ_NUMANODE, i);
+    if (node->cpuset != nullptr && !hwloc_bitmap_iszero(node->cpuset) &&
+        hwloc_bitmap_isincluded(node->cpuset, cpus)) {
+      nodes.insert(static_cast<int>(node->os_index));
+    }
+  }
+  return nodes;
 }
 
 NumaTopology Extract(hwloc_topology_t topology) {
@@ -68,11 +89,8 @@ NumaTopology Extract(hwloc_topology_t topology) {
     // Its locality: the NUMA nodes of the first normal object above it. Attached to the whole
     // machine means hwloc does not know (a VM, firmware without the information).
     hwloc_obj_t parent = hwloc_get_non_io_ancestor_obj(topology, pci);
-    if (parent != nullptr && parent->type != HWLOC_OBJ_MACHINE && parent->nodeset != nullptr) {
-      for (int node = hwloc_bitmap_first(parent->nodeset); node >= 0;
-           node = hwloc_bitmap_next(parent->nodeset, node)) {
-        gpu.numa_nodes.insert(node);
-      }
+    if (parent != nullptr && parent->cpuset != nullptr) {
+      gpu.numa_nodes = NodesWithin(topology, parent->cpuset);
     }
     out.gpus.push_back(std::move(gpu));
   }
@@ -81,12 +99,20 @@ NumaTopology Extract(hwloc_topology_t topology) {
   return out;
 }
 
-absl::StatusOr<NumaTopology> Load(const std::string* xml_path) {
+absl::StatusOr<TopologyPtr> Load(const std::string* xml_path, bool with_pci) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) return absl::InternalError("hwloc: cannot initialise");
   TopologyPtr topology(raw);
-  // PCI devices are not discovered unless asked for; only the important ones (no bridges' noise).
-  hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  // PCI devices are not discovered unless asked for; then only the important ones.
+  if (with_pci) hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  // Only what the choice uses, which halves the load: L2/L3 of the caches, and Linux's sysfs
+  // without the x86 backend's CPUID pass (it adds nothing a binding needs).
+  hwloc_topology_set_cache_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_NONE);
+  hwloc_topology_set_type_filter(raw, HWLOC_OBJ_L2CACHE, HWLOC_TYPE_FILTER_KEEP_ALL);
+  hwloc_topology_set_type_filter(raw, HWLOC_OBJ_L3CACHE, HWLOC_TYPE_FILTER_KEEP_ALL);
+  if (xml_path == nullptr) {
+    hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
+  }
   if (xml_path != nullptr && hwloc_topology_set_xml(raw, xml_path->c_str()) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("hwloc cannot read the topology file ", *xml_path));
@@ -96,13 +122,38 @@ absl::StatusOr<NumaTopology> Load(const std::string* xml_path) {
         xml_path != nullptr ? absl::StrCat("hwloc cannot load the topology file ", *xml_path)
                             : "hwloc cannot load this machine's topology");
   }
-  return Extract(raw);
+  return topology;
 }
 
 }  // namespace
 
-absl::StatusOr<NumaTopology> LoadMachineTopology() { return Load(nullptr); }
+absl::StatusOr<NumaTopology> LoadMachineTopology(const std::vector<std::string>& gpu_bus_ids) {
+  if (const char* saved = std::getenv("HWLOC_XMLFILE"); saved != nullptr && *saved != '\0') {
+    return LoadTopologyFromXml(saved);  // as every hwloc tool does, and with its PCI devices
+  }
+  absl::StatusOr<TopologyPtr> topology = Load(nullptr, /*with_pci=*/false);
+  if (!topology.ok()) return topology.status();
+  NumaTopology out = Extract(topology->get());
+  hwloc_bitmap_t cpus = hwloc_bitmap_alloc();
+  for (const std::string& bus_id : std::set<std::string>(gpu_bus_ids.begin(), gpu_bus_ids.end())) {
+    if (bus_id.empty()) continue;
+    NumaTopology::Gpu gpu;
+    gpu.bus_id = bus_id;
+    hwloc_bitmap_zero(cpus);
+    const std::string path = absl::StrCat("/sys/bus/pci/devices/", bus_id, "/local_cpus");
+    if (hwloc_linux_read_path_as_cpumask(path.c_str(), cpus) == 0) {
+      gpu.numa_nodes = NodesWithin(topology->get(), cpus);
+    }
+    out.gpus.push_back(std::move(gpu));
+  }
+  hwloc_bitmap_free(cpus);
+  return out;
+}
 
-absl::StatusOr<NumaTopology> LoadTopologyFromXml(const std::string& path) { return Load(&path); }
+absl::StatusOr<NumaTopology> LoadTopologyFromXml(const std::string& path) {
+  absl::StatusOr<TopologyPtr> topology = Load(&path, /*with_pci=*/true);
+  if (!topology.ok()) return topology.status();
+  return Extract(topology->get());
+}
 
 }  // namespace mxrun

@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -117,14 +118,25 @@ AllowedResources OwnResources() {
 // machine hwloc cannot read runs unbound, with the reason.
 std::vector<WorkerBinding> PlanBinding(const LaunchOptions& options, const EnvMap& env, int nproc) {
   const NumaMode mode = *ParseNumaMode(options.numa_binding);  // validated by the parser
-  absl::StatusOr<NumaTopology> topology = LoadMachineTopology();
+  // The workers' GPUs first (NVML), so that hwloc places only those; with a saved topology
+  // (HWLOC_XMLFILE) the GPUs are that topology's.
+  const bool saved = env.count("HWLOC_XMLFILE") > 0;
+  std::vector<std::string> gpus = saved ? std::vector<std::string>() : WorkerGpuBusIds(env, nproc, {});
+  if (!saved && std::all_of(gpus.begin(), gpus.end(), [](auto& gpu) { return gpu.empty(); })) {
+    // Nothing to place: the topology is not even loaded.
+    spdlog::info("numa binding ({}): no GPU found for the {} worker(s) (the NVIDIA driver's NVML "
+                 "reports none for CUDA_VISIBLE_DEVICES' entries or the local ranks): workers not "
+                 "bound", NumaModeName(mode), nproc);
+    return {};
+  }
+  absl::StatusOr<NumaTopology> topology = LoadMachineTopology(gpus);
   if (!topology.ok()) {
     spdlog::warn("numa binding ({}): {}; workers not bound", NumaModeName(mode),
                  std::string(topology.status().message()));
     return {};
   }
-  NumaPlan plan =
-      PlanNumaBinding(*topology, WorkerGpuBusIds(env, nproc, *topology), mode, OwnResources());
+  if (saved) gpus = WorkerGpuBusIds(env, nproc, *topology);
+  NumaPlan plan = PlanNumaBinding(*topology, gpus, mode, OwnResources());
   spdlog::info("{}", plan.summary);
   return plan.workers;
 }

@@ -7,6 +7,9 @@
 #   2. peak RSS (VmHWM) of the launcher process alone, N = 2
 #   3. restart time: SIGKILL of one worker -> every replacement worker running,
 #        --standalone --nproc_per_node=2 --max_restarts=1 --no_python sh worker.sh
+#   4. mxrun alone, launch-to-exit with torchrun 2.x's newer flags against without (N = 1, 2, 4):
+#        the flags of TORCHRUN2_FLAGS below (NUMA binding, virtual local rank, a prefix template,
+#        duplicate filters, console event records, the shutdown timeout); target: at most 5% slower
 #
 # Prints a Markdown table of medians and torchrun/mxrun ratios on stdout.
 #
@@ -17,6 +20,7 @@
 #   MXRUN          mxrun binary (default <repo>/build/bin/mxrun)
 #   TORCHRUN       torchrun (default /usr/bin/torchrun)
 #   PYTHON         python used to drive the measurements (default /usr/bin/python3)
+#   CASES          which measurements, comma-separated (default launch,rss,restart,flags)
 #   QUIET_WAIT     before each measured iteration, wait at most this many seconds
 #                  for the machine to be idle (< 15% CPU busy) (default 120; 0: don't)
 #
@@ -34,6 +38,7 @@ MXRUN="${MXRUN:-$repo_root/build/bin/mxrun}"
 TORCHRUN="${TORCHRUN:-/usr/bin/torchrun}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 QUIET_WAIT="${QUIET_WAIT:-120}"
+CASES="${CASES:-launch,rss,restart,flags}"
 
 case "$RUNS" in ''|*[!0-9]*) echo "launch.sh: RUNS must be a positive integer" >&2; exit 2;; esac
 case "$QUIET_WAIT" in ''|*[!0-9]*) echo "launch.sh: QUIET_WAIT must be a whole number of seconds" >&2; exit 2;; esac
@@ -60,6 +65,7 @@ mxrun_sha="$(sha256sum "$workdir/bin/mxrun" | cut -c1-12)"
 invocation="RUNS=$RUNS"
 [ "$TORCHRUN_RUNS" != "$RUNS" ] && invocation+=" TORCHRUN_RUNS=$TORCHRUN_RUNS"
 [ "$QUIET_WAIT" != 120 ] && invocation+=" QUIET_WAIT=$QUIET_WAIT"
+[ "$CASES" != launch,rss,restart,flags ] && invocation+=" CASES=$CASES"
 [ "$MXRUN" != "$repo_root/build/bin/mxrun" ] && invocation+=" MXRUN=$MXRUN"
 [ "$TORCHRUN" != /usr/bin/torchrun ] && invocation+=" TORCHRUN=$TORCHRUN"
 invocation+=" $0"
@@ -79,7 +85,8 @@ echo "- runs: $RUNS per case for mxrun, $TORCHRUN_RUNS for torchrun, after one w
 echo
 
 export BENCH_RUNS="$RUNS" BENCH_TORCHRUN_RUNS="$TORCHRUN_RUNS" BENCH_MXRUN="$workdir/bin/mxrun" \
-       BENCH_TORCHRUN="$TORCHRUN" BENCH_WORKDIR="$workdir" BENCH_QUIET_WAIT="$QUIET_WAIT"
+       BENCH_TORCHRUN="$TORCHRUN" BENCH_WORKDIR="$workdir" BENCH_QUIET_WAIT="$QUIET_WAIT" \
+       BENCH_CASES="$CASES"
 
 # The measurements themselves are driven from Python for sub-millisecond clocks and
 # bounded waits. Every process it starts is tracked by pid and killed by pid. The helpers it
@@ -103,10 +110,23 @@ LAUNCHERS = {
     "mxrun": ([MXRUN], RUNS),
     "torchrun": ([TORCHRUN] + TORCH_QUIRKS, T_RUNS),
 }
+# 4.: the same mxrun with torchrun 2.x's newer flags (event records go to the bench's /dev/null).
+TORCHRUN2_FLAGS = ["--numa-binding=node", "--virtual-local-rank",
+                   "--log-line-prefix-template=[${role_name}${local_rank}]:",
+                   "--duplicate-stdout-filters=loss,,grad", "--event-log-handler=console",
+                   "--shutdown-timeout=30", "--log_dir=" + os.path.join(WORK, "logs")]
+FLAG_LAUNCHERS = {
+    "mxrun": ([MXRUN], RUNS),
+    "mxrun + 2.x flags": ([MXRUN] + TORCHRUN2_FLAGS, RUNS),
+}
 RUN_TIMEOUT = 60.0   # any single launcher run
 POLL = 0.005         # restart-file polling period
 WAIT_LIMIT = 30.0    # any wait for worker files
 QUIET_WAIT = float(os.environ["BENCH_QUIET_WAIT"])
+CASES = set(os.environ["BENCH_CASES"].split(","))
+unknown = CASES - {"launch", "rss", "restart", "flags"}
+if unknown:
+    sys.exit(f"launch.sh: unknown CASES {sorted(unknown)}; accepted: launch, rss, restart, flags")
 
 log = Log("launch.sh")
 problems = log.problems   # anomalies seen (non-zero exit codes, timeouts, ...)
@@ -293,22 +313,42 @@ def restart_time(base, idx):
         kill_workers(d)
 
 
+def print_flag_rows(flag_rows, fmt):
+    if not flag_rows:
+        return
+    print()
+    print("torchrun 2.x's newer flags: mxrun with them against without (target: at most 5% slower)")
+    print()
+    print("| metric (median) | mxrun | mxrun + 2.x flags | with/without | target | met |")
+    print("|---|---:|---:|---:|---:|:---:|")
+    for label, vals in flag_rows:
+        m, f = median(vals["mxrun"]), median(vals["mxrun + 2.x flags"])
+        ratio = f / m if m == m and f == f and m > 0 else float("nan")
+        met = "n/a" if ratio != ratio else ("yes" if ratio <= 1.05 else "no")
+        rs = "n/a" if ratio != ratio else f"{ratio:.3f}"
+        print(f"| {label} | {fmt(m)} | {fmt(f)} | {rs} | <= 1.05 | {met} |")
+    print()
+    print("- 2.x flags: `mxrun " + " ".join(TORCHRUN2_FLAGS[:-1]) +
+          " --log_dir=DIR --standalone --nproc_per_node=N --no_python /bin/true`")
+    print()
+
+
 # ---------------------------------------------------------------- driver
-def measure(label, fn):
+def measure(label, fn, launchers=LAUNCHERS):
     """fn(launcher_name) -> value or None. Interleaves the launchers run by run, so
     that both see the same background load; one warm-up run each, not counted.
     Before each measured iteration, waits (at most QUIET_WAIT s) for an idle machine."""
-    for lname in LAUNCHERS:
+    for lname in launchers:
         fn(lname)
-    xs = {lname: [] for lname in LAUNCHERS}
-    for i in range(max(runs for _, runs in LAUNCHERS.values())):
+    xs = {lname: [] for lname in launchers}
+    for i in range(max(runs for _, runs in launchers.values())):
         wait_quiet(QUIET_WAIT, progress)
-        for lname, (_, runs) in LAUNCHERS.items():
+        for lname, (_, runs) in launchers.items():
             if i < runs:
                 v = fn(lname)
                 if v is not None:
                     xs[lname].append(v)
-    for lname, (_, runs) in LAUNCHERS.items():
+    for lname, (_, runs) in launchers.items():
         progress(f"{label} {lname}: {len(xs[lname])}/{runs} valid runs")
     return xs
 
@@ -317,25 +357,38 @@ def main():
     rows = []   # (label, {launcher: [values]}, target ratio)
     base = {lname: b for lname, (b, _) in LAUNCHERS.items()}
 
-    for n in (1, 2, 4):
+    for n in (1, 2, 4) if "launch" in CASES else ():
         xs = measure(f"launch N={n}", lambda l: launch_time(base[l], n))
         rows.append((f"launch-to-exit, N={n} (ms)",
                      {l: [v * 1000.0 for v in vs] for l, vs in xs.items()}, 20))
 
-    xs = measure("peak RSS", lambda l: peak_rss(base[l]))
-    rows.append(("launcher peak RSS, N=2 (MiB)",
-                 {l: [v / 1024.0 for v in vs] for l, vs in xs.items()}, 20))
+    if "rss" in CASES:
+        xs = measure("peak RSS", lambda l: peak_rss(base[l]))
+        rows.append(("launcher peak RSS, N=2 (MiB)",
+                     {l: [v / 1024.0 for v in vs] for l, vs in xs.items()}, 20))
 
-    counter = iter(range(10**6))
-    xs = measure("restart", lambda l: restart_time(base[l], next(counter)))
-    rows.append(("restart, SIGKILL to all replacements running, N=2 (ms)",
-                 {l: [v * 1000.0 for v in vs] for l, vs in xs.items()}, 5))
+    if "restart" in CASES:
+        counter = iter(range(10**6))
+        xs = measure("restart", lambda l: restart_time(base[l], next(counter)))
+        rows.append(("restart, SIGKILL to all replacements running, N=2 (ms)",
+                     {l: [v * 1000.0 for v in vs] for l, vs in xs.items()}, 5))
+
+    flag_rows = []
+    flag_base = {lname: b for lname, (b, _) in FLAG_LAUNCHERS.items()}
+    for n in (1, 2, 4) if "flags" in CASES else ():
+        xs = measure(f"2.x flags N={n}", lambda l: launch_time(flag_base[l], n), FLAG_LAUNCHERS)
+        flag_rows.append((f"launch-to-exit, N={n} (ms)",
+                          {l: [v * 1000.0 for v in vs] for l, vs in xs.items()}))
 
     def fmt(v):
         if v != v:
             return "n/a"
         return f"{v:.1f}" if v < 100 else f"{v:.0f}"
 
+    if not rows:
+        print_flag_rows(flag_rows, fmt)
+        print_end()
+        return
     print("| metric (median) | mxrun | torchrun | torchrun/mxrun | target | met |")
     print("|---|---:|---:|---:|---:|:---:|")
     for label, vals, target in rows:
@@ -364,6 +417,11 @@ def main():
     print("- restart: `LAUNCHER --standalone --nproc_per_node=2 --max_restarts=1 --no_python sh worker.sh DIR`,"
           " SIGKILL to local rank 0, time until both attempt-1 workers have started")
     print()
+    print_flag_rows(flag_rows, fmt)
+    print_end()
+
+
+def print_end():
     print("Load average at end: " + loadavg() + "; "
           f"iterations that waited for an idle machine: {busy_waits['waited']}, "
           f"that ran on a busy one after {QUIET_WAIT:.0f}s: {busy_waits['gave_up']}")

@@ -310,3 +310,14 @@ TEST_CASE("a torchrun 2.11 launch line from a public training repository runs un
   CHECK_THAT(ReadFile(run_dir + "/attempt_0/1/stdout.log"),
              Catch::Contains("rank 1 local 0 device 3"));  // but in its log file
 }
+
+TEST_CASE("logs-specs with a name is refused with what to use instead, the default accepted",
+          "[integration][torchrun2]") {
+  ProcessResult r = Run(Mxrun({"--logs-specs=my_company_specs"}, {}));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("mxrun cannot load torchrun.logs_specs entry points") &&
+                        Catch::Contains("--log_dir") && Catch::Contains("--log_format=json") &&
+                        !Catch::Contains("unknown flag"));
+  CHECK(Run(Mxrun({"--logs_specs="}, {})).exit_code != 0);  // CLI11: an empty value is refused
+  CHECK(Run(Mxrun({}, {}), {{"PET_LOGS_SPECS", ""}}).exit_code == 0);
+}

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include "agent/gpu_devices.h"
 #include "agent/numa_binding.h"
 #include "agent/numa_topology.h"
@@ -203,4 +205,32 @@ TEST_CASE("without NVML a worker's GPU index is the topology's GPU in bus order"
   // A UUID needs NVML; an index past the list or the machine's GPUs has no GPU.
   CHECK(mxrun::WorkerGpuBusIds({{"HWLOC_XMLFILE", xml}, {"CUDA_VISIBLE_DEVICES", "GPU-1234,9"}},
                                3, t) == std::vector<std::string>{"", "", ""});
+}
+
+TEST_CASE("this machine loads without PCI discovery and places a device through hwloc", "[numa]") {
+  // Any PCI device of this machine stands in for a GPU: its locality comes from hwloc's helper
+  // for a device's CPUs, as a GPU's would.
+  std::string device;
+  for (const char* candidate : {"0000:00:00.0", "0000:00:01.0", "0000:00:02.0", "0000:00:03.0"}) {
+    if (access((std::string("/sys/bus/pci/devices/") + candidate + "/local_cpus").c_str(), R_OK) ==
+        0) {
+      device = candidate;
+      break;
+    }
+  }
+  auto topology = mxrun::LoadMachineTopology({device, ""});
+  REQUIRE(topology.ok());
+  CHECK_FALSE(topology->pus.empty());
+  CHECK_FALSE(topology->numa_nodes.empty());
+  if (device.empty()) {
+    CHECK(topology->gpus.empty());
+    return;
+  }
+  REQUIRE(topology->gpus.size() == 1);
+  CHECK(topology->gpus[0].bus_id == device);
+  if (topology->numa_nodes.size() == 1) {
+    CHECK(topology->gpus[0].numa_nodes.empty());  // local to the whole machine: nothing to tell
+  } else {
+    CHECK(topology->gpus[0].numa_nodes.size() <= topology->numa_nodes.size());
+  }
 }
