@@ -547,6 +547,10 @@ bool WorkerGroup::PromoteStandby(int local_rank, const RoundAssignment& round,
     worker->local_rank = local_rank;
     worker->global_rank = round.global_rank_base + local_rank;
     PrepareFiles(*worker);
+    // Its rank's CPUs before it learns the rank, so that it never runs a step elsewhere.
+    if (local_rank < static_cast<int>(spec_.numa.size())) {
+      RepinProcessTree(worker->pid, spec_.numa[local_rank].cpus);
+    }
     if (!worker->control->Send(NoticeFor(*worker, round, failure_time))) {
       spdlog::warn("standby worker (pid {}) cannot be told its rank: dropping it", worker->pid);
       kill(-worker->pid, SIGKILL);  // reaped as an orphan; it had no place in the group
@@ -561,9 +565,6 @@ bool WorkerGroup::PromoteStandby(int local_rank, const RoundAssignment& round,
       relay->SetFile(routing.to_file
                          ? OpenLog(worker->dir + (err ? "/stderr.log" : "/stdout.log"))
                          : -1);
-    }
-    if (local_rank < static_cast<int>(spec_.numa.size())) {
-      RepinProcessTree(worker->pid, spec_.numa[local_rank].cpus);
     }
     started.push_back(absl::StrCat(worker->global_rank, " (standby pid ", worker->pid, ")"));
     workers_.push_back(std::move(worker));

@@ -22,7 +22,7 @@
 //                           that it runs in MXRUN_ROUND ("joined"); with =exit it exits 5 when a
 //                           round notice comes (it cannot recover). Started as a standby
 //                           (MXRUN_STANDBY=1): says hello, waits up to 60 s for its rank, prints
-//                           "standby promoted rank=R pid=P" and exits 0.
+//                           "standby promoted rank=R pid=P cpus=<Cpus_allowed_list>", exits 0.
 //   --fail-on-signal        a worker about to fail (--exit/--kill-self) first waits (up to 60 s)
 //                           for SIGUSR1, which the test sends once the others are ready
 //   --wait-notice           with --keep, after setting up (and unless failing): wait up to 60 s
@@ -51,6 +51,23 @@ void OnTermIgnored(int) {
   static const char kMessage[] = "ignored SIGTERM\n";
   ssize_t ignored = write(STDOUT_FILENO, kMessage, sizeof kMessage - 1);
   (void)ignored;
+}
+
+// This process's Cpus_allowed_list from /proc ("0-3").
+std::string AllowedCpus() {
+  FILE* status = std::fopen("/proc/self/status", "r");
+  if (status == nullptr) return "?";
+  char line[512];
+  std::string cpus = "?";
+  while (std::fgets(line, sizeof line, status) != nullptr) {
+    if (std::strncmp(line, "Cpus_allowed_list:", 18) == 0) {
+      cpus = line + 18;
+      cpus.erase(0, cpus.find_first_not_of(" \t"));
+      cpus.erase(cpus.find_last_not_of(" \t\n") + 1);
+    }
+  }
+  std::fclose(status);
+  return cpus;
 }
 
 std::string Env(const char* name) {
@@ -206,8 +223,8 @@ int main(int argc, char** argv) {
     Send(control, "{\"hello\": 1, \"in_process_restart\": true}");
     const std::string notice = ReadNotice(control, 60);
     if (notice.empty()) return 0;  // the job ended without needing it
-    std::printf("standby promoted rank=%s pid=%d\n", After(notice, "\"RANK\":\"").c_str(),
-                getpid());
+    std::printf("standby promoted rank=%s pid=%d cpus=%s\n",
+                After(notice, "\"RANK\":\"").c_str(), getpid(), AllowedCpus().c_str());
     return 0;
   }
   keep = keep && attempt == 0 && control >= 0;

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <sched.h>
 #include <signal.h>
 
 #include <cstdlib>
@@ -50,8 +51,9 @@ std::map<int, std::vector<int>> ReadyPids(const std::string& out) {
 // go with SIGUSR1; then waits for the end.
 ProcessResult RunReleasingFailure(const std::vector<std::string>& flags,
                                   const std::vector<std::string>& child_args, int ready,
-                                  int failing, const std::string& also = "") {
-  Subprocess job(Mxrun(flags, child_args));
+                                  int failing, const std::string& also = "",
+                                  const std::map<std::string, std::string>& env = {}) {
+  Subprocess job(Mxrun(flags, child_args), env);
   REQUIRE(job.WaitForStdout("ready rank=", ready, 30s));
   if (!also.empty()) REQUIRE(job.WaitForStderr(also, 1, 30s));
   REQUIRE(::kill(ReadyPids(job.out()).at(failing).at(0), SIGUSR1) == 0);
@@ -164,6 +166,28 @@ TEST_CASE("a warm standby takes the failed rank",
   CHECK_THAT(r.out, Catch::Contains("standby promoted rank=1 pid=" + std::to_string(standby[0])));
   // Rank 1 started once as a process of its own; the standby took its place without a start.
   CHECK(ReadyPids(r.out).at(1).size() == 1);
+}
+
+TEST_CASE("a promoted standby is pinned to its rank's CPUs (numa binding)",
+          "[integration][in_process][numa]") {
+  // Two NUMA nodes of one CPU each, one GPU on each (tests/topologies/): rank 1 runs on CPU 1.
+  cpu_set_t own;
+  REQUIRE(sched_getaffinity(0, sizeof own, &own) == 0);
+  if (!CPU_ISSET(0, &own) || !CPU_ISSET(1, &own)) {
+    WARN("this machine does not let the test use CPUs 0 and 1: skipped");
+    return;
+  }
+  ProcessResult r = RunReleasingFailure(
+      {"--standalone", "--nproc_per_node=2", "--max_restarts=1", "--standby_workers=1",
+       "--numa-binding=node"},
+      {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1", "--fail-below-attempt=1",
+       "--fail-on-signal"},
+      2, 1, "ready to take a rank in-process",
+      {{"HWLOC_XMLFILE", std::string(TOPOLOGIES_DIR) + "/two_cpu_2gpu.xml"}});
+  INFO(r.err << r.out);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("local rank 1 (GPU 0000:9a:00.0) -> CPUs 1"));
+  CHECK_THAT(r.out, Catch::Matches("(.|\n)*standby promoted rank=1 pid=\\d+ cpus=1\n(.|\n)*"));
 }
 
 TEST_CASE("a bad standby worker count is refused", "[integration][in_process]") {
