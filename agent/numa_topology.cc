@@ -26,15 +26,16 @@ int LogicalIndexOfAncestor(hwloc_topology_t topology, hwloc_obj_type_t type, hwl
   return ancestor == nullptr ? -1 : static_cast<int>(ancestor->logical_index);
 }
 
-// The NUMA nodes whose CPUs are all in `cpus`; empty when that is the whole machine (a device
-// hwloc cannot place: a VM, firmware without the information).
+// The NUMA nodes whose CPUs are all in `cpus`. Local to the whole machine means hwloc cannot
+// place the device (a VM, firmware without the information) unless there is one node only.
 std::set<int> NodesWithin(hwloc_topology_t topology, hwloc_const_cpuset_t cpus) {
   std::set<int> nodes;
+  const int count = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_NUMANODE);
   if (hwloc_bitmap_iszero(cpus) ||
-      hwloc_bitmap_isincluded(hwloc_topology_get_complete_cpuset(topology), cpus)) {
+      (count > 1 &&
+       hwloc_bitmap_isincluded(hwloc_topology_get_complete_cpuset(topology), cpus))) {
     return nodes;
   }
-  const int count = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_NUMANODE);
   for (int i = 0; i < count; ++i) {
     hwloc_obj_t node = hwloc_get_obj_by_type(topology, HWLOC_OBJ_NUMANODE, i);
     if (node->cpuset != nullptr && !hwloc_bitmap_iszero(node->cpuset) &&

@@ -321,3 +321,47 @@ TEST_CASE("logs-specs with a name is refused with what to use instead, the defau
   CHECK(Run(Mxrun({"--logs_specs="}, {})).exit_code != 0);  // CLI11: an empty value is refused
   CHECK(Run(Mxrun({}, {}), {{"PET_LOGS_SPECS", ""}}).exit_code == 0);
 }
+
+TEST_CASE("numa binding finds each worker's GPU through NVML: indices, UUIDs, prefixes, MIG",
+          "[integration][torchrun2][numa]") {
+  // tests/fake_nvml.cc stands in for the driver: two GPUs placed on two real PCI devices of this
+  // machine, so that hwloc finds their CPUs on the machine itself. exclusive splits the one NUMA
+  // node's cores between them in bus order: 0000:00:02.0 gets the first core, 0000:00:03.0 the
+  // second.
+  cpu_set_t own;
+  REQUIRE(sched_getaffinity(0, sizeof own, &own) == 0);
+  for (const char* device : {"0000:00:02.0", "0000:00:03.0"}) {
+    if (access((std::string("/sys/bus/pci/devices/") + device + "/local_cpus").c_str(), R_OK) != 0 ||
+        CPU_COUNT(&own) != 2 || !CPU_ISSET(0, &own) || !CPU_ISSET(1, &own)) {
+      WARN("this machine is not the two-CPU one with PCI devices 00:02.0 and 00:03.0: skipped");
+      return;
+    }
+  }
+  // (CUDA_VISIBLE_DEVICES, the CPU of worker 0 and of worker 1)
+  auto [visible, expected] = GENERATE(table<std::string, std::vector<std::string>>({
+      {"", {"1", "0"}},  // NVML index 0 is 00:03.0
+      {"1,0", {"0", "1"}},
+      {"GPU-bbbb-2222-3333,GPU-aaaa-1111-2222", {"0", "1"}},
+      {"GPU-bbbb,GPU-aaaa", {"0", "1"}},  // unique prefixes, as CUDA takes them
+      {"MIG-cccc-4444-5555,GPU-aaaa-1111-2222", {"0", "1"}},  // a MIG instance: its parent GPU
+  }));
+  std::map<std::string, std::string> env = {
+      {"LD_LIBRARY_PATH", FAKE_NVML_DIR},
+      {"FAKE_NVML_DEVICES",
+       "GPU-aaaa-1111-2222@0000:00:03.0,GPU-bbbb-2222-3333@0000:00:02.0+MIG-cccc-4444-5555"}};
+  if (!visible.empty()) env["CUDA_VISIBLE_DEVICES"] = visible;
+  ProcessResult r = Run(MxrunShell({"--nproc_per_node=gpu", "--numa-binding=exclusive"},
+                                   "echo rank=$RANK cpus=$(grep Cpus_allowed_list /proc/self/status "
+                                   "| cut -f2)"),
+                        env);
+  INFO("CUDA_VISIBLE_DEVICES=" << visible << "\n" << Describe(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("rank=0 cpus=" + expected[0]));
+  CHECK_THAT(r.out, Catch::Contains("rank=1 cpus=" + expected[1]));
+  CHECK(CountOccurrences(r.err, "numa binding (exclusive): local rank 0 (GPU 0000:00:0") == 1);
+  // An ambiguous prefix names no GPU: that worker is not bound, and says so.
+  env["CUDA_VISIBLE_DEVICES"] = "GPU-,GPU-aaaa";
+  r = Run(MxrunShell({"--nproc_per_node=2", "--numa-binding=exclusive"}, "true"), env);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("local rank 0: no GPU, not bound"));
+}
