@@ -99,7 +99,30 @@ MasterState::Run* MasterState::FindRunOf(NodeId node) {
 }
 
 bool MasterState::IsMember(const Run& run, NodeId node) {
-  return std::find(run.members.begin(), run.members.end(), node) != run.members.end();
+  auto it = run.nodes.find(node);
+  return it != run.nodes.end() && it->second.member;
+}
+
+void MasterState::Count(Run& run, NodeState state, int delta) {
+  switch (state) {
+    case NodeState::kWaiting: run.waiting += delta; break;
+    case NodeState::kStopping: run.stopping += delta; break;
+    case NodeState::kSucceeded: run.succeeded += delta; break;
+    case NodeState::kRunning: break;
+  }
+}
+
+void MasterState::SetState(Run& run, Node& node, NodeState state) {
+  Count(run, node.state, -1);
+  node.state = state;
+  Count(run, state, +1);
+}
+
+void MasterState::ForgetNodes(Run& run) {
+  run.nodes.clear();
+  run.members.clear();
+  run.requested_ranks.clear();
+  run.waiting = run.stopping = run.succeeded = 0;
 }
 
 bool MasterState::RankOrderLess(const Node& a, const Node& b) {
@@ -170,24 +193,30 @@ MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run
     return out;
   }
   if (desc.requested_rank >= 0) {
-    for (const auto& [other_id, other] : run.nodes) {
-      if (other_id != node && other.desc.requested_rank == desc.requested_rank) {
-        out.push_back(Refusal(node, absl::AlreadyExistsError(absl::StrCat(
-                                        "node rank ", desc.requested_rank, " is already taken by ",
-                                        other.desc.host, " in run '", run_id,
-                                        "'; give every node its own --node_rank"))));
-        return out;
-      }
+    if (auto taken = run.requested_ranks.find(desc.requested_rank);
+        taken != run.requested_ranks.end() && taken->second != node) {
+      out.push_back(Refusal(node, absl::AlreadyExistsError(absl::StrCat(
+                                      "node rank ", desc.requested_rank, " is already taken by ",
+                                      run.nodes.at(taken->second).desc.host, " in run '", run_id,
+                                      "'; give every node its own --node_rank"))));
+      return out;
     }
   }
 
   auto [node_it, new_node] = run.nodes.try_emplace(node);
   Node& n = node_it->second;
-  if (new_node) n.join_order = next_join_order_++;
+  if (new_node) {
+    n.join_order = next_join_order_++;
+    Count(run, n.state, +1);
+  }
   const NodeState previous = n.state;
+  if (n.desc.requested_rank >= 0 && n.desc.requested_rank != desc.requested_rank) {
+    run.requested_ranks.erase(n.desc.requested_rank);  // it asks for another rank now
+  }
+  if (desc.requested_rank >= 0) run.requested_ranks[desc.requested_rank] = node;
   n.desc = desc;
   n.last_seen = now;
-  n.state = NodeState::kWaiting;
+  SetState(run, n, NodeState::kWaiting);
   n.node_rank = -1;
   node_runs_[node] = run_id;
 
@@ -198,10 +227,7 @@ MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run
       // A member asking to join again while its group runs: it lost its workers; re-form.
       StopMembers(now, run, absl::StrCat(desc.host, " re-joined"), false, out);
     } else if (!member) {
-      bool any_finished = false;
-      for (NodeId m : run.members) {
-        any_finished = any_finished || run.nodes[m].state == NodeState::kSucceeded;
-      }
+      const bool any_finished = run.succeeded > 0;  // only members of the round succeed
       if (static_cast<int>(run.members.size()) < run.job.max_nodes && !any_finished) {
         StopMembers(now, run,
                     absl::StrCat(desc.host, " joined; re-forming the group to admit it"), false,
@@ -211,10 +237,8 @@ MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run
   }
   MaybeCloseRound(now, run, out);
   if (n.state == NodeState::kWaiting) {
-    int waiting = 0;
-    for (const auto& [id, other] : run.nodes) waiting += other.state == NodeState::kWaiting;
     ToAgent ack = Message(node, ToAgent::Kind::kWaiting);
-    ack.nodes_waiting = waiting;
+    ack.nodes_waiting = run.waiting;
     out.push_back(ack);
   }
   return out;
@@ -258,22 +282,22 @@ MasterState::Out MasterState::ReportSucceeded(Time now, NodeId node, int round) 
   if (run->phase != Phase::kRunning || round != run->round || n.state != NodeState::kRunning) {
     return out;
   }
-  n.state = NodeState::kSucceeded;
+  SetState(*run, n, NodeState::kSucceeded);
   changed_ = true;
-  std::vector<NodeId> running;
-  for (NodeId m : run->members) {
-    if (run->nodes[m].state != NodeState::kSucceeded) running.push_back(m);
-  }
-  if (running.empty()) {
+  const int members = static_cast<int>(run->members.size());
+  if (run->succeeded == members) {
     Finish(now, *run, /*success=*/true, std::nullopt, out);
     return out;
   }
-  const int members = static_cast<int>(run->members.size());
-  for (NodeId m : running) {
+  // The first member to finish starts the exit barrier of the others; later ones are no news
+  // to them (telling every member of every success would be O(N^2) messages per round).
+  if (run->succeeded > 1) return out;
+  for (NodeId m : run->members) {
+    if (run->nodes[m].state == NodeState::kSucceeded) continue;
     ToAgent peer = Message(m, ToAgent::Kind::kPeerFinished);
     peer.peer_host = n.desc.host;
     peer.peer_node_rank = n.node_rank;
-    peer.nodes_finished = members - static_cast<int>(running.size());
+    peer.nodes_finished = run->succeeded;
     peer.num_nodes = members;
     out.push_back(std::move(peer));
   }
@@ -329,11 +353,22 @@ MasterState::Out MasterState::Tick(Time now) {
 }
 
 void MasterState::RemoveNode(Run& run, NodeId node) {
-  run.nodes.erase(node);
+  auto it = run.nodes.find(node);
+  if (it != run.nodes.end()) {
+    Node& n = it->second;
+    Count(run, n.state, -1);
+    if (auto rank = run.requested_ranks.find(n.desc.requested_rank);
+        rank != run.requested_ranks.end() && rank->second == node) {
+      run.requested_ranks.erase(rank);
+    }
+    if (n.member) {
+      run.members.erase(std::remove(run.members.begin(), run.members.end(), node),
+                        run.members.end());
+      changed_ = true;
+    }
+    run.nodes.erase(it);
+  }
   node_runs_.erase(node);
-  const auto removed = std::remove(run.members.begin(), run.members.end(), node);
-  if (removed != run.members.end()) changed_ = true;
-  run.members.erase(removed, run.members.end());
 }
 
 void MasterState::MoveNode(Time now, Run& run, NodeId from, NodeId to) {
@@ -341,7 +376,11 @@ void MasterState::MoveNode(Time now, Run& run, NodeId from, NodeId to) {
   moved.last_seen = now;
   run.nodes.erase(from);
   node_runs_.erase(from);
-  run.nodes[to] = std::move(moved);
+  if (auto rank = run.requested_ranks.find(moved.desc.requested_rank);
+      rank != run.requested_ranks.end() && rank->second == from) {
+    rank->second = to;
+  }
+  run.nodes[to] = std::move(moved);  // same state: the counts stay
   node_runs_[to] = run.id;
 }
 
@@ -368,7 +407,8 @@ void MasterState::StopMembers(Time now, Run& run, const std::string& reason, boo
   run.stop_restart = restart;
   for (NodeId m : run.members) {
     Node& n = run.nodes[m];
-    n.state = NodeState::kStopping;
+    SetState(run, n, NodeState::kStopping);
+    n.member = false;
     ToAgent stop = Message(m, ToAgent::Kind::kStop);
     stop.reason = reason;
     stop.restart = restart;
@@ -398,30 +438,32 @@ void MasterState::Finish(Time now, Run& run, bool success,
     out.push_back(done);
     node_runs_.erase(node);
   }
-  run.members.clear();
-  run.nodes.clear();
+  ForgetNodes(run);
 }
 
 void MasterState::MaybeCloseRound(Time now, Run& run, Out& out) {
   if (run.phase != Phase::kWaiting) return;
-  std::vector<NodeId> waiting;
-  int stopping = 0;
-  for (const auto& [node, n] : run.nodes) {
-    if (n.state == NodeState::kWaiting) waiting.push_back(node);
-    stopping += n.state == NodeState::kStopping;
-  }
-  const int count = static_cast<int>(waiting.size());
-  if (count >= run.job.max_nodes) {
+  // The waiting nodes are listed only when the round closes: once per round, not per event.
+  auto close = [&] {
+    std::vector<NodeId> waiting;
+    waiting.reserve(run.waiting);
+    for (const auto& [node, n] : run.nodes) {
+      if (n.state == NodeState::kWaiting) waiting.push_back(node);
+    }
     CloseRound(run, std::move(waiting), out);
+  };
+  const int count = run.waiting;
+  if (count >= run.job.max_nodes) {
+    close();
     return;
   }
   if (count >= run.job.min_nodes) {
-    if (run.round >= 0 && stopping == 0) {  // re-forming and every survivor is back
-      CloseRound(run, std::move(waiting), out);
+    if (run.round >= 0 && run.stopping == 0) {  // re-forming and every survivor is back
+      close();
       return;
     }
     if (!run.last_call_deadline) run.last_call_deadline = now + run.job.timeouts.last_call_timeout;
-    if (now >= *run.last_call_deadline) CloseRound(run, std::move(waiting), out);
+    if (now >= *run.last_call_deadline) close();
     return;
   }
   run.last_call_deadline.reset();
@@ -434,7 +476,7 @@ void MasterState::MaybeCloseRound(Time now, Run& run, Out& out) {
       out.push_back(Refusal(node, timeout));
       node_runs_.erase(node);
     }
-    run.nodes.clear();
+    ForgetNodes(run);
     run.phase = Phase::kFailed;
     run.finished_at = now;
   }
@@ -485,7 +527,8 @@ void MasterState::CloseRound(Run& run, std::vector<NodeId> waiting, Out& out) {
   int base = 0;
   for (int rank = 0; rank < n; ++rank) {
     Node& node = run.nodes[slots[rank]];
-    node.state = NodeState::kRunning;
+    SetState(run, node, NodeState::kRunning);
+    node.member = true;
     node.node_rank = rank;
     ToAgent m = Message(slots[rank], ToAgent::Kind::kRound);
     RoundAssignment& r = m.round;
@@ -616,7 +659,10 @@ void MasterState::Restore(Time now, const std::vector<PersistedRun>& runs) {
       const NodeId id = next_detached_id_--;
       Node& n = run.nodes[id];
       n.desc = m.desc;
-      n.state = m.succeeded ? NodeState::kSucceeded : NodeState::kRunning;
+      Count(run, n.state, +1);  // a new entry, counted as it is before its state is set
+      SetState(run, n, m.succeeded ? NodeState::kSucceeded : NodeState::kRunning);
+      n.member = true;
+      if (n.desc.requested_rank >= 0) run.requested_ranks[n.desc.requested_rank] = id;
       n.join_order = next_join_order_++;
       n.last_seen = now;  // the lease starts now: the agent has that long to reconnect
       n.node_rank = m.node_rank;

@@ -173,10 +173,11 @@ class MasterState {
   enum class Phase { kWaiting, kRunning, kSucceeded, kFailed };
   struct Node {
     NodeDesc desc;
-    NodeState state = NodeState::kWaiting;
+    NodeState state = NodeState::kWaiting;  // changed only through SetState (counts below)
     uint64_t join_order = 0;
     Time last_seen;
     int node_rank = -1;
+    bool member = false;                    // of the current round
   };
   struct Run {
     std::string id;
@@ -192,9 +193,18 @@ class MasterState {
     Time finished_at;
     std::string stop_reason;               // of the last stop (told again to late resumers)
     bool stop_restart = false;
+    // Kept as nodes change, so that no event walks every node (a round of N joins would be
+    // O(N^2)): how many nodes are in each state, and who asked for which node rank.
+    int waiting = 0;
+    int stopping = 0;
+    int succeeded = 0;
+    std::map<int, NodeId> requested_ranks;
   };
 
   Run* FindRunOf(NodeId node);
+  static void SetState(Run& run, Node& node, NodeState state);
+  static void Count(Run& run, NodeState state, int delta);
+  static void ForgetNodes(Run& run);  // every node of a finished run
   static bool IsMember(const Run& run, NodeId node);  // of the current round
   void MaybeCloseRound(Time now, Run& run, Out& out);
   void CloseRound(Run& run, std::vector<NodeId> waiting, Out& out);

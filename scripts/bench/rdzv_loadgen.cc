@@ -2,8 +2,11 @@
 // how long the master takes to form a round of N nodes (first Join sent -> last RoundAssignment
 // received), then reports success for every node so the run finishes cleanly.
 //
-//   rdzv_loadgen --endpoint=127.0.0.1:PORT --nodes=4096 [--channels=32] [--run_id=load1]
+//   rdzv_loadgen --endpoint=127.0.0.1:PORT --nodes=4096 [--channels=32] [--run_id=load1] [--reform]
 // Prints one line: "nodes=N form_s=... finish_s=... rounds_ok=N".
+// With --reform the job is --nnodes=N-1:N and, once the round is formed, one session vanishes
+// (its stream cancelled, as when a node dies): every survivor is told to stop, joins again at
+// once, and reform_s is the time from the cancel to the last survivor's new round.
 
 #include <grpcpp/grpcpp.h>
 
@@ -29,15 +32,17 @@ struct Shared {
   std::mutex mutex;
   std::condition_variable done;
   int rounds = 0;
+  int reformed = 0;  // new rounds (round >= 1) received
   int finished = 0;
   int failed = 0;
   Clock::time_point last_round;
+  Clock::time_point last_reformed;
 };
 
 class Session final : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mxrun::v1::MasterMessage> {
  public:
   Session(mxrun::v1::Rendezvous::Stub* stub, Shared* shared, const std::string& run_id, int index,
-          int nodes)
+          int nodes, bool reform)
       : shared_(shared) {
     auto* join = out_.mutable_join();
     join->set_protocol_version(1);
@@ -48,7 +53,7 @@ class Session final : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mx
     join->mutable_node()->set_node_rank(-1);
     join->mutable_node()->set_master_port(20000 + index % 10000);
     auto* job = join->mutable_job();
-    job->set_min_nodes(nodes);
+    job->set_min_nodes(reform && nodes > 1 ? nodes - 1 : nodes);
     job->set_max_nodes(nodes);
     job->set_join_timeout_s(120);
     job->set_last_call_timeout_s(30);
@@ -67,11 +72,17 @@ class Session final : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mx
       round_ = in_.round().round();
       {
         std::lock_guard<std::mutex> lock(shared_->mutex);
-        ++shared_->rounds;
-        shared_->last_round = Clock::now();
+        if (round_ == 0) {
+          ++shared_->rounds;
+          shared_->last_round = Clock::now();
+        } else {
+          ++shared_->reformed;
+          shared_->last_reformed = Clock::now();
+        }
       }
       shared_->done.notify_all();
     }
+    if (in_.has_stop()) StartWrite(&out_);  // join again at once, as an agent with no workers
     if (in_.has_finished() || in_.has_refused()) {
       std::lock_guard<std::mutex> lock(shared_->mutex);
       if (in_.has_refused()) {
@@ -88,6 +99,7 @@ class Session final : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mx
     }
     shared_->done.notify_all();
   }
+  void Vanish() { context_.TryCancel(); }
   void ReportSuccess() {
     report_.mutable_succeeded()->set_round(round_);
     StartWrite(&report_);
@@ -116,6 +128,8 @@ int main(int argc, char** argv) {
   app.add_option("--channels", channels)->check(CLI::Range(1, 1024));
   app.add_option("--run_id", run_id);
   app.add_option("--timeout", timeout_s);
+  bool reform = false;
+  app.add_flag("--reform", reform, "also measure the re-formation after one session vanishes");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<std::unique_ptr<mxrun::v1::Rendezvous::Stub>> stubs;
@@ -129,7 +143,8 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<Session>> sessions;
   const auto start = Clock::now();
   for (int i = 0; i < nodes; ++i) {
-    sessions.push_back(std::make_unique<Session>(stubs[i % channels].get(), &shared, run_id, i, nodes));
+    sessions.push_back(
+        std::make_unique<Session>(stubs[i % channels].get(), &shared, run_id, i, nodes, reform));
   }
   const auto deadline = start + std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
   std::unique_lock<std::mutex> lock(shared.mutex);
@@ -139,13 +154,33 @@ int main(int argc, char** argv) {
     _exit(1);  // reactors are still live: do not run their destructors
   }
   const double form_s = std::chrono::duration<double>(shared.last_round - start).count();
+  double reform_s = 0;
+  size_t first_reporter = 0;
+  if (reform && nodes > 1) {
+    lock.unlock();
+    const auto vanished_at = Clock::now();
+    sessions[0]->Vanish();
+    first_reporter = 1;
+    lock.lock();
+    if (!shared.done.wait_until(lock, deadline, [&] {
+          return shared.reformed == nodes - 1 || shared.failed > 0;
+        })) {
+      std::fprintf(stderr, "re-formation timed out or refused: %d of %d new rounds\n",
+                   shared.reformed, nodes - 1);
+      std::fflush(nullptr);
+      _exit(1);
+    }
+    reform_s = std::chrono::duration<double>(shared.last_reformed - vanished_at).count();
+  }
   lock.unlock();
-  for (auto& session : sessions) session->ReportSuccess();
+  for (size_t i = first_reporter; i < sessions.size(); ++i) sessions[i]->ReportSuccess();
   lock.lock();
   const bool finished = shared.done.wait_until(lock, deadline, [&] { return shared.finished == nodes; });
   const double finish_s = std::chrono::duration<double>(Clock::now() - start).count();
-  std::printf("nodes=%d form_s=%.3f finish_s=%.3f rounds_ok=%d finished=%d\n", nodes, form_s,
+  std::printf("nodes=%d form_s=%.3f finish_s=%.3f rounds_ok=%d finished=%d", nodes, form_s,
               finish_s, shared.rounds, finished ? shared.finished : -1);
+  if (reform) std::printf(" reform_s=%.3f reformed=%d", reform_s, shared.reformed);
+  std::printf("\n");
   std::fflush(nullptr);
   if (!finished) _exit(1);
   lock.unlock();

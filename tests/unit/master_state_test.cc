@@ -420,3 +420,40 @@ TEST_CASE("damaged state JSON is refused", "[master][state_dir]") {
   CHECK_FALSE(mxrun::PersistedRunsFromJson(R"({"format": "other", "runs": []})").ok());
   CHECK(mxrun::PersistedRunsFromJson(R"({"format": "mxrun-master-state-1", "runs": []})")->empty());
 }
+
+TEST_CASE("a round of many nodes costs messages in proportion to its nodes", "[master][scale]") {
+  // N joins, one node lost and the round re-formed, N-1 successes: every message is owed to one
+  // node's own event, except the stops of a re-formation and the first success's news to the
+  // others. (Before: every success was told to every member still running, N^2/2 messages.)
+  constexpr int kNodes = 500;
+  Scenario s(kNodes - 1, kNodes, 0);
+  size_t messages = 0;
+  for (int i = 1; i <= kNodes; ++i) {
+    auto lines = s.Join(i, "h" + std::to_string(i), 1);
+    messages += lines.size();
+    if (i == kNodes - 1) CHECK(lines == Lines{absl::StrCat("n", i, ": waiting ", i)});
+  }
+  CHECK(messages == 2 * kNodes - 1);  // N-1 waiting acks, then N rounds with the last join
+  // Node 1 is lost: every other member is told to stop once, and re-forms when all are back.
+  auto stops = s.Gone(1);
+  CHECK(stops.size() == kNodes - 1);
+  size_t rounds = 0;
+  for (int i = 2; i <= kNodes; ++i) {
+    for (const std::string& line : s.Join(i, "h" + std::to_string(i), 1)) {
+      rounds += line.find(": round 1 ") != std::string::npos;
+      messages += 1;
+    }
+  }
+  CHECK(rounds == kNodes - 1);
+  size_t peer_news = 0;
+  size_t finished = 0;
+  for (int i = 2; i <= kNodes; ++i) {
+    for (const std::string& line : s.Succeed(i, 1)) {
+      peer_news += line.find("peer finished") != std::string::npos;
+      finished += line.find("finished ok") != std::string::npos;
+    }
+  }
+  CHECK(peer_news == kNodes - 2);  // the first success, told to the others; then nothing
+  CHECK(finished == kNodes - 1);
+  CHECK(s.state.run_count() == 1);
+}
