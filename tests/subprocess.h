@@ -75,6 +75,8 @@ std::vector<std::string> MxrunWithChild(const std::vector<std::string>& flags,
 #endif
 
 std::string ReadFile(const std::string& path);
+// A file of KEY=VALUE lines (test_child --env-out writes one per worker).
+std::map<std::string, std::string> ReadEnvFile(const std::string& path);
 // Every integer that follows `key=` in `text` ("pid" finds 12 in "pid=12"; a leading space in the
 // key keeps "grandchild" from matching "child").
 std::vector<int> IntsAfter(const std::string& text, const std::string& key);

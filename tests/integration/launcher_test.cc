@@ -19,6 +19,7 @@
 using namespace std::chrono_literals;
 using mxrun::testing::CountOccurrences;
 using mxrun::testing::ProcessResult;
+using mxrun::testing::ReadEnvFile;
 using mxrun::testing::ReadFile;
 using mxrun::testing::Run;
 using mxrun::testing::Subprocess;
@@ -30,16 +31,6 @@ const std::string kMxrun = MXRUN_BIN;
 
 std::vector<std::string> Mxrun(std::vector<std::string> flags, std::vector<std::string> child_args) {
   return mxrun::testing::MxrunWithChild(flags, child_args);
-}
-
-std::map<std::string, std::string> ReadEnvFile(const std::string& path) {
-  std::map<std::string, std::string> env;
-  std::istringstream in(ReadFile(path));
-  for (std::string line; std::getline(in, line);) {
-    auto eq = line.find('=');
-    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return env;
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 
 using mxrun::testing::CountOccurrences;
 using mxrun::testing::ProcessResult;
+using mxrun::testing::ReadEnvFile;
 using mxrun::testing::ReadFile;
 using mxrun::testing::Run;
 using mxrun::testing::Describe;
@@ -39,16 +40,6 @@ std::vector<std::string> MxrunShell(std::vector<std::string> flags, const std::s
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(), {"--no_python", "/bin/sh", "-c", script});
   return argv;
-}
-
-std::map<std::string, std::string> ReadEnvFile(const std::string& path) {
-  std::map<std::string, std::string> env;
-  std::istringstream in(ReadFile(path));
-  for (std::string line; std::getline(in, line);) {
-    auto eq = line.find('=');
-    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return env;
 }
 
 std::string HostName() {
