@@ -190,7 +190,8 @@ EnvMap WorkerGroup::StandbyEnv(const RoundAssignment& round) const {
   for (const char* key : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
                           "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                           "TORCHELASTIC_ERROR_FILE", "MXRUN_HEARTBEAT_FILE", "MXRUN_LOG_DIR",
-                          "MXRUN_FAILURE_TIME", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}) {
+                          "MXRUN_FAILURE_TIME", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID",
+                          "MXRUN_RDZV_TOKEN"}) {
     env.erase(key);
   }
   env["LOCAL_WORLD_SIZE"] = std::to_string(round.local_world_size);

@@ -59,6 +59,8 @@ EnvMap BuildWorkerEnv(const EnvMap& agent_env, const GroupContract& group, int l
   }
   // The service manager talks to mxrun, not to its workers.
   for (const char* key : {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}) env.erase(key);
+  // The rendezvous token is the agent's secret: a worker (any code it imports) never sees it.
+  env.erase("MXRUN_RDZV_TOKEN");
   if (!extras.host_name.empty()) set("MXRUN_HOST", extras.host_name);
   if (!extras.log_dir.empty()) set("MXRUN_LOG_DIR", extras.log_dir);
   if (extras.heartbeat_file.empty()) {

@@ -6,8 +6,9 @@
 
 namespace mxrun {
 
-// mkdir -p: creates `path` and its missing parents (mode 0755). Returns true when it exists after.
-bool MakeDirs(const std::string& path);
+// mkdir -p: creates `path` and its missing parents (mode 0755; `mode` for `path` itself). Returns
+// true when it exists after.
+bool MakeDirs(const std::string& path, unsigned mode = 0755);
 
 // rm -rf: removes `path` and everything below it, without following symbolic links.
 void RemoveTree(const std::string& path);

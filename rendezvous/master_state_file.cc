@@ -1,5 +1,9 @@
 #include "rendezvous/master_state_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <fstream>
 #include <optional>
@@ -11,6 +15,22 @@
 #include "common/strings.h"
 
 namespace mxrun {
+namespace {
+
+// All of `text` to `fd` (short writes and EINTR retried).
+bool WriteText(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
 namespace {
 
 using nlohmann::json;
@@ -94,9 +114,11 @@ absl::StatusOr<std::vector<PersistedRun>> PersistedRunsFromJson(const std::strin
 }
 
 absl::StatusOr<std::unique_ptr<MasterStateFile>> MasterStateFile::Open(const std::string& dir) {
-  if (!MakeDirs(dir)) {
+  // The master's own folder: only its user may look in (runs, hosts and addresses of every job).
+  if (!MakeDirs(dir, 0700) || chmod(dir.c_str(), 0700) != 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--state_dir=", dir, ": cannot create the folder: ", ErrnoText(errno)));
+        absl::StrCat("--state_dir=", dir, ": cannot create the folder (mode 0700): ",
+                     ErrnoText(errno)));
   }
   auto file = std::make_unique<MasterStateFile>();
   file->path_ = dir + "/state.json";
@@ -121,10 +143,12 @@ absl::Status MasterStateFile::Save(const std::vector<PersistedRun>& runs) {
   if (text == last_written_) return absl::OkStatus();
   const std::string temp = path_ + ".tmp";
   {
-    std::ofstream out(temp, std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", temp));
+    // 0600 from its creation on: never readable by others, not even for a moment.
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", temp, ": ", ErrnoText(errno)));
+    const bool written = fchmod(fd, 0600) == 0 && WriteText(fd, text);
+    ::close(fd);
+    if (!written) return absl::InternalError(absl::StrCat("cannot write ", temp));
   }
   if (const int err = ReplaceFileDurably(temp, path_); err != 0) {
     return absl::InternalError(absl::StrCat("cannot replace ", path_, ": ", ErrnoText(err)));

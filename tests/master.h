@@ -45,6 +45,13 @@ class Master {
     process_->Wait(std::chrono::seconds(10));
     killed_ = true;
   }
+  // Stops it (SIGTERM) and returns everything it printed.
+  std::string StopAndOutput() {
+    kill(process_->pid(), SIGTERM);
+    ProcessResult result = process_->Wait(std::chrono::seconds(10));
+    killed_ = true;
+    return result.out + result.err;
+  }
   const std::string& endpoint() const { return endpoint_; }
 
  private:

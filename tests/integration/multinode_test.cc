@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -208,6 +209,46 @@ TEST_CASE("a master with a token refuses a wrong or missing token", "[multinode]
       {{"MXRUN_RDZV_TOKEN", "s3cret"}}, 30s);
   INFO(ok.err);
   CHECK(ok.exit_code == 0);
+}
+
+TEST_CASE("the token stays secret: not in workers, logs, status or the master's state",
+          "[multinode][secrets]") {
+  TempDir dir;
+  const std::string secret = "s3cret-7f3a9c";
+  const std::string token_file = dir.path() + "/token";
+  std::ofstream(token_file) << secret << "\n";
+  const std::string state_dir = dir.path() + "/state";
+  Master master({.extra = {"--token_file=" + token_file}, .state_dir = state_dir});
+  ProcessResult r = mxrun::testing::Run(
+      Agent(Dynamic(master.endpoint(), "secret", "1", {"--rdzv_conf=is_host=0"}),
+            {"--env-out=" + dir.path()}),
+      {{"MXRUN_RDZV_TOKEN", secret}}, 30s);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(ReadFile(dir.path() + "/env.0").find(secret) == std::string::npos);  // the worker's
+  CHECK(ReadFile(dir.path() + "/env.0").find("MXRUN_RDZV_TOKEN") == std::string::npos);
+  CHECK(r.err.find(secret) == std::string::npos);
+  CHECK(r.out.find(secret) == std::string::npos);
+  ProcessResult status = mxrun::testing::Run(
+      {kMxrun, "status", "--rdzv_endpoint=" + master.endpoint()},
+      {{"MXRUN_RDZV_TOKEN", secret}}, 20s);
+  CHECK(status.exit_code == 0);
+  CHECK((status.out + status.err).find(secret) == std::string::npos);
+  ProcessResult config = mxrun::testing::Run(
+      {kMxrun, "--print-config", "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
+       "--rdzv_conf=token_file=" + token_file, "x.py"},
+      {{"MXRUN_RDZV_TOKEN", secret}}, 20s);
+  CHECK(config.exit_code == 0);
+  CHECK((config.out + config.err).find(secret) == std::string::npos);
+  // The master's folder and file: its user's only, and no token in them.
+  struct stat st {};
+  REQUIRE(stat(state_dir.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  const std::string state_file = state_dir + "/state.json";
+  REQUIRE(stat(state_file.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(ReadFile(state_file).find(secret) == std::string::npos);
+  CHECK(master.StopAndOutput().find(secret) == std::string::npos);
 }
 
 TEST_CASE("a finished run refuses late joiners", "[multinode]") {

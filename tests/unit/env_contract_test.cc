@@ -134,3 +134,10 @@ TEST_CASE("a local rank's device: its CUDA_VISIBLE_DEVICES entry, else its index
   CHECK_FALSE(DeviceOfLocalRank({{"CUDA_VISIBLE_DEVICES", "0,1"}}, 2).has_value());
   CHECK(mxrun::SplitVisibleDevices(" 0 ,1") == std::vector<std::string>{"0", "1"});
 }
+
+TEST_CASE("the rendezvous token never reaches a worker", "[env][secrets]") {
+  EnvMap env = BuildWorkerEnv({{"MXRUN_RDZV_TOKEN", "s3cret"}, {"HOME", "/root"}},
+                              TwoNodesOfFour(), 0, {});
+  CHECK(env.count("MXRUN_RDZV_TOKEN") == 0);
+  CHECK(env["HOME"] == "/root");
+}
