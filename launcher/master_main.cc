@@ -2,6 +2,7 @@
 // any training node. Prints "mxrun-master listening on HOST:PORT" once it serves.
 //
 //   mxrun-master [--host=ADDR] [--port=29400] [--bind_all] [--token_file=PATH] [--state_dir=DIR]
+//                [--cert=PEM --key=PEM --cacert=PEM]   (mutual TLS; SIGHUP checks replaced files)
 //   mxrun-master --rdzv_backend=etcd --rdzv_endpoint=ETCD[,ETCD...] [--service=NAME]
 //                [--rdzv_conf=protocol=https,cacert=...,cert=...,key=...,lease_ttl=2,etcd_prefix=/mxrun]
 //                [--host=ADDR] [--port=0] [--bind_all] [--token_file=PATH]
@@ -27,10 +28,13 @@
 #include "absl/strings/strip.h"
 #include "common/env_contract.h"
 #include "common/service_notify.h"
+#include "common/tls_files.h"
 #include "launcher/token.h"
 #include "rendezvous/etcd_leadership.h"
+#include "rendezvous/grpc_logs.h"
 #include "rendezvous/master_server.h"
 #include "rendezvous/net.h"
+#include "rendezvous/tls_credentials.h"
 
 extern char** environ;
 
@@ -86,7 +90,13 @@ int main(int argc, char** argv) {
   std::string etcd_endpoints;
   std::string rdzv_conf;
   std::string service = "default";
+  mxrun::TlsFiles tls;
   app.add_option("--host", host, "address to listen on (default 127.0.0.1)");
+  app.add_option("--cert", tls.cert,
+                 "mutual TLS: this master's certificate (PEM; with --key and --cacert every agent "
+                 "and mxrun status must present a certificate from --cacert's CA)");
+  app.add_option("--key", tls.key, "mutual TLS: the private key of --cert (PEM)");
+  app.add_option("--cacert", tls.cacert, "mutual TLS: the CA of the job's certificates (PEM)");
   app.add_option("--port", port,
                  "port (0: any free port; default " + std::to_string(port) + ")")
       ->check(CLI::Range(0, 65535));
@@ -120,6 +130,11 @@ int main(int argc, char** argv) {
   options.port = port;
   options.bind_all = bind_all;
   options.state_dir = state_dir;
+  if (absl::Status checked = mxrun::CheckTlsFiles(tls, "mxrun-master"); !checked.ok()) {
+    std::fprintf(stderr, "mxrun-master: error: %s\n", std::string(checked.message()).c_str());
+    return 2;
+  }
+  options.tls = tls;
   const mxrun::EnvMap env = mxrun::EnvFromStrings(environ);
   absl::StatusOr<std::string> token = mxrun::ReadRendezvousToken(token_file, env);
   if (!token.ok()) {
@@ -133,6 +148,11 @@ int main(int argc, char** argv) {
   if (etcd) {
     absl::StatusOr<mxrun::EtcdElectionConfig> config =
         EtcdSettings(etcd_endpoints, rdzv_conf, service);
+    if (tls.enabled()) {
+      config = absl::InvalidArgumentError(
+          "--cert/--key/--cacert (mutual TLS with the agents) are not available with "
+          "--rdzv_backend=etcd yet; for etcd itself use --rdzv_conf cacert=,cert=,key=");
+    }
     if (!state_dir.empty()) {
       config = absl::InvalidArgumentError("--state_dir and --rdzv_backend=etcd go not together: "
                                           "with etcd the state is kept in etcd");
@@ -165,11 +185,19 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Block the stop signals before gRPC starts its threads; wait for them here.
+  // gRPC's own lines stay quiet, a failed TLS handshake excepted (rendezvous/grpc_logs.h).
+  mxrun::RouteGrpcLogs(
+      [](const std::string& line) { std::fprintf(stderr, "mxrun-master: %s\n", line.c_str()); },
+      [](const std::string& line) {  // gRPC's errors, as gRPC itself would print them
+        if (line.rfind("error: ", 0) == 0) std::fprintf(stderr, "mxrun-master: grpc %s\n", line.c_str());
+      });
+  // Block the stop signals (and SIGHUP: certificates) before gRPC starts its threads; wait for
+  // them here.
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGHUP);
   sigprocmask(SIG_BLOCK, &stop, nullptr);
   mxrun::ServiceNotifier notifier = mxrun::ServiceNotifier::FromEnv(env, static_cast<long>(getpid()));
   if (election) {
@@ -197,13 +225,27 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mxrun-master: error: %s\n", std::string(server.status().message()).c_str());
     return 3;
   }
-  std::printf("mxrun-master listening on %s%s\n", (*server)->address().c_str(),
-              options.token.empty() ? "" : " (token required)");
+  std::printf("mxrun-master listening on %s%s%s\n", (*server)->address().c_str(),
+              options.token.empty() ? "" : " (token required)",
+              tls.enabled() ? " (mutual TLS)" : "");
   std::fflush(stdout);
   // As a systemd Type=notify service: ready once it serves.
   notifier.Ready("listening on " + (*server)->address());
   int signo = 0;
-  sigwait(&stop, &signo);
+  while (sigwait(&stop, &signo) == 0 && signo == SIGHUP) {
+    // gRPC re-reads the files by itself (tls_credentials.h); this says at once whether what is on
+    // disk now is usable, instead of leaving a broken file to fail the next handshakes silently.
+    if (!tls.enabled()) {
+      std::fprintf(stderr, "mxrun-master: SIGHUP: no certificates to re-read (plaintext)\n");
+    } else if (absl::Status checked = mxrun::CheckTlsFiles(tls, "mxrun-master"); !checked.ok()) {
+      std::fprintf(stderr, "mxrun-master: SIGHUP: %s; sessions go on, new handshakes fail until "
+                   "the files are fixed\n", std::string(checked.message()).c_str());
+    } else {
+      std::fprintf(stderr, "mxrun-master: SIGHUP: certificate files re-read; new connections "
+                   "use them within %u s, established sessions go on\n",
+                   mxrun::kTlsRefreshSeconds);
+    }
+  }
   notifier.Stopping("stopping on signal " + std::to_string(signo));
   std::fprintf(stderr, "mxrun-master: stopping on signal %d\n", signo);
   (*server)->Shutdown(std::chrono::seconds(2));

@@ -16,8 +16,9 @@ namespace {
 
 constexpr const char* kAcceptedKeys =
     "join_timeout, last_call_timeout, close_timeout, heartbeat_interval, keep_alive_interval, "
-    "missed_heartbeats, keep_alive_max_attempt, is_host, bind_all, token_file; with "
-    "--rdzv_backend=etcd also protocol, cacert, cert, key, lease_ttl, etcd_prefix, master_service";
+    "missed_heartbeats, keep_alive_max_attempt, is_host, bind_all, token_file, cert, key, cacert "
+    "(mutual TLS with the master; with --rdzv_backend=etcd: with etcd); with --rdzv_backend=etcd "
+    "also protocol, lease_ttl, etcd_prefix, master_service";
 
 absl::StatusOr<std::chrono::milliseconds> Duration(const std::string& key,
                                                    const std::string& value) {
@@ -128,6 +129,9 @@ absl::StatusOr<RendezvousSettings> CheckRendezvousFlags(const LaunchOptions& opt
     } else if (options.rdzv_backend == "etcd" &&
                (key == "protocol" || key == "cacert" || key == "cert" || key == "key")) {
       etcd_tls[key] = value;
+    } else if (options.rdzv_backend != "etcd" &&
+               (key == "cacert" || key == "cert" || key == "key")) {
+      (key == "cert" ? s.tls.cert : key == "key" ? s.tls.key : s.tls.cacert) = value;
     } else if (options.rdzv_backend == "etcd" && key == "lease_ttl") {
       int ttl = 0;
       if (!absl::SimpleAtoi(value, &ttl) || ttl < 1 || ttl > 3600) {
@@ -163,6 +167,7 @@ absl::StatusOr<RendezvousSettings> CheckRendezvousFlags(const LaunchOptions& opt
           "mxrun-master replicas of that service host the master");
     }
   }
+  if (absl::Status tls = CheckTlsFiles(s.tls, "--rdzv_conf"); !tls.ok()) return tls;
   absl::StatusOr<std::string> token = ReadRendezvousToken(token_file, env);
   if (!token.ok()) {
     return absl::InvalidArgumentError(

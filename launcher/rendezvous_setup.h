@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/env_contract.h"
+#include "common/tls_files.h"
 #include "launcher/options.h"
 #include "rendezvous/etcd_config.h"
 #include "rendezvous/master_state.h"
@@ -35,6 +36,7 @@ struct RendezvousSettings {
   int is_host = -1;         // -1: decide; 0: never host; 1: host
   bool bind_all = false;
   std::string token;
+  TlsFiles tls;             // c10d: mutual TLS with the master (cert, key, cacert)
   // --rdzv_backend=etcd:
   EtcdConfig etcd;
   std::chrono::seconds lease_ttl = kDefaultEtcdLeaseTtl;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rendezvous/etcd_leadership.h"
+#include "rendezvous/grpc_logs.h"
 #include "rendezvous/grpc_rendezvous.h"
 #include "rendezvous/master_server.h"
 #include "rendezvous/net.h"
@@ -19,11 +20,9 @@ namespace {
 // gRPC's own log lines go to mxrun's log at debug level, so that an expected condition (losing the
 // race to host the master: "Address already in use") does not print a scary error. Setting
 // GRPC_VERBOSITY keeps gRPC's logger for debugging.
-void RouteGrpcLogs() {
-  if (std::getenv("GRPC_VERBOSITY") != nullptr) return;
-  gpr_set_log_function([](gpr_log_func_args* args) {
-    spdlog::debug("grpc: {}:{}: {}", args->file, args->line, args->message);
-  });
+void RouteGrpcLogsToSpdlog() {
+  RouteGrpcLogs([](const std::string& line) { spdlog::warn("{}", line); },
+                [](const std::string& line) { spdlog::debug("grpc: {}", line); });
 }
 
 // --rdzv_backend=etcd: this agent is a candidate in the master's election (unless is_host=0 or
@@ -83,11 +82,12 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
                                                       const RendezvousSettings& settings,
                                                       int local_world_size,
                                                       const std::string& host_name) {
-  RouteGrpcLogs();
+  RouteGrpcLogsToSpdlog();
   NodeRendezvous result;
   GrpcRendezvousConfig config;
   config.run_id = options.rdzv_id;
   config.token = settings.token;
+  config.tls = settings.tls;
   config.job.min_nodes = options.nnodes.min;
   config.job.max_nodes = options.nnodes.max;
   config.job.max_restarts = options.max_restarts;
@@ -102,6 +102,7 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
   MasterServerOptions master;
   master.bind_all = settings.bind_all;
   master.token = settings.token;
+  master.tls = settings.tls;
   bool host_master = false;
   if (options.rdzv_backend == "static") {
     config.node.requested_rank = options.node_rank;

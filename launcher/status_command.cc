@@ -16,6 +16,9 @@
 #include "rendezvous/etcd_client.h"
 #include "rendezvous/net.h"
 #include "rendezvous/validation.h"
+#include "rendezvous/tls_credentials.h"
+#include "common/tls_files.h"
+#include "absl/strings/str_split.h"
 
 namespace mxrun {
 namespace {
@@ -84,7 +87,8 @@ int RunStatusCommand(int argc, char** argv) {
                  "c10d (default: the endpoint is the master) or etcd (etcd-v2): find the master "
                  "elected in etcd");
   app.add_option("--rdzv_conf,--rdzv-conf", rdzv_conf,
-                 "with etcd: protocol, cacert, cert, key, etcd_prefix, master_service");
+                 "cert, key, cacert: mutual TLS with the master (as the agents); with etcd: "
+                 "protocol, cacert, cert, key, etcd_prefix, master_service");
   app.add_option("--timeout", timeout_s, "seconds to wait for the master (default 5)")
       ->check(CLI::PositiveNumber);
   try {
@@ -108,6 +112,28 @@ int RunStatusCommand(int argc, char** argv) {
                  "etcd, etcd-v2\n", backend.c_str());
     return 2;
   }
+  // With c10d, --rdzv_conf holds what the agents give for mutual TLS with the master.
+  TlsFiles tls;
+  if (backend == "c10d") {
+    for (absl::string_view item : absl::StrSplit(rdzv_conf, ',', absl::SkipWhitespace())) {
+      std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+      if (kv.first == "cert") {
+        tls.cert = kv.second;
+      } else if (kv.first == "key") {
+        tls.key = kv.second;
+      } else if (kv.first == "cacert") {
+        tls.cacert = kv.second;
+      } else if (kv.first != "token_file" && kv.first != "is_host") {
+        std::fprintf(stderr, "mxrun status: error: --rdzv_conf key '%s' is not known here; "
+                     "accepted: cert, key, cacert\n", kv.first.c_str());
+        return 2;
+      }
+    }
+    if (absl::Status checked = CheckTlsFiles(tls, "--rdzv_conf"); !checked.ok()) {
+      std::fprintf(stderr, "mxrun status: error: %s\n", std::string(checked.message()).c_str());
+      return 2;
+    }
+  }
   absl::StatusOr<HostPort> target = ParseHostPort(endpoint, kDefaultRendezvousPort);
   if (!target.ok()) {
     std::fprintf(stderr, "mxrun status: error: %s\n", std::string(target.status().message()).c_str());
@@ -115,7 +141,7 @@ int RunStatusCommand(int argc, char** argv) {
   }
   const std::string address = JoinHostPort(target->host, target->port);
   auto stub = v1::Rendezvous::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(address, ClientCredentials(tls)));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(static_cast<long>(timeout_s * 1000)));

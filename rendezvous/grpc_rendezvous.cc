@@ -8,6 +8,7 @@
 #include "rendezvous/grpc_status.h"
 #include "rendezvous/net.h"
 #include "rendezvous/proto_convert.h"
+#include "rendezvous/tls_credentials.h"
 #include "rendezvous/validation.h"
 
 namespace mxrun {
@@ -37,7 +38,7 @@ void GrpcRendezvous::Dial(const std::string& address) {
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(address, ClientCredentials(config_.tls), args);
   stub_ = v1::Rendezvous::NewStub(channel_);
   channel_address_ = address;
 }
@@ -111,7 +112,13 @@ bool GrpcRendezvous::OpenSession(bool reconnecting) {
         config_.endpoint, reconnecting ? " and it did not come back within " : " (waited ",
         config_.job.timeouts.join_timeout.count() / 1000.0,
         reconnecting ? " s (the join timeout)"
-                     : " s, the join timeout); is it running, and is the endpoint right?")));
+                     : " s, the join timeout); is it running, and is the endpoint right?",
+        // A TLS mismatch looks like an unreachable master from here: say which side is which.
+        config_.tls.enabled()
+            ? " This node uses mutual TLS (--rdzv_conf cert, key, cacert): the master must too, "
+              "with a certificate from the same CA naming the endpoint's host."
+            : " If the master requires mutual TLS, give --rdzv_conf cert=,key=,cacert= (and the "
+              "same to mxrun status).")));
     return false;
   }
   {

@@ -28,6 +28,8 @@
 #include "rendezvous/master_state.h"
 #include "rendezvous/rendezvous.h"
 
+#include "common/tls_files.h"
+
 namespace mxrun {
 
 struct GrpcRendezvousConfig {
@@ -40,6 +42,7 @@ struct GrpcRendezvousConfig {
   NodeDesc node;          // address empty: the local address toward the master; port picked per join
   JobDesc job;
   std::string token;      // sent as x-mxrun-token when non-empty
+  TlsFiles tls;           // mutual TLS with the master (rendezvous/tls_credentials.h)
 };
 
 // A fresh id for an agent process (NodeDesc::agent_id).

@@ -8,6 +8,7 @@
 #include "rendezvous/net.h"
 #include "rendezvous/rendezvous_service.h"
 #include "rendezvous/store_service.h"
+#include "rendezvous/tls_credentials.h"
 
 namespace mxrun {
 
@@ -36,7 +37,7 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(
 
   grpc::ServerBuilder builder;
   const std::string listen = JoinHostPort(server->host_, options.port);
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(listen, ServerCredentials(options.tls), &server->port_);
   builder.RegisterService(server->rendezvous_.get());
   builder.RegisterService(server->store_service_.get());
   // A dead peer's TCP connection is noticed by keepalive even if the agent's own lease has not

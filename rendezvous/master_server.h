@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "common/tls_files.h"
+
 #include "absl/status/statusor.h"
 #include "rendezvous/master_state_store.h"
 
@@ -27,6 +29,7 @@ struct MasterServerOptions {
   std::string advertise_host;      // the host in address() (default: `host`, or 0.0.0.0)
   std::string token;               // demanded on every call when non-empty
   std::string state_dir;           // keep running runs here across restarts (empty: in memory)
+  TlsFiles tls;                    // mutual TLS (tls_credentials.h); none: plaintext
 };
 
 class MasterServer {
