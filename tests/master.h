@@ -53,6 +53,7 @@ class Master {
     return result.out + result.err;
   }
   const std::string& endpoint() const { return endpoint_; }
+  pid_t pid() const { return process_->pid(); }
 
  private:
   std::unique_ptr<Subprocess> process_;
