@@ -6,8 +6,14 @@
 # finished), and the master's peak RSS (VmHWM). Targets (issue 14): 16,384 in under 5 s for
 # formation and re-formation, under 300 MiB.
 #
-# Environment: RUNS (default 3), NODES (default "1024 4096 16384"), MXRUN_MASTER, RDZV_LOADGEN
-# (default <repo>/build/bin/...), PYTHON (default /usr/bin/python3).
+# With TLS=both every case also runs with mutual TLS (certificates made here with
+# scripts/make-certs.sh), interleaved run by run with the plaintext one, and AGENTS real `mxrun`
+# agents (default 32; 0: none) form a round through the master both ways: the time from their
+# start to the last worker's start. Target (issue 14): TLS under 20% slower.
+#
+# Environment: RUNS (default 3), NODES (default "1024 4096 16384"), TLS (off | both; default
+# off), AGENTS (default 32, with TLS=both), MXRUN, MXRUN_MASTER, RDZV_LOADGEN (default
+# <repo>/build/bin/...), PYTHON (default /usr/bin/python3).
 # Prints a Markdown table of medians on stdout; progress on stderr. Every process it starts is
 # stopped by pid.
 set -euo pipefail
@@ -17,6 +23,11 @@ repo_root="$(cd "$script_dir/../.." && pwd)"
 RUNS="${RUNS:-3}"
 NODES="${NODES:-1024 4096 16384}"
 MXRUN_MASTER="${MXRUN_MASTER:-$repo_root/build/bin/mxrun-master}"
+MXRUN="${MXRUN:-$repo_root/build/bin/mxrun}"
+TLS="${TLS:-off}"
+AGENTS="${AGENTS:-32}"
+case "$TLS" in off|both) ;; *) echo "master_scale.sh: TLS must be off or both" >&2; exit 2;; esac
+case "$AGENTS" in ''|*[!0-9]*) echo "master_scale.sh: AGENTS must be a whole number" >&2; exit 2;; esac
 RDZV_LOADGEN="${RDZV_LOADGEN:-$repo_root/build/bin/rdzv_loadgen}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 case "$RUNS" in ''|*[!0-9]*|0) echo "master_scale.sh: RUNS must be a positive integer" >&2; exit 2;; esac
@@ -30,21 +41,32 @@ workdir="$(mktemp -d "${TMPDIR:-/tmp}/mxrun-scale.XXXXXX")"
 trap 'rm -rf -- "$workdir"' EXIT
 cp -- "$MXRUN_MASTER" "$workdir/mxrun-master"  # private copies: a rebuild cannot swap them
 cp -- "$RDZV_LOADGEN" "$workdir/rdzv_loadgen"
+if [ "$TLS" = both ]; then
+  [ -x "$MXRUN" ] || { echo "master_scale.sh: not found or not executable: $MXRUN" >&2; exit 2; }
+  "$repo_root/scripts/make-certs.sh" "$workdir/pki" ca >/dev/null
+  "$repo_root/scripts/make-certs.sh" "$workdir/pki" node node 127.0.0.1 localhost >/dev/null
+fi
 
 echo "## The rendezvous master at scale"
 echo
-echo "- command: \`RUNS=$RUNS NODES=\"$NODES\" $0\`"
+echo "- command: \`RUNS=$RUNS NODES=\"$NODES\" TLS=$TLS AGENTS=$AGENTS $0\`"
 echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); nproc=$(nproc); repo at $(git -C "$repo_root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "- master: \`$MXRUN_MASTER\` (sha256 $(sha256sum "$workdir/mxrun-master" | cut -c1-12)...)"
 echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
-"$PYTHON" - "$workdir" "$RUNS" "$NODES" <<'PY'
+"$PYTHON" - "$workdir" "$RUNS" "$NODES" "$TLS" "$AGENTS" "$MXRUN" <<'PY'
 import os, re, signal, statistics, subprocess, sys, time
 
 work, runs, nodes = sys.argv[1], int(sys.argv[2]), [int(n) for n in sys.argv[3].split()]
+tls_modes = [False, True] if sys.argv[4] == "both" else [False]
+agents = int(sys.argv[5]) if sys.argv[4] == "both" else 0
 master_bin = os.path.join(work, "mxrun-master")
 loadgen_bin = os.path.join(work, "rdzv_loadgen")
+mxrun_bin = sys.argv[6]  # not copied: it runs its mxrun-multinode sibling
+pki = os.path.join(work, "pki")
+TLS_FLAGS = [f"--cert={pki}/node.pem", f"--key={pki}/node.key", f"--cacert={pki}/ca.pem"]
+TLS_CONF = f"cert={pki}/node.pem,key={pki}/node.key,cacert={pki}/ca.pem"
 problems = []
 
 
@@ -58,22 +80,72 @@ def vm_hwm(pid):
         return None
 
 
-def one(n, idx):
-    out_path = os.path.join(work, f"master_{n}_{idx}.out")
+def start_master(label, tls):
+    out_path = os.path.join(work, f"master_{label}.out")
     with open(out_path, "wb") as out:
-        master = subprocess.Popen([master_bin, "--port=0"], stdin=subprocess.DEVNULL, stdout=out,
-                                  stderr=subprocess.STDOUT)
+        master = subprocess.Popen([master_bin, "--port=0"] + (TLS_FLAGS if tls else []),
+                                  stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    port, deadline = None, time.monotonic() + 30
+    while port is None and time.monotonic() < deadline and master.poll() is None:
+        m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(out_path).read())
+        port = int(m.group(1)) if m else None
+        time.sleep(0.02)
+    return master, port
+
+
+def stop(proc):
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def agents_round(count, idx, tls):
+    """count real mxrun agents through a fresh master: start -> last worker started (s)."""
+    master, port = start_master(f"agents_{idx}_{tls}", tls)
+    procs = []
     try:
-        port, deadline = None, time.monotonic() + 30
-        while port is None and time.monotonic() < deadline and master.poll() is None:
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(out_path).read())
-            port = int(m.group(1)) if m else None
-            time.sleep(0.02)
+        if port is None:
+            problems.append(f"agents #{idx}: the master reported no port")
+            return None
+        d = os.path.join(work, f"agents_{idx}_{int(tls)}")
+        os.mkdir(d)
+        conf = "is_host=0" + ("," + TLS_CONF if tls else "")
+        t0 = time.time()
+        for i in range(count):
+            procs.append(subprocess.Popen(
+                [mxrun_bin, "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
+                 f"--rdzv_id=agents{idx}{int(tls)}", f"--nnodes={count}", "--nproc_per_node=1",
+                 f"--rdzv_conf={conf}", "--no_python", "sh", "-c",
+                 f"date +%s.%N > {d}/start.$RANK"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        codes = [p.wait(timeout=120) for p in procs]
+        if any(codes):
+            problems.append(f"agents #{idx} tls={tls}: exit codes {codes}")
+            return None
+        starts = [float(open(os.path.join(d, f)).read()) for f in os.listdir(d)]
+        if len(starts) != count:
+            problems.append(f"agents #{idx} tls={tls}: {len(starts)} of {count} workers started")
+            return None
+        return max(starts) - t0
+    finally:
+        for p in procs:
+            stop(p)
+        stop(master)
+
+
+def one(n, idx, tls=False):
+    master, port = start_master(f"{n}_{idx}_{int(tls)}", tls)
+    try:
         if port is None:
             problems.append(f"N={n} #{idx}: the master reported no port")
             return None
         lg = subprocess.run([loadgen_bin, f"--endpoint=127.0.0.1:{port}", f"--nodes={n}",
-                             f"--run_id=scale{n}x{idx}", "--timeout=100", "--reform"],
+                             f"--run_id=scale{n}x{idx}", "--timeout=100", "--reform"] +
+                            (TLS_FLAGS if tls else []),
                             capture_output=True, text=True, timeout=150)
         m = re.search(r"form_s=([0-9.]+) finish_s=([0-9.]+) rounds_ok=(\d+) finished=(-?\d+) "
                       r"reform_s=([0-9.]+) reformed=(\d+)", lg.stdout)
@@ -83,36 +155,53 @@ def one(n, idx):
             return None
         return float(m.group(1)), float(m.group(5)), float(m.group(2)), vm_hwm(master.pid)
     finally:
-        if master.poll() is None:
-            os.kill(master.pid, signal.SIGTERM)
-            try:
-                master.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(master.pid, signal.SIGKILL)
-                master.wait()
+        stop(master)
 
 
 rows = []
 for n in nodes:
-    results = []
+    results = {tls: [] for tls in tls_modes}
     for idx in range(runs):
-        r = one(n, idx)
-        print(f"master_scale.sh: N={n} #{idx}: {r}", file=sys.stderr, flush=True)
-        if r:
-            results.append(r)
-    rows.append((n, results))
+        for tls in tls_modes:  # interleaved: both see the same background load
+            r = one(n, idx, tls)
+            print(f"master_scale.sh: N={n} #{idx} tls={tls}: {r}", file=sys.stderr, flush=True)
+            if r:
+                results[tls].append(r)
+    for tls in tls_modes:
+        rows.append((n, tls, results[tls]))
 
-print("| sessions | formation | re-formation after one loss | to the job's end | master peak RSS | runs (formation / re-formation, s) |")
-print("|---:|---:|---:|---:|---:|---|")
-for n, results in rows:
+print("| sessions | mutual TLS | formation | re-formation after one loss | to the job's end | master peak RSS | runs (formation / re-formation, s) |")
+print("|---:|:---:|---:|---:|---:|---:|---|")
+medians = {}
+for n, tls, results in rows:
     if not results:
-        print(f"| {n} | n/a | n/a | n/a | n/a | |")
+        print(f"| {n} | {'yes' if tls else 'no'} | n/a | n/a | n/a | n/a | |")
         continue
     med = lambda i: statistics.median(r[i] for r in results)
+    medians[(n, tls)] = (med(0), med(1))
     runs_text = ", ".join(f"{r[0]:.2f} / {r[1]:.2f}" for r in results)
-    print(f"| {n} | {med(0):.2f} s | {med(1):.2f} s | {med(2):.2f} s | {med(3) / 1024:.0f} MiB | {runs_text} |")
+    print(f"| {n} | {'yes' if tls else 'no'} | {med(0):.2f} s | {med(1):.2f} s | {med(2):.2f} s | {med(3) / 1024:.0f} MiB | {runs_text} |")
+if len(tls_modes) == 2:
+    print()
+    print("| mutual TLS against plaintext | formation | re-formation | target |")
+    print("|---|---:|---:|---|")
+    for n in nodes:
+        if (n, True) in medians and (n, False) in medians:
+            a, b = medians[(n, True)], medians[(n, False)]
+            print(f"| {n} sessions | {a[0] / b[0]:.2f}x | {a[1] / b[1]:.2f}x | < 1.20x |")
+    if agents:
+        times = {False: [], True: []}
+        for idx in range(runs):
+            for tls in tls_modes:
+                t = agents_round(agents, idx, tls)
+                print(f"master_scale.sh: {agents} agents #{idx} tls={tls}: {t}", file=sys.stderr, flush=True)
+                if t is not None:
+                    times[tls].append(t)
+        if times[False] and times[True]:
+            a, b = statistics.median(times[True]), statistics.median(times[False])
+            print(f"| {agents} real agents (start -> last worker started) | {b:.2f} s -> {a:.2f} s, {a / b:.2f}x | | < 1.20x |")
 print()
-print("Each run: a fresh `mxrun-master --port=0`, then `rdzv_loadgen --endpoint=127.0.0.1:PORT "
+print("Each run: a fresh `mxrun-master --port=0` (with TLS: `--cert --key --cacert`), then `rdzv_loadgen --endpoint=127.0.0.1:PORT "
       "--nodes=N --reform` (N sessions over 32 channels from one process, job --nnodes=N-1:N; "
       "once formed, session 0's stream is cancelled and every survivor joins again at once).")
 if problems:

@@ -3,6 +3,7 @@
 // received), then reports success for every node so the run finishes cleanly.
 //
 //   rdzv_loadgen --endpoint=127.0.0.1:PORT --nodes=4096 [--channels=32] [--run_id=load1] [--reform]
+//                [--cert=PEM --key=PEM --cacert=PEM]   (mutual TLS, as agents with --rdzv_conf)
 // Prints one line: "nodes=N form_s=... finish_s=... rounds_ok=N".
 // With --reform the job is --nnodes=N-1:N and, once the round is formed, one session vanishes
 // (its stream cancelled, as when a node dies): every survivor is told to stop, joins again at
@@ -23,6 +24,7 @@
 
 #include "CLI/CLI.hpp"
 #include "mxrun.grpc.pb.h"
+#include "rendezvous/tls_credentials.h"
 
 namespace {
 
@@ -129,15 +131,20 @@ int main(int argc, char** argv) {
   app.add_option("--run_id", run_id);
   app.add_option("--timeout", timeout_s);
   bool reform = false;
+  mxrun::TlsFiles tls;
+  app.add_option("--cert", tls.cert, "mutual TLS: the client certificate");
+  app.add_option("--key", tls.key, "mutual TLS: its key");
+  app.add_option("--cacert", tls.cacert, "mutual TLS: the CA");
   app.add_flag("--reform", reform, "also measure the re-formation after one session vanishes");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<std::unique_ptr<mxrun::v1::Rendezvous::Stub>> stubs;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials = mxrun::ClientCredentials(tls);
   for (int c = 0; c < channels; ++c) {
     grpc::ChannelArguments args;
     args.SetInt("grpc.channel_id", c);  // distinct channels, distinct connections
     stubs.push_back(mxrun::v1::Rendezvous::NewStub(
-        grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args)));
+        grpc::CreateCustomChannel(endpoint, credentials, args)));
   }
   Shared shared;
   std::vector<std::unique_ptr<Session>> sessions;
