@@ -112,7 +112,7 @@ int RunStatusCommand(int argc, char** argv) {
                  "etcd, etcd-v2\n", backend.c_str());
     return 2;
   }
-  // With c10d, --rdzv_conf holds what the agents give for mutual TLS with the master.
+  // With c10d, --rdzv_conf may be the agents' own: its cert, key and cacert are used.
   TlsFiles tls;
   if (backend == "c10d") {
     for (absl::string_view item : absl::StrSplit(rdzv_conf, ',', absl::SkipWhitespace())) {
@@ -123,11 +123,7 @@ int RunStatusCommand(int argc, char** argv) {
         tls.key = kv.second;
       } else if (kv.first == "cacert") {
         tls.cacert = kv.second;
-      } else if (kv.first != "token_file" && kv.first != "is_host") {
-        std::fprintf(stderr, "mxrun status: error: --rdzv_conf key '%s' is not known here; "
-                     "accepted: cert, key, cacert\n", kv.first.c_str());
-        return 2;
-      }
+      }  // the agents' other keys (timeouts, is_host, ...) mean nothing to a status query
     }
     if (absl::Status checked = CheckTlsFiles(tls, "--rdzv_conf"); !checked.ok()) {
       std::fprintf(stderr, "mxrun status: error: %s\n", std::string(checked.message()).c_str());
