@@ -9,6 +9,7 @@ PACKAGES=(
   libabsl-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
   libtorch-dev libgloo-dev python3-torch
   systemd  # systemd-analyze, for the unit tests of the service files
+  clang  # scripts/fuzz.sh: the libFuzzer targets (ASan + UBSan)
   openssl  # scripts/make-certs.sh: the certificates of mutual TLS (and the TLS tests)
   libhwloc-dev hwloc  # --numa-binding: the topology library (hwloc's lstopo writes test topologies)
   elfutils gdb  # eu-stack and gdb: stack dumps of hung workers (optional for mxrun itself)

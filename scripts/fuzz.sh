@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds mxrun's libFuzzer targets with clang (ASan + UBSan on every library they link) in
+# build-fuzz/ and runs each for FUZZ_SECONDS (default 60) on its corpus in tests/fuzz/corpus/
+# (kept in the repo; a run adds what it finds to a scratch copy, not to the repo, unless
+# FUZZ_KEEP=1). A crash, a sanitizer report or a violated invariant fails the script and leaves
+# the input in build-fuzz/findings/.
+#
+#   scripts/fuzz.sh                 every target
+#   scripts/fuzz.sh master_state    one target
+#   FUZZ_SECONDS=30 scripts/fuzz.sh (what scripts/test.sh runs)
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
+case "$FUZZ_SECONDS" in ''|*[!0-9]*|0) echo "fuzz.sh: FUZZ_SECONDS must be a positive whole number" >&2; exit 2;; esac
+targets=(master_state options)
+if [ "$#" -gt 0 ]; then
+  for t in "$@"; do
+    [[ " ${targets[*]} " == *" $t "* ]] || { echo "fuzz.sh: unknown target '$t'; accepted: ${targets[*]}" >&2; exit 2; }
+  done
+  targets=("$@")
+fi
+command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is not installed (scripts/install-deps.sh)" >&2; exit 2; }
+
+build="$repo/build-fuzz"
+if [ ! -f "$build/build.ninja" ]; then
+  CC=clang CXX=clang++ cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DMXRUN_FUZZ=ON -DMXRUN_BUILD_TESTS=OFF -DMXRUN_BUILD_TRAINER=OFF >/dev/null
+fi
+ninja -C "$build" "${targets[@]/%/_fuzz}" >/dev/null
+
+mkdir -p "$build/findings"
+status=0
+for t in "${targets[@]}"; do
+  corpus="$repo/tests/fuzz/corpus/$t"
+  work="$build/corpus/$t"
+  mkdir -p "$work"
+  [ -d "$corpus" ] && cp -n "$corpus"/* "$work"/ 2>/dev/null || true
+  echo "fuzz.sh: $t for ${FUZZ_SECONDS}s ($(ls "$work" | wc -l) inputs in its corpus)" >&2
+  if ! "$build/bin/${t}_fuzz" "$work" -max_total_time="$FUZZ_SECONDS" -max_len=4096 \
+        -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$build/findings/$t-" -print_final_stats=1 \
+        > "$build/findings/$t.log" 2>&1; then
+    echo "fuzz.sh: $t FAILED; input and report in $build/findings/ ($t.log):" >&2
+    grep -E "ERROR|invariant|SUMMARY|Test unit written" "$build/findings/$t.log" | head -8 >&2
+    status=1
+  else
+    grep -E "stat::number_of_executed_units|stat::new_units_added" "$build/findings/$t.log" \
+      | sed "s/^/fuzz.sh: $t: /" >&2
+  fi
+  if [ "${FUZZ_KEEP:-0}" = 1 ] && [ -d "$corpus" ]; then cp -n "$work"/* "$corpus"/ 2>/dev/null || true; fi
+done
+exit "$status"

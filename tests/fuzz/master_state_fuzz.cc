@@ -1,0 +1,150 @@
+// libFuzzer target: the rendezvous master's state machine fed random event sequences (joins,
+// heartbeats, failure and success reports, departures, resumes, clock ticks) for up to 8 nodes,
+// with its invariants checked after every event:
+//   - a running run's members hold node ranks 0..n-1, each once;
+//   - its world size is the sum of its members' workers;
+//   - the restart budget spent is between 0 and max_restarts;
+//   - no node is in two runs; every round message fits its round (rank < nodes, ranks < world).
+// A violated invariant aborts (a finding).
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+
+#include "rendezvous/master_state.h"
+
+namespace {
+
+using mxrun::MasterState;
+using mxrun::NodeId;
+
+class Bytes {
+ public:
+  Bytes(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  bool empty() const { return pos_ >= size_; }
+  uint8_t Next() { return pos_ < size_ ? data_[pos_++] : 0; }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+[[noreturn]] void Violated(const std::string& what) {
+  std::fprintf(stderr, "master invariant violated: %s\n", what.c_str());
+  std::abort();
+}
+
+void CheckMessages(const MasterState::Out& out) {
+  for (const mxrun::ToAgent& m : out) {
+    if (m.kind != mxrun::ToAgent::Kind::kRound) continue;
+    const mxrun::RoundAssignment& r = m.round;
+    if (r.node_rank < 0 || r.node_rank >= r.num_nodes) Violated("round: node rank out of range");
+    if (r.global_rank_base < 0 || r.global_rank_base + r.local_world_size > r.world_size) {
+      Violated("round: global ranks beyond the world size");
+    }
+  }
+}
+
+void CheckState(const MasterState& state, MasterState::Time now) {
+  std::set<NodeId> seen;
+  for (const mxrun::RunSnapshot& run : state.Snapshot(now, "")) {
+    if (run.restarts_spent < 0 || run.restarts_spent > run.job.max_restarts) {
+      Violated("restart budget out of range");
+    }
+    std::set<int> ranks;
+    int workers = 0;
+    int members = 0;
+    for (const mxrun::MemberSnapshot& m : run.members) {
+      if (!seen.insert(m.node).second) Violated("a node in two runs");
+      if (run.phase == "running" && (m.state == "running" || m.state == "succeeded")) {
+        ++members;
+        workers += m.desc.local_world_size;
+        if (!ranks.insert(m.node_rank).second) Violated("two members with one node rank");
+      }
+    }
+    if (run.phase == "running") {
+      if (members == 0) Violated("a running run without members");
+      if (*ranks.begin() != 0 || *ranks.rbegin() != members - 1) Violated("node ranks not dense");
+      if (workers != run.world_size) Violated("world size is not the sum of the members' workers");
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Bytes in(data, size);
+  mxrun::JobDesc job;
+  job.min_nodes = 1 + in.Next() % 3;
+  job.max_nodes = job.min_nodes + in.Next() % 3;
+  job.max_restarts = in.Next() % 3;
+  job.timeouts.join_timeout = std::chrono::seconds(10);
+  job.timeouts.last_call_timeout = std::chrono::seconds(1);
+  job.timeouts.heartbeat_interval = std::chrono::seconds(1);
+  job.timeouts.missed_heartbeats = 3;
+  job.timeouts.finished_run_ttl = std::chrono::seconds(5);
+  MasterState state;
+  MasterState::Time now{};
+  std::map<NodeId, int> rounds;  // the last round each node was told
+  for (int events = 0; events < 400 && !in.empty(); ++events) {
+    const uint8_t op = in.Next() % 8;
+    const NodeId node = 1 + in.Next() % 8;
+    const std::string run_id = in.Next() % 4 == 0 ? "other" : "job";
+    MasterState::Out out;
+    switch (op) {
+      case 0:
+      case 1: {
+        mxrun::NodeDesc desc;
+        desc.host = "h" + std::to_string(node % 5);
+        desc.address = "10.0.0." + std::to_string(node);
+        desc.local_world_size = 1 + in.Next() % 3;
+        desc.requested_rank = static_cast<int>(in.Next() % 6) - 2;  // -2, -1 (none), 0..3
+        desc.hosts_master = in.Next() % 7 == 0;
+        desc.master_port = 20000 + static_cast<int>(node);
+        desc.agent_id = "agent" + std::to_string(node);
+        out = state.Join(now, node, run_id, desc, job);
+        break;
+      }
+      case 2:
+        out = state.Heartbeat(now, node);
+        break;
+      case 3: {
+        mxrun::WorkerFailure failure;
+        failure.global_rank = in.Next() % 8;
+        failure.host = "h";
+        failure.exit_code = 1;
+        out = state.ReportFailure(now, node, rounds[node], failure);
+        break;
+      }
+      case 4:
+        out = state.ReportSucceeded(now, node, rounds[node]);
+        break;
+      case 5:
+        out = state.NodeGone(now, node, "gone");
+        break;
+      case 6: {
+        mxrun::NodeDesc desc;
+        desc.host = "h" + std::to_string(node % 5);
+        desc.agent_id = "agent" + std::to_string(in.Next() % 8 + 1);
+        desc.local_world_size = 1;
+        out = state.Resume(now, 100 + node, run_id, desc, in.Next() % 3);
+        break;
+      }
+      default:
+        now += std::chrono::milliseconds(100 * (1 + in.Next() % 40));
+        out = state.Tick(now);
+        break;
+    }
+    for (const mxrun::ToAgent& m : out) {
+      if (m.kind == mxrun::ToAgent::Kind::kRound) rounds[m.node] = m.round.round;
+    }
+    CheckMessages(out);
+    CheckState(state, now);
+  }
+  return 0;
+}
