@@ -19,6 +19,15 @@ std::optional<ProcStat> ParseProcStat(std::string_view text) {
   const char* first = rest.data() + 3;
   const char* last = rest.data() + rest.size();
   if (std::from_chars(first, last, stat.ppid).ec != std::errc()) return std::nullopt;
+  // starttime is the 22nd field: the 20th after the closing parenthesis.
+  std::string_view fields = rest.substr(1);
+  for (int field = 1; field < 20 && !fields.empty(); ++field) {
+    const size_t space = fields.find(' ');
+    fields = space == std::string_view::npos ? std::string_view() : fields.substr(space + 1);
+  }
+  if (!fields.empty()) {
+    std::from_chars(fields.data(), fields.data() + fields.size(), stat.start_time);
+  }
   stat.comm = std::string(text.substr(open + 1, close - open - 1));
   return stat;
 }

@@ -14,6 +14,7 @@ struct ProcStat {
   std::string comm;  // the executable's name, as the kernel keeps it (at most 15 bytes)
   char state = '?';  // R, S, D, T, t, Z, X, I, ...
   pid_t ppid = 0;
+  unsigned long long start_time = 0;  // clock ticks after boot: with the pid, names one process
 };
 
 // Parses the text of a stat file; nullopt when it is not in that shape.

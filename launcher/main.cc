@@ -30,6 +30,7 @@
 #include "launcher/nproc.h"
 #include "launcher/options.h"
 #include "launcher/rendezvous_setup.h"
+#include "launcher/scratch_sweep.h"
 #if MXRUN_NETWORK_BUILD
 #include "launcher/status_command.h"
 #endif
@@ -223,9 +224,14 @@ int Main(int argc, char** argv) {
 
   // A scratch folder for what lives as long as mxrun (the FileTimer pipe, and the per-attempt
   // folders unless they are kept), removed at exit, by the guardian if mxrun is killed.
+  // What mxrun processes that died with their guardian left behind goes first.
+  for (const std::string& orphan : SweepOrphanedScratch(TempBase(env))) {
+    spdlog::info("removed {}, the scratch folder of an mxrun that is gone", orphan);
+  }
   absl::StatusOr<std::string> scratch = MakeTempDir(TempBase(env) + "/mxrun-");
   if (!scratch.ok()) return UsageError(scratch.status().message());
   const std::string scratch_dir = *scratch;
+  MarkScratchOwner(scratch_dir, getpid());
   // Removed on every way out (the guardian does it too, for when mxrun dies before that).
   absl::Cleanup remove_scratch = [&scratch_dir] { RemoveTree(scratch_dir); };
   // Per-attempt folders: kept under --log_dir (or a kept temporary folder when --redirects/--tee

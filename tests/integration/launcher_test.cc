@@ -398,3 +398,46 @@ TEST_CASE("a failed rendezvous is logged at once and before the workers' grace p
   REQUIRE(killed != std::string::npos);
   CHECK(failed < killed);
 }
+
+TEST_CASE("scratch folders of mxrun processes that are gone are swept by the next mxrun",
+          "[integration][logs]") {
+  TempDir tmp;
+  // The start time of this test process, as /proc/self/stat gives it (field 22).
+  const std::string self_stat = ReadFile("/proc/self/stat");
+  std::istringstream fields(self_stat.substr(self_stat.rfind(')') + 2));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) fields >> field;
+  const std::string self_start = field;
+  // A process that has exited: its pid names nobody (or somebody else, with another start time).
+  ProcessResult gone = Run({"sh", "-c", "echo $$"});
+  const std::string dead_pid = gone.out.substr(0, gone.out.find('\n'));
+  auto make = [&](const std::string& name, const std::string& owner) {
+    const std::string dir = tmp.path() + "/" + name;
+    REQUIRE(mkdir(dir.c_str(), 0700) == 0);
+    std::ofstream(dir + "/stuff") << "x";
+    if (!owner.empty()) std::ofstream(dir + "/.owner") << owner << "\n";
+    return dir;
+  };
+  const std::string dead = make("mxrun-dead01", dead_pid + " 12345");
+  const std::string reused = make("mxrun-reuse1", std::to_string(getpid()) + " 1");  // pid reused
+  const std::string live = make("mxrun-live01", std::to_string(getpid()) + " " + self_start);
+  const std::string unmarked = make("mxrun-nomark", "");
+  const std::string logs = make("mxrun-logs", std::to_string(getpid()) + " 1");
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=1"}, {}), {{"TMPDIR", tmp.path()}});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("removed " + dead + ", the scratch folder of an mxrun that is gone"));
+  struct stat st {};
+  CHECK(stat(dead.c_str(), &st) != 0);
+  CHECK(stat(reused.c_str(), &st) != 0);
+  CHECK(stat(live.c_str(), &st) == 0);      // its owner runs
+  CHECK(stat(unmarked.c_str(), &st) == 0);  // not marked: not mxrun's to judge
+  CHECK(stat(logs.c_str(), &st) == 0);      // kept folders are never swept
+  // A running mxrun marks its own folder.
+  Subprocess job(Mxrun({"--nproc_per_node=1"}, {"--ready", "--sleep=30"}), {{"TMPDIR", tmp.path()}});
+  REQUIRE(job.WaitForStdout("ready rank=0", 1, 30s));
+  ProcessResult owners = Run({"sh", "-c", "cat " + tmp.path() + "/mxrun-??????/.owner"});
+  CHECK_THAT(owners.out, Catch::Contains(std::to_string(job.pid()) + " "));
+  kill(job.pid(), SIGTERM);
+  job.Wait(30s);
+}
