@@ -15,7 +15,6 @@
 
 namespace mxrun {
 
-
 // The bus id of each local rank's GPU ("" when it has none or it cannot be resolved).
 std::vector<std::string> WorkerGpuBusIds(const EnvMap& agent_env, int local_world_size,
                                          const NumaTopology& topology);
