@@ -222,12 +222,13 @@ int Main(int argc, char** argv) {
     }
   }
 
-  // A scratch folder for what lives as long as mxrun (the FileTimer pipe, and the per-attempt
-  // folders unless they are kept), removed at exit, by the guardian if mxrun is killed.
-  // What mxrun processes that died with their guardian left behind goes first.
+  // What mxrun processes that died with their guardian left behind goes first (scratch_sweep.h).
   for (const std::string& orphan : SweepOrphanedScratch(TempBase(env))) {
     spdlog::info("removed {}, the scratch folder of an mxrun that is gone", orphan);
   }
+  // A scratch folder for what lives as long as mxrun (the FileTimer pipe, and the per-attempt
+  // folders unless they are kept), removed at exit, by the guardian if mxrun is killed; marked
+  // with its owner so that a later mxrun can tell when it was left behind.
   absl::StatusOr<std::string> scratch = MakeTempDir(TempBase(env) + "/mxrun-");
   if (!scratch.ok()) return UsageError(scratch.status().message());
   const std::string scratch_dir = *scratch;
