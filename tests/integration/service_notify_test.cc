@@ -145,7 +145,9 @@ TEST_CASE("the json log format makes every console line a JSON object", "[system
       }
     }
   }
-  CHECK(worker_lines >= 4);
+  // The failing rank's two lines and its exit message at least; rank 0 may be stopped before it
+  // prints (it races rank 1's failure; a loaded machine showed 3).
+  CHECK(worker_lines >= 3);
   CHECK(mxrun_records >= 2);
   CHECK(summary_seen);
 }
