@@ -232,16 +232,24 @@ absl::StatusOr<NodeRange> ParseNodeRange(absl::string_view text) {
 absl::StatusOr<std::vector<std::string>> ParseFilterList(absl::string_view text) {
   std::vector<std::string> filters;
   if (text.empty()) return filters;
-  // torchrun's comma_separated_list: ",," is a literal comma, nothing is stripped.
-  constexpr absl::string_view kComma = "\x01";
-  const std::string escaped = absl::StrReplaceAll(text, {{",,", kComma}});
-  for (absl::string_view item : absl::StrSplit(escaped, ',')) {
-    if (item.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", text, "' has an empty filter, which would match every line; accepted: substrings "
-          "separated by ',' (',,' for a comma itself), e.g. 'loss,error'"));
+  // torchrun's comma_separated_list: ",," is a literal comma (read left to right), nothing is
+  // stripped. Scanned directly: a placeholder byte would turn any such byte in a filter into ','.
+  std::string item;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i + 1 < text.size() && text[i] == ',' && text[i + 1] == ',') {
+      item.push_back(',');
+      ++i;
+    } else if (i < text.size() && text[i] != ',') {
+      item.push_back(text[i]);
+    } else {
+      if (item.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "'", text, "' has an empty filter, which would match every line; accepted: substrings "
+            "separated by ',' (',,' for a comma itself), e.g. 'loss,error'"));
+      }
+      filters.push_back(std::move(item));
+      item.clear();
     }
-    filters.push_back(absl::StrReplaceAll(item, {{kComma, ","}}));
   }
   return filters;
 }

@@ -18,7 +18,6 @@
 #include "rendezvous/validation.h"
 #include "rendezvous/tls_credentials.h"
 #include "common/tls_files.h"
-#include "absl/strings/str_split.h"
 
 namespace mxrun {
 namespace {
@@ -115,16 +114,15 @@ int RunStatusCommand(int argc, char** argv) {
   // With c10d, --rdzv_conf may be the agents' own: its cert, key and cacert are used.
   TlsFiles tls;
   if (backend == "c10d") {
-    for (absl::string_view item : absl::StrSplit(rdzv_conf, ',', absl::SkipWhitespace())) {
-      std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
-      if (kv.first == "cert") {
-        tls.cert = kv.second;
-      } else if (kv.first == "key") {
-        tls.key = kv.second;
-      } else if (kv.first == "cacert") {
-        tls.cacert = kv.second;
-      }  // the agents' other keys (timeouts, is_host, ...) mean nothing to a status query
+    absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(rdzv_conf);
+    if (!conf.ok()) {
+      std::fprintf(stderr, "mxrun status: error: %s\n", std::string(conf.status().message()).c_str());
+      return 2;
     }
+    // The agents' other keys (timeouts, is_host, ...) mean nothing to a status query.
+    tls.cert = (*conf)["cert"];
+    tls.key = (*conf)["key"];
+    tls.cacert = (*conf)["cacert"];
     if (absl::Status checked = CheckTlsFiles(tls, "--rdzv_conf"); !checked.ok()) {
       std::fprintf(stderr, "mxrun status: error: %s\n", std::string(checked.message()).c_str());
       return 2;

@@ -222,6 +222,7 @@ TEST_CASE("torchrun's filter lists: ',,' is a comma, nothing is stripped", "[opt
   CHECK(*mxrun::ParseFilterList(" x ") == V{" x "});
   CHECK(mxrun::ParseFilterList("")->empty());
   CHECK_FALSE(mxrun::ParseFilterList(",a").ok());
+  CHECK(*mxrun::ParseFilterList(std::string("a\x01b,c")) == V{std::string("a\x01b"), "c"});
 }
 
 TEST_CASE("the new flags are in --help and --print-config", "[options][torchrun2]") {
