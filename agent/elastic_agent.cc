@@ -200,10 +200,15 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
                  absl::StrCat("restarting the worker group (", event.restarts_spent, " of ",
                               event.max_restarts, " restarts): ", event.reason));
       } else {
-        Announce(config_.notifier, spdlog::level::info,
+        Announce(config_.notifier,
+                 event.master_silent ? spdlog::level::warn : spdlog::level::info,
                  absl::StrCat("re-forming the worker group: ", event.reason));
       }
-      KeepOrStopGroup();
+      if (event.master_silent) {
+        StopGroup(SIGTERM);
+      } else {
+        KeepOrStopGroup();
+      }
       phase_ = Phase::kJoining;
       Join();
       return std::nullopt;

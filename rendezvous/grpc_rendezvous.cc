@@ -33,11 +33,21 @@ GrpcRendezvous::GrpcRendezvous(GrpcRendezvousConfig config) : config_(std::move(
 
 void GrpcRendezvous::Dial(const std::string& address) {
   grpc::ChannelArguments args;
+  // gRPC's keepalive is only a backstop: the master's answers to heartbeats (Alive) are what
+  // tells a silent master within the lease. Its time-out is also the socket's TCP_USER_TIMEOUT,
+  // so it is kept well above the default lease (5 s); otherwise a partition would break the
+  // connection with ETIMEDOUT at about the lease, racing the silence rule with a different outcome.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Also the time one connection attempt may take (20 s by default): a SYN lost in a partition is
+  // given up after 1 s and sent again, so a node reconnects within about a second of a link's return.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
+  // A channel of its own connection: with gRPC's global subchannel pool, a channel dialled again
+  // after a silent master would share the old channel's connection, dead in the partition.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   channel_ = grpc::CreateCustomChannel(address, ClientCredentials(config_.tls), args);
   stub_ = v1::Rendezvous::NewStub(channel_);
   channel_address_ = address;
@@ -107,9 +117,19 @@ bool GrpcRendezvous::OpenSession(bool reconnecting) {
                                     std::chrono::milliseconds(100));
   }
   if (!up) {
+    bool silent = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      silent = silent_session_ != 0;
+    }
     PostError(absl::UnavailableError(absl::StrCat(
-        reconnecting ? "lost the rendezvous master at " : "cannot reach the rendezvous master at ",
-        config_.endpoint, reconnecting ? " and it did not come back within " : " (waited ",
+        reconnecting ? (silent ? "the rendezvous master at " : "lost the rendezvous master at ")
+                     : "cannot reach the rendezvous master at ",
+        config_.endpoint,
+        reconnecting ? (silent ? " went silent (no answer for the lease: a partition, or its host "
+                                 "is down) and could not be reached again within "
+                               : " and it did not come back within ")
+                     : " (waited ",
         config_.job.timeouts.join_timeout.count() / 1000.0,
         reconnecting ? " s (the join timeout)"
                      : " s, the join timeout); is it running, and is the endpoint right?",
@@ -147,6 +167,7 @@ bool GrpcRendezvous::OpenSession(bool reconnecting) {
     }
     stream_ = stub_->Session(context_.get());
     connected_ = true;
+    last_heard_ = std::chrono::steady_clock::now();  // the lease runs from the session's start
     session_address_ = channel_address_;
     ++session_;
   }
@@ -160,7 +181,13 @@ void GrpcRendezvous::ReaderLoop() {
   for (bool reconnecting = false;; reconnecting = true) {
     if (!OpenSession(reconnecting)) return;
     v1::MasterMessage message;
-    while (stream_->Read(&message)) OnMasterMessage(message);
+    while (stream_->Read(&message)) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        last_heard_ = std::chrono::steady_clock::now();
+      }
+      OnMasterMessage(message);
+    }
     {
       // Finish() must not race a Write(): stop the writer first.
       std::unique_lock<std::mutex> lock(mutex_);
@@ -170,9 +197,17 @@ void GrpcRendezvous::ReaderLoop() {
     }
     grpc::Status status = stream_->Finish();
     if (finished_) return;
+    bool silent = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (closing_) return;
+      silent = silent_session_ == session_;
+    }
+    if (silent) {
+      // The connection under a silent session may be dead without knowing it (a partition
+      // drops packets; nothing resets it for many seconds): dial a new one.
+      Dial(channel_address_);
+      continue;
     }
     if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
       PostError(FromGrpcStatus(status));
@@ -209,9 +244,17 @@ void GrpcRendezvous::WriterLoop() {
       if (outgoing_.empty()) {
         if (closing_) break;
         const auto due = last_write + config_.job.timeouts.heartbeat_interval;
-        wake_.wait_until(lock, due,
+        const auto silent_at = silent_session_ == served
+                                   ? due  // already dropped: the reader is ending it
+                                   : last_heard_ + config_.job.timeouts.lease();
+        wake_.wait_until(lock, std::min(due, silent_at),
                          [&] { return !outgoing_.empty() || closing_ || !live(); });
         if (!live()) break;
+        if (silent_session_ != served && !closing_ &&
+            std::chrono::steady_clock::now() >= last_heard_ + config_.job.timeouts.lease()) {
+          OnMasterSilent(lock);
+          continue;  // the reader ends the session; this loop ends when it has
+        }
         if (outgoing_.empty() && !closing_ && std::chrono::steady_clock::now() >= due) {
           v1::AgentMessage beat;
           beat.mutable_heartbeat();
@@ -237,6 +280,34 @@ void GrpcRendezvous::WriterLoop() {
   }
 }
 
+void GrpcRendezvous::OnMasterSilent(std::unique_lock<std::mutex>& lock) {
+  silent_session_ = session_;
+  const double lease_s = config_.job.timeouts.lease().count() / 1000.0;
+  // Workers of a running round stop; a node still waiting, or whose workers have finished,
+  // simply repeats its join (and its success) to whoever answers next.
+  const bool stop_workers = running_round_ >= 0 && !succeeded_reported_;
+  if (stop_workers) {
+    running_round_ = -1;
+    last_join_.reset();  // the agent joins afresh once its workers are stopped
+    last_report_.reset();
+  }
+  if (context_) context_->TryCancel();
+  lock.unlock();
+  if (stop_workers) {
+    RendezvousEvent event;
+    event.kind = RendezvousEvent::Kind::kRejoin;
+    event.master_silent = true;
+    event.reason = absl::StrCat(
+        "no word from the rendezvous master at ", config_.endpoint, " for ", lease_s,
+        " s (the lease; a partition, or the master's host is down): stopping this node's workers, "
+        "which the master counts as gone after the same lease, and joining again when it answers "
+        "(for up to the join timeout, ",
+        config_.job.timeouts.join_timeout.count() / 1000.0, " s)");
+    events_.Post(std::move(event));
+  }
+  lock.lock();
+}
+
 void GrpcRendezvous::Send(v1::AgentMessage message) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -245,8 +316,10 @@ void GrpcRendezvous::Send(v1::AgentMessage message) {
     if (message.has_join()) {
       last_join_ = message;
       last_report_.reset();
+      succeeded_reported_ = false;
     } else if (message.has_failure() || message.has_succeeded()) {
       last_report_ = message;
+      succeeded_reported_ = message.has_succeeded();
     }
     if (closing_) return;
     outgoing_.push_back(std::move(message));
@@ -356,6 +429,7 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
                              absl::StrCat("the master at ", config_.endpoint, ": ",
                                           message.refused().message())));
       return;
+    case v1::MasterMessage::kAlive:  // counted as heard by the reader; nothing to do
     case v1::MasterMessage::KIND_NOT_SET:
       return;
   }

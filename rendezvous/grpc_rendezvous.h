@@ -11,8 +11,17 @@
 // (mxrun-master --state_dir), a lost connection is retried for up to join_timeout, and the new
 // session resumes the running round (Join with resume) so the workers carry on; the last report
 // is sent again, since it may have died with the old session.
+//
+// A partition breaks no stream (no FIN or RST crosses it), so the agent also watches the master's
+// answers to its heartbeats (Alive): nothing heard for the lease (heartbeat interval x missed
+// heartbeats, the time after which the master declares this node gone) means the master is cut
+// off from here. Workers running in a round are stopped (a kRejoin with master_silent: that world
+// is being dissolved by the master, or the master is gone), the session is dropped with its
+// connection, and the master is dialled afresh for up to join_timeout; the node joins again when
+// it answers, or exits 3 when it does not.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <condition_variable>
 #include <deque>
@@ -73,6 +82,9 @@ class GrpcRendezvous final : public Rendezvous {
   // Points the channel at `address` (reader thread only).
   void Dial(const std::string& address);
   void OnMasterMoved(const std::string& address);
+  // Writer thread, mutex_ held by `lock`: the master has not been heard for the lease on this
+  // session; drops the session (the reader dials again) and stops the workers of a running round.
+  void OnMasterSilent(std::unique_lock<std::mutex>& lock);
 
   GrpcRendezvousConfig config_;
   RendezvousEventQueue events_;
@@ -92,6 +104,9 @@ class GrpcRendezvous final : public Rendezvous {
   bool writing_ = false;      // the writer is inside Write() (Finish() must wait for it)
   bool closing_ = false;      // Leave() or destruction: no more writes after the queue
   bool error_posted_ = false;
+  std::chrono::steady_clock::time_point last_heard_;  // the master's last message (mutex_)
+  uint64_t silent_session_ = 0;  // the session dropped for silence (0: none; mutex_)
+  bool succeeded_reported_ = false;  // this round's workers succeeded (mutex_)
   std::atomic<int> round_{-1};
   std::atomic<int> running_round_{-1};  // the round whose workers run here (-1: none)
   std::atomic<bool> durable_{false};    // the master keeps its state across restarts

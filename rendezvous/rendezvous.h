@@ -47,6 +47,8 @@ struct RendezvousEvent {
   RoundAssignment round;
   std::string reason;          // kRejoin: why, in words; kPeerFinished: who finished
   bool restart = false;        // kRejoin: caused by a worker failure (the budget was spent)
+  bool master_silent = false;  // kRejoin: the master was not heard for the lease; every worker
+                               // stops (none is kept for an in-process restart: no round is sure)
   int restarts_spent = 0;      // kRejoin, kJobFailed
   int max_restarts = 0;        // kRejoin, kJobFailed
   WorkerFailure first_failure; // kJobFailed: the first failure of the job's last attempt

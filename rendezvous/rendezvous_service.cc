@@ -54,6 +54,12 @@ class RendezvousService::SessionReactor final
       return;
     }
     service_->OnMessage(node_, incoming_);
+    if (incoming_.has_heartbeat()) {
+      // The agent's proof that this master still hears it (a partition breaks no stream).
+      v1::MasterMessage alive;
+      alive.mutable_alive();
+      Send(std::move(alive), /*close_after=*/false);
+    }
     {
       std::lock_guard<std::mutex> lock(write_mutex_);
       if (finishing_ || close_after_) return;
