@@ -11,8 +11,12 @@
 # agents (default 32; 0: none) form a round through the master both ways: the time from their
 # start to the last worker's start. Target (issue 14): TLS under 20% slower.
 #
+# With HEARTBEAT_S=S (default 0: off) every session then heartbeats once a second for S seconds,
+# as agents do, and the table adds the master's CPU over that window (CPU seconds per second) and
+# the share of heartbeats it answered (its Alive answers are how agents notice a silent master).
+#
 # Environment: RUNS (default 3), NODES (default "1024 4096 16384"), TLS (off | both; default
-# off), AGENTS (default 32, with TLS=both), MXRUN, MXRUN_MASTER, RDZV_LOADGEN (default
+# off), HEARTBEAT_S (default 0), AGENTS (default 32, with TLS=both), MXRUN, MXRUN_MASTER, RDZV_LOADGEN (default
 # <repo>/build/bin/...), PYTHON (default /usr/bin/python3).
 # Prints a Markdown table of medians on stdout; progress on stderr. Every process it starts is
 # stopped by pid.
@@ -25,6 +29,8 @@ NODES="${NODES:-1024 4096 16384}"
 MXRUN_MASTER="${MXRUN_MASTER:-$repo_root/build/bin/mxrun-master}"
 MXRUN="${MXRUN:-$repo_root/build/bin/mxrun}"
 TLS="${TLS:-off}"
+HEARTBEAT_S="${HEARTBEAT_S:-0}"
+case "$HEARTBEAT_S" in ''|*[!0-9]*) echo "master_scale.sh: HEARTBEAT_S must be a whole number of seconds" >&2; exit 2;; esac
 AGENTS="${AGENTS:-32}"
 case "$TLS" in off|both) ;; *) echo "master_scale.sh: TLS must be off or both" >&2; exit 2;; esac
 case "$AGENTS" in ''|*[!0-9]*) echo "master_scale.sh: AGENTS must be a whole number" >&2; exit 2;; esac
@@ -49,13 +55,13 @@ fi
 
 echo "## The rendezvous master at scale"
 echo
-echo "- command: \`RUNS=$RUNS NODES=\"$NODES\" TLS=$TLS AGENTS=$AGENTS $0\`"
+echo "- command: \`RUNS=$RUNS NODES=\"$NODES\" TLS=$TLS AGENTS=$AGENTS HEARTBEAT_S=$HEARTBEAT_S $0\`"
 echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); nproc=$(nproc); repo at $(git -C "$repo_root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "- master: \`$MXRUN_MASTER\` (sha256 $(sha256sum "$workdir/mxrun-master" | cut -c1-12)...)"
 echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
-"$PYTHON" - "$workdir" "$RUNS" "$NODES" "$TLS" "$AGENTS" "$MXRUN" <<'PY'
+"$PYTHON" - "$workdir" "$RUNS" "$NODES" "$TLS" "$AGENTS" "$MXRUN" "$HEARTBEAT_S" <<'PY'
 import os, re, signal, statistics, subprocess, sys, time
 
 work, runs, nodes = sys.argv[1], int(sys.argv[2]), [int(n) for n in sys.argv[3].split()]
@@ -64,6 +70,7 @@ agents = int(sys.argv[5]) if sys.argv[4] == "both" else 0
 master_bin = os.path.join(work, "mxrun-master")
 loadgen_bin = os.path.join(work, "rdzv_loadgen")
 mxrun_bin = sys.argv[6]  # not copied: it runs its mxrun-multinode sibling
+heartbeat_s = int(sys.argv[7])
 pki = os.path.join(work, "pki")
 TLS_FLAGS = [f"--cert={pki}/node.pem", f"--key={pki}/node.key", f"--cacert={pki}/ca.pem"]
 TLS_CONF = f"cert={pki}/node.pem,key={pki}/node.key,cacert={pki}/ca.pem"
@@ -144,16 +151,25 @@ def one(n, idx, tls=False):
             problems.append(f"N={n} #{idx}: the master reported no port")
             return None
         lg = subprocess.run([loadgen_bin, f"--endpoint=127.0.0.1:{port}", f"--nodes={n}",
-                             f"--run_id=scale{n}x{idx}", "--timeout=100", "--reform"] +
-                            (TLS_FLAGS if tls else []),
-                            capture_output=True, text=True, timeout=150)
+                             f"--run_id=scale{n}x{idx}", f"--timeout={100 + heartbeat_s}",
+                             "--reform"] + (TLS_FLAGS if tls else []) +
+                            ([f"--heartbeat_s={heartbeat_s}", f"--master_pid={master.pid}"]
+                             if heartbeat_s else []),
+                            capture_output=True, text=True, timeout=150 + heartbeat_s)
         m = re.search(r"form_s=([0-9.]+) finish_s=([0-9.]+) rounds_ok=(\d+) finished=(-?\d+) "
                       r"reform_s=([0-9.]+) reformed=(\d+)", lg.stdout)
         if lg.returncode != 0 or not m or int(m.group(3)) != n or int(m.group(6)) != n - 1:
             problems.append(f"N={n} #{idx}: rdzv_loadgen exit {lg.returncode}: "
                             f"{(lg.stdout + lg.stderr).strip()[:300]}")
             return None
-        return float(m.group(1)), float(m.group(5)), float(m.group(2)), vm_hwm(master.pid)
+        beat = re.search(r"beats=(\d+) alive=(\d+) master_cpu=([0-9.]+)", lg.stdout)
+        if heartbeat_s and not beat:
+            problems.append(f"N={n} #{idx}: no heartbeat figures: {lg.stdout.strip()[:300]}")
+            return None
+        cpu = float(beat.group(3)) if beat else None
+        answered = int(beat.group(2)) / max(1, int(beat.group(1))) if beat else None
+        return (float(m.group(1)), float(m.group(5)), float(m.group(2)), vm_hwm(master.pid),
+                cpu, answered)
     finally:
         stop(master)
 
@@ -170,17 +186,19 @@ for n in nodes:
     for tls in tls_modes:
         rows.append((n, tls, results[tls]))
 
-print("| sessions | mutual TLS | formation | re-formation after one loss | to the job's end | master peak RSS | runs (formation / re-formation, s) |")
-print("|---:|:---:|---:|---:|---:|---:|---|")
+hb_head = " master CPU while heartbeating | heartbeats answered |" if heartbeat_s else ""
+print("| sessions | mutual TLS | formation | re-formation after one loss | to the job's end | master peak RSS |" + hb_head + " runs (formation / re-formation, s) |")
+print("|---:|:---:|---:|---:|---:|---:|" + ("---:|---:|" if heartbeat_s else "") + "---|")
 medians = {}
 for n, tls, results in rows:
     if not results:
-        print(f"| {n} | {'yes' if tls else 'no'} | n/a | n/a | n/a | n/a | |")
+        print(f"| {n} | {'yes' if tls else 'no'} | n/a | n/a | n/a | n/a |" + (" n/a | n/a |" if heartbeat_s else "") + " |")
         continue
     med = lambda i: statistics.median(r[i] for r in results)
     medians[(n, tls)] = (med(0), med(1))
     runs_text = ", ".join(f"{r[0]:.2f} / {r[1]:.2f}" for r in results)
-    print(f"| {n} | {'yes' if tls else 'no'} | {med(0):.2f} s | {med(1):.2f} s | {med(2):.2f} s | {med(3) / 1024:.0f} MiB | {runs_text} |")
+    hb = f" {med(4):.2f} CPU | {100 * med(5):.1f}% |" if heartbeat_s else ""
+    print(f"| {n} | {'yes' if tls else 'no'} | {med(0):.2f} s | {med(1):.2f} s | {med(2):.2f} s | {med(3) / 1024:.0f} MiB |{hb} {runs_text} |")
 if len(tls_modes) == 2:
     print()
     print("| mutual TLS against plaintext | formation | re-formation | target |")

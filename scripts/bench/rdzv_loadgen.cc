@@ -8,6 +8,10 @@
 // With --reform the job is --nnodes=N-1:N and, once the round is formed, one session vanishes
 // (its stream cancelled, as when a node dies): every survivor is told to stop, joins again at
 // once, and reform_s is the time from the cancel to the last survivor's new round.
+// With --heartbeat_s=S every session then heartbeats once a second for S seconds, as agents do
+// (spread evenly over the second), and the line adds beats= and alive= (the master's answers,
+// which agents watch to notice a silent master) and, with --master_pid, master_cpu= (the master's
+// CPU time over that window, in CPU seconds per second).
 
 #include <grpcpp/grpcpp.h>
 
@@ -19,7 +23,11 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -30,6 +38,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// utime + stime of process `pid`, in seconds (/proc/PID/stat fields 14 and 15).
+double CpuSeconds(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::stol(field);
+    if (i == 15) stime = std::stol(field);
+  }
+  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
 struct Shared {
   std::mutex mutex;
   std::condition_variable done;
@@ -37,6 +61,7 @@ struct Shared {
   int reformed = 0;  // new rounds (round >= 1) received
   int finished = 0;
   int failed = 0;
+  std::atomic<long> alive{0};  // Alive messages received
   Clock::time_point last_round;
   Clock::time_point last_reformed;
 };
@@ -67,9 +92,10 @@ class Session final : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mx
     StartCall();
   }
 
-  void OnWriteDone(bool) override {}
+  void OnWriteDone(bool) override { writing_ = false; }
   void OnReadDone(bool ok) override {
     if (!ok) return;  // the master finished the stream; OnDone follows
+    if (in_.has_alive()) ++shared_->alive;
     if (in_.has_round()) {
       round_ = in_.round().round();
       {
@@ -84,7 +110,10 @@ class Session final : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mx
       }
       shared_->done.notify_all();
     }
-    if (in_.has_stop()) StartWrite(&out_);  // join again at once, as an agent with no workers
+    if (in_.has_stop()) {  // join again at once, as an agent with no workers
+      writing_ = true;
+      StartWrite(&out_);
+    }
     if (in_.has_finished() || in_.has_refused()) {
       std::lock_guard<std::mutex> lock(shared_->mutex);
       if (in_.has_refused()) {
@@ -104,7 +133,16 @@ class Session final : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mx
   void Vanish() { context_.TryCancel(); }
   void ReportSuccess() {
     report_.mutable_succeeded()->set_round(round_);
+    writing_ = true;
     StartWrite(&report_);
+  }
+  // One heartbeat unless a write is still in flight (gRPC allows one at a time); true when sent.
+  bool Idle() const { return !writing_; }
+  bool Beat() {
+    if (writing_.exchange(true)) return false;
+    beat_.mutable_heartbeat();
+    StartWrite(&beat_);
+    return true;
   }
 
  private:
@@ -112,6 +150,8 @@ class Session final : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mx
   grpc::ClientContext context_;
   mxrun::v1::AgentMessage out_;
   mxrun::v1::AgentMessage report_;
+  mxrun::v1::AgentMessage beat_;
+  std::atomic<bool> writing_{true};  // the join is the first write
   mxrun::v1::MasterMessage in_;
   int round_ = 0;
 };
@@ -136,6 +176,12 @@ int main(int argc, char** argv) {
   app.add_option("--key", tls.key, "mutual TLS: its key");
   app.add_option("--cacert", tls.cacert, "mutual TLS: the CA");
   app.add_flag("--reform", reform, "also measure the re-formation after one session vanishes");
+  double heartbeat_s = 0;
+  int master_pid = 0;
+  app.add_option("--heartbeat_s", heartbeat_s,
+                 "then heartbeat once a second from every session for this many seconds")
+      ->check(CLI::Range(0.0, 600.0));
+  app.add_option("--master_pid", master_pid, "with --heartbeat_s: the master's pid (its CPU time)");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<std::unique_ptr<mxrun::v1::Rendezvous::Stub>> stubs;
@@ -180,13 +226,37 @@ int main(int argc, char** argv) {
     reform_s = std::chrono::duration<double>(shared.last_reformed - vanished_at).count();
   }
   lock.unlock();
-  for (size_t i = first_reporter; i < sessions.size(); ++i) sessions[i]->ReportSuccess();
+  long beats = 0;
+  double master_cpu = -1;
+  if (heartbeat_s > 0) {
+    // Every session once a second, in 100 slices of 10 ms so the load is even.
+    const double cpu_before = master_pid > 0 ? CpuSeconds(master_pid) : 0;
+    const auto window_start = Clock::now();
+    const auto window_end = window_start + std::chrono::milliseconds(static_cast<long>(heartbeat_s * 1000));
+    for (long slice = 0;; ++slice) {
+      const auto at = window_start + std::chrono::milliseconds(10 * slice);
+      if (at >= window_end) break;
+      std::this_thread::sleep_until(at);
+      const size_t n = sessions.size();
+      for (size_t i = first_reporter + slice % 100; i < n; i += 100) beats += sessions[i]->Beat();
+    }
+    const double window = std::chrono::duration<double>(Clock::now() - window_start).count();
+    if (master_pid > 0) master_cpu = (CpuSeconds(master_pid) - cpu_before) / window;
+  }
+  for (size_t i = first_reporter; i < sessions.size(); ++i) {
+    while (!sessions[i]->Idle()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    sessions[i]->ReportSuccess();
+  }
   lock.lock();
   const bool finished = shared.done.wait_until(lock, deadline, [&] { return shared.finished == nodes; });
   const double finish_s = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf("nodes=%d form_s=%.3f finish_s=%.3f rounds_ok=%d finished=%d", nodes, form_s,
               finish_s, shared.rounds, finished ? shared.finished : -1);
   if (reform) std::printf(" reform_s=%.3f reformed=%d", reform_s, shared.reformed);
+  if (heartbeat_s > 0) {
+    std::printf(" beats=%ld alive=%ld", beats, shared.alive.load());
+    if (master_cpu >= 0) std::printf(" master_cpu=%.3f", master_cpu);
+  }
   std::printf("\n");
   std::fflush(nullptr);
   if (!finished) _exit(1);
