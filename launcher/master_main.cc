@@ -6,10 +6,12 @@
 //   mxrun-master --rdzv_backend=etcd --rdzv_endpoint=ETCD[,ETCD...] [--service=NAME]
 //                [--rdzv_conf=protocol=https,cacert=...,cert=...,key=...,lease_ttl=2,etcd_prefix=/mxrun]
 //                [--host=ADDR] [--port=0] [--bind_all] [--token_file=PATH]
+//                [--cert=PEM --key=PEM --cacert=PEM]   (mutual TLS with the agents, apart from etcd's)
 // The token is read from --token_file, else from MXRUN_RDZV_TOKEN. SIGTERM or SIGINT stop it.
 // With etcd, any number of replicas run as candidates of service NAME (default "default"): one
 // serves, its state in etcd, and another takes over within the lease TTL when it dies; agents
-// follow with --rdzv_backend=etcd --rdzv_conf=master_service=NAME. It prints
+// follow with --rdzv_backend=etcd --rdzv_conf=master_service=NAME (and, with --cert, the agents'
+// master_cert, master_key, master_cacert). It prints
 // "mxrun-master candidate for service NAME" at once, and each time it wins "rendezvous master
 // elected in etcd (...): serving on HOST:PORT".
 
@@ -74,6 +76,22 @@ absl::StatusOr<mxrun::EtcdElectionConfig> EtcdSettings(const std::string& endpoi
   if (absl::Status valid = mxrun::ValidateServiceName(service); !valid.ok()) return valid;
   config.keys = mxrun::EtcdKeysForService(prefix, service);
   return config;
+}
+
+// SIGHUP: gRPC re-reads the certificate files by itself (tls_credentials.h); this says at once
+// whether what is on disk now is usable, instead of leaving a broken file to fail the next
+// handshakes silently.
+void ReportCertificates(const mxrun::TlsFiles& tls) {
+  if (!tls.enabled()) {
+    std::fprintf(stderr, "mxrun-master: SIGHUP: no certificates to re-read (plaintext)\n");
+  } else if (absl::Status checked = mxrun::CheckTlsFiles(tls, "mxrun-master"); !checked.ok()) {
+    std::fprintf(stderr, "mxrun-master: SIGHUP: %s; sessions go on, new handshakes fail until "
+                 "the files are fixed\n", std::string(checked.message()).c_str());
+  } else {
+    std::fprintf(stderr, "mxrun-master: SIGHUP: certificate files re-read; new connections "
+                 "use them within %u s, established sessions go on\n",
+                 mxrun::kTlsRefreshSeconds);
+  }
 }
 
 }  // namespace
@@ -148,11 +166,6 @@ int main(int argc, char** argv) {
   if (etcd) {
     absl::StatusOr<mxrun::EtcdElectionConfig> config =
         EtcdSettings(etcd_endpoints, rdzv_conf, service);
-    if (tls.enabled()) {
-      config = absl::InvalidArgumentError(
-          "--cert/--key/--cacert (mutual TLS with the agents) are not available with "
-          "--rdzv_backend=etcd yet; for etcd itself use --rdzv_conf cacert=,cert=,key=");
-    }
     if (!state_dir.empty()) {
       config = absl::InvalidArgumentError("--state_dir and --rdzv_backend=etcd go not together: "
                                           "with etcd the state is kept in etcd");
@@ -214,7 +227,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     notifier.Ready("candidate for service " + service);
     int signo = 0;
-    sigwait(&stop, &signo);
+    while (sigwait(&stop, &signo) == 0 && signo == SIGHUP) ReportCertificates(tls);
     notifier.Stopping("stopping on signal " + std::to_string(signo));
     std::fprintf(stderr, "mxrun-master: stopping on signal %d\n", signo);
     (*candidate)->Shutdown(std::chrono::seconds(2));
@@ -232,20 +245,7 @@ int main(int argc, char** argv) {
   // As a systemd Type=notify service: ready once it serves.
   notifier.Ready("listening on " + (*server)->address());
   int signo = 0;
-  while (sigwait(&stop, &signo) == 0 && signo == SIGHUP) {
-    // gRPC re-reads the files by itself (tls_credentials.h); this says at once whether what is on
-    // disk now is usable, instead of leaving a broken file to fail the next handshakes silently.
-    if (!tls.enabled()) {
-      std::fprintf(stderr, "mxrun-master: SIGHUP: no certificates to re-read (plaintext)\n");
-    } else if (absl::Status checked = mxrun::CheckTlsFiles(tls, "mxrun-master"); !checked.ok()) {
-      std::fprintf(stderr, "mxrun-master: SIGHUP: %s; sessions go on, new handshakes fail until "
-                   "the files are fixed\n", std::string(checked.message()).c_str());
-    } else {
-      std::fprintf(stderr, "mxrun-master: SIGHUP: certificate files re-read; new connections "
-                   "use them within %u s, established sessions go on\n",
-                   mxrun::kTlsRefreshSeconds);
-    }
-  }
+  while (sigwait(&stop, &signo) == 0 && signo == SIGHUP) ReportCertificates(tls);
   notifier.Stopping("stopping on signal " + std::to_string(signo));
   std::fprintf(stderr, "mxrun-master: stopping on signal %d\n", signo);
   (*server)->Shutdown(std::chrono::seconds(2));

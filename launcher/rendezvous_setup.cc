@@ -18,7 +18,8 @@ constexpr const char* kAcceptedKeys =
     "join_timeout, last_call_timeout, close_timeout, heartbeat_interval, keep_alive_interval, "
     "missed_heartbeats, keep_alive_max_attempt, is_host, bind_all, token_file, cert, key, cacert "
     "(mutual TLS with the master; with --rdzv_backend=etcd: with etcd); with --rdzv_backend=etcd "
-    "also protocol, lease_ttl, etcd_prefix, master_service";
+    "also protocol, lease_ttl, etcd_prefix, master_service, master_cert, master_key, "
+    "master_cacert (mutual TLS with the elected master)";
 
 absl::StatusOr<std::chrono::milliseconds> Duration(const std::string& key,
                                                    const std::string& value) {
@@ -132,6 +133,16 @@ absl::StatusOr<RendezvousSettings> CheckRendezvousFlags(const LaunchOptions& opt
     } else if (options.rdzv_backend != "etcd" &&
                (key == "cacert" || key == "cert" || key == "key")) {
       (key == "cert" ? s.tls.cert : key == "key" ? s.tls.key : s.tls.cacert) = value;
+    } else if (key == "master_cert" || key == "master_key" || key == "master_cacert") {
+      // With etcd, cert/key/cacert are etcd's (torchrun's meaning): the master's are apart, since
+      // the two may well come from different CAs.
+      if (options.rdzv_backend != "etcd") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--rdzv_conf ", key, " is for --rdzv_backend=etcd (the elected master's TLS); with ",
+            options.rdzv_backend, " give the master's TLS as cert, key and cacert"));
+      }
+      (key == "master_cert" ? s.tls.cert : key == "master_key" ? s.tls.key : s.tls.cacert) =
+          value;
     } else if (options.rdzv_backend == "etcd" && key == "lease_ttl") {
       int ttl = 0;
       if (!absl::SimpleAtoi(value, &ttl) || ttl < 1 || ttl > 3600) {
@@ -167,7 +178,12 @@ absl::StatusOr<RendezvousSettings> CheckRendezvousFlags(const LaunchOptions& opt
           "mxrun-master replicas of that service host the master");
     }
   }
-  if (absl::Status tls = CheckTlsFiles(s.tls, "--rdzv_conf"); !tls.ok()) return tls;
+  if (absl::Status tls = CheckTlsFiles(
+          s.tls, options.rdzv_backend == "etcd" ? "--rdzv_conf master_cert/master_key/master_cacert"
+                                        : "--rdzv_conf");
+      !tls.ok()) {
+    return tls;
+  }
   absl::StatusOr<std::string> token = ReadRendezvousToken(token_file, env);
   if (!token.ok()) {
     return absl::InvalidArgumentError(

@@ -42,6 +42,7 @@ absl::StatusOr<NodeRendezvous> SetUpEtcdRendezvous(const LaunchOptions& options,
   election.identity = config.node.agent_id;
   election.master.bind_all = settings.bind_all;
   election.master.token = settings.token;
+  election.master.tls = settings.tls;  // master_cert/master_key/master_cacert, when hosted here
   election.master.port = 0;  // the kernel picks; the address is published in etcd
   election.master.host = options.local_addr;
   if (election.master.host.empty()) {

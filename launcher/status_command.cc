@@ -31,11 +31,12 @@ absl::StatusOr<std::string> FindEtcdMaster(const std::string& endpoints, const s
   std::map<std::string, std::string> kv = *conf;
   for (const auto& [key, value] : kv) {
     if (key != "protocol" && key != "cacert" && key != "cert" && key != "key" &&
-        key != "etcd_prefix" && key != "master_service") {
+        key != "etcd_prefix" && key != "master_service" && key != "master_cert" &&
+        key != "master_key" && key != "master_cacert") {
       return absl::InvalidArgumentError(absl::StrCat(
           "error: --rdzv_conf key '", key,
           "' is not known here; accepted: protocol, cacert, cert, key, etcd_prefix, "
-          "master_service"));
+          "master_service, master_cert, master_key, master_cacert"));
     }
   }
   absl::StatusOr<EtcdConfig> etcd =
@@ -87,7 +88,8 @@ int RunStatusCommand(int argc, char** argv) {
                  "elected in etcd");
   app.add_option("--rdzv_conf,--rdzv-conf", rdzv_conf,
                  "cert, key, cacert: mutual TLS with the master (as the agents); with etcd: "
-                 "protocol, cacert, cert, key, etcd_prefix, master_service");
+                 "protocol, cacert, cert, key (etcd's TLS), etcd_prefix, master_service, master_cert, "
+                 "master_key, master_cacert (the elected master's TLS)");
   app.add_option("--timeout", timeout_s, "seconds to wait for the master (default 5)")
       ->check(CLI::PositiveNumber);
   try {
@@ -111,18 +113,20 @@ int RunStatusCommand(int argc, char** argv) {
                  "etcd, etcd-v2\n", backend.c_str());
     return 2;
   }
-  // With c10d, --rdzv_conf may be the agents' own: its cert, key and cacert are used.
+  // --rdzv_conf may be the agents' own: the master's TLS files are used (with c10d cert, key and
+  // cacert; with etcd master_cert, master_key and master_cacert, cert and the others being etcd's).
   TlsFiles tls;
-  if (backend == "c10d") {
+  {
     absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(rdzv_conf);
     if (!conf.ok()) {
       std::fprintf(stderr, "mxrun status: error: %s\n", std::string(conf.status().message()).c_str());
       return 2;
     }
     // The agents' other keys (timeouts, is_host, ...) mean nothing to a status query.
-    tls.cert = (*conf)["cert"];
-    tls.key = (*conf)["key"];
-    tls.cacert = (*conf)["cacert"];
+    const std::string prefix = backend == "c10d" ? "" : "master_";
+    tls.cert = (*conf)[prefix + "cert"];
+    tls.key = (*conf)[prefix + "key"];
+    tls.cacert = (*conf)[prefix + "cacert"];
     if (absl::Status checked = CheckTlsFiles(tls, "--rdzv_conf"); !checked.ok()) {
       std::fprintf(stderr, "mxrun status: error: %s\n", std::string(checked.message()).c_str());
       return 2;

@@ -135,10 +135,17 @@ bool GrpcRendezvous::OpenSession(bool reconnecting) {
                      : " s, the join timeout); is it running, and is the endpoint right?",
         // A TLS mismatch looks like an unreachable master from here: say which side is which.
         config_.tls.enabled()
-            ? " This node uses mutual TLS (--rdzv_conf cert, key, cacert): the master must too, "
-              "with a certificate from the same CA naming the endpoint's host."
-            : " If the master requires mutual TLS, give --rdzv_conf cert=,key=,cacert= (and the "
-              "same to mxrun status).")));
+            ? (config_.locator
+                   ? " This node uses mutual TLS with the master (--rdzv_conf master_cert, "
+                     "master_key, master_cacert): the master must too, with a certificate from "
+                     "the same CA naming the address it publishes in etcd."
+                   : " This node uses mutual TLS (--rdzv_conf cert, key, cacert): the master must "
+                     "too, with a certificate from the same CA naming the endpoint's host.")
+            : (config_.locator
+                   ? " If the master requires mutual TLS, give --rdzv_conf master_cert=,master_key=,"
+                     "master_cacert= (and the same to mxrun status)."
+                   : " If the master requires mutual TLS, give --rdzv_conf cert=,key=,cacert= (and "
+                     "the same to mxrun status)."))));
     return false;
   }
   {

@@ -16,6 +16,7 @@
 #include "tests/etcd_cluster.h"
 #include "tests/persisted_runs.h"
 #include "tests/subprocess.h"
+#include "tests/temp_dir.h"
 
 using namespace std::chrono_literals;
 using mxrun::testing::CountOccurrences;
@@ -57,11 +58,13 @@ void KillNode(Subprocess& agent) {
   agent.Wait(10s);
 }
 
-// One mxrun-master replica of service `service`.
-std::unique_ptr<Subprocess> Replica(const EtcdCluster& etcd, const std::string& service) {
-  auto replica = std::make_unique<Subprocess>(std::vector<std::string>{
-      MXRUN_MASTER_BIN, "--rdzv_backend=etcd", "--rdzv_endpoint=" + etcd.Endpoints(),
-      "--service=" + service});
+// One mxrun-master replica of service `service` (with `more` flags).
+std::unique_ptr<Subprocess> Replica(const EtcdCluster& etcd, const std::string& service,
+                                    std::vector<std::string> more = {}) {
+  std::vector<std::string> argv{MXRUN_MASTER_BIN, "--rdzv_backend=etcd",
+                                "--rdzv_endpoint=" + etcd.Endpoints(), "--service=" + service};
+  argv.insert(argv.end(), more.begin(), more.end());
+  auto replica = std::make_unique<Subprocess>(argv);
   REQUIRE(replica->WaitForStdout("candidate for service " + service, 1, 10s));
   return replica;
 }
@@ -249,4 +252,50 @@ TEST_CASE("etcd: the master's store is fenced: a deposed writer's save is refuse
   etcd.Kill(0);
   absl::Status unreachable = successor.Save({});
   CHECK(unreachable.code() == absl::StatusCode::kUnavailable);
+}
+
+TEST_CASE("etcd: mutual TLS with the elected master: agents and mxrun status with master_cert "
+          "are served, a plain agent is refused, a standby takes over with TLS",
+          "[etcd_ha][tls]") {
+  mxrun::testing::TempDir pki;
+  const std::string dir = pki.path();
+  const std::string make_certs = std::string(SCRIPTS_DIR) + "/make-certs.sh";
+  for (std::vector<std::string> args : {std::vector<std::string>{make_certs, dir, "ca"},
+                                        {make_certs, dir, "node", "node", "127.0.0.1"}}) {
+    ProcessResult made = mxrun::testing::Run(args);
+    INFO(made.err);
+    REQUIRE(made.exit_code == 0);
+  }
+  const std::vector<std::string> master_tls{"--cert=" + dir + "/node.pem",
+                                            "--key=" + dir + "/node.key",
+                                            "--cacert=" + dir + "/ca.pem"};
+  const std::string agent_tls = ",master_cert=" + dir + "/node.pem,master_key=" + dir +
+                                "/node.key,master_cacert=" + dir + "/ca.pem";
+  EtcdCluster etcd(1);
+  auto first = Replica(etcd, "tls", master_tls);
+  REQUIRE(first->WaitForStderr("serving on", 1, 10s));
+  auto standby = Replica(etcd, "tls", master_tls);
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    agents.push_back(ChildAgent(EtcdJob(etcd, "tlsjob", "2", {"--rdzv_conf=master_service=tls" + agent_tls}),
+                                {"--ready", "--sleep=8"}));
+  }
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
+  ProcessResult status = mxrun::testing::Run(
+      {MXRUN_BIN, "status", "--rdzv_backend=etcd", "--rdzv_endpoint=" + etcd.Endpoints(),
+       "--rdzv_conf=master_service=tls" + agent_tls}, {}, 20s);
+  INFO(status.out << status.err);
+  CHECK(status.exit_code == 0);
+  CHECK_THAT(status.out, Catch::Contains("run tlsjob: running, round 0"));
+  // Without the master's certificates: refused, and told what to give.
+  ProcessResult plain = mxrun::testing::Run(
+      mxrun::testing::MxrunWithChild(
+          EtcdJob(etcd, "plainjob", "1", {"--rdzv_conf=master_service=tls,join_timeout=3"}), {}),
+      {}, 60s);
+  CHECK(plain.exit_code == 3);
+  CHECK_THAT(plain.err, Catch::Contains("master_cert=,master_key=,master_cacert="));
+  REQUIRE(kill(first->pid(), SIGKILL) == 0);
+  first->Wait(10s);
+  REQUIRE(standby->WaitForStderr("serving on", 1, 10s));
+  for (auto& agent : agents) CheckNoRestarts(agent->Wait(60s));
 }
