@@ -251,13 +251,15 @@ void GrpcRendezvous::WriterLoop() {
       if (outgoing_.empty()) {
         if (closing_) break;
         const auto due = last_write + config_.job.timeouts.heartbeat_interval;
-        const auto silent_at = silent_session_ == served
-                                   ? due  // already dropped: the reader is ending it
-                                   : last_heard_ + config_.job.timeouts.lease();
+        // No watch when the master gives no answers, or when this session is already dropped
+        // (the reader is ending it).
+        const auto silent_at = answers_heartbeats_ && silent_session_ != served
+                                   ? last_heard_ + config_.job.timeouts.lease()
+                                   : due;
         wake_.wait_until(lock, std::min(due, silent_at),
                          [&] { return !outgoing_.empty() || closing_ || !live(); });
         if (!live()) break;
-        if (silent_session_ != served && !closing_ &&
+        if (answers_heartbeats_ && silent_session_ != served && !closing_ &&
             std::chrono::steady_clock::now() >= last_heard_ + config_.job.timeouts.lease()) {
           OnMasterSilent(lock);
           continue;  // the reader ends the session; this loop ends when it has
@@ -391,6 +393,7 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
   switch (message.kind_case()) {
     case v1::MasterMessage::kWaiting:
       if (message.waiting().durable()) durable_ = true;
+      if (message.waiting().answers_heartbeats()) answers_heartbeats_ = true;
       // An acknowledgement: the agent logs nothing per node to keep large jobs quiet, but a
       // service manager learns that the node is registered.
       event.kind = RendezvousEvent::Kind::kRegistered;
@@ -401,6 +404,7 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
       break;
     case v1::MasterMessage::kRound:
       if (message.round().durable()) durable_ = true;
+      if (message.round().answers_heartbeats()) answers_heartbeats_ = true;
       round_ = message.round().round();
       running_round_ = round_.load();
       event.kind = RendezvousEvent::Kind::kRoundReady;
@@ -436,7 +440,9 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
                              absl::StrCat("the master at ", config_.endpoint, ": ",
                                           message.refused().message())));
       return;
-    case v1::MasterMessage::kAlive:  // counted as heard by the reader; nothing to do
+    case v1::MasterMessage::kAlive:  // counted as heard by the reader
+      answers_heartbeats_ = true;
+      return;
     case v1::MasterMessage::KIND_NOT_SET:
       return;
   }

@@ -110,6 +110,9 @@ class GrpcRendezvous final : public Rendezvous {
   std::atomic<int> round_{-1};
   std::atomic<int> running_round_{-1};  // the round whose workers run here (-1: none)
   std::atomic<bool> durable_{false};    // the master keeps its state across restarts
+  // The master said it answers heartbeats (Waiting.answers_heartbeats): only then is its silence
+  // for the lease taken as a cut. Sticky: every master of a deployment runs the same version.
+  std::atomic<bool> answers_heartbeats_{false};
   std::atomic<bool> finished_{false};
   std::optional<v1::AgentMessage> last_join_;    // guarded by mutex_
   std::optional<v1::AgentMessage> last_report_;  // guarded by mutex_

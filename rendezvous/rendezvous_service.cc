@@ -246,6 +246,10 @@ void RendezvousService::Send(const ToAgent& message) {
   auto it = sessions_.find(message.node);
   if (it == sessions_.end()) return;  // e.g. a restored member whose agent is not back yet
   v1::MasterMessage proto = ToProto(message);
+  // Agents hold a master to its Alive answers only once it says it gives them (an older master
+  // does not: its agents must not take its quiet for a partition).
+  if (proto.has_waiting()) proto.mutable_waiting()->set_answers_heartbeats(true);
+  if (proto.has_round()) proto.mutable_round()->set_answers_heartbeats(true);
   if (store_) {
     if (proto.has_waiting()) proto.mutable_waiting()->set_durable(true);
     if (proto.has_round()) proto.mutable_round()->set_durable(true);
