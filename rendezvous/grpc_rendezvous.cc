@@ -120,7 +120,7 @@ bool GrpcRendezvous::OpenSession(bool reconnecting) {
     bool silent = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      silent = silent_session_ != 0;
+      silent = silent_session_ != 0 && silent_session_ == session_;  // the last session's end
     }
     PostError(absl::UnavailableError(absl::StrCat(
         reconnecting ? (silent ? "the rendezvous master at " : "lost the rendezvous master at ")
