@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <limits.h>
+#include <signal.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@ using mxrun::testing::ProcessResult;
 using mxrun::testing::ReadEnvFile;
 using mxrun::testing::ReadFile;
 using mxrun::testing::Run;
+using mxrun::testing::Subprocess;
 using mxrun::testing::Describe;
 using mxrun::testing::TempDir;
 
@@ -127,7 +129,16 @@ TEST_CASE("a line prefix template on the console and in the filtered files, not 
   } else {
     flags.push_back("--log-line-prefix-template=" + templ);
   }
-  ProcessResult r = Run(Mxrun(flags, {"--lines=3", "--exit=4", "--only-rank=1"}), env);
+  // Rank 1 fails only once both ranks have printed their lines: a failure stops rank 0, which on a
+  // loaded machine (or under a sanitizer) may not have printed yet.
+  Subprocess job(Mxrun(flags, {"--lines=3", "--exit=4", "--only-rank=1", "--ready",
+                               "--fail-on-signal"}),
+                 env);
+  REQUIRE(job.WaitForStdout("ready rank=", 2, std::chrono::seconds(30)));
+  const size_t at = job.out().find("ready rank=1 pid=");
+  REQUIRE(at != std::string::npos);
+  REQUIRE(kill(std::atoi(job.out().c_str() + at + 17), SIGUSR1) == 0);
+  ProcessResult r = job.Wait(std::chrono::seconds(60));
   INFO(Describe(r));
   CHECK(r.exit_code == 1);
   const std::string host = HostName();
