@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The unit and integration tests once more, under a sanitizer, in a build of their own:
 #   scripts/sanitize.sh address   ASan + UBSan (build-asan/; a UBSan report fails the process)
-#   scripts/sanitize.sh thread    TSan (build-tsan/)
+#   scripts/sanitize.sh thread    TSan (build-tsan/), with the TSan-built gRPC and Abseil of
+#                                 scripts/build-tsan-deps.sh when present, and scripts/tsan.supp
 # The trainer's LibTorch half is left out (LibTorch itself is not instrumented) and so are the
 # gpu-labelled tests. The build takes ~20 minutes on 2 cores; the tests about as long as the plain
 # ones. Not part of scripts/test.sh for that reason: run it before a release, or after changing
@@ -27,6 +28,17 @@ ninja -C "$dir"
 # gRPC keeps process-wide singletons.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$repo/scripts/tsan.supp}"
+if [ "$kind" = thread ]; then
+  # gRPC and Abseil built with TSan (scripts/build-tsan-deps.sh), loaded in place of Debian's
+  # (same sonames): without them every hand-off inside gRPC is reported as a race.
+  deps="${MXRUN_TSAN_DEPS:-$repo/build-tsan-deps}/lib"
+  if [ -f "$deps/libgrpc++.so" ]; then
+    export LD_LIBRARY_PATH="$deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  else
+    echo "sanitize.sh: no TSan-built gRPC in $deps: the cases that use gRPC will report its" \
+         "internal hand-offs; build it with scripts/build-tsan-deps.sh (~15 minutes)" >&2
+  fi
+fi
 cd "$dir"
 ctest --output-on-failure --timeout 900 -LE gpu "$@"
