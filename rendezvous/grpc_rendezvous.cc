@@ -245,21 +245,21 @@ void GrpcRendezvous::WriterLoop() {
     if (!connected_ || session_ == served) return;  // closing with no new session
     served = session_;
     const auto live = [&] { return connected_ && session_ == served; };
+    // The master's silence is watched only when it answers heartbeats, and no longer once this
+    // session is dropped for it (the reader is ending it).
+    const auto watching = [&] { return answers_heartbeats_ && silent_session_ != served; };
     auto last_write = std::chrono::steady_clock::now();
     bool left = false;
     while (live()) {
       if (outgoing_.empty()) {
         if (closing_) break;
         const auto due = last_write + config_.job.timeouts.heartbeat_interval;
-        // No watch when the master gives no answers, or when this session is already dropped
-        // (the reader is ending it).
-        const auto silent_at = answers_heartbeats_ && silent_session_ != served
-                                   ? last_heard_ + config_.job.timeouts.lease()
-                                   : due;
+        const auto silent_at =
+            watching() ? last_heard_ + config_.job.timeouts.lease() : due;
         wake_.wait_until(lock, std::min(due, silent_at),
                          [&] { return !outgoing_.empty() || closing_ || !live(); });
         if (!live()) break;
-        if (answers_heartbeats_ && silent_session_ != served && !closing_ &&
+        if (watching() && !closing_ &&
             std::chrono::steady_clock::now() >= last_heard_ + config_.job.timeouts.lease()) {
           OnMasterSilent(lock);
           continue;  // the reader ends the session; this loop ends when it has

@@ -21,6 +21,12 @@ struct MasterOptions {
   std::string state_dir{};           // --state_dir when not empty
 };
 
+// The address a server printed after "listening on " (mxrun-master, the tests' TCP proxy).
+inline std::string ListeningOn(const std::string& out) {
+  const size_t at = out.find("listening on ") + 13;
+  return out.substr(at, out.find_first_of(" \n", at) - at);
+}
+
 // A standalone master on 127.0.0.1, stopped with SIGTERM when it goes out of scope.
 class Master {
  public:
@@ -30,9 +36,7 @@ class Master {
     argv.insert(argv.end(), options.extra.begin(), options.extra.end());
     process_ = std::make_unique<Subprocess>(argv);
     REQUIRE(process_->WaitForStdout("listening on", 1, std::chrono::seconds(10)));
-    const std::string& out = process_->out();
-    size_t at = out.find("listening on ") + 13;
-    endpoint_ = out.substr(at, out.find_first_of(" \n", at) - at);
+    endpoint_ = ListeningOn(process_->out());
   }
   ~Master() {
     if (killed_) return;  // reaped: its pid may belong to another process by now

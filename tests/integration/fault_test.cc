@@ -23,6 +23,7 @@
 using namespace std::chrono_literals;
 using mxrun::testing::CountOccurrences;
 using mxrun::testing::IntsAfter;
+using mxrun::testing::ListeningOn;
 using mxrun::testing::Master;
 using mxrun::testing::NetworkLab;
 using mxrun::testing::ProcessResult;
@@ -41,13 +42,6 @@ std::vector<std::string> Agent(const std::string& endpoint, const std::string& i
       {"--rdzv_backend=c10d", "--rdzv_endpoint=" + endpoint, "--rdzv_id=" + id,
        "--nnodes=" + nnodes, "--nproc_per_node=1", "--rdzv_conf=" + conf},
       child);
-}
-
-// The address a program printed after "listening on ".
-std::string ListeningOn(const Subprocess& process) {
-  const std::string& out = process.out();
-  const size_t at = out.find("listening on ") + 13;
-  return out.substr(at, out.find_first_of(" \n", at) - at);
 }
 
 // The TCP proxy in front of `target`, on 127.0.0.1.
@@ -93,7 +87,7 @@ TEST_CASE("a node whose connection to the master is held stops its workers withi
   auto proxy = Proxy(master.endpoint());
   const std::vector<std::string> child{"--ready", "--sleep=14"};
   Subprocess a(Agent(master.endpoint(), "held", "1:2", child));
-  Subprocess b(Agent(ListeningOn(*proxy), "held", "1:2", child));
+  Subprocess b(Agent(ListeningOn(proxy->out()), "held", "1:2", child));
   REQUIRE(a.WaitForStdout("world=2", 1, 30s));
   REQUIRE(b.WaitForStdout("world=2", 1, 30s));
   const pid_t worker = LastWorkerPid(b);
@@ -133,7 +127,7 @@ TEST_CASE("200 ms of delay and 2 s stalls on one node's connection cause no fals
   const std::vector<std::string> child{"--ready", "--sleep=13"};
   const auto start = Clock::now();
   Subprocess a(Agent(master.endpoint(), "slow", "2", child));
-  Subprocess b(Agent(ListeningOn(*proxy), "slow", "2", child));
+  Subprocess b(Agent(ListeningOn(proxy->out()), "slow", "2", child));
   ProcessResult ra = a.Wait(90s);
   ProcessResult rb = b.Wait(90s);
   INFO(ra.err << rb.err);
@@ -155,7 +149,7 @@ TEST_CASE("a partitioned host (switch port down): its agent stops its workers wi
   if (!LabAvailable()) return;
   NetworkLab lab(4);  // host 0: the master; hosts 1-3: one agent each
   auto master = MasterIn(lab);
-  const std::string endpoint = ListeningOn(*master);
+  const std::string endpoint = ListeningOn(master->out());
   const std::vector<std::string> child{"--ready", "--sleep=16"};
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int host = 1; host <= 3; ++host) {
@@ -200,7 +194,7 @@ TEST_CASE("the master's host cut off from everyone: agents of a plain master sto
   if (!LabAvailable()) return;
   NetworkLab lab(3);
   auto master = MasterIn(lab);
-  const std::string endpoint = ListeningOn(*master);
+  const std::string endpoint = ListeningOn(master->out());
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int host = 1; host <= 2; ++host) {
     agents.push_back(std::make_unique<Subprocess>(lab.In(
@@ -242,7 +236,7 @@ TEST_CASE("the master's host cut off from everyone: agents of a durable master w
   NetworkLab lab(3);
   TempDir dir;
   auto master = MasterIn(lab, {"--state_dir=" + dir.path() + "/state"});
-  const std::string endpoint = ListeningOn(*master);
+  const std::string endpoint = ListeningOn(master->out());
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int host = 1; host <= 2; ++host) {
     agents.push_back(std::make_unique<Subprocess>(
