@@ -38,7 +38,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sys/select.h>
 
 #include <ctime>
 #include <string>
@@ -87,26 +86,31 @@ bool Flag(const char* arg, const char* name, std::string* value) {
   return true;
 }
 
-// SIGTERM is blocked except while sleeping here (pselect unblocks it atomically), so one that
-// arrives between setting up and starting to sleep is not lost: it is pending and ends the sleep
-// at once. An ignored SIGTERM sleeps on.
-void SleepSeconds(double seconds, const sigset_t& unblocked) {
+// SIGTERM stays blocked and is taken here synchronously (sigtimedwait), so one that arrives
+// between setting up and starting to sleep is not lost: it is pending and ends the sleep at once.
+// One wait for the whole time: the process stays in S (sleeping) for the hang reports to name,
+// and under ThreadSanitizer no handler runs deferred. An ignored SIGTERM is printed and sleeps on.
+void SleepSeconds(double seconds, bool ignore_term) {
   timespec end;
   clock_gettime(CLOCK_MONOTONIC, &end);
   const double until = static_cast<double>(end.tv_sec) + end.tv_nsec / 1e9 + seconds;
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
   while (!g_term) {
     timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     const double left = until - (static_cast<double>(now.tv_sec) + now.tv_nsec / 1e9);
     if (left <= 0) break;
-    // In slices of 0.1 s: under ThreadSanitizer a handler runs deferred, at the next intercepted
-    // call, which may be the next pselect itself: the flag it sets is then seen a slice later
-    // instead of when the whole sleep ends.
-    const double slice = left < 0.1 ? left : 0.1;
     timespec ts;
-    ts.tv_sec = static_cast<time_t>(slice);
-    ts.tv_nsec = static_cast<long>((slice - static_cast<double>(ts.tv_sec)) * 1e9);
-    pselect(0, nullptr, nullptr, nullptr, &ts, &unblocked);
+    ts.tv_sec = static_cast<time_t>(left);
+    ts.tv_nsec = static_cast<long>((left - static_cast<double>(ts.tv_sec)) * 1e9);
+    if (sigtimedwait(&term, nullptr, &ts) != SIGTERM) continue;  // timed out, or EINTR
+    if (ignore_term) {
+      OnTermIgnored(SIGTERM);
+    } else {
+      g_term = 1;
+    }
   }
 }
 
@@ -188,16 +192,14 @@ int main(int argc, char** argv) {
   sa.sa_handler = ignore_term ? OnTermIgnored : OnTerm;
   sa.sa_flags = ignore_term ? SA_RESTART : 0;
   sigaction(SIGTERM, &sa, nullptr);
-  sigset_t term, unblocked;
+  sigset_t term;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
-  sigprocmask(SIG_BLOCK, &term, &unblocked);
+  sigprocmask(SIG_BLOCK, &term, nullptr);
   sigset_t usr1;  // blocked: --fail-on-signal takes it with sigtimedwait
   sigemptyset(&usr1);
   sigaddset(&usr1, SIGUSR1);
   sigprocmask(SIG_BLOCK, &usr1, nullptr);
-  sigaddset(&unblocked, SIGUSR1);  // and stays blocked while sleeping
-  sigdelset(&unblocked, SIGTERM);
 
   if (!env_out.empty()) {
     std::string path = env_out + "/env." + rank;
@@ -250,7 +252,7 @@ int main(int argc, char** argv) {
     std::printf("hanging rank=%s pid=%d\n", rank.c_str(), getpid());
     std::fflush(stdout);
     if (stop_self) raise(SIGSTOP);
-    SleepSeconds(600, unblocked);  // a SIGTERM ends it, and is reported below
+    SleepSeconds(600, ignore_term);  // a SIGTERM ends it, and is reported below
   }
 
   const bool apply = (fail_below < 0 || attempt < fail_below) &&
@@ -282,7 +284,7 @@ int main(int argc, char** argv) {
   // A worker that is about to fail does so at once; the others sleep (when asked to).
   const bool sleep_now = !failing && (sleep_below < 0 || attempt < sleep_below) &&
                          (sleep_world < 0 || std::atoi(Env("WORLD_SIZE").c_str()) == sleep_world);
-  if (sleep_seconds > 0 && sleep_now) SleepSeconds(sleep_seconds, unblocked);
+  if (sleep_seconds > 0 && sleep_now) SleepSeconds(sleep_seconds, ignore_term);
   if (g_term) {
     std::printf("caught SIGTERM rank=%s\n", rank.c_str());
     std::fflush(stdout);

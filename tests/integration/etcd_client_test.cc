@@ -61,7 +61,7 @@ TEST_CASE("etcd: a transaction guarded by a key's creation revision is fenced", 
   CHECK_FALSE(client->Get("/elsewhere")->has_value());
 }
 
-TEST_CASE("etcd: a lease keeps its keys alive; revoked, they are gone", "[etcd]") {
+TEST_CASE("etcd: a lease keeps its keys alive, revoked, they are gone", "[etcd]") {
   EtcdCluster etcd;
   auto client = etcd.Client();
   auto lease = client->GrantLease(5s);
@@ -75,7 +75,7 @@ TEST_CASE("etcd: a lease keeps its keys alive; revoked, they are gone", "[etcd]"
   CHECK(*client->KeepAlive(*lease) == 0);  // expired or revoked: TTL 0
 }
 
-TEST_CASE("etcd: one leader at a time; the next wins when the first one's lease ends",
+TEST_CASE("etcd: one leader at a time, the next wins when the first one's lease ends",
           "[etcd]") {
   EtcdCluster etcd;
   auto client = etcd.Client();

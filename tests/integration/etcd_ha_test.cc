@@ -166,7 +166,7 @@ TEST_CASE("etcd: the etcd leader member dies mid-job: no worker restarts", "[etc
   for (auto& agent : agents) CheckNoRestarts(agent->Wait(60s));
 }
 
-TEST_CASE("etcd: a master paused past its lease is fenced off when it resumes; agents stay with "
+TEST_CASE("etcd: a master paused past its lease is fenced off when it resumes, agents stay with "
           "its successor", "[etcd_ha]") {
   EtcdCluster etcd(3);
   auto first = Replica(etcd, "fence");

@@ -88,7 +88,7 @@ TEST_CASE("exit barrier: a rank still running after its peers exited 0 is hung a
   CHECK_THAT(r.err, Catch::Contains("hang state :\n      rank 2 (pid "));
 }
 
-TEST_CASE("exit barrier: the restart after a hang succeeds; no log folder keeps the report",
+TEST_CASE("exit barrier: the restart after a hang succeeds, no log folder keeps the report",
           "[integration][hang]") {
   TempDir tmp;
   ProcessResult r = Run(Mxrun({"--nproc_per_node=2", "--max_restarts=1", "--exit_barrier_timeout=1"},
@@ -107,7 +107,7 @@ TEST_CASE("exit barrier: the restart after a hang succeeds; no log folder keeps 
   CHECK_THAT(ReadFile(std::string(m[1]) + "/rank0.txt"), Catch::Contains("rule         : exit barrier"));
 }
 
-TEST_CASE("heartbeat: a shell worker that stops beating is hung; beating or never beating is not",
+TEST_CASE("heartbeat: a shell worker that stops beating is hung, beating or never beating is not",
           "[integration][hang]") {
   SECTION("stops beating; its NCCL flight-recorder dump is kept with the diagnostics") {
     TempDir logs;
@@ -159,7 +159,7 @@ TEST_CASE("a SIGSTOPped worker is reported as stopped, named first, and stopped 
   CHECK(r.elapsed < 25s);
 }
 
-TEST_CASE("FileTimer: PyTorch's timers released in time do nothing; a bad line is ignored",
+TEST_CASE("FileTimer: PyTorch's timers released in time do nothing, a bad line is ignored",
           "[integration][hang][file_timer]") {
   TempDir tmp;
   ProcessResult r = Run({kMxrun, "--nproc_per_node=2", kFileTimerWorker, "--bad_line"},

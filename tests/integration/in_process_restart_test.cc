@@ -72,7 +72,7 @@ void CheckEveryRankStartedTwice(const std::string& out, int ranks) {
 
 }  // namespace
 
-TEST_CASE("workers that declare in-process restart keep their processes; only the failed rank "
+TEST_CASE("workers that declare in-process restart keep their processes, only the failed rank "
           "starts again", "[integration][in_process]") {
   ProcessResult r = RunReleasingFailure(
       {"--standalone", "--nproc_per_node=3", "--max_restarts=1"},

@@ -120,7 +120,7 @@ TEST_CASE("FileTimer lines: Python's Infinity, as json.dumps writes it", "[file_
   CHECK(release->expiration_time < 0);
 }
 
-TEST_CASE("FileTimer pipe: clients' lines arrive whole; bad and oversize ones are refused",
+TEST_CASE("FileTimer pipe: clients' lines arrive whole, bad and oversize ones are refused",
           "[file_timer]") {
   TempDir dir;
   const std::string path = dir.path() + "/timer";

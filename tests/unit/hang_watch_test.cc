@@ -157,7 +157,7 @@ TEST_CASE("exit barrier: workers still running after a peer exited 0 are hung", 
   CHECK(s.Check().empty());
 }
 
-TEST_CASE("exit barrier: a failed worker does not start it; a finished peer node does", "[hang]") {
+TEST_CASE("exit barrier: a failed worker does not start it, a finished peer node does", "[hang]") {
   Scenario s(Barrier(30s), 2);
   s.watch.WorkerExited(0, /*succeeded=*/false, s.now);
   s.Advance(1min);
@@ -228,7 +228,7 @@ TEST_CASE("FileTimer: expired timers without a signal are dropped without a verd
   CHECK(s.watch.timer_count() == 0);
 }
 
-TEST_CASE("FileTimer: timers are keyed by pid and scope; a worker's end clears them",
+TEST_CASE("FileTimer: timers are keyed by pid and scope, a worker's end clears them",
           "[hang][file_timer]") {
   Scenario s(FileTimers(), 2);
   s.Timer(0, 600, "a", s.WallSeconds(1s));

@@ -46,7 +46,7 @@ TEST_CASE("gRPC's handshake failures in plain words", "[tls]") {
              Catch::Contains("presented no certificate"));
 }
 
-TEST_CASE("the master's TLS files: cert, key, cacert with c10d; master_* with etcd, where "
+TEST_CASE("the master's TLS files: cert, key, cacert with c10d, master_* with etcd, where "
           "cert, key, cacert are etcd's",
           "[tls]") {
   mxrun::testing::TempDir dir;
