@@ -118,6 +118,11 @@ void MasterState::SetState(Run& run, Node& node, NodeState state) {
   Count(run, state, +1);
 }
 
+void MasterState::Seen(Run& run, Node& node, Time now) {
+  node.last_seen = now;
+  run.lease_check_at = std::min(run.lease_check_at, now + run.job.timeouts.lease());
+}
+
 void MasterState::ForgetNodes(Run& run) {
   run.nodes.clear();
   run.members.clear();
@@ -215,7 +220,7 @@ MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run
   }
   if (desc.requested_rank >= 0) run.requested_ranks[desc.requested_rank] = node;
   n.desc = desc;
-  n.last_seen = now;
+  Seen(run, n, now);
   SetState(run, n, NodeState::kWaiting);
   n.node_rank = -1;
   node_runs_[node] = run_id;
@@ -246,7 +251,7 @@ MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run
 
 MasterState::Out MasterState::Heartbeat(Time now, NodeId node) {
   if (Run* run = FindRunOf(node)) {
-    if (auto it = run->nodes.find(node); it != run->nodes.end()) it->second.last_seen = now;
+    if (auto it = run->nodes.find(node); it != run->nodes.end()) Seen(*run, it->second, now);
   }
   return {};
 }
@@ -256,7 +261,7 @@ MasterState::Out MasterState::ReportFailure(Time now, NodeId node, int round,
   Out out;
   Run* run = FindRunOf(node);
   if (run == nullptr) return out;
-  run->nodes[node].last_seen = now;
+  Seen(*run, run->nodes[node], now);
   if (run->phase != Phase::kRunning || round != run->round || !IsMember(*run, node)) {
     return out;  // stale: that round was already stopped
   }
@@ -278,7 +283,7 @@ MasterState::Out MasterState::ReportSucceeded(Time now, NodeId node, int round) 
   Run* run = FindRunOf(node);
   if (run == nullptr) return out;
   Node& n = run->nodes[node];
-  n.last_seen = now;
+  Seen(*run, n, now);
   if (run->phase != Phase::kRunning || round != run->round || n.state != NodeState::kRunning) {
     return out;
   }
@@ -336,10 +341,21 @@ MasterState::Out MasterState::Tick(Time now) {
       }
       continue;
     }
-    std::vector<NodeId> expired;
-    for (const auto& [node, n] : run.nodes) {
-      if (now - n.last_seen > run.job.timeouts.lease()) expired.push_back(node);
+    if (now <= run.lease_check_at) {  // no lease can have ended yet
+      MaybeCloseRound(now, run, out);
+      continue;
     }
+    std::vector<NodeId> expired;
+    Time next_check = Time::max();
+    for (const auto& [node, n] : run.nodes) {
+      const Time lease_end = n.last_seen + run.job.timeouts.lease();
+      if (now > lease_end) {
+        expired.push_back(node);
+      } else {
+        next_check = std::min(next_check, lease_end);
+      }
+    }
+    run.lease_check_at = next_check;
     for (NodeId node : expired) {
       Out gone = NodeGone(now, node,
                           absl::StrCat("no heartbeat for ",
@@ -373,7 +389,7 @@ void MasterState::RemoveNode(Run& run, NodeId node) {
 
 void MasterState::MoveNode(Time now, Run& run, NodeId from, NodeId to) {
   Node moved = run.nodes.at(from);
-  moved.last_seen = now;
+  Seen(run, moved, now);
   run.nodes.erase(from);
   node_runs_.erase(from);
   if (auto rank = run.requested_ranks.find(moved.desc.requested_rank);
@@ -664,7 +680,7 @@ void MasterState::Restore(Time now, const std::vector<PersistedRun>& runs) {
       n.member = true;
       if (n.desc.requested_rank >= 0) run.requested_ranks[n.desc.requested_rank] = id;
       n.join_order = next_join_order_++;
-      n.last_seen = now;  // the lease starts now: the agent has that long to reconnect
+      Seen(run, n, now);  // the lease starts now: the agent has that long to reconnect
       n.node_rank = m.node_rank;
       node_runs_[id] = p.run_id;
       run.members.push_back(id);

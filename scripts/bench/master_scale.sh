@@ -15,6 +15,10 @@
 # as agents do, and the table adds the master's CPU over that window (CPU seconds per second) and
 # the share of heartbeats it answered (its Alive answers are how agents notice a silent master).
 #
+# With PIN=1 the master runs on CPU 0 and the clients (the load generator, the agents) on CPU 1
+# (taskset), so that the two sides do not take each other's CPU, as on separate machines. The
+# table's "master CPU" column is the master's own CPU time over the whole run (user + system).
+#
 # Environment: RUNS (default 3), NODES (default "1024 4096 16384"), TLS (off | both; default
 # off), HEARTBEAT_S (default 0), AGENTS (default 32, with TLS=both), MXRUN, MXRUN_MASTER, RDZV_LOADGEN (default
 # <repo>/build/bin/...), PYTHON (default /usr/bin/python3).
@@ -32,6 +36,9 @@ TLS="${TLS:-off}"
 HEARTBEAT_S="${HEARTBEAT_S:-0}"
 case "$HEARTBEAT_S" in ''|*[!0-9]*) echo "master_scale.sh: HEARTBEAT_S must be a whole number of seconds" >&2; exit 2;; esac
 AGENTS="${AGENTS:-32}"
+PIN="${PIN:-0}"
+case "$PIN" in 0|1) ;; *) echo "master_scale.sh: PIN must be 0 or 1" >&2; exit 2;; esac
+if [ "$PIN" = 1 ] && [ "$(nproc)" -lt 2 ]; then echo "master_scale.sh: PIN=1 needs 2 CPUs" >&2; exit 2; fi
 case "$TLS" in off|both) ;; *) echo "master_scale.sh: TLS must be off or both" >&2; exit 2;; esac
 case "$AGENTS" in ''|*[!0-9]*) echo "master_scale.sh: AGENTS must be a whole number" >&2; exit 2;; esac
 RDZV_LOADGEN="${RDZV_LOADGEN:-$repo_root/build/bin/rdzv_loadgen}"
@@ -55,13 +62,13 @@ fi
 
 echo "## The rendezvous master at scale"
 echo
-echo "- command: \`RUNS=$RUNS NODES=\"$NODES\" TLS=$TLS AGENTS=$AGENTS HEARTBEAT_S=$HEARTBEAT_S $0\`"
+echo "- command: \`RUNS=$RUNS NODES=\"$NODES\" TLS=$TLS AGENTS=$AGENTS HEARTBEAT_S=$HEARTBEAT_S PIN=$PIN $0\`"
 echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); nproc=$(nproc); repo at $(git -C "$repo_root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "- master: \`$MXRUN_MASTER\` (sha256 $(sha256sum "$workdir/mxrun-master" | cut -c1-12)...)"
 echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
-"$PYTHON" - "$workdir" "$RUNS" "$NODES" "$TLS" "$AGENTS" "$MXRUN" "$HEARTBEAT_S" <<'PY'
+"$PYTHON" - "$workdir" "$RUNS" "$NODES" "$TLS" "$AGENTS" "$MXRUN" "$HEARTBEAT_S" "$PIN" <<'PY'
 import os, re, signal, statistics, subprocess, sys, time
 
 work, runs, nodes = sys.argv[1], int(sys.argv[2]), [int(n) for n in sys.argv[3].split()]
@@ -71,6 +78,8 @@ master_bin = os.path.join(work, "mxrun-master")
 loadgen_bin = os.path.join(work, "rdzv_loadgen")
 mxrun_bin = sys.argv[6]  # not copied: it runs its mxrun-multinode sibling
 heartbeat_s = int(sys.argv[7])
+MASTER_PIN = ["taskset", "-c", "0"] if sys.argv[8] == "1" else []
+CLIENT_PIN = ["taskset", "-c", "1"] if sys.argv[8] == "1" else []
 pki = os.path.join(work, "pki")
 TLS_FLAGS = [f"--cert={pki}/node.pem", f"--key={pki}/node.key", f"--cacert={pki}/ca.pem"]
 TLS_CONF = f"cert={pki}/node.pem,key={pki}/node.key,cacert={pki}/ca.pem"
@@ -87,10 +96,20 @@ def vm_hwm(pid):
         return None
 
 
+def cpu_seconds(pid):
+    """The process's user + system CPU time so far (s), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def start_master(label, tls):
     out_path = os.path.join(work, f"master_{label}.out")
     with open(out_path, "wb") as out:
-        master = subprocess.Popen([master_bin, "--port=0"] + (TLS_FLAGS if tls else []),
+        master = subprocess.Popen(MASTER_PIN + [master_bin, "--port=0"] + (TLS_FLAGS if tls else []),
                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
     port, deadline = None, time.monotonic() + 30
     while port is None and time.monotonic() < deadline and master.poll() is None:
@@ -124,7 +143,7 @@ def agents_round(count, idx, tls):
         t0 = time.time()
         for i in range(count):
             procs.append(subprocess.Popen(
-                [mxrun_bin, "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
+                CLIENT_PIN + [mxrun_bin, "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
                  f"--rdzv_id=agents{idx}{int(tls)}", f"--nnodes={count}", "--nproc_per_node=1",
                  f"--rdzv_conf={conf}", "--no_python", "sh", "-c",
                  f"date +%s.%N > {d}/start.$RANK"],
@@ -150,7 +169,7 @@ def one(n, idx, tls=False):
         if port is None:
             problems.append(f"N={n} #{idx}: the master reported no port")
             return None
-        lg = subprocess.run([loadgen_bin, f"--endpoint=127.0.0.1:{port}", f"--nodes={n}",
+        lg = subprocess.run(CLIENT_PIN + [loadgen_bin, f"--endpoint=127.0.0.1:{port}", f"--nodes={n}",
                              f"--run_id=scale{n}x{idx}", f"--timeout={100 + heartbeat_s}",
                              "--reform"] + (TLS_FLAGS if tls else []) +
                             ([f"--heartbeat_s={heartbeat_s}", f"--master_pid={master.pid}"]
@@ -169,7 +188,7 @@ def one(n, idx, tls=False):
         cpu = float(beat.group(3)) if beat else None
         answered = int(beat.group(2)) / max(1, int(beat.group(1))) if beat else None
         return (float(m.group(1)), float(m.group(5)), float(m.group(2)), vm_hwm(master.pid),
-                cpu, answered)
+                cpu, answered, cpu_seconds(master.pid))
     finally:
         stop(master)
 
@@ -187,26 +206,26 @@ for n in nodes:
         rows.append((n, tls, results[tls]))
 
 hb_head = " master CPU while heartbeating | heartbeats answered |" if heartbeat_s else ""
-print("| sessions | mutual TLS | formation | re-formation after one loss | to the job's end | master peak RSS |" + hb_head + " runs (formation / re-formation, s) |")
-print("|---:|:---:|---:|---:|---:|---:|" + ("---:|---:|" if heartbeat_s else "") + "---|")
+print("| sessions | mutual TLS | formation | re-formation after one loss | to the job's end | master peak RSS | master CPU |" + hb_head + " runs (formation / re-formation, s) |")
+print("|---:|:---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if heartbeat_s else "") + "---|")
 medians = {}
 for n, tls, results in rows:
     if not results:
-        print(f"| {n} | {'yes' if tls else 'no'} | n/a | n/a | n/a | n/a |" + (" n/a | n/a |" if heartbeat_s else "") + " |")
+        print(f"| {n} | {'yes' if tls else 'no'} | n/a | n/a | n/a | n/a | n/a |" + (" n/a | n/a |" if heartbeat_s else "") + " |")
         continue
     med = lambda i: statistics.median(r[i] for r in results)
-    medians[(n, tls)] = (med(0), med(1))
+    medians[(n, tls)] = (med(0), med(1), med(6))
     runs_text = ", ".join(f"{r[0]:.2f} / {r[1]:.2f}" for r in results)
     hb = f" {med(4):.2f} CPU | {100 * med(5):.1f}% |" if heartbeat_s else ""
-    print(f"| {n} | {'yes' if tls else 'no'} | {med(0):.2f} s | {med(1):.2f} s | {med(2):.2f} s | {med(3) / 1024:.0f} MiB |{hb} {runs_text} |")
+    print(f"| {n} | {'yes' if tls else 'no'} | {med(0):.2f} s | {med(1):.2f} s | {med(2):.2f} s | {med(3) / 1024:.0f} MiB | {med(6):.2f} s |{hb} {runs_text} |")
 if len(tls_modes) == 2:
     print()
-    print("| mutual TLS against plaintext | formation | re-formation | target |")
-    print("|---|---:|---:|---|")
+    print("| mutual TLS against plaintext | formation | re-formation | master CPU | target |")
+    print("|---|---:|---:|---:|---|")
     for n in nodes:
         if (n, True) in medians and (n, False) in medians:
             a, b = medians[(n, True)], medians[(n, False)]
-            print(f"| {n} sessions | {a[0] / b[0]:.2f}x | {a[1] / b[1]:.2f}x | < 1.20x |")
+            print(f"| {n} sessions | {a[0] / b[0]:.2f}x | {a[1] / b[1]:.2f}x | {a[2] / b[2]:.2f}x | < 1.20x |")
     if agents:
         times = {False: [], True: []}
         for idx in range(runs):
@@ -217,7 +236,7 @@ if len(tls_modes) == 2:
                     times[tls].append(t)
         if times[False] and times[True]:
             a, b = statistics.median(times[True]), statistics.median(times[False])
-            print(f"| {agents} real agents (start -> last worker started) | {b:.2f} s -> {a:.2f} s, {a / b:.2f}x | | < 1.20x |")
+            print(f"| {agents} real agents (start -> last worker started) | {b:.2f} s -> {a:.2f} s, {a / b:.2f}x | | | < 1.20x |")
 print()
 print("Each run: a fresh `mxrun-master --port=0` (with TLS: `--cert --key --cacert`), then `rdzv_loadgen --endpoint=127.0.0.1:PORT "
       "--nodes=N --reform` (N sessions over 32 channels from one process, job --nnodes=N-1:N; "

@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
   double timeout_s = 60;
   app.add_option("--endpoint", endpoint)->required();
   app.add_option("--nodes", nodes)->check(CLI::Range(1, 65536));
-  app.add_option("--channels", channels)->check(CLI::Range(1, 1024));
+  app.add_option("--channels", channels, "connections to spread the sessions over (one per session is what a cluster of agents makes; needs two file descriptors per connection on this host)")->check(CLI::Range(1, 65536));
   app.add_option("--run_id", run_id);
   app.add_option("--timeout", timeout_s);
   bool reform = false;

@@ -224,6 +224,24 @@ TEST_CASE("a silent node is declared dead when its lease expires (master's clock
   CHECK(s.Advance(2s) == Lines{"n1: stop 0/0: node2 left (no heartbeat for 5 s)"});
 }
 
+TEST_CASE("leases end on time although ticks look at the nodes only once one can have ended",
+          "[master]") {
+  Scenario s(3, 3);
+  CHECK(s.Join(1, "node1") == Lines{"n1: waiting 1"});
+  CHECK(s.Advance(3s).empty());
+  CHECK(s.Join(2, "node2") == Lines{"n2: waiting 2"});
+  s.Beat({2});
+  s.Advance(2100ms);  // node1's lease has ended (5.1 s), node2's has not (2.1 s)
+  CHECK(s.Advance(2s).empty());
+  CHECK(s.Join(3, "node3") == Lines{"n3: waiting 2"});  // node2 still counts
+  s.Advance(1s);  // node2 silent for 5.1 s: gone
+  // Every node gone, and the run with them: a later joiner starts a run whose leases are watched.
+  CHECK(s.Advance(10s).empty());
+  CHECK(s.Join(4, "node4") == Lines{"n4: waiting 1"});
+  CHECK(s.Advance(5100ms).empty());
+  CHECK(s.Join(5, "node5") == Lines{"n5: waiting 1"});  // node4 was gone, not paired with node5
+}
+
 TEST_CASE("a late joiner is admitted while the group is below max", "[master]") {
   Scenario s(2, 3);
   s.Join(1, "node1");
