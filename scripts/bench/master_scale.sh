@@ -15,6 +15,11 @@
 # as agents do, and the table adds the master's CPU over that window (CPU seconds per second) and
 # the share of heartbeats it answered (its Alive answers are how agents notice a silent master).
 #
+# CHANNELS (default 32) is how many connections the load generator spreads the sessions over;
+# CHANNELS=session gives every session its own connection, as a cluster of agents does (each
+# connection costs the master its own transport, TLS handshake and buffers; needs N + 256 open
+# files in both processes: the soft limit is raised to the hard one).
+#
 # With PIN=1 the master runs on CPU 0 and the clients (the load generator, the agents) on CPU 1
 # (taskset), so that the two sides do not take each other's CPU, as on separate machines. The
 # table's "master CPU" column is the master's own CPU time over the whole run (user + system).
@@ -37,6 +42,9 @@ HEARTBEAT_S="${HEARTBEAT_S:-0}"
 case "$HEARTBEAT_S" in ''|*[!0-9]*) echo "master_scale.sh: HEARTBEAT_S must be a whole number of seconds" >&2; exit 2;; esac
 AGENTS="${AGENTS:-32}"
 PIN="${PIN:-0}"
+CHANNELS="${CHANNELS:-32}"
+case "$CHANNELS" in session) ;; ''|*[!0-9]*|0) echo "master_scale.sh: CHANNELS must be a positive number or 'session'" >&2; exit 2;; esac
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 case "$PIN" in 0|1) ;; *) echo "master_scale.sh: PIN must be 0 or 1" >&2; exit 2;; esac
 if [ "$PIN" = 1 ] && [ "$(nproc)" -lt 2 ]; then echo "master_scale.sh: PIN=1 needs 2 CPUs" >&2; exit 2; fi
 case "$TLS" in off|both) ;; *) echo "master_scale.sh: TLS must be off or both" >&2; exit 2;; esac
@@ -62,13 +70,13 @@ fi
 
 echo "## The rendezvous master at scale"
 echo
-echo "- command: \`RUNS=$RUNS NODES=\"$NODES\" TLS=$TLS AGENTS=$AGENTS HEARTBEAT_S=$HEARTBEAT_S PIN=$PIN $0\`"
+echo "- command: \`RUNS=$RUNS NODES=\"$NODES\" TLS=$TLS AGENTS=$AGENTS HEARTBEAT_S=$HEARTBEAT_S PIN=$PIN CHANNELS=$CHANNELS $0\`"
 echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); nproc=$(nproc); repo at $(git -C "$repo_root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "- master: \`$MXRUN_MASTER\` (sha256 $(sha256sum "$workdir/mxrun-master" | cut -c1-12)...)"
 echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
-"$PYTHON" - "$workdir" "$RUNS" "$NODES" "$TLS" "$AGENTS" "$MXRUN" "$HEARTBEAT_S" "$PIN" <<'PY'
+"$PYTHON" - "$workdir" "$RUNS" "$NODES" "$TLS" "$AGENTS" "$MXRUN" "$HEARTBEAT_S" "$PIN" "$CHANNELS" <<'PY'
 import os, re, signal, statistics, subprocess, sys, time
 
 work, runs, nodes = sys.argv[1], int(sys.argv[2]), [int(n) for n in sys.argv[3].split()]
@@ -80,6 +88,9 @@ mxrun_bin = sys.argv[6]  # not copied: it runs its mxrun-multinode sibling
 heartbeat_s = int(sys.argv[7])
 MASTER_PIN = ["taskset", "-c", "0"] if sys.argv[8] == "1" else []
 CLIENT_PIN = ["taskset", "-c", "1"] if sys.argv[8] == "1" else []
+per_session = sys.argv[9] == "session"
+channels_of = (lambda n: n) if per_session else (lambda n: int(sys.argv[9]))
+open_files = __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[0]
 pki = os.path.join(work, "pki")
 TLS_FLAGS = [f"--cert={pki}/node.pem", f"--key={pki}/node.key", f"--cacert={pki}/ca.pem"]
 TLS_CONF = f"cert={pki}/node.pem,key={pki}/node.key,cacert={pki}/ca.pem"
@@ -164,13 +175,17 @@ def agents_round(count, idx, tls):
 
 
 def one(n, idx, tls=False):
+    if channels_of(n) + 256 > open_files:
+        problems.append(f"N={n}: {channels_of(n)} connections need {channels_of(n) + 256} open "
+                        f"files; the limit here is {open_files}")
+        return None
     master, port = start_master(f"{n}_{idx}_{int(tls)}", tls)
     try:
         if port is None:
             problems.append(f"N={n} #{idx}: the master reported no port")
             return None
         lg = subprocess.run(CLIENT_PIN + [loadgen_bin, f"--endpoint=127.0.0.1:{port}", f"--nodes={n}",
-                             f"--run_id=scale{n}x{idx}", f"--timeout={100 + heartbeat_s}",
+                             f"--channels={channels_of(n)}", f"--run_id=scale{n}x{idx}", f"--timeout={100 + heartbeat_s}",
                              "--reform"] + (TLS_FLAGS if tls else []) +
                             ([f"--heartbeat_s={heartbeat_s}", f"--master_pid={master.pid}"]
                              if heartbeat_s else []),
@@ -239,7 +254,8 @@ if len(tls_modes) == 2:
             print(f"| {agents} real agents (start -> last worker started) | {b:.2f} s -> {a:.2f} s, {a / b:.2f}x | | | < 1.20x |")
 print()
 print("Each run: a fresh `mxrun-master --port=0` (with TLS: `--cert --key --cacert`), then `rdzv_loadgen --endpoint=127.0.0.1:PORT "
-      "--nodes=N --reform` (N sessions over 32 channels from one process, job --nnodes=N-1:N; "
+      f"--nodes=N --channels={'N' if per_session else sys.argv[9]} --reform` (N sessions over "
+      f"{'as many connections' if per_session else sys.argv[9] + ' connections'} from one process, job --nnodes=N-1:N; "
       "once formed, session 0's stream is cancelled and every survivor joins again at once).")
 if problems:
     print()
