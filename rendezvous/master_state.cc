@@ -341,27 +341,25 @@ MasterState::Out MasterState::Tick(Time now) {
       }
       continue;
     }
-    if (now <= run.lease_check_at) {  // no lease can have ended yet
-      MaybeCloseRound(now, run, out);
-      continue;
-    }
-    std::vector<NodeId> expired;
-    Time next_check = Time::max();
-    for (const auto& [node, n] : run.nodes) {
-      const Time lease_end = n.last_seen + run.job.timeouts.lease();
-      if (now > lease_end) {
-        expired.push_back(node);
-      } else {
-        next_check = std::min(next_check, lease_end);
+    if (now > run.lease_check_at) {  // else no lease can have ended yet
+      std::vector<NodeId> expired;
+      Time next_check = Time::max();
+      for (const auto& [node, n] : run.nodes) {
+        const Time lease_end = n.last_seen + run.job.timeouts.lease();
+        if (now > lease_end) {
+          expired.push_back(node);
+        } else {
+          next_check = std::min(next_check, lease_end);
+        }
       }
-    }
-    run.lease_check_at = next_check;
-    for (NodeId node : expired) {
-      Out gone = NodeGone(now, node,
-                          absl::StrCat("no heartbeat for ",
-                                       run.job.timeouts.lease().count() / 1000.0, " s"));
-      out.insert(out.end(), gone.begin(), gone.end());
-      if (runs_.find(id) == runs_.end()) break;
+      run.lease_check_at = next_check;
+      for (NodeId node : expired) {
+        Out gone = NodeGone(now, node,
+                            absl::StrCat("no heartbeat for ",
+                                         run.job.timeouts.lease().count() / 1000.0, " s"));
+        out.insert(out.end(), gone.begin(), gone.end());
+        if (runs_.find(id) == runs_.end()) break;
+      }
     }
     if (auto again = runs_.find(id); again != runs_.end()) MaybeCloseRound(now, again->second, out);
   }

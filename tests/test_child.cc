@@ -44,9 +44,8 @@
 
 namespace {
 
-volatile sig_atomic_t g_term = 0;
-void OnTerm(int) { g_term = 1; }
-void OnTermIgnored(int) {
+bool g_term = false;  // SleepSeconds took a SIGTERM (it is blocked, never handled)
+void PrintIgnoredTerm() {
   static const char kMessage[] = "ignored SIGTERM\n";
   ssize_t ignored = write(STDOUT_FILENO, kMessage, sizeof kMessage - 1);
   (void)ignored;
@@ -107,9 +106,9 @@ void SleepSeconds(double seconds, bool ignore_term) {
     ts.tv_nsec = static_cast<long>((left - static_cast<double>(ts.tv_sec)) * 1e9);
     if (sigtimedwait(&term, nullptr, &ts) != SIGTERM) continue;  // timed out, or EINTR
     if (ignore_term) {
-      OnTermIgnored(SIGTERM);
+      PrintIgnoredTerm();
     } else {
-      g_term = 1;
+      g_term = true;
     }
   }
 }
@@ -188,11 +187,7 @@ int main(int argc, char** argv) {
   }
   const std::string rank = Env("RANK");
   const int attempt = std::atoi(Env("TORCHELASTIC_RESTART_COUNT").c_str());
-  struct sigaction sa {};
-  sa.sa_handler = ignore_term ? OnTermIgnored : OnTerm;
-  sa.sa_flags = ignore_term ? SA_RESTART : 0;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigset_t term;
+  sigset_t term;  // blocked: SleepSeconds takes it with sigtimedwait
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
   sigprocmask(SIG_BLOCK, &term, nullptr);

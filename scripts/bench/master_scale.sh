@@ -77,7 +77,7 @@ echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
 "$PYTHON" - "$workdir" "$RUNS" "$NODES" "$TLS" "$AGENTS" "$MXRUN" "$HEARTBEAT_S" "$PIN" "$CHANNELS" <<'PY'
-import os, re, signal, statistics, subprocess, sys, time
+import os, re, resource, signal, statistics, subprocess, sys, time
 
 work, runs, nodes = sys.argv[1], int(sys.argv[2]), [int(n) for n in sys.argv[3].split()]
 tls_modes = [False, True] if sys.argv[4] == "both" else [False]
@@ -90,7 +90,7 @@ MASTER_PIN = ["taskset", "-c", "0"] if sys.argv[8] == "1" else []
 CLIENT_PIN = ["taskset", "-c", "1"] if sys.argv[8] == "1" else []
 per_session = sys.argv[9] == "session"
 channels_of = (lambda n: n) if per_session else (lambda n: int(sys.argv[9]))
-open_files = __import__("resource").getrlimit(__import__("resource").RLIMIT_NOFILE)[0]
+open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 pki = os.path.join(work, "pki")
 TLS_FLAGS = [f"--cert={pki}/node.pem", f"--key={pki}/node.key", f"--cacert={pki}/ca.pem"]
 TLS_CONF = f"cert={pki}/node.pem,key={pki}/node.key,cacert={pki}/ca.pem"

@@ -20,6 +20,7 @@
 #include "tests/temp_dir.h"
 
 using mxrun::testing::CountOccurrences;
+using mxrun::testing::IntsAfter;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::ReadEnvFile;
 using mxrun::testing::ReadFile;
@@ -135,9 +136,9 @@ TEST_CASE("a line prefix template on the console and in the filtered files, not 
                                "--fail-on-signal"}),
                  env);
   REQUIRE(job.WaitForStdout("ready rank=", 2, std::chrono::seconds(30)));
-  const size_t at = job.out().find("ready rank=1 pid=");
-  REQUIRE(at != std::string::npos);
-  REQUIRE(kill(std::atoi(job.out().c_str() + at + 17), SIGUSR1) == 0);
+  const std::vector<int> rank1 = IntsAfter(job.out(), "ready rank=1 pid");
+  REQUIRE(rank1.size() == 1);
+  REQUIRE(kill(rank1[0], SIGUSR1) == 0);
   ProcessResult r = job.Wait(std::chrono::seconds(60));
   INFO(Describe(r));
   CHECK(r.exit_code == 1);
