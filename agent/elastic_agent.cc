@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -173,7 +174,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
         spdlog::warn("round {}: in-process restart: {}", event.round.round, what);
       } else {
         group_ = std::make_unique<WorkerGroup>(config_.worker, *loop_, guardian_);
-        group_->Start(event.round);
+        group_->Start(event.round, failure_time_);
       }
       failure_time_ = 0;
       if (events_.enabled()) {
@@ -195,6 +196,13 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       return std::nullopt;
     }
     case Kind::kRejoin:
+      // The next round's workers count the time lost from here when the failure was another
+      // node's (or the group re-forms for a node that left or joined).
+      if (failure_time_ == 0) {
+        failure_time_ =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+      }
       if (event.restart) {
         Announce(config_.notifier, spdlog::level::warn,
                  absl::StrCat("restarting the worker group (", event.restarts_spent, " of ",

@@ -85,7 +85,8 @@ class ElasticAgent {
   std::deque<RendezvousEvent> pending_;  // rendezvous events not yet handled
   Phase phase_ = Phase::kJoining;
   int stop_signal_ = 0;                  // first handled signal received
-  double failure_time_ = 0;              // when the failure behind the next round was seen
+  double failure_time_ = 0;              // when the failure (or re-formation) behind the next
+                                         // round was seen, seconds since the Unix epoch; 0: none
   EventLoop::Deadline joined_at_{};      // when the last Join() was asked
   EventLoop::Deadline next_waiting_note_{};
   std::string waiting_reason_;           // the rendezvous' last word on what it waits for

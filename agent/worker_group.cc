@@ -108,7 +108,7 @@ void WorkerGroup::CloseDuplicates() {
   }
 }
 
-void WorkerGroup::Start(const RoundAssignment& round) {
+void WorkerGroup::Start(const RoundAssignment& round, double failure_time) {
   node_rank_ = round.node_rank;
   attempt_ = round.restart_count;
   round_ = round;
@@ -121,7 +121,7 @@ void WorkerGroup::Start(const RoundAssignment& round) {
     workers_.push_back(std::move(worker));
   }
   for (auto& worker : workers_) {
-    SpawnWorker(*worker, round);
+    SpawnWorker(*worker, round, failure_time);
     if (first_failure_) break;
   }
 }

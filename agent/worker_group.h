@@ -70,7 +70,9 @@ class WorkerGroup {
 
   // Spawns every worker of `round`. A worker that cannot be executed becomes the group's failure
   // (exit code 127 with the errno text as its message); no further workers are started then.
-  void Start(const RoundAssignment& round);
+  // `failure_time` (seconds since the Unix epoch, 0: none) is when the failure or re-formation
+  // behind this round was seen; the workers get it as MXRUN_FAILURE_TIME.
+  void Start(const RoundAssignment& round, double failure_time = 0);
 
   // Called with every reaped child; returns false when `pid` is not one of this group's workers.
   bool OnChildExit(pid_t pid, int wait_status);

@@ -1,54 +1,89 @@
 #!/usr/bin/env python3
-"""Reads the trainer's TensorBoard event files with TensorBoard's own reader and checks them
-against its --metrics_file: every step record's loss, accuracy, learning rate and images/s must be
-there as scalars, at its step, with its wall time. Needs the `tensorboard` Python package (the GPU
-machine has it; Debian 12 does not package it), so it is not part of scripts/test.sh.
+"""Reads the trainer's TensorBoard event files with TensorBoard's own reader (EventAccumulator,
+the code behind `tensorboard --logdir`) and checks them against its --metrics_file: every step,
+epoch and recovery record's scalars must be there, at the record's step, with its wall time, once.
+
+When a job restarted from a checkpoint, the steps redone are in the JSONL twice and in two event
+files; TensorBoard drops the older copies ("orphaned" steps), so the newest record of each step
+is the one compared.
+
+Needs the `tensorboard` Python package, or a TensorBoard source tree made importable by
+scripts/tensorboard-from-source.sh. Debian 12 packages neither, so this is not part of
+scripts/test.sh.
 
   python3 scripts/check_tensorboard_events.py TB_DIR METRICS_JSONL
 
-Exit 0 when everything matches, 1 with the differences otherwise.
+Exit 0 when everything matches, 1 with the differences otherwise, 2 on bad arguments.
 """
 import json
 import sys
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+# record kind -> (record field, tag); trainer/tensorboard_writer.cc writes these.
+TAGS = {
+    "step": {"loss": "loss/train", "accuracy": "accuracy/train", "lr": "lr",
+             "images_per_sec": "images_per_sec"},
+    "epoch": {"train_loss": "loss/train_epoch", "train_accuracy": "accuracy/train_epoch",
+              "images_per_sec": "images_per_sec_epoch", "test_loss": "loss/test",
+              "test_accuracy": "accuracy/test"},
+    "recovery": {"seconds_lost": "recovery/seconds_lost",
+                 "steps_redone": "recovery/steps_redone"},
+}
+
+
+def expected_scalars(metrics):
+    """(tag, step) -> (value, wall time) of the newest record, and the count of records per kind."""
+    expected, kinds = {}, {}
+    with open(metrics) as f:
+        for number, line in enumerate(f, 1):
+            try:
+                record = json.loads(line)
+            except ValueError as e:
+                sys.exit(f"{metrics}:{number}: not JSON ({e})")
+            fields = TAGS.get(record.get("event"), {})
+            if fields:
+                kinds[record["event"]] = kinds.get(record["event"], 0) + 1
+            for field, tag in fields.items():
+                if isinstance(record.get(field), (int, float)):
+                    expected[(tag, record["step"])] = (record[field], record["time"])
+    return expected, kinds
+
 
 def main():
     if len(sys.argv) != 3:
-        sys.exit(__doc__)
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
     tb_dir, metrics = sys.argv[1], sys.argv[2]
+    expected, kinds = expected_scalars(metrics)
     acc = EventAccumulator(tb_dir, size_guidance={"scalars": 0})
     acc.Reload()
-    tags = acc.Tags()["scalars"]
+    tags = set(acc.Tags()["scalars"])
+    read = {tag: acc.Scalars(tag) for tag in tags}
     problems = []
-    fields = {"loss": "loss/train", "accuracy": "accuracy/train", "lr": "lr",
-              "images_per_sec": "images_per_sec"}
-    steps = 0
-    with open(metrics) as f:
-        for line in f:
-            record = json.loads(line)
-            if record.get("event") != "step":
-                continue
-            steps += 1
-            for field, tag in fields.items():
-                if tag not in tags:
-                    problems.append(f"no scalar tag {tag} (tags: {sorted(tags)})")
-                    continue
-                match = [e for e in acc.Scalars(tag) if e.step == record["step"]]
-                if not match:
-                    problems.append(f"{tag}: nothing at step {record['step']}")
-                elif abs(match[0].value - record[field]) > 1e-6 * max(1.0, abs(record[field])):
-                    problems.append(f"{tag} at step {record['step']}: {match[0].value} != "
-                                    f"{record[field]}")
-                elif abs(match[0].wall_time - record["time"]) > 1e-6:
-                    problems.append(f"{tag} at step {record['step']}: wall time "
-                                    f"{match[0].wall_time} != {record['time']}")
-    if steps == 0:
+    for (tag, step), (value, wall_time) in sorted(expected.items()):
+        if tag not in tags:
+            problems.append(f"no scalar tag {tag}")
+            continue
+        match = [e for e in read[tag] if e.step == step]
+        if len(match) != 1:
+            problems.append(f"{tag}: {len(match)} values at step {step}, expected 1")
+        elif abs(match[0].value - value) > 1e-6 * max(1.0, abs(value)):
+            problems.append(f"{tag} at step {step}: {match[0].value} != {value}")
+        elif abs(match[0].wall_time - wall_time) > 1e-6:
+            problems.append(f"{tag} at step {step}: wall time {match[0].wall_time} != {wall_time}")
+    # Nothing in the event files that the JSONL does not have.
+    for tag, events in read.items():
+        for e in events:
+            if (tag, e.step) not in expected:
+                problems.append(f"{tag} at step {e.step}: in the event files, not in {metrics}")
+    if "step" not in kinds:
         problems.append(f"{metrics} has no step records")
     for p in sorted(set(problems))[:20]:
         print(p)
-    print(f"{steps} step records, tags {sorted(tags)}: "
+    counts = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+    print(f"records: {counts}; {len(expected)} scalars expected, "
+          f"{sum(len(e) for e in read.values())} read in {len(tags)} tags: "
           f"{'OK' if not problems else f'{len(problems)} problems'}")
     sys.exit(1 if problems else 0)
 

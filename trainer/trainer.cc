@@ -30,6 +30,7 @@
 #include "trainer/heartbeat.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics_log.h"
+#include "trainer/progress_marker.h"
 #include "trainer/resnet.h"
 #include "trainer/sgd.h"
 #include "trainer/synthetic_data.h"
@@ -222,9 +223,11 @@ class Trainer {
   bool have_state_ = false;         // the model holds a trained state all ranks agreed on
   TrainingProgress completed_;      // progress_ at the last completed optimizer step
   bool started_ = false;            // the start record is written once
-  // In-process recovery under way: when the failure was seen (wall clock), where it stood.
+  // Recovery under way: when the failure was seen (wall clock), where it stood (the last step
+  // completed before it: from memory in-process, from the progress marker after a restart).
   double failure_time_ = 0;
   std::int64_t failed_at_step_ = -1;
+  std::unique_ptr<ProgressMarker> marker_;  // rank 0's, with --ckpt_dir
   std::string restored_from_ = "none";  // "memory", "checkpoint" or "none" (last Restore)
   ImageSet train_set_, test_set_;
   std::future<ImageSet> train_set_future_;
@@ -579,6 +582,12 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
     progress_.samples_in_epoch = std::min(consumed_local * id_.world_size, epoch_total);
     progress_.world_size = id_.world_size;
     completed_ = progress_;  // what a kept worker gives the re-formed group
+    if (id_.rank == 0 && !o_.ckpt_dir.empty()) {
+      if (!marker_) {
+        marker_ = std::make_unique<ProgressMarker>(ProgressMarkerPath(o_.ckpt_dir), id_.run_id);
+      }
+      marker_->Record(progress_.step);
+    }
     if (failure_time_ > 0) RecordRecovery();
     if (control_ && !joined_) {
       // Training in this round: once every worker says so, the agent starts its standbys (not
@@ -857,6 +866,12 @@ int Trainer::Run() {
   // A process started for a round that follows a failure: the recovery record counts from it.
   if (const char* t = std::getenv("MXRUN_FAILURE_TIME"); t != nullptr) {
     failure_time_ = std::atof(t);
+    // Where the group stood when it failed, for the steps the checkpoint makes it redo. Read
+    // before this process's first step rewrites the marker.
+    if (failure_time_ > 0 && id_.rank == 0 && !o_.ckpt_dir.empty()) {
+      failed_at_step_ =
+          ReadProgressMarker(ProgressMarkerPath(o_.ckpt_dir), id_.run_id).value_or(-1);
+    }
   }
   if (const char* r = std::getenv("MXRUN_ROUND"); r != nullptr) round_ = std::atoi(r);
 

@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -58,6 +59,19 @@ ProcessResult RunReleasingFailure(const std::vector<std::string>& flags,
   if (!also.empty()) REQUIRE(job.WaitForStderr(also, 1, 30s));
   REQUIRE(::kill(ReadyPids(job.out()).at(failing).at(0), SIGUSR1) == 0);
   return job.Wait(60s);
+}
+
+// Every number that follows `prefix` in `text` (a word that is not a number gives -1).
+std::vector<double> NumbersAfter(const std::string& text, const std::string& prefix) {
+  std::vector<double> values;
+  for (size_t at = text.find(prefix); at != std::string::npos;
+       at = text.find(prefix, at + prefix.size())) {
+    const char* begin = text.c_str() + at + prefix.size();
+    char* end = nullptr;
+    const double value = std::strtod(begin, &end);
+    values.push_back(end == begin ? -1 : value);
+  }
+  return values;
 }
 
 // Every one of `ranks` ranks printed "ready" twice, from two processes.
@@ -208,7 +222,9 @@ TEST_CASE("ordinary Python workers are stopped and started again, as under torch
     out << "import os, signal, sys, time\n"
            "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])\n"
            "rank, attempt = os.environ['RANK'], os.environ['TORCHELASTIC_RESTART_COUNT']\n"
-           "print(f'ready rank={rank} pid={os.getpid()} attempt={attempt}', flush=True)\n"
+           "failure = os.environ.get('MXRUN_FAILURE_TIME', 'none')\n"
+           "print(f'ready rank={rank} pid={os.getpid()} attempt={attempt} failure={failure}',\n"
+           "      flush=True)\n"
            "if attempt == '0':\n"
            "    if rank == '1':\n"
            "        signal.sigtimedwait([signal.SIGUSR1], 60)\n"
@@ -225,4 +241,14 @@ TEST_CASE("ordinary Python workers are stopped and started again, as under torch
   CheckEveryRankStartedTwice(r.out, 2);
   CHECK_THAT(r.err, Catch::Contains("stopping the group"));
   CHECK_THAT(r.err, !Catch::Contains("in-process"));
+  // The restarted processes are told when the failure was seen (for their recovery accounting);
+  // the first ones are not.
+  CHECK(CountOccurrences(r.out, "attempt=0 failure=none") == 2);
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const double seen : NumbersAfter(r.out, "attempt=1 failure=")) {
+    CHECK(seen > now - 120);
+    CHECK(seen <= now);
+  }
+  CHECK(NumbersAfter(r.out, "attempt=1 failure=").size() == 2);
 }

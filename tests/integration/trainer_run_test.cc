@@ -160,6 +160,24 @@ TEST_CASE("a worker killed mid-training is restarted and resumes from the checkp
   }
   CHECK(first_step_after_resume == resumed_at + 1);
   CHECK(r.err.find("restart") != std::string::npos);
+  // What the failure cost, from the progress marker beside the checkpoint: the steps completed
+  // after the checkpoint. The last one may have completed without its record (the kill can fall
+  // between the marker's write and the record's), so it is the last logged step or one more.
+  int last_logged = -1;
+  for (const json& record : Metrics(dir, "")) {
+    if (record["event"] == "resume") break;
+    if (record["event"] == "step") last_logged = record["step"];
+  }
+  const auto recoveries = Metrics(dir, "recovery");
+  REQUIRE(recoveries.size() == 1);
+  CHECK(recoveries[0]["restored_from"] == "checkpoint");
+  CHECK(recoveries[0]["step"] == resumed_at + 1);
+  CHECK(recoveries[0]["seconds_lost"].get<double>() > 0);
+  REQUIRE(recoveries[0].contains("steps_redone"));
+  const int redone = recoveries[0]["steps_redone"];
+  INFO("last logged step " << last_logged << ", resumed at " << resumed_at);
+  CHECK(last_logged >= 9);  // step 10 was printed; its record may not have been written
+  CHECK((redone == last_logged - resumed_at || redone == last_logged + 1 - resumed_at));
 }
 
 TEST_CASE("a trainer rank that stops is found by its heartbeat, and the job resumes",
