@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Reads the trainer's TensorBoard event files with TensorBoard's own reader (EventAccumulator,
-the code behind `tensorboard --logdir`) and checks them against its --metrics_file: every step,
-epoch and recovery record's scalars must be there, at the record's step, with its wall time, once.
+"""Reads the trainer's TensorBoard event files with TensorBoard's own code, the way its Scalars
+dashboard does (the event multiplexer and data provider behind `tensorboard --logdir`), and checks
+them against the --metrics_file: every step, epoch and recovery record's scalars must be there, at
+the record's step, with its wall time, once.
 
-When a job restarted from a checkpoint, the steps redone are in the JSONL twice and in two event
-files; TensorBoard drops the older copies ("orphaned" steps), so the newest record of each step
-is the one compared.
+When a job restarted from a checkpoint, the steps it trains again are in the JSONL twice and in
+two event files; TensorBoard must show only the newer copies (the trainer marks the restart with a
+SessionLog START at the first step trained again, as TensorFlow and PyTorch's purge_step do), so
+the newest record of each step is the one compared.
 
 Needs the `tensorboard` Python package, or a TensorBoard source tree made importable by
 scripts/tensorboard-from-source.sh. Debian 12 packages neither, so this is not part of
@@ -18,7 +20,9 @@ Exit 0 when everything matches, 1 with the differences otherwise, 2 on bad argum
 import json
 import sys
 
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard import context
+from tensorboard.backend.event_processing import data_provider
+from tensorboard.backend.event_processing import plugin_event_multiplexer
 
 # record kind -> (record field, tag); trainer/tensorboard_writer.cc writes these.
 TAGS = {
@@ -56,10 +60,18 @@ def main():
         sys.exit(2)
     tb_dir, metrics = sys.argv[1], sys.argv[2]
     expected, kinds = expected_scalars(metrics)
-    acc = EventAccumulator(tb_dir, size_guidance={"scalars": 0})
-    acc.Reload()
-    tags = set(acc.Tags()["scalars"])
-    read = {tag: acc.Scalars(tag) for tag in tags}
+    # Every sample kept (the server's default keeps 1,000 per scalar tag by reservoir sampling).
+    multiplexer = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={"scalars": 0})
+    multiplexer.AddRunsFromDirectory(tb_dir)
+    multiplexer.Reload()
+    provider = data_provider.MultiplexerDataProvider(multiplexer, tb_dir)
+    runs = provider.read_scalars(context.RequestContext(), experiment_id="",
+                                 plugin_name="scalars", downsample=10**9)
+    if list(runs) != ["."]:
+        print(f"expected one run, the folder itself; TensorBoard sees {sorted(runs)}")
+        sys.exit(1)
+    read = runs["."]
+    tags = set(read)
     problems = []
     for (tag, step), (value, wall_time) in sorted(expected.items()):
         if tag not in tags:

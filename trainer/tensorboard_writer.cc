@@ -93,6 +93,16 @@ void TensorBoardWriter::Write(std::int64_t step, double wall_time,
   Append(event.SerializeAsString());
 }
 
+void TensorBoardWriter::StartSession(std::int64_t first_step, double wall_time) {
+  if (session_started_) return;
+  session_started_ = true;
+  tensorboard::Event event;
+  event.set_wall_time(wall_time);
+  event.set_step(first_step);
+  event.mutable_session_log()->set_status(tensorboard::SessionLog::START);
+  Append(event.SerializeAsString());
+}
+
 void TensorBoardWriter::Append(const std::string& serialized_event) {
   const std::string record = FrameRecord(serialized_event);
   if (std::fwrite(record.data(), 1, record.size(), file_.get()) != record.size() ||

@@ -39,6 +39,12 @@ class TensorBoardWriter {
   // One Event at `step` holding `scalars`; nothing is written for none. Throws on a write error.
   void Write(std::int64_t step, double wall_time, const std::vector<Scalar>& scalars);
 
+  // This file's steps start at `first_step`: a SessionLog START there, once per file (later calls
+  // do nothing). TensorBoard takes the first START of a run as its start and every later one as
+  // a restart, dropping what it read for that step and after: so when a process restarted from
+  // a checkpoint trains steps again, only their new values show. Throws on a write error.
+  void StartSession(std::int64_t first_step, double wall_time);
+
   const std::string& path() const { return path_; }
 
  private:
@@ -46,6 +52,7 @@ class TensorBoardWriter {
 
   std::string path_;
   std::unique_ptr<FILE, int (*)(FILE*)> file_;
+  bool session_started_ = false;
 };
 
 }  // namespace mxrun::trainer

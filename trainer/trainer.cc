@@ -194,6 +194,7 @@ class Trainer {
   void BuildModel();
   void Restore();
   void OpenMetrics();
+  void StartTensorBoardSession();
   void RunRound();
   void ApplyRound(const RoundNotice& notice, const std::string& why);
   void RecordRecovery();
@@ -240,6 +241,9 @@ class Trainer {
   LossScaler scaler_;
   TrainingProgress progress_;
   std::unique_ptr<MetricsLog> metrics_;
+#if defined(MXRUN_WITH_TENSORBOARD)
+  std::shared_ptr<TensorBoardWriter> tensorboard_;  // rank 0's, with --tensorboard_dir
+#endif
   SamplerConfig sampler_;
   std::int64_t planned_steps_ = 0;
   // mxrun's hang detection: beats on progress (made once the worker has its place).
@@ -367,6 +371,7 @@ void Trainer::Restore() {
     restored_from_ = "none";
     have_state_ = true;
     completed_ = progress_;
+    StartTensorBoardSession();
     return;
   }
   if (id_.rank == source) {
@@ -403,6 +408,7 @@ void Trainer::Restore() {
   have_state_ = true;
   completed_ = progress_;
   restored_from_ = source_in_memory ? "memory" : "checkpoint";
+  StartTensorBoardSession();
   if (source_in_memory) {
     Say("took the state of rank %d's memory: epoch %lld, step %lld, %lld samples seen (world "
         "size %d)",
@@ -669,14 +675,25 @@ void Trainer::OpenMetrics() {
   // Only rank 0 writes metrics: the other ranks' logs drop every record.
   metrics_ = std::make_unique<MetricsLog>(id_.rank == 0 ? o_.metrics_file : "");
 #if defined(MXRUN_WITH_TENSORBOARD)
+  tensorboard_.reset();
   if (id_.rank == 0 && !o_.tensorboard_dir.empty()) {
     auto writer = std::make_shared<TensorBoardWriter>(o_.tensorboard_dir, metrics_->Now());
+    tensorboard_ = writer;
     metrics_->AddSink([writer](const nlohmann::json& record) {
       writer->Write(record.value("step", std::int64_t{0}), record["time"].get<double>(),
                     ScalarsOfRecord(record));
     });
     Say("train: TensorBoard events in %s", writer->path().c_str());
   }
+#endif
+}
+
+// The state is known: rank 0's event file starts at the next step. After a restart from a
+// checkpoint (or from scratch) that step was trained before, and TensorBoard, told so, shows only
+// the new values; a kept worker's file has started already.
+void Trainer::StartTensorBoardSession() {
+#if defined(MXRUN_WITH_TENSORBOARD)
+  if (tensorboard_) tensorboard_->StartSession(progress_.step + 1, metrics_->Now());
 #endif
 }
 

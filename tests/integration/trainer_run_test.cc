@@ -8,9 +8,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "rendezvous/net.h"
@@ -122,7 +127,7 @@ TEST_CASE("a worker killed mid-training is restarted and resumes from the checkp
   std::vector<std::string> argv =
       SmallRun({kMxrun, "--standalone", "--nproc_per_node=2", "--max_restarts=1", "train"}, dir,
                {"--epochs", "2", "--log_every", "1", "--ckpt_every", "4", "--no_eval",
-                "--no_in_process_restart"});
+                "--no_in_process_restart", "--tensorboard_dir", dir.path() + "/tb"});
   Subprocess job(argv);
   // Wait until training is well under way (a checkpoint exists), then SIGKILL rank 0: the
   // checkpoint writer, so a kill in the middle of a write is possible too. Rank 0 prints its
@@ -178,6 +183,28 @@ TEST_CASE("a worker killed mid-training is restarted and resumes from the checkp
   INFO("last logged step " << last_logged << ", resumed at " << resumed_at);
   CHECK(last_logged >= 9);  // step 10 was printed; its record may not have been written
   CHECK((redone == last_logged - resumed_at || redone == last_logged + 1 - resumed_at));
+  // TensorBoard: each rank 0 process wrote a file that starts (SessionLog START) at its first
+  // step, the restarted one's at the step after the checkpoint, so the steps trained again show
+  // once (scripts/check_tensorboard_events.py checks that with TensorBoard's own reader).
+  std::map<std::string, std::vector<std::int64_t>> starts_by_file;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path() + "/tb")) {
+    auto& starts = starts_by_file[entry.path().filename().string()];
+    for (const std::string& record : mxrun::trainer::ParseRecords(ReadFile(entry.path()))) {
+      mxrun::tensorboard::Event event;
+      REQUIRE(event.ParseFromString(record));
+      if (event.has_session_log()) {
+        CHECK(event.session_log().status() == mxrun::tensorboard::SessionLog::START);
+        starts.push_back(event.step());
+      }
+    }
+  }
+  REQUIRE(starts_by_file.size() == 2);
+  std::vector<std::vector<std::int64_t>> session_starts;
+  for (const auto& [file, file_starts] : starts_by_file) session_starts.push_back(file_starts);
+  // By first step: the first process's file first.
+  std::sort(session_starts.begin(), session_starts.end());
+  CHECK(session_starts[0] == std::vector<std::int64_t>{1});
+  CHECK(session_starts[1] == std::vector<std::int64_t>{resumed_at + 1});
 }
 
 TEST_CASE("a trainer rank that stops is found by its heartbeat, and the job resumes",

@@ -144,6 +144,27 @@ TEST_CASE("the TensorBoard writer's file decodes back to the version record and 
   CHECK(events[2].summary().value(0).simple_value() == 2.0f);
 }
 
+TEST_CASE("the TensorBoard writer marks where its file's steps start, once", "[tensorboard]") {
+  TempDir tmp;
+  std::string path;
+  {
+    TensorBoardWriter writer(tmp.path(), 1700000000.0);
+    path = writer.path();
+    writer.StartSession(17, 1700000001.0);
+    writer.Write(17, 1700000002.0, {{"loss/train", 1.5f}});
+    writer.StartSession(40, 1700000003.0);  // a file has one start
+  }
+  const auto events = ReadEvents(path);
+  REQUIRE(events.size() == 3);
+  CHECK(events[1].step() == 17);
+  CHECK(events[1].wall_time() == 1700000001.0);
+  REQUIRE(events[1].has_session_log());
+  CHECK(events[1].session_log().status() == mxrun::tensorboard::SessionLog::START);
+  CHECK(!events[1].has_summary());
+  CHECK(events[2].step() == 17);
+  CHECK(events[2].summary().value(0).simple_value() == 1.5f);
+}
+
 TEST_CASE("the TensorBoard writer names a folder it cannot create", "[tensorboard]") {
   TempDir tmp;
   std::ofstream(tmp.path() + "/file") << "x";
