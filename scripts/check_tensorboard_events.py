@@ -18,11 +18,22 @@ scripts/test.sh.
 Exit 0 when everything matches, 1 with the differences otherwise, 2 on bad arguments.
 """
 import json
+import os
 import sys
 
-from tensorboard import context
-from tensorboard.backend.event_processing import data_provider
-from tensorboard.backend.event_processing import plugin_event_multiplexer
+if len(sys.argv) != 3:
+    print(__doc__, file=sys.stderr)
+    sys.exit(2)
+
+try:
+    from tensorboard import context
+    from tensorboard.backend.event_processing import data_provider
+    from tensorboard.backend.event_processing import plugin_event_multiplexer
+except ImportError as e:
+    print(f"check_tensorboard_events: TensorBoard cannot be imported ({e}): install the "
+          "`tensorboard` package, or run this under scripts/tensorboard-from-source.sh",
+          file=sys.stderr)
+    sys.exit(2)
 
 # record kind -> (record field, tag); trainer/tensorboard_writer.cc writes these.
 TAGS = {
@@ -55,11 +66,15 @@ def expected_scalars(metrics):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__, file=sys.stderr)
-        sys.exit(2)
     tb_dir, metrics = sys.argv[1], sys.argv[2]
-    expected, kinds = expected_scalars(metrics)
+    if not os.path.isdir(tb_dir):
+        print(f"check_tensorboard_events: no folder {tb_dir}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        expected, kinds = expected_scalars(metrics)
+    except OSError as e:
+        print(f"check_tensorboard_events: cannot read {metrics}: {e.strerror}", file=sys.stderr)
+        sys.exit(2)
     # Every sample kept (the server's default keeps 1,000 per scalar tag by reservoir sampling).
     multiplexer = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={"scalars": 0})
     multiplexer.AddRunsFromDirectory(tb_dir)

@@ -19,7 +19,7 @@ if [[ $# -lt 2 ]]; then
   sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
-src=$(cd "$1" && pwd) || { echo "tensorboard-from-source: no folder $1" >&2; exit 2; }
+src=$(cd "$1" 2>/dev/null && pwd) || { echo "tensorboard-from-source: no folder $1" >&2; exit 2; }
 shift
 if [[ ! -f "$src/tensorboard/backend/event_processing/event_accumulator.py" ]]; then
   echo "tensorboard-from-source: $src is not a TensorBoard source tree" \
