@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 namespace mxrun::trainer {
 namespace {
@@ -36,12 +38,17 @@ std::optional<std::int64_t> ReadProgressMarker(const std::string& path,
   if (line.compare(0, head.size(), head) != 0 || line.size() < head.size() + 21) {
     return std::nullopt;
   }
-  const std::string digits = line.substr(head.size(), 20);
-  if (digits.find_first_not_of("0123456789") != std::string::npos ||
-      line[head.size() + 20] != ' ' || line.substr(head.size() + 21) != run_id) {
+  // 20 digits, all of them a step that fits (a damaged file must not stop the restart).
+  const char* digits = line.data() + head.size();
+  std::uint64_t step = 0;  // unsigned: no sign is read
+  const auto [end, error] = std::from_chars(digits, digits + 20, step);
+  if (error != std::errc() || end != digits + 20 ||
+      step > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
+      line[head.size() + 20] != ' ' ||
+      line.compare(head.size() + 21, std::string::npos, run_id) != 0) {
     return std::nullopt;
   }
-  return std::stoll(digits);
+  return static_cast<std::int64_t>(step);
 }
 
 ProgressMarker::ProgressMarker(std::string path, std::string run_id)

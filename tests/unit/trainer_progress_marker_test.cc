@@ -50,6 +50,8 @@ TEST_CASE("a file that is not a progress marker is not read as one", "[trainer][
         std::string("mxrun-progress 2 00000000000000000012 run\n"),
         std::string("mxrun-progress 1 0000000000000000001x run\n"),
         std::string("mxrun-progress 1 12 run\n"),
+        std::string("mxrun-progress 1 99999999999999999999 run\n"),  // over int64
+        std::string("mxrun-progress 1 -0000000000000000012 run\n"),
         std::string("mxrun-progress 1 00000000000000000012run\n")}) {
     INFO(text);
     WriteFile(path, text);
