@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "agent/proc_stat.h"
 
@@ -108,9 +109,14 @@ std::vector<pid_t> ListDescendants(pid_t root, const std::set<pid_t>& exclude) {
 int KillDescendants(const std::set<pid_t>& exclude, int max_passes) {
   int killed = 0;
   const pid_t self = getpid();
+  std::set<pid_t> signalled;  // in earlier passes
   for (int pass = 0; pass < max_passes; ++pass) {
     std::vector<pid_t> pids = ListDescendants(self, exclude);
+    // One killed in an earlier pass and still alive is in uninterruptible sleep: waiting for it
+    // again would only spend time (it is reaped whenever it ends).
+    std::erase_if(pids, [&signalled](pid_t pid) { return signalled.count(pid) > 0; });
     if (pids.empty()) break;
+    signalled.insert(pids.begin(), pids.end());
     std::vector<pollfd> waits;
     for (pid_t pid : pids) {
       int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));

@@ -18,7 +18,9 @@ pid_t ReadLiveParent(pid_t pid);
 std::vector<pid_t> ListDescendants(pid_t root, const std::set<pid_t>& exclude);
 
 // SIGKILLs every descendant of the calling process outside `exclude`, repeating (at most
-// `max_passes` times) while new ones appear, and reaps the direct children among them.
+// `max_passes` times) while new ones appear, and reaps the direct children among them. Each pass
+// waits up to 2 s for what it killed; one still alive after that (uninterruptible sleep) is not
+// waited for again.
 // Returns how many processes were killed.
 int KillDescendants(const std::set<pid_t>& exclude, int max_passes = 5);
 

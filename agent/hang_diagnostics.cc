@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -363,14 +364,22 @@ HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, cons
     threads[i] = ReadThreads(hung[i].pid);
   }
   std::vector<StackDump> dumps(hung.size());
+  std::vector<std::vector<std::string>> kernel_stacks(hung.size());
   for (size_t i = 0; i < hung.size(); ++i) {
-    if (before[i]) {
-      StartStackDump(hung[i], dir, options, "", dumps[i]);
-    } else {
+    if (before[i] && before[i]->state == 'D') kernel_stacks[i] = ReadKernelStack(hung[i].pid);
+    if (!before[i]) {
       dumps[i].skipped = "the process is gone";
+    } else if (hung[i].uninterruptible) {
+      dumps[i].skipped = "a tracer cannot attach to a process in uninterruptible sleep";
+    } else {
+      StartStackDump(hung[i], dir, options, "", dumps[i]);
     }
   }
-  const Clock::time_point deadline = started + options.stack_dump_budget;
+  bool gdb_started = false;
+  for (const StackDump& dump : dumps) gdb_started = gdb_started || dump.tool == "gdb";
+  const Clock::time_point deadline =
+      started + (gdb_started ? std::max(options.stack_dump_budget, options.gdb_stack_dump_budget)
+                             : options.stack_dump_budget);
   FinishStackDumps(dumps, started, deadline, keep_reading);
   // eu-stack cannot unwind through code without unwind tables (a JIT-compiled kernel, say), where
   // gdb's heuristics still find the callers: ask gdb for those, within what is left of the budget.
@@ -427,7 +436,15 @@ HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, cons
         : worker.since_heartbeat
             ? absl::StrCat("; last heartbeat ", FormatDuration(*worker.since_heartbeat), " ago")
             : "; no heartbeat yet"));
-    lines.push_back(absl::StrCat("  ", StackSummary(dumps[i], worker.pid)));
+    if (!kernel_stacks[i].empty()) {
+      std::vector<std::string> top(kernel_stacks[i].begin(),
+                                   kernel_stacks[i].begin() +
+                                       std::min<size_t>(kernel_stacks[i].size(), 4));
+      lines.push_back(absl::StrCat("  kernel stack: ", absl::StrJoin(top, " < ")));
+    }
+    if (!worker.uninterruptible || kernel_stacks[i].empty()) {
+      lines.push_back(absl::StrCat("  ", StackSummary(dumps[i], worker.pid)));
+    }
     if (!traces.empty()) {
       lines.push_back(absl::StrCat("  NCCL flight recorder: ", traces.size(), " dump(s) copied"));
     }
@@ -452,6 +469,10 @@ HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, cons
     for (const ThreadInfo& t : threads[i]) {
       absl::StrAppend(&report, "  ", t.tid, "  ", t.stat.comm, "  ", std::string(1, t.stat.state),
                       "  ", t.wchan.empty() ? "-" : t.wchan, "\n");
+    }
+    if (!kernel_stacks[i].empty()) {
+      absl::StrAppend(&report, "\nkernel stack (/proc/", worker.pid, "/stack):\n");
+      for (const std::string& frame : kernel_stacks[i]) absl::StrAppend(&report, "  ", frame, "\n");
     }
     absl::StrAppend(&report, "\nlast output lines:\n");
     for (const std::string& line : worker.last_lines) absl::StrAppend(&report, "  ", line, "\n");

@@ -3,7 +3,8 @@
 // (DIR/rank<R>.txt) and summarised in a few lines for the failure summary:
 //  * the process's state and, for every thread, its state and wait channel (/proc/PID/stat,
 //    /proc/PID/task/*/stat and wchan): "T (stopped: SIGSTOP ...)" tells a stopped worker, a wait
-//    channel such as futex_wait_queue or pipe_read tells what a blocked thread waits on;
+//    channel such as futex_wait_queue or pipe_read tells what a blocked thread waits on; for a
+//    process in uninterruptible sleep (D), its kernel stack too (/proc/PID/stack, root only);
 //  * how long since its last heartbeat, and its last output lines;
 //  * a stack dump of every thread by py-spy (Python workers, when installed), eu-stack or gdb,
 //    all workers at once and bounded in time; skipped, saying why, where none is installed or the
@@ -29,6 +30,9 @@ struct HungWorker {
   pid_t pid = 0;
   std::string rule;    // HangRuleName
   std::string detail;  // the verdict's words
+  // Judged for its time in uninterruptible sleep: no stack dumper is run (a tracer cannot attach
+  // until the process leaves D, so it would only spend the budget); its kernel stack is shown.
+  bool uninterruptible = false;
   bool heartbeat_watched = false;  // --hang_timeout is on
   std::optional<std::chrono::milliseconds> since_heartbeat;  // nullopt: it never beat
   std::vector<std::string> last_lines;
@@ -38,6 +42,10 @@ struct HungWorker {
 
 struct DiagnosticsOptions {
   std::chrono::milliseconds stack_dump_budget{4000};  // for all stack dumps together
+  // When gdb is the dumper (chosen, or the only one installed): gdb reads the symbol tables of
+  // every library the process loaded, 3 to 6 s for a worker with PyTorch 2.13's libtorch_cpu.so on
+  // 2 cores (eu-stack: 20 ms), so 4 s would leave it no time at all.
+  std::chrono::milliseconds gdb_stack_dump_budget{15000};
   std::string path_env;                               // PATH to find the tools in
   // MXRUN_STACK_DUMPER: "py-spy", "eu-stack", "gdb" or "none"; empty: py-spy for Python workers
   // when installed, else eu-stack, else gdb.

@@ -45,7 +45,11 @@ std::chrono::system_clock::time_point FromTimespec(const timespec& t) {
 
 HangMonitor::HangMonitor(HangMonitorConfig config, EventLoop& loop,
                          std::unique_ptr<FileTimerPipe> pipe)
-    : config_(std::move(config)), loop_(loop), watch_(config_.settings), pipe_(std::move(pipe)) {
+    : config_(std::move(config)),
+      loop_(loop),
+      watch_(config_.settings),
+      pipe_(std::move(pipe)),
+      dwell_(config_.uninterruptible_timeout) {
   if (pipe_ == nullptr) return;
   loop_.Watch(pipe_->fd(), [this] {
     pipe_->OnReadable([this](const absl::StatusOr<FileTimerRequest>& request,
@@ -60,10 +64,12 @@ HangMonitor::~HangMonitor() {
 void HangMonitor::Watch(WorkerGroup* group) {
   group_ = group;
   watch_.Reset();
+  dwell_.Reset();
   exits_seen_.clear();
   stamps_.clear();
   if (group_ == nullptr) return;
   const auto now = std::chrono::steady_clock::now();
+  last_state_poll_ = now;
   for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
     if (worker.pid > 0) watch_.WorkerStarted(worker.local_rank, worker.global_rank, now);
   }
@@ -170,7 +176,53 @@ void HangMonitor::Check() {
     if (now - last_poll_ >= PollPeriod(timeout) || (due && *due <= now)) PollHeartbeats(now);
   }
   std::vector<HangVerdict> verdicts = watch_.Check(now, std::chrono::system_clock::now());
+  if (dwell_.enabled() &&
+      now - last_state_poll_ >= UninterruptiblePollPeriod(dwell_.timeout())) {
+    for (HangVerdict& stuck : PollStates(now)) {
+      const bool judged = std::any_of(verdicts.begin(), verdicts.end(), [&](const HangVerdict& v) {
+        return v.local_rank == stuck.local_rank && v.rule != HangRule::kFileTimer;
+      });
+      if (!judged) verdicts.push_back(std::move(stuck));
+    }
+  }
   if (!verdicts.empty()) Act(verdicts);
+}
+
+std::vector<HangVerdict> HangMonitor::PollStates(HangWatch::Time now) {
+  last_state_poll_ = now;
+  std::vector<UninterruptibleWatch::Observation> pass;
+  std::map<int, int> global_ranks;  // by local rank
+  for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
+    if (!worker.running || worker.pid <= 0) continue;
+    std::optional<ProcStat> stat = ReadProcStat(worker.pid);
+    pass.push_back({worker.local_rank, worker.pid, stat ? stat->state : '\0'});
+    global_ranks[worker.local_rank] = worker.global_rank;
+  }
+  UninterruptibleWatch::Verdicts result = dwell_.Observe(pass, now);
+  for (const UninterruptibleWatch::Entered& entered : result.entered) {
+    spdlog::warn("worker rank {} (local_rank {}, pid {}) entered uninterruptible sleep (D-state); "
+                 "will mark it hung if it remains for {:g} s",
+                 global_ranks[entered.local_rank], entered.local_rank, entered.pid,
+                 static_cast<double>(dwell_.timeout().count()) / 1000.0);
+  }
+  std::vector<HangVerdict> verdicts;
+  for (UninterruptibleWatch::Stuck& stuck : result.stuck) {
+    HangVerdict v;
+    v.local_rank = stuck.local_rank;
+    v.rule = HangRule::kUninterruptible;
+    v.pid = stuck.pid;
+    v.since_heartbeat = watch_.SinceHeartbeat(stuck.local_rank, now);
+    // Where in the kernel it waits: what a user-space stack dump cannot show.
+    const std::string wchan = ReadWchan(stuck.pid);
+    const std::vector<std::string> stack = ReadKernelStack(stuck.pid);
+    v.detail = absl::StrCat(
+        stuck.detail, "; wchan: ", wchan.empty() ? "unknown" : wchan, "; kernel stack: ",
+        stack.empty() ? std::string("not readable (/proc/PID/stack needs root)")
+                      : absl::StrJoin(stack.begin(),
+                                      stack.begin() + std::min<size_t>(stack.size(), 6), " < "));
+    verdicts.push_back(std::move(v));
+  }
+  return verdicts;
 }
 
 std::optional<HangMonitor::Deadline> HangMonitor::NextWake() const {
@@ -179,6 +231,10 @@ std::optional<HangMonitor::Deadline> HangMonitor::NextWake() const {
   std::optional<Deadline> next = watch_.NextDeadline(now, std::chrono::system_clock::now());
   if (config_.settings.heartbeat_timeout.count() > 0) {
     const Deadline poll = last_poll_ + PollPeriod(config_.settings.heartbeat_timeout);
+    if (!next || poll < *next) next = poll;
+  }
+  if (dwell_.enabled() && group_->state() == WorkerGroup::State::kRunning) {
+    const Deadline poll = last_state_poll_ + UninterruptiblePollPeriod(dwell_.timeout());
     if (!next || poll < *next) next = poll;
   }
   return next;
@@ -246,6 +302,7 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
     // A FileTimer set by a child of the worker: that child is the process that hung.
     h.pid = verdict.rule == HangRule::kFileTimer ? verdict.pid : worker.pid;
     h.rule = HangRuleName(verdict.rule);
+    h.uninterruptible = verdict.rule == HangRule::kUninterruptible;
     h.detail = verdict.detail;
     h.heartbeat_watched = config_.settings.heartbeat_timeout.count() > 0;
     h.since_heartbeat = watch_.SinceHeartbeat(worker.local_rank, now);

@@ -4,8 +4,9 @@
 // worker it first collects diagnostics (hang_diagnostics.h), then
 //  * FileTimer: sends the timer's signal to the process that set it, as torchrun does; the worker's
 //    death is then its failure, reported as a hang;
-//  * heartbeat, exit barrier: marks the worker hung in its WorkerGroup, which makes the group fail
-//    with it as the cause (the agent then reports it and stops the group, on every node).
+//  * heartbeat, exit barrier, uninterruptible sleep: marks the worker hung in its WorkerGroup,
+//    which makes the group fail with it as the cause (the agent then reports it and stops the
+//    group, on every node).
 //
 // Heartbeats: a worker touches (or writes to) MXRUN_HEARTBEAT_FILE. The files are polled with
 // stat() a few times per timeout (at most every second) and when a deadline falls due, and a
@@ -14,6 +15,12 @@
 // Polling rather than inotify costs the same however often a worker beats. The files live in the
 // attempt folders: with --log_dir on a network file system whose server hangs, stat() would stall
 // the agent's loop, so keep --log_dir on a local disk when heartbeats are on.
+// Uninterruptible sleep (TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT): each running worker's state
+// is read from /proc/<pid>/stat every UninterruptiblePollPeriod and fed to an UninterruptibleWatch;
+// the verdict's words get the worker's wait channel and kernel stack (when readable). No stack
+// dumper is run on such a worker: a tracer cannot attach to a process until it leaves D. Stopping
+// it is bounded like any stop (worker_group.h): a worker that does not die of SIGKILL is left
+// behind.
 // FileTimer requests are taken from the workers and their descendants only: a process that left
 // its worker's tree (re-parented to init or to the agent) is not signalled, where torchrun would.
 //
@@ -29,6 +36,7 @@
 #include "agent/file_timer.h"
 #include "agent/hang_diagnostics.h"
 #include "agent/hang_watch.h"
+#include "agent/uninterruptible_watch.h"
 #include "agent/worker_group.h"
 
 namespace mxrun {
@@ -38,6 +46,8 @@ struct HangMonitorConfig {
   std::string fallback_dir;      // hang folders are made here when the attempt folders are scratch
   std::string run_id;
   DiagnosticsOptions diagnostics;
+  // TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT: a worker in D state this long is hung; 0: off.
+  std::chrono::milliseconds uninterruptible_timeout{0};
 };
 
 class HangMonitor {
@@ -66,6 +76,8 @@ class HangMonitor {
   void OnTimerLine(const absl::StatusOr<FileTimerRequest>& request, std::string_view line);
   std::optional<int> OwnerOf(pid_t pid) const;  // the local rank whose worker is pid or its ancestor
   void PollHeartbeats(HangWatch::Time now);
+  // Reads the running workers' states; the verdicts of those in D for the timeout.
+  std::vector<HangVerdict> PollStates(HangWatch::Time now);
   void Act(std::vector<HangVerdict> verdicts);
   std::string MakeDiagnosticsDir();
 
@@ -85,6 +97,8 @@ class HangMonitor {
   std::set<int> exits_seen_;       // local ranks whose end the watch was told of
   std::map<int, Stamp> stamps_;    // by local rank
   HangWatch::Time last_poll_{};
+  UninterruptibleWatch dwell_;          // D state (off unless configured)
+  HangWatch::Time last_state_poll_{};
   int bad_lines_logged_ = 0;
 };
 

@@ -35,6 +35,7 @@ const char* HangRuleName(HangRule rule) {
     case HangRule::kFileTimer: return "FileTimer";
     case HangRule::kHeartbeat: return "heartbeat";
     case HangRule::kExitBarrier: return "exit barrier";
+    case HangRule::kUninterruptible: return "uninterruptible sleep";
   }
   return "?";
 }

@@ -47,8 +47,10 @@ struct FileTimerRequest {
   int signal = 0;              // <= 0: expire without killing
 };
 
-enum class HangRule { kFileTimer, kHeartbeat, kExitBarrier };
-// "FileTimer", "heartbeat", "exit barrier".
+// kUninterruptible is judged apart, by UninterruptibleWatch (uninterruptible_watch.h); its verdicts
+// take the same way from there (hang_monitor.h).
+enum class HangRule { kFileTimer, kHeartbeat, kExitBarrier, kUninterruptible };
+// "FileTimer", "heartbeat", "exit barrier", "uninterruptible sleep".
 const char* HangRuleName(HangRule rule);
 
 struct HangVerdict {

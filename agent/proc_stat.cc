@@ -45,6 +45,46 @@ std::optional<ProcStat> ReadProcStat(pid_t pid) {
   return ReadProcStatFile("/proc/" + std::to_string(pid) + "/stat");
 }
 
+namespace {
+
+// A small /proc file's text (at most 8 KiB); empty when it cannot be read.
+std::string ReadProcFile(const std::string& path) {
+  FILE* file = std::fopen(path.c_str(), "re");
+  if (file == nullptr) return "";
+  char buffer[8192];
+  const size_t n = std::fread(buffer, 1, sizeof buffer, file);
+  std::fclose(file);
+  return std::string(buffer, n);
+}
+
+}  // namespace
+
+std::string ReadWchan(pid_t pid) {
+  std::string wchan = ReadProcFile("/proc/" + std::to_string(pid) + "/wchan");
+  while (!wchan.empty() && (wchan.back() == '\n' || wchan.back() == ' ')) wchan.pop_back();
+  return wchan == "0" ? "" : wchan;
+}
+
+std::vector<std::string> ParseKernelStack(std::string_view text) {
+  std::vector<std::string> frames;
+  while (!text.empty()) {
+    const size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    // "[<0>] name+0x1d3/0x400" (the address is shown as 0 to anyone but root with kptr_restrict).
+    if (const size_t bracket = line.find("] "); bracket != std::string_view::npos) {
+      line = line.substr(bracket + 2);
+    }
+    line = line.substr(0, line.find_first_of("+ "));
+    if (!line.empty()) frames.emplace_back(line);
+  }
+  return frames;
+}
+
+std::vector<std::string> ReadKernelStack(pid_t pid) {
+  return ParseKernelStack(ReadProcFile("/proc/" + std::to_string(pid) + "/stack"));
+}
+
 std::string ProcStateName(char state) {
   switch (state) {
     case 'R': return "R (running)";

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mxrun {
 
@@ -24,6 +25,16 @@ std::optional<ProcStat> ParseProcStat(std::string_view text);
 // nullopt when the process is gone.
 std::optional<ProcStat> ReadProcStat(pid_t pid);
 std::optional<ProcStat> ReadProcStatFile(const std::string& path);
+
+// Where a process's main thread sleeps in the kernel: /proc/<pid>/wchan ("kernel_clone",
+// "nfs_wait_bit_killable"); empty when it runs, is gone, or the kernel hides it.
+std::string ReadWchan(pid_t pid);
+
+// The function names of a /proc/<pid>/stack text ("[<0>] kernel_clone+0x1d3/0x400" lines),
+// innermost first, without offsets. Pure.
+std::vector<std::string> ParseKernelStack(std::string_view text);
+// /proc/<pid>/stack parsed; empty when it cannot be read (it needs root: CAP_SYS_ADMIN).
+std::vector<std::string> ReadKernelStack(pid_t pid);
 
 // "S (sleeping)", "T (stopped: SIGSTOP, SIGTSTP or a debugger)", ...
 std::string ProcStateName(char state);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/descendants.h"
 #include "agent/failure_report.h"
+#include "agent/proc_stat.h"
 #include "agent/process_launcher.h"
 #include "common/files.h"
 #include "common/visible_devices.h"
@@ -70,6 +71,18 @@ void RepinProcessTree(pid_t root, const std::vector<int>& cpus) {
     closedir(tasks);
   }
   CPU_FREE(set);
+}
+
+// Why a SIGKILLed worker has not been reaped, from its /proc state.
+std::string WhyNotReaped(pid_t pid) {
+  std::optional<ProcStat> stat = ReadProcStat(pid);
+  if (!stat) return "did not exit after SIGKILL (state unknown)";
+  if (stat->state == 'D') return "did not exit after SIGKILL (uninterruptible sleep)";
+  if (stat->state == 'Z') {
+    return "exited but cannot be reaped (a thread of it still in uninterruptible sleep, or a "
+           "tracer holding it)";
+  }
+  return absl::StrCat("did not exit after SIGKILL (", ProcStateName(stat->state), ")");
 }
 
 int OpenLog(const std::string& path) {
@@ -497,17 +510,19 @@ void WorkerGroup::StopWhere(const std::function<bool(const Worker&)>& which, int
                  worker->global_rank, worker->pid, grace.count() / 1000.0, SignalName(signo));
     kill(-worker->pid, SIGKILL);
   }
-  // SIGKILL cannot be ignored; bound the wait anyway (a process in uninterruptible sleep).
-  const Clock::time_point kill_deadline = Clock::now() + std::chrono::seconds(10);
+  // SIGKILL cannot be ignored, but a process in uninterruptible sleep acts on it only when it
+  // leaves D, which may be never: the wait is bounded, and such a worker is left behind (still
+  // counted as running here; the agent reaps it whenever it ends, as an orphan).
+  const Clock::time_point kill_deadline = Clock::now() + kReapAfterKill;
   while (any_running() && Clock::now() < kill_deadline) {
     loop_.RunOnce(kill_deadline);
     reap();
   }
   for (Worker* worker : stopping) {
-    if (worker->running) {
-      spdlog::error("worker rank {} (pid {}) did not exit after SIGKILL", worker->global_rank,
-                    worker->pid);
-    }
+    if (!worker->running) continue;
+    spdlog::error("worker rank {} (pid {}) {}: waited {} s, going on without it",
+                  worker->global_rank, worker->pid, WhyNotReaped(worker->pid),
+                  std::chrono::duration_cast<std::chrono::seconds>(kReapAfterKill).count());
   }
 }
 

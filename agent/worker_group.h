@@ -39,6 +39,11 @@
 
 namespace mxrun {
 
+// How long a stop waits for workers to be reaped after SIGKILL. A process in uninterruptible sleep
+// (D state) acts on SIGKILL only when it leaves D, which may be never: it is then reported by pid
+// and left behind, and the stop goes on.
+inline constexpr std::chrono::milliseconds kReapAfterKill{10'000};
+
 // What to run and how; the same for every attempt.
 struct WorkerSpec {
   std::string executable;              // resolved path for execve
@@ -108,7 +113,8 @@ class WorkerGroup {
 
   // Sends `signo` to every running worker's process group, waits up to `grace` per worker while
   // still relaying output, SIGKILLs the rest, reaps them, kills leftover descendants and closes the
-  // output streams. `reap` is called to reap children while waiting. Returns when all are gone.
+  // output streams. `reap` is called to reap children while waiting. Returns when all are gone, or
+  // kReapAfterKill after the SIGKILL at the latest (a worker still there is logged by pid).
   // Calling `Escalate()` (from a signal callback) while this runs skips the rest of the grace.
   void Stop(int signo, std::chrono::milliseconds grace, const std::function<void()>& reap);
   void Escalate() { escalate_ = true; }

@@ -21,10 +21,12 @@
 #include "agent/gpu_devices.h"
 #include "agent/numa_binding.h"
 #include "agent/numa_topology.h"
+#include "agent/uninterruptible_watch.h"
 #include "common/env_contract.h"
 #include "common/files.h"
 #include "common/strings.h"
 #include "common/visible_devices.h"
+#include "launcher/completion.h"
 #include "launcher/entrypoint.h"
 #include "launcher/log_setup.h"
 #include "launcher/nproc.h"
@@ -150,6 +152,12 @@ void LogNotes(const ParseResult& parsed) {
 
 int Main(int argc, char** argv) {
   const EnvMap env = EnvFromStrings(environ);
+  if (std::optional<std::string> shell = FindPrintCompletion(argc, argv)) {  // as torchrun 2.14
+    absl::StatusOr<std::string> script = CompletionScript(*shell);
+    if (!script.ok()) return UsageError(script.status().message());
+    std::fputs(script->c_str(), stdout);
+    return kExitSuccess;
+  }
   absl::StatusOr<ParseResult> parsed = ParseLaunchOptions(argc, argv, env);
   if (!parsed.ok()) return UsageError(parsed.status().message());
   if (!parsed->options) {  // --help, --version, or --print-config (checked, see options.h)
@@ -181,7 +189,7 @@ int Main(int argc, char** argv) {
   sigaddset(&blocked, SIGCHLD);
   for (int signo : options.signals_to_handle) sigaddset(&blocked, signo);
   sigprocmask(SIG_BLOCK, &blocked, nullptr);
-  const std::string run_id = options.standalone ? RandomRunId() : options.rdzv_id;
+  const std::string run_id = RunsStandalone(options) ? RandomRunId() : options.rdzv_id;
 
   AgentConfig config;
   config.entrypoint_name = command->display_name;
@@ -195,13 +203,15 @@ int Main(int argc, char** argv) {
   config.events.handler = options.event_log_handler;
   config.events.run_id = run_id;
   config.events.role = options.role;
-  config.events.rdzv_backend = options.standalone ? "c10d" : options.rdzv_backend;  // as torchrun
+  config.events.rdzv_backend = RunsStandalone(options) ? "c10d" : options.rdzv_backend;  // as torchrun
   config.events.entry_point = command->executable;
   config.worker.json_logs = options.log_format == "json";
   WorkerSpec& worker = config.worker;
   worker.executable = command->executable;
   worker.argv = command->argv;
   worker.base_env = env;
+  // torchrun puts its --signals_to_handle into its own environment, which workers inherit.
+  worker.base_env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = options.signals_to_handle_text;
   worker.role = options.role;
   worker.host_name = HostName();
   worker.logs.redirects = options.redirects;
@@ -277,6 +287,19 @@ int Main(int argc, char** argv) {
                                                    : scratch_dir + "/watchdog_timer");
     if (!pipe.ok()) return UsageError(pipe.status().message());
     config.timer_pipe = std::move(*pipe);
+  }
+  // torchrun 2.13's watch on workers stuck in uninterruptible sleep (uninterruptible_watch.h).
+  if (auto it = env.find(kUninterruptibleTimeoutEnv); it != env.end()) {
+    absl::StatusOr<std::chrono::milliseconds> d_timeout = ParseUninterruptibleTimeout(it->second);
+    if (!d_timeout.ok()) {
+      spdlog::warn("{}: workers in uninterruptible sleep are not watched (as under torchrun)",
+                   std::string(d_timeout.status().message()));
+    } else if (d_timeout->count() > 0) {
+      config.hang.uninterruptible_timeout = *d_timeout;
+      spdlog::info("hang detection: a worker in uninterruptible sleep (D state) for {:g} s is hung "
+                   "({})", static_cast<double>(d_timeout->count()) / 1000.0,
+                   kUninterruptibleTimeoutEnv);
+    }
   }
   config.hang.fallback_dir = TempBase(env);
   config.hang.run_id = run_id;

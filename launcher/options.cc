@@ -111,6 +111,9 @@ const std::vector<Flag>& Flags() {
       {"print_config", "", true,
        "check the configuration as a launch would, then print it with each value's source", "",
        false},
+      {"print_completion", "", false,
+       "print a completion script for this shell (bash or zsh) to stdout and exit (torchrun 2.14)",
+       "", false},
   };
   return flags;
 }
@@ -207,6 +210,14 @@ std::string FormatEffectiveConfig(const std::map<std::string, Value>& values,
 }
 
 }  // namespace
+
+std::vector<FlagDescription> DescribeLaunchFlags() {
+  std::vector<FlagDescription> out;
+  for (const Flag& f : Flags()) {
+    out.push_back({f.name, f.short_name, !f.boolean, f.help, f.default_value});
+  }
+  return out;
+}
 
 absl::StatusOr<NodeRange> ParseNodeRange(absl::string_view text) {
   std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
@@ -456,6 +467,16 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   if (o.rdzv_backend != "static" && o.rdzv_backend != "c10d" && o.rdzv_backend != "etcd") {
     return Invalid(values["rdzv_backend"], "unknown backend", "static, c10d, etcd or etcd-v2");
   }
+  // torchrun 2.13 warns that a dynamic backend ignores a non-zero --node_rank. mxrun takes it as a
+  // request instead, and says so; not for the rank Slurm gives, which every Slurm job has.
+  const Value& node_rank = values["node_rank"];
+  if (node_rank.given && o.node_rank != 0 && o.rdzv_backend != "static" &&
+      !absl::EndsWith(node_rank.source, "(from Slurm)")) {
+    result.warnings.push_back(absl::StrCat(
+        node_rank.source, "=", o.node_rank, " with --rdzv_backend=", o.rdzv_backend,
+        ": torchrun uses a node rank only for static rendezvous and ignores it here; mxrun takes "
+        "it as a request, granted when that rank is free in the round"));
+  }
   o.rdzv_endpoint = values["rdzv_endpoint"].text;
   o.rdzv_id = values["rdzv_id"].text;
   absl::StatusOr<std::map<std::string, std::string>> conf =
@@ -463,6 +484,12 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   if (!conf.ok()) return conf.status();
   o.rdzv_conf = *conf;
   o.standalone = ToBool(values["standalone"]);
+  // torchrun 2.12+: a one-node job that names neither a rendezvous endpoint nor a master port runs
+  // as --standalone does, so two such jobs on one host never share port 29500 (three at once mixed
+  // their ranks and one exited 0 with a wrong sum, 2026-11-24). Its --rdzv_id is replaced by a
+  // random one, as torchrun does.
+  o.standalone_implied = !o.standalone && o.rdzv_backend == "static" && o.rdzv_endpoint.empty() &&
+                         !values["master_port"].given && o.nnodes.max == 1;
 
   absl::StatusOr<double> monitor = ToSeconds(values["monitor_interval"]);
   if (!monitor.ok()) return monitor.status();
@@ -567,6 +594,7 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
     }
     o.signals_to_handle.insert(*signo);
   }
+  o.signals_to_handle_text = values["signals_to_handle"].text;
 
   const bool module = ToBool(values["module"]);
   const bool no_python = ToBool(values["no_python"]);

@@ -50,7 +50,10 @@ struct LaunchOptions {
   std::string rdzv_endpoint;
   std::string rdzv_id = "none";
   std::map<std::string, std::string> rdzv_conf;
-  bool standalone = false;
+  bool standalone = false;            // --standalone as given
+  // torchrun 2.12+: one node, static, no --rdzv_endpoint and no --master_port from any source runs
+  // as --standalone (a private rendezvous on localhost:0, a random run id). RunsStandalone.
+  bool standalone_implied = false;
   int max_restarts = 0;
   double monitor_interval = 0.1;      // accepted for compatibility; mxrun is event-driven
   std::string role = "default";
@@ -61,6 +64,7 @@ struct LaunchOptions {
   PerRankStd tee;
   std::set<int> local_ranks_filter;
   std::set<int> signals_to_handle;
+  std::string signals_to_handle_text;  // as given: TORCHELASTIC_SIGNALS_TO_HANDLE, as torchrun sets
   double term_timeout_seconds = 30;
   // Hang detection (agent/hang_watch.h). nullopt: not given, which means off, except for the
   // bundled trainer (kTrainerHangTimeoutSeconds). 0 turns a rule off.
@@ -92,10 +96,26 @@ struct ParseResult {
   std::optional<LaunchOptions> options;
   std::string help_text;              // set for --help / --version / --print-config
   std::vector<std::string> notices;   // one-line notes for the user (values inferred from Slurm)
-  std::vector<std::string> warnings;  // --print-config: where a launch on this machine would stop
+  std::vector<std::string> warnings;  // what a launch logs as warnings; with --print-config also
+                                      // where a launch on this machine would stop
 };
 absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv,
                                                const std::map<std::string, std::string>& env);
+
+// The flags ParseLaunchOptions reads, in --help's order (--help and --version, which CLI11 adds,
+// are not among them): what launcher/completion.h writes shell completion from. Each name (with
+// underscores) is also accepted with dashes.
+struct FlagDescription {
+  std::string name;         // "nproc_per_node"
+  std::string short_name;   // "-m", or empty
+  bool takes_value = true;  // false: a boolean flag
+  std::string help;
+  std::string default_value;
+};
+std::vector<FlagDescription> DescribeLaunchFlags();
+
+// --standalone, given or implied (torchrun 2.12+'s one-node default, LaunchOptions above).
+inline bool RunsStandalone(const LaunchOptions& o) { return o.standalone || o.standalone_implied; }
 
 // "N" or "MIN:MAX" with 0 < MIN <= MAX.
 absl::StatusOr<NodeRange> ParseNodeRange(absl::string_view text);

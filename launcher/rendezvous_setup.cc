@@ -200,7 +200,7 @@ absl::StatusOr<NodeRendezvous> SetUpLocalRendezvous(const LaunchOptions& options
   LocalRendezvousConfig local;
   local.local_world_size = local_world_size;
   local.max_restarts = options.max_restarts;
-  if (options.standalone) {
+  if (RunsStandalone(options)) {
     local.run_id = standalone_run_id;
     local.master_addr = "localhost";
     local.master_port = 0;  // a free port per round: two jobs on one host never collide
@@ -216,7 +216,7 @@ absl::StatusOr<NodeRendezvous> SetUpLocalRendezvous(const LaunchOptions& options
 }
 
 bool NeedsNetwork(const LaunchOptions& options) {
-  return !options.standalone && (options.nnodes.max > 1 || !options.rdzv_endpoint.empty());
+  return !RunsStandalone(options) && (options.nnodes.max > 1 || !options.rdzv_endpoint.empty());
 }
 
 }  // namespace mxrun

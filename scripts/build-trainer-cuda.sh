@@ -83,21 +83,67 @@ for candidate in "$nccl_include" /usr/local/cuda/include /usr/include; do
 done
 [[ -f "$nccl_include/nccl.h" ]] || { echo "build-trainer-cuda: nccl.h not found" >&2; exit 2; }
 
+# The CUDA toolkit: $CUDA_HOME, else /usr/local/cuda, else the folder above nvcc on PATH. Named
+# explicitly, since PyTorch's CMake derives it from nvcc's folder, which a wrapper script in
+# /usr/local/bin (as on this project's machines) would make /usr/local.
+cuda_home="${CUDA_HOME:-}"
+if [[ -z "$cuda_home" ]]; then
+    if [[ -x /usr/local/cuda/bin/nvcc ]]; then
+        cuda_home=/usr/local/cuda
+    elif command -v nvcc >/dev/null 2>&1; then
+        cuda_home=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+    fi
+fi
+[[ -n "$cuda_home" && -x "$cuda_home/bin/nvcc" ]] || {
+    echo "build-trainer-cuda: no CUDA toolkit (nvcc) found: install it, or set CUDA_HOME" >&2
+    exit 2
+}
+
+# NVRTC, which PyTorch's CMake links: the toolkit's, else the one in PyTorch's CUDA wheels (a
+# minimal toolkit, as on this project's machines, may lack it).
+nvrtc=$(ls "$cuda_home"/lib64/libnvrtc.so* "$cuda_home"/lib/libnvrtc.so* 2>/dev/null | head -1 || true)
+if [[ -z "$nvrtc" ]]; then
+    nvrtc=$("$python" - <<'PY' 2>/dev/null || true
+import glob, os, torch
+site = os.path.dirname(os.path.dirname(torch.__file__))
+found = sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib", "libnvrtc.so*")))
+print(next((f for f in found if "builtins" not in f and ".alt." not in f), ""))
+PY
+)
+fi
+
+# The CUDA libraries' headers (cuSPARSE, cuBLAS, ...) that LibTorch's CUDA headers include: from
+# PyTorch's CUDA wheels, searched after the toolkit's own (-idirafter), which a minimal toolkit
+# may lack.
+extra_includes=$("$python" - <<'PY' 2>/dev/null || true
+import glob, os, torch
+site = os.path.dirname(os.path.dirname(torch.__file__))
+print(" ".join("-idirafter " + d for d in sorted(glob.glob(os.path.join(site, "nvidia", "*", "include")))))
+PY
+)
+
+# Debian's CMake 3.25 where there is one: a pip-installed CMake 4 may come first on PATH (and is
+# what a GPU machine has: the policy floor lets it read config files written for older CMake).
+cmake="${CMAKE:-$(command -v /usr/bin/cmake || command -v cmake)}"
+export CMAKE_POLICY_VERSION_MINIMUM="${CMAKE_POLICY_VERSION_MINIMUM:-3.5}"
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-cmake -S "$root" -B "$build" "${generator[@]}" \
+"$cmake" -S "$root" -B "$build" "${generator[@]}" \
     -DMXRUN_TRAINER_ONLY=ON \
     -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$prefix" \
     -DMXRUN_HEADERS_DIR="$headers" \
     -DMXRUN_TEST_PYTHON="$(command -v "$python")" \
     -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    -DCUDA_TOOLKIT_ROOT_DIR="$cuda_home" \
+    -DCMAKE_CUDA_COMPILER="$cuda_home/bin/nvcc" \
+    ${nvrtc:+-DCUDA_nvrtc_LIBRARY="$nvrtc"} \
     ${torch_arch_list:+-DTORCH_CUDA_ARCH_LIST="$torch_arch_list"} \
-    -DCMAKE_CXX_FLAGS="-I$nccl_include"
+    -DCMAKE_CXX_FLAGS="-I$nccl_include $extra_includes"
 if [[ -f "$headers/catch2/catch.hpp" ]]; then
-    cmake --build "$build" --parallel "$(nproc)"
+    "$cmake" --build "$build" --parallel "$(nproc)"
     echo "build-trainer-cuda: built $build/bin/train and its tests: ctest --test-dir $build (-L gpu: GPU only)"
 else
-    cmake --build "$build" --parallel "$(nproc)" --target train
+    "$cmake" --build "$build" --parallel "$(nproc)" --target train
     echo "build-trainer-cuda: built $build/bin/train (no tests: no catch2/catch.hpp in $headers)"
 fi

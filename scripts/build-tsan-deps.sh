@@ -32,7 +32,7 @@ absl_src="$(ls -d "$dir"/src/abseil-*/ | head -1)"
 grpc_src="$(ls -d "$dir"/src/grpc-*/ | head -1)"
 
 if [ ! -f "$dir/lib/libabsl_synchronization.so" ]; then
-  cmake -S "$absl_src" -B "$dir/build-absl" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "${CMAKE:-/usr/bin/cmake}" -S "$absl_src" -B "$dir/build-absl" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DBUILD_SHARED_LIBS=ON -DCMAKE_CXX_STANDARD=17 -DABSL_PROPAGATE_CXX_STD=ON -DBUILD_TESTING=OFF \
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
     -DCMAKE_INSTALL_PREFIX="$dir" -DCMAKE_INSTALL_LIBDIR=lib >/dev/null
@@ -42,7 +42,7 @@ if [ ! -f "$dir/lib/libgrpc++.so" ]; then
   # libprotoc is needed only to configure (the code generator is not built); Debian ships it
   # without its development link.
   protoc_lib="$(ls /usr/lib/x86_64-linux-gnu/libprotoc.so* | head -1)"
-  cmake -S "$grpc_src" -B "$dir/build-grpc" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "${CMAKE:-/usr/bin/cmake}" -S "$grpc_src" -B "$dir/build-grpc" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DBUILD_SHARED_LIBS=ON -DCMAKE_CXX_STANDARD=17 -DgRPC_ABSL_PROVIDER=package \
     -DgRPC_PROTOBUF_PROVIDER=package -DgRPC_RE2_PROVIDER=package -DgRPC_SSL_PROVIDER=package \
     -DgRPC_ZLIB_PROVIDER=package -DgRPC_CARES_PROVIDER=package -DgRPC_BUILD_TESTS=OFF \

@@ -9,15 +9,18 @@ two event files; TensorBoard must show only the newer copies (the trainer marks 
 SessionLog START at the first step trained again, as TensorFlow and PyTorch's purge_step do), so
 the newest record of each step is the one compared.
 
-Needs the `tensorboard` Python package, or a TensorBoard source tree made importable by
-scripts/tensorboard-from-source.sh. Debian 12 packages neither, so this is not part of
-scripts/test.sh.
+Needs the `tensorboard` Python package: the project's environment (.venv/, made by
+scripts/python-env.sh, which scripts/install-deps.sh runs) has it, so run this with its Python.
+The integration tests that write event files (tests/integration/trainer_run_test.cc,
+trainer_in_process_test.cc) run it after every such job.
 
-  python3 scripts/check_tensorboard_events.py TB_DIR METRICS_JSONL
+  .venv/bin/python3 scripts/check_tensorboard_events.py TB_DIR METRICS_JSONL
 
-Exit 0 when everything matches, 1 with the differences otherwise, 2 on bad arguments.
+Exit 0 when everything matches, 1 with the differences otherwise, 2 on bad arguments, a missing
+folder or metrics file, or no TensorBoard package.
 """
 import json
+import logging
 import os
 import sys
 
@@ -29,11 +32,32 @@ try:
     from tensorboard import context
     from tensorboard.backend.event_processing import data_provider
     from tensorboard.backend.event_processing import plugin_event_multiplexer
+    from tensorboard.util import tb_logging
 except ImportError as e:
-    print(f"check_tensorboard_events: TensorBoard cannot be imported ({e}): install the "
-          "`tensorboard` package, or run this under scripts/tensorboard-from-source.sh",
+    print(f"check_tensorboard_events: TensorBoard cannot be imported by {sys.executable} ({e}): "
+          "run scripts/install-deps.sh (or scripts/python-env.sh) to make the project's .venv, "
+          "which has the `tensorboard` package, and run this with .venv/bin/python3",
           file=sys.stderr)
     sys.exit(2)
+
+
+class CorruptRecords(logging.Handler):
+    """TensorBoard's loader stops reading a file at a record whose CRC-32C is wrong and says so
+    only in a debug message ("Truncated record in FILE (... failed event crc32 check)"); the
+    scalars after it go missing, which is what fails the check, and this names the cause. (A
+    record cut short at the end of a killed writer's file is not a CRC failure and is fine.)"""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.messages = []
+
+    def emit(self, record):
+        message = record.getMessage()
+        if "crc32 check" in message:
+            self.messages.append(message)
+        elif record.levelno >= logging.WARNING:
+            print(f"tensorboard: {message}", file=sys.stderr)
+
 
 # record kind -> (record field, tag); trainer/tensorboard_writer.cc writes these.
 TAGS = {
@@ -56,9 +80,12 @@ def expected_scalars(metrics):
                 record = json.loads(line)
             except ValueError as e:
                 sys.exit(f"{metrics}:{number}: not JSON ({e})")
-            fields = TAGS.get(record.get("event"), {})
+            fields = TAGS.get(record.get("event"), {}) if isinstance(record, dict) else {}
             if fields:
                 kinds[record["event"]] = kinds.get(record["event"], 0) + 1
+                if not all(isinstance(record.get(key), (int, float)) for key in ("step", "time")):
+                    sys.exit(f"{metrics}:{number}: a {record['event']} record without a numeric "
+                             "step and time")
             for field, tag in fields.items():
                 if isinstance(record.get(field), (int, float)):
                     expected[(tag, record["step"])] = (record[field], record["time"])
@@ -75,6 +102,11 @@ def main():
     except OSError as e:
         print(f"check_tensorboard_events: cannot read {metrics}: {e.strerror}", file=sys.stderr)
         sys.exit(2)
+    corrupt = CorruptRecords()
+    logger = tb_logging.get_logger()
+    logger.addHandler(corrupt)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
     # Every sample kept (the server's default keeps 1,000 per scalar tag by reservoir sampling).
     multiplexer = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={"scalars": 0})
     multiplexer.AddRunsFromDirectory(tb_dir)
@@ -106,7 +138,10 @@ def main():
                 problems.append(f"{tag} at step {e.step}: in the event files, not in {metrics}")
     if "step" not in kinds:
         problems.append(f"{metrics} has no step records")
-    for p in sorted(set(problems))[:20]:
+    for m in corrupt.messages:
+        print(f"TensorBoard stopped reading a file at a bad record: {m}")
+    problems += corrupt.messages
+    for p in sorted(set(problems) - set(corrupt.messages))[:20]:
         print(p)
     counts = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
     print(f"records: {counts}; {len(expected)} scalars expected, "

@@ -11,10 +11,11 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-"$root/scripts/install-deps.sh"
-"$root/scripts/build.sh"
+"$root/scripts/install-deps.sh" --demo
+# Only what the demo runs: the launcher and the trainer, not the test suite.
+MXRUN_BUILD_TARGETS="mxrun train" "$root/scripts/build.sh"
 bin="$build/bin"
-export PYTHON_EXEC="${PYTHON_EXEC:-/usr/bin/python3}"  # the Python that has Debian's torch
+export PYTHON_EXEC="${PYTHON_EXEC:-$venv/bin/python3}"  # the project's Python, with PyTorch 2.13
 if [[ ! -x "$bin/train" ]]; then
     echo "demo: the bundled trainer was not built (LibTorch missing?); running the PyTorch DDP example" >&2
     exec "$bin/mxrun" --standalone --nproc_per_node=2 "$root/scripts/examples/ddp_allreduce.py" "$@"

@@ -24,10 +24,10 @@ command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is not installed (scri
 
 build="$repo/build-fuzz"
 if [ ! -f "$build/build.ninja" ]; then
-  CC=clang CXX=clang++ cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  CC=clang CXX=clang++ "${CMAKE:-/usr/bin/cmake}" -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DMXRUN_FUZZ=ON -DMXRUN_BUILD_TESTS=OFF -DMXRUN_BUILD_TRAINER=OFF >/dev/null
 fi
-ninja -C "$build" "${targets[@]/%/_fuzz}" >/dev/null
+"${NINJA:-/usr/bin/ninja}" -C "$build" "${targets[@]/%/_fuzz}" >/dev/null
 
 mkdir -p "$build/findings"
 status=0

@@ -1,23 +1,41 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency of mxrun from Debian 12's packages. Idempotent and quick
-# when everything is present (one dpkg query, no apt-get call).
+# Installs every build and test dependency of mxrun (only what the demo builds and runs with
+# --demo): Debian 12's packages, then the project's Python
+# environment (.venv/: PyTorch 2.13 and what the tests and benchmarks use; scripts/python-env.sh
+# names the versions). Idempotent and quick when everything is present (one dpkg query, no apt-get
+# or pip call).
+#
+# PyTorch comes from PyPI, not Debian (whose libtorch-dev and python3-torch are 1.13 and pull ~50
+# OpenCV/Qt/GDAL packages): the trainer is built against the LibTorch inside .venv's torch.
 set -euo pipefail
 
+# What builds mxrun and the trainer (all that scripts/demo.sh needs).
 PACKAGES=(
   g++ make cmake ninja-build pkgconf ccache
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   libabsl-dev libcli11-dev libspdlog-dev nlohmann-json3-dev catch2
-  libtorch-dev libgloo-dev python3-torch
-  systemd  # systemd-analyze, for the unit tests of the service files
-  clang  # scripts/fuzz.sh: the libFuzzer targets (ASan + UBSan)
-  openssl  # scripts/make-certs.sh: the certificates of mutual TLS (and the TLS tests)
-  libhwloc-dev hwloc  # --numa-binding: the topology library (hwloc's lstopo writes test topologies)
-  elfutils gdb  # eu-stack and gdb: stack dumps of hung workers (optional for mxrun itself)
-  etcd-server etcd-client  # the tests' etcd members (rendezvous on etcd)
-  python3-etcd  # torchrun's etcd-v2 backend: the reference of scripts/bench/etcd_ha.sh
+  libgloo-dev  # Gloo's headers, which the torch wheel lacks: docs/ARCHITECTURE.md says why they are safe
+  python3 python3-venv  # the interpreter of .venv (scripts/python-env.sh)
+  libhwloc-dev  # --numa-binding: the topology library
   golang-etcd-server-dev golang-github-gogo-protobuf-dev golang-github-grpc-ecosystem-grpc-gateway-dev
                            # etcd's v3 .proto files and their imports, compiled into mxrun
 )
+# What the tests and tools call besides (skipped by --demo).
+TEST_PACKAGES=(
+  systemd  # systemd-analyze, for the unit tests of the service files
+  clang  # scripts/fuzz.sh: the libFuzzer targets (ASan + UBSan)
+  openssl  # scripts/make-certs.sh: the certificates of mutual TLS (and the TLS tests)
+  hwloc  # lstopo writes test topologies
+  elfutils gdb  # eu-stack and gdb: stack dumps of hung workers (optional for mxrun itself)
+  etcd-server etcd-client  # the tests' etcd members (rendezvous on etcd)
+  iproute2 procps util-linux curl  # what the tests call: ip netns, ps/pkill, unshare/nsenter, curl
+  zsh  # the completion tests load `mxrun --print-completion zsh` into a real zsh
+)
+case "${1:-}" in
+  --demo) ;;
+  "") PACKAGES+=("${TEST_PACKAGES[@]}") ;;
+  *) echo "install-deps: unknown argument '$1' (accepted: --demo, or nothing for everything)" >&2; exit 2 ;;
+esac
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
@@ -25,6 +43,7 @@ for pkg in "${PACKAGES[@]}"; do
   [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
 done
 if [[ ${#missing[@]} -eq 0 ]]; then
+  "$(dirname "${BASH_SOURCE[0]}")/python-env.sh" cpu >/dev/null
   exit 0
 fi
 
@@ -37,3 +56,4 @@ echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+"$(dirname "${BASH_SOURCE[0]}")/python-env.sh" cpu >/dev/null

@@ -19,11 +19,11 @@ esac
 shift
 "$repo/scripts/install-deps.sh"
 if [ ! -f "$dir/build.ninja" ]; then
-  cmake -S "$repo" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXRUN_BUILD_TRAINER=OFF \
+  "${CMAKE:-/usr/bin/cmake}" -S "$repo" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXRUN_BUILD_TRAINER=OFF \
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
 fi
-ninja -C "$dir"
+"${NINJA:-/usr/bin/ninja}" -C "$dir"
 # Leaks are not checked in the integration tests: processes there end by signals on purpose, and
 # gRPC keeps process-wide singletons.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"

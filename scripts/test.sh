@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: installs dependencies, builds, runs every test with ctest, then every
-# libFuzzer target for FUZZ_SECONDS (default 30 here) on its corpus (scripts/fuzz.sh; FUZZ_SECONDS=0
-# skips them). Tests labelled gpu are skipped on machines without an NVIDIA GPU.
+# The whole test suite: installs dependencies, builds, runs every test with ctest, then builds the
+# CUDA trainer against PyTorch 2.14 (CUDA 13) and checks it on the CPU (scripts/check-cuda-trainer.sh;
+# MXRUN_SKIP_CUDA_TRAINER=1 skips it in a quick developer loop, CI never does), then every
+# libFuzzer target for FUZZ_SECONDS (default 30 here) on its corpus (scripts/fuzz.sh;
+# FUZZ_SECONDS=0 skips them). Tests labelled gpu are skipped on machines without an NVIDIA GPU.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -11,8 +13,12 @@ exclude=()
 if ! have_nvidia_gpu; then
   exclude=(-LE gpu)
 fi
-cd "$build"
-ctest --output-on-failure --timeout 600 "${exclude[@]}"
-if [ "${FUZZ_SECONDS:-30}" != 0 ]; then
-  FUZZ_SECONDS="${FUZZ_SECONDS:-30}" "$root/scripts/fuzz.sh"
+status=0
+(cd "$build" && "$(dirname "$cmake")/ctest" --output-on-failure --timeout 600 "${exclude[@]}") || status=$?
+if [[ "${MXRUN_SKIP_CUDA_TRAINER:-0}" != 1 || "${CI:-}" == true ]]; then
+  "$root/scripts/check-cuda-trainer.sh" || status=1
 fi
+if [ "${FUZZ_SECONDS:-30}" != 0 ]; then
+  FUZZ_SECONDS="${FUZZ_SECONDS:-30}" "$root/scripts/fuzz.sh" || status=1
+fi
+exit "$status"

@@ -17,6 +17,15 @@
 //   --hang-rank=R           global rank R sleeps 600 s (until SIGTERM) after setting up, while the
 //                           others go on (--hang-below-attempt=K: only while the restart count < K)
 //   --stop-self             global rank --hang-rank stops itself (SIGSTOP) instead of sleeping
+//   --vfork-wait=S          after setting up, print "vfork-waiting rank=R pid=P" and vfork a child
+//                           that sleeps S seconds then _exits: meanwhile this process is in
+//                           uninterruptible sleep (D state; SIGKILL still ends it)
+//   --vfork-below-attempt=K only --vfork-wait while TORCHELASTIC_RESTART_COUNT < K
+//   --unreapable            with --vfork-wait, first fork a helper in a session of its own that
+//                           ptrace-seizes this process: once this process dies only the helper
+//                           could reap it, so its parent cannot until the helper is gone (30 s
+//                           after the death, 120 s after the start at most); prints
+//                           "traced rank=R tracer=H"
 //   --keep[=exit]           in the first attempt (restart count 0) only: declare on the control
 //                           channel (MXRUN_CONTROL_FD) that it takes new rounds in-process, and
 //                           that it runs in MXRUN_ROUND ("joined"); with =exit it exits 5 when a
@@ -33,6 +42,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -146,6 +158,22 @@ std::string After(const std::string& json, const std::string& key) {
   return json.substr(at, json.find_first_of("\",}", at) - at);
 }
 
+// The parent of a vfork child waits in the kernel, in D state (TASK_KILLABLE), until the child
+// execs or exits. The child may make only async-signal-safe calls: nanosleep, _exit. A function of
+// its own, so that none of main's variables live across the vfork.
+__attribute__((noinline)) void VforkWait(double seconds) {
+  timespec ts;
+  ts.tv_sec = static_cast<time_t>(seconds);
+  ts.tv_nsec = static_cast<long>((seconds - static_cast<double>(ts.tv_sec)) * 1e9);
+  const pid_t waiter = vfork();
+  if (waiter == 0) {
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    _exit(0);
+  }
+  if (waiter > 0) waitpid(waiter, nullptr, 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,8 +182,9 @@ int main(int argc, char** argv) {
   double sleep_seconds = 0;
   bool ignore_term = false, ready = false, grandchild = false, grandchild_setsid = false;
   bool beat = false, stop_self = false, keep = false, keep_exit = false, wait_notice = false;
-  bool fail_on_signal = false;
-  int hang_rank = -1, hang_below = -1;
+  bool fail_on_signal = false, unreapable = false;
+  int hang_rank = -1, hang_below = -1, vfork_below = -1;
+  double vfork_seconds = 0;
   std::string error_message, env_out;
   for (int i = 1; i < argc; ++i) {
     std::string v;
@@ -177,6 +206,9 @@ int main(int argc, char** argv) {
     else if (Flag(argv[i], "--hang-rank", &v)) hang_rank = std::atoi(v.c_str());
     else if (Flag(argv[i], "--hang-below-attempt", &v)) hang_below = std::atoi(v.c_str());
     else if (Flag(argv[i], "--stop-self", &v)) stop_self = true;
+    else if (Flag(argv[i], "--vfork-wait", &v)) vfork_seconds = std::atof(v.c_str());
+    else if (Flag(argv[i], "--vfork-below-attempt", &v)) vfork_below = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--unreapable", &v)) unreapable = true;
     else if (Flag(argv[i], "--keep", &v)) keep = true, keep_exit = v == "exit";
     else if (Flag(argv[i], "--wait-notice", &v)) wait_notice = true;
     else if (Flag(argv[i], "--fail-on-signal", &v)) fail_on_signal = true;
@@ -248,6 +280,51 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (stop_self) raise(SIGSTOP);
     SleepSeconds(600, ignore_term);  // a SIGTERM ends it, and is reported below
+  }
+  if (vfork_seconds > 0 && (vfork_below < 0 || attempt < vfork_below)) {
+    if (unreapable) {
+      prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);  // Yama's ptrace_scope=1 allows it then
+      int attached[2];
+      if (pipe(attached) != 0) return 70;
+      const pid_t tracee = getpid();
+      const pid_t tracer = fork();
+      if (tracer == 0) {
+        setsid();  // out of the worker's process group: the stop's SIGKILL does not reach it
+        alarm(120);  // however things go, it lets go of the worker by then (SIGALRM ends it)
+        const char ok = ptrace(PTRACE_SEIZE, tracee, nullptr, nullptr) == 0 ? '1' : '0';
+        ssize_t ignored = write(attached[1], &ok, 1);
+        (void)ignored;
+        const int null_fd = open("/dev/null", O_WRONLY);  // holds none of the worker's pipes
+        dup2(null_fd, STDOUT_FILENO);
+        dup2(null_fd, STDERR_FILENO);
+        while (true) {
+          siginfo_t info{};
+          if (waitid(P_PID, tracee, &info, WEXITED | WSTOPPED | WNOWAIT | __WALL) != 0) _exit(0);
+          if (info.si_code == CLD_TRAPPED || info.si_code == CLD_STOPPED) {
+            // A signal stopped it on its way in (a tracee's SIGCHLD too): let it through.
+            ptrace(PTRACE_CONT, tracee, nullptr,
+                   reinterpret_cast<void*>(static_cast<long>(info.si_status)));
+            continue;
+          }
+          // It died: hold its zombie (unreaped) for 30 s, longer than the agent waits for it.
+          sleep(30);
+          _exit(0);
+        }
+      }
+      char ok = '0';
+      if (tracer < 0 || read(attached[0], &ok, 1) != 1 || ok != '1') {
+        std::fprintf(stderr, "test_child: --unreapable: the helper cannot ptrace this process\n");
+        return 71;
+      }
+      close(attached[0]);
+      close(attached[1]);
+      std::printf("traced rank=%s tracer=%d\n", rank.c_str(), tracer);
+    }
+    std::printf("vfork-waiting rank=%s pid=%d\n", rank.c_str(), getpid());
+    std::fflush(stdout);
+    VforkWait(vfork_seconds);
+    std::printf("vfork-done rank=%s\n", rank.c_str());
+    std::fflush(stdout);
   }
 
   const bool apply = (fail_below < 0 || attempt < fail_below) &&

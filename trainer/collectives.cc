@@ -14,7 +14,11 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
+#if defined(MXRUN_WITH_CUDA)
+#include <cuda_runtime_api.h>  // CUDART_VERSION, for --version
+#endif
 #if defined(MXRUN_WITH_NCCL)
+#include <nccl.h>  // NCCL_MAJOR, for --version
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -167,6 +171,27 @@ c10::intrusive_ptr<GroupBase> MakeGloo(const c10::intrusive_ptr<c10d::Store>& st
 }
 
 }  // namespace
+
+std::string BuildDescription() {
+  std::string text = "LibTorch " TORCH_VERSION;
+#if defined(MXRUN_WITH_CUDA) && defined(CUDART_VERSION)
+  text += ", CUDA: yes (" + std::to_string(CUDART_VERSION / 1000) + "." +
+          std::to_string(CUDART_VERSION % 1000 / 10) + ")";
+#elif defined(MXRUN_WITH_CUDA)
+  text += ", CUDA: yes";
+#else
+  text += ", CUDA: no";
+#endif
+#if defined(MXRUN_WITH_NCCL) && defined(NCCL_MAJOR)
+  text += ", NCCL: yes (" + std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." +
+          std::to_string(NCCL_PATCH) + ")";
+#elif defined(MXRUN_WITH_NCCL)
+  text += ", NCCL: yes";
+#else
+  text += ", NCCL: no";
+#endif
+  return text;
+}
 
 bool NcclAvailable() {
 #if defined(MXRUN_WITH_NCCL)

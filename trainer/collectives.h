@@ -81,4 +81,8 @@ std::vector<std::unique_ptr<Collectives>> MakeLocalGlooGroups(int size,
 // Whether this LibTorch was built with NCCL (a CUDA build).
 bool NcclAvailable();
 
+// What this train was built against, for --version: "LibTorch 2.14.1, CUDA: yes (13.0), NCCL: yes
+// (2.28.9)", or "CUDA: no, NCCL: no" for a CPU build.
+std::string BuildDescription();
+
 }  // namespace mxrun::trainer

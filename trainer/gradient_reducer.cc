@@ -53,22 +53,23 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> params, Collectives* co
   in_flight_.resize(buckets_.size());
   seen_.assign(params_.size(), false);
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    std::shared_ptr<torch::autograd::Node> acc =
-        torch::autograd::impl::grad_accumulator(params_[i]);
-    hook_keys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+    auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
+    torch::autograd::Node* node = acc.get();
+    hook_keys_.push_back(node->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [this, i](const torch::autograd::variable_list& outputs,
                   const torch::autograd::variable_list& /*inputs*/) {
           OnGradientReady(static_cast<int>(i));
           return outputs;
         })));
-    accumulators_.push_back(std::move(acc));
+    accumulators_.push_back(std::make_shared<decltype(acc)>(std::move(acc)));
+    accumulator_nodes_.push_back(node);
   }
 }
 
 // The hooks point at this object: a reducer replaced after a re-formed group must leave none.
 GradientReducer::~GradientReducer() {
-  for (std::size_t i = 0; i < accumulators_.size(); ++i) {
-    accumulators_[i]->del_post_hook(hook_keys_[i]);
+  for (std::size_t i = 0; i < accumulator_nodes_.size(); ++i) {
+    accumulator_nodes_[i]->del_post_hook(hook_keys_[i]);
   }
 }
 

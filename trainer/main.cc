@@ -1,6 +1,7 @@
 // train: the trainer bundled with mxrun. Runs alone, under mxrun, or under torchrun --no_python.
 // Exit codes: 0 done, 1 training failed (the reason is in TORCHELASTIC_ERROR_FILE when set, in
-// PyTorch's @record shape), 2 bad command line or environment.
+// PyTorch's @record shape), 2 bad command line or environment, or a request this machine cannot
+// meet (--device cuda with no GPU visible, --backend nccl without NCCL).
 
 #include <cxxabi.h>
 #include <malloc.h>
@@ -16,6 +17,7 @@
 
 #include "common/env_contract.h"
 #include "common/worker_env.h"
+#include "trainer/collectives.h"
 #include "trainer/error_file.h"
 #include "trainer/options.h"
 #include "trainer/trainer.h"
@@ -61,6 +63,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train: %s\nRun train --help for the accepted flags.\n", e.what());
     return 2;
   }
+  if (parsed.version) {
+    std::printf("train (bundled with mxrun): %s\n", trainer::BuildDescription().c_str());
+    return 0;
+  }
   if (!parsed.options) {
     std::fputs(parsed.help_text.c_str(), stdout);
     return 0;
@@ -77,6 +83,13 @@ int main(int argc, char** argv) {
   };
   try {
     return trainer::RunTrainer(*parsed.options, identity);
+  } catch (const trainer::UnmetRequest& e) {
+    std::fprintf(stderr, "train: %s\n", e.what());
+    if (!identity.error_file.empty()) {  // for the launcher's summary
+      trainer::WriteErrorFile(identity.error_file, "UnmetRequest", e.what(),
+                              "raised in the C++ trainer (train); no Python traceback");
+    }
+    return 2;
   } catch (const c10::Error& e) {
     return fail(e.what_without_backtrace());  // LibTorch's own backtrace is noise to a user
   } catch (const std::exception& e) {

@@ -113,6 +113,8 @@ ParsedTrainerArgs ParseTrainerOptions(int argc, const char* const* argv) {
       ->check(CLI::NonNegativeNumber);
   bool no_eval = false;
   flag("no_eval", no_eval, "skip evaluation on the test split");
+  bool version = false;
+  app.add_flag("--version", version, "print the LibTorch, CUDA and NCCL train was built with");
 
   try {
     app.parse(argc, argv);
@@ -121,6 +123,7 @@ ParsedTrainerArgs ParseTrainerOptions(int argc, const char* const* argv) {
   } catch (const CLI::ParseError& e) {
     throw std::invalid_argument(e.what());
   }
+  if (version) return ParsedTrainerArgs{std::nullopt, "", true};
   o.batch_norm = norm == "batch";
   o.augment = !no_augment;
   o.eval = !no_eval;

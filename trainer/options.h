@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,15 @@ struct TrainerOptions {
 struct ParsedTrainerArgs {
   std::optional<TrainerOptions> options;
   std::string help_text;              // --help: print and exit 0
+  bool version = false;               // --version: print what train was built with and exit 0
+};
+
+// The options are valid, but this machine cannot do what they ask (--device cuda where no GPU is
+// visible, --backend nccl on a build without NCCL): train says so in one line and exits 2, as for
+// a bad flag, since restarting cannot help.
+class UnmetRequest : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 ParsedTrainerArgs ParseTrainerOptions(int argc, const char* const* argv);

@@ -1,3 +1,7 @@
+// The training run and its epoch loop: data, model, the agreed state (Restore), steps with
+// gradient accumulation, evaluation, metrics and checkpoints. Two mechanisms live beside it in
+// files of their own: mixed precision (mixed_precision.cc) and the in-process recovery protocol
+// with mxrun's agent (recovery.cc), both acting on the Trainer declared in trainer_internal.h.
 #include "trainer/trainer.h"
 
 #include <algorithm>
@@ -5,22 +9,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
 #include <ATen/Context.h>
-#include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
-#include <torch/version.h>
 #if defined(MXRUN_WITH_CUDA)
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
 #include "trainer/batch_loader.h"
-#include "trainer/bucket_plan.h"
 #include "trainer/checkpoint.h"
 #include "trainer/cifar10.h"
 #include "trainer/collectives.h"
@@ -30,10 +32,12 @@
 #include "trainer/heartbeat.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics_log.h"
+#include "trainer/mixed_precision.h"
 #include "trainer/progress_marker.h"
 #include "trainer/resnet.h"
 #include "trainer/sgd.h"
 #include "trainer/synthetic_data.h"
+#include "trainer/trainer_internal.h"
 #if defined(MXRUN_WITH_TENSORBOARD)
 #include "trainer/tensorboard_writer.h"
 #endif
@@ -41,21 +45,25 @@
 extern char** environ;
 
 namespace mxrun::trainer {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
+// Why `what` cannot be had here: this build has no CUDA, or no GPU is visible to this process.
+static std::string NoGpuReason(const std::string& what) {
+#if defined(MXRUN_WITH_CUDA)
+  return what + ": no CUDA GPU is visible to this process (CUDA_VISIBLE_DEVICES='" +
+         std::string(std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES")
+                                                          : "<unset>") +
+         "'; no driver, or no GPU): run on a GPU machine, or use --device cpu --backend gloo";
+#else
+  return what + ": this train was built against a CPU-only LibTorch; use --device cpu --backend "
+         "gloo, or build against a CUDA PyTorch (scripts/build-trainer-cuda.sh)";
+#endif
 }
 
 torch::Device ChooseDevice(const TrainerOptions& o, const WorkerIdentity& id) {
   if (o.device == "cpu") return torch::kCPU;
   const bool cuda = torch::cuda::is_available();
   if (o.device == "cuda" && !cuda) {
-    throw std::runtime_error(
-        "--device cuda: no CUDA device is visible to this process (or this trainer was built "
-        "against a CPU-only LibTorch)");
+    throw UnmetRequest(NoGpuReason("--device cuda"));
   }
   if (!cuda) return torch::kCPU;
   const int index = id.local_rank % static_cast<int>(torch::cuda::device_count());
@@ -64,69 +72,6 @@ torch::Device ChooseDevice(const TrainerOptions& o, const WorkerIdentity& id) {
 #endif
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
-
-CommBackend ChooseBackend(const TrainerOptions& o, const torch::Device& device) {
-  if (o.backend == "gloo") return CommBackend::kGloo;
-  if (o.backend == "nccl") {
-    if (!device.is_cuda()) throw std::runtime_error("--backend nccl needs a CUDA device");
-    if (!NcclAvailable()) throw std::runtime_error("--backend nccl: built without NCCL");
-    return CommBackend::kNccl;
-  }
-  return device.is_cuda() && NcclAvailable() ? CommBackend::kNccl : CommBackend::kGloo;
-}
-
-// Turns CUDA autocast on or off (PyTorch 2.4 made the device an argument).
-void SetCudaAutocast(bool enabled, at::ScalarType dtype) {
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4 || TORCH_VERSION_MAJOR >= 3
-  if (enabled) at::autocast::set_autocast_dtype(at::kCUDA, dtype);
-  at::autocast::set_autocast_enabled(at::kCUDA, enabled);
-#else
-  if (enabled) at::autocast::set_autocast_gpu_dtype(dtype);
-  at::autocast::set_enabled(enabled);
-#endif
-}
-
-// Mixed precision for the forward pass, on CUDA only.
-class AutocastScope {
- public:
-  AutocastScope(bool enabled, at::ScalarType dtype) : enabled_(enabled) {
-    if (enabled_) SetCudaAutocast(true, dtype);
-  }
-  ~AutocastScope() {
-    if (!enabled_) return;
-    SetCudaAutocast(false, at::kFloat);
-    at::autocast::clear_cache();
-  }
-
- private:
-  bool enabled_;
-};
-
-// fp16 loss scaling as torch.cuda.amp.GradScaler: scale the loss, unscale the gradients, skip
-// steps whose gradients overflowed and halve the scale, double it after 2000 clean steps.
-struct LossScaler {
-  bool enabled = false;
-  double scale = 65536.0;
-  int clean_steps = 0;
-
-  // Unscales the parameters' gradients in place; returns false when the step must be skipped.
-  bool Unscale(const std::vector<torch::Tensor>& params) {
-    std::vector<torch::Tensor> grads;
-    for (const auto& p : params) grads.push_back(p.grad());
-    auto found_inf = torch::zeros({1}, grads.front().options().dtype(torch::kFloat));
-    auto inv_scale = torch::full({1}, 1.0 / scale, grads.front().options().dtype(torch::kFloat));
-    at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale);
-    const bool ok = found_inf.item<float>() == 0.0f;
-    if (!ok) {
-      scale *= 0.5;
-      clean_steps = 0;
-    } else if (++clean_steps == 2000) {
-      scale *= 2.0;
-      clean_steps = 0;
-    }
-    return ok;
-  }
-};
 
 // Sums of loss, correct predictions and samples, reduced across ranks exactly.
 struct Tally {
@@ -147,6 +92,34 @@ struct Tally {
   }
 };
 
+struct TallyResult {
+  double loss = 0;
+  double accuracy = 0;
+  std::int64_t count = 0;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+CommBackend ChooseBackend(const TrainerOptions& o, const torch::Device& device) {
+  if (o.backend == "gloo") return CommBackend::kGloo;
+  if (o.backend == "nccl") {
+    if (!NcclAvailable()) {
+      throw UnmetRequest(
+          "--backend nccl: this train was built without NCCL (a CPU LibTorch); use --backend "
+          "gloo, or build against a CUDA PyTorch (scripts/build-trainer-cuda.sh)");
+    }
+    if (!device.is_cuda()) throw UnmetRequest(NoGpuReason("--backend nccl"));
+    return CommBackend::kNccl;
+  }
+  return device.is_cuda() && NcclAvailable() ? CommBackend::kNccl : CommBackend::kGloo;
+}
+
 // One batch's contribution to a Tally, computed once however many tallies it goes to.
 struct BatchScore {
   torch::Tensor loss_sum;
@@ -166,91 +139,13 @@ struct BatchTensors {
   torch::Tensor images, labels;
 };
 
-struct TallyResult {
-  double loss = 0;
-  double accuracy = 0;
-  std::int64_t count = 0;
-};
+// How long a worker whose collective failed waits for mxrun's notice of the re-formed group
+// before it gives up and exits (and is restarted the old way). A peer's death reaches the agents
+// at once (a closed stream or child exit); a silent node is declared dead after its lease (5 s by
+// default), so this leaves room for that.
+constexpr std::chrono::seconds kRoundNoticeWait{15};
 
-class Trainer {
- public:
-  Trainer(const TrainerOptions& o, const WorkerIdentity& id) : o_(o), id_(id) {}
-  ~Trainer();
-  int Run();
-
- private:
-  std::string BackendName(CommBackend backend) const {
-    if (!comm_) return "none";
-    return backend == CommBackend::kNccl ? "nccl" : "gloo";
-  }
-  void Say(const char* format, auto... args) {
-    if (id_.rank != 0) return;
-    std::printf(format, args...);
-    std::fputc('\n', stdout);
-    std::fflush(stdout);
-  }
-  void StartLoadingData(int threads);
-  const ImageSet& TestSet();  // waits for it the first time
-  void BuildModel();
-  void Restore();
-  void OpenMetrics();
-  void StartTensorBoardSession();
-  void RunRound();
-  void ApplyRound(const RoundNotice& notice, const std::string& why);
-  void RecordRecovery();
-  bool WaitAsStandby();
-  void WarmUp();
-  void TrainEpoch(std::int64_t epoch);
-  TallyResult Reduce(const Tally& tally);
-  TallyResult Evaluate();
-  void Checkpoint();
-  void ReportMemory();
-  BatchAllocator Allocator();
-  std::pair<torch::Tensor, torch::Tensor> ToDevice(const Batch& batch);
-  bool Done() const { return o_.max_steps > 0 && progress_.step >= o_.max_steps; }
-
-  const TrainerOptions& o_;
-  WorkerIdentity id_;  // a round taken in-process (control_channel.h) changes it
-  torch::Device device_{torch::kCPU};
-  bool channels_last_ = false;
-  bool amp_ = false;
-  at::ScalarType amp_dtype_ = at::kBFloat16;
-  CommBackend backend_ = CommBackend::kGloo;
-  std::unique_ptr<Collectives> comm_;
-  // Process groups left by in-process restarts. Never destroyed: a group's destructor joins its
-  // threads, which may sit in a receive from a dead peer until the timeout. A few per restart.
-  std::vector<Collectives*> abandoned_;
-  std::unique_ptr<ControlChannel> control_;  // mxrun's in-process restart (null: not offered)
-  bool have_state_ = false;         // the model holds a trained state all ranks agreed on
-  TrainingProgress completed_;      // progress_ at the last completed optimizer step
-  bool started_ = false;            // the start record is written once
-  // Recovery under way: when the failure was seen (wall clock), where it stood (the last step
-  // completed before it: from memory in-process, from the progress marker after a restart).
-  double failure_time_ = 0;
-  std::int64_t failed_at_step_ = -1;
-  std::unique_ptr<ProgressMarker> marker_;  // rank 0's, with --ckpt_dir
-  std::string restored_from_ = "none";  // "memory", "checkpoint" or "none" (last Restore)
-  ImageSet train_set_, test_set_;
-  std::future<ImageSet> train_set_future_;
-  std::future<ImageSet> test_set_future_;  // the loading task: the test split after the training one
-  ResNet model_{nullptr};
-  std::vector<torch::Tensor> params_, buffers_;
-  std::unique_ptr<torch::optim::SGD> optimizer_;
-  std::unique_ptr<GradientReducer> reducer_;
-  LrSchedule schedule_;
-  LossScaler scaler_;
-  TrainingProgress progress_;
-  std::unique_ptr<MetricsLog> metrics_;
-#if defined(MXRUN_WITH_TENSORBOARD)
-  std::shared_ptr<TensorBoardWriter> tensorboard_;  // rank 0's, with --tensorboard_dir
-#endif
-  SamplerConfig sampler_;
-  std::int64_t planned_steps_ = 0;
-  // mxrun's hang detection: beats on progress (made once the worker has its place).
-  std::unique_ptr<Heartbeat> heartbeat_ = std::make_unique<Heartbeat>("");
-  int round_ = 0;  // the rendezvous round this worker is in (MXRUN_ROUND, then each notice)
-  bool joined_ = false;  // told the agent it trains in round_
-};
+}  // namespace
 
 // Data preparation runs beside the model's construction and the process group's rendezvous
 // (both wait on other things: allocation, peers); the test split, needed first at the end of the
@@ -660,12 +555,6 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
   Checkpoint();
 }
 
-// How long a worker whose collective failed waits for mxrun's notice of the re-formed group
-// before it gives up and exits (and is restarted the old way). A peer's death reaches the agents
-// at once (a closed stream or child exit); a silent node is declared dead after its lease (5 s by
-// default), so this leaves room for that.
-constexpr std::chrono::seconds kRoundNoticeWait{15};
-
 Trainer::~Trainer() {
   // A loading task may still run when training failed early; wait for it before its target goes.
   if (test_set_future_.valid()) test_set_future_.wait();
@@ -695,153 +584,6 @@ void Trainer::StartTensorBoardSession() {
 #if defined(MXRUN_WITH_TENSORBOARD)
   if (tensorboard_) tensorboard_->StartSession(progress_.step + 1, metrics_->Now());
 #endif
-}
-
-// One round of the group: join it, agree on the state, train to the end. Throws CollectiveError
-// when the group breaks (a peer is gone, or mxrun re-forms it).
-void Trainer::RunRound() {
-  if (id_.world_size > 1 || o_.backend != "auto") {
-    comm_ = JoinProcessGroup(
-        id_, backend_, device_,
-        std::chrono::milliseconds(static_cast<std::int64_t>(o_.timeout_seconds * 1000)));
-    if (control_) {
-      ControlChannel* control = control_.get();
-      comm_->SetInterrupt([control] { return control->RoundPending(); });
-    }
-  }
-  Restore();
-  if (train_set_future_.valid()) train_set_ = train_set_future_.get();  // rethrows a reader's error
-  reducer_ = std::make_unique<GradientReducer>(
-      params_, comm_.get(), kDefaultFirstBucketBytes,
-      static_cast<std::int64_t>(o_.bucket_cap_mb * 1024 * 1024));
-
-  sampler_ = SamplerConfig{train_set_.size(), id_.world_size, id_.rank, true, o_.seed, false};
-  const std::int64_t batches = (SamplesPerRank(sampler_) + o_.batch_size - 1) / o_.batch_size;
-  const std::int64_t steps_per_epoch = (batches + o_.grad_accum - 1) / o_.grad_accum;
-  planned_steps_ = steps_per_epoch * o_.epochs;
-  if (o_.max_steps > 0) planned_steps_ = std::min(planned_steps_, o_.max_steps);
-  schedule_.base_lr = o_.lr;
-  schedule_.warmup_epochs = o_.warmup_epochs;
-  schedule_.total_epochs = o_.epochs;
-  schedule_.kind = o_.schedule;
-  schedule_.milestones = o_.milestones;
-  schedule_.gamma = o_.gamma;
-
-  if (!started_) {
-    started_ = true;
-    // (The test split may still be loading: its size is reported with its evaluation.)
-    Say("train: %s (%lld parameters, %s stem) on %s, %d worker(s), backend %s, %lld training "
-        "images (%s; test split %s), batch %lld per worker, %lld steps per epoch",
-        o_.model.c_str(), static_cast<long long>(CountParameters(*model_)), o_.stem.c_str(),
-        device_.str().c_str(), id_.world_size, BackendName(backend_).c_str(),
-        static_cast<long long>(train_set_.size()),
-        o_.data_dir.empty() ? "synthetic" : o_.data_dir.c_str(),
-        o_.eval ? "evaluated after each epoch" : "not evaluated",
-        static_cast<long long>(o_.batch_size), static_cast<long long>(steps_per_epoch));
-    metrics_->Append({{"event", "start"},
-                      {"model", o_.model},
-                      {"parameters", CountParameters(*model_)},
-                      {"device", device_.str()},
-                      {"world_size", id_.world_size},
-                      {"backend", BackendName(backend_)},
-                      {"restart_count", id_.restart_count},
-                      {"steps_per_epoch", steps_per_epoch},
-                      {"planned_steps", planned_steps_}});
-  }
-
-  for (std::int64_t epoch = progress_.epoch; epoch < o_.epochs && !Done(); ++epoch) {
-    TrainEpoch(epoch);
-  }
-  if (comm_) comm_->Barrier();
-}
-
-// Takes a re-formed group's round without exiting: the broken group is abandoned, the gradients
-// of the step in flight are dropped, and the progress goes back to the last completed step.
-void Trainer::ApplyRound(const RoundNotice& notice, const std::string& why) {
-  const int old_rank = id_.rank;
-  for (const auto& [key, value] : notice.env) setenv(key.c_str(), value.c_str(), 1);
-  id_ = ReadWorkerIdentity(EnvFromStrings(environ));
-  const std::string who = have_state_ ? "rank " + std::to_string(old_rank) : "standby";
-  std::fprintf(stderr, "train: %s: %s; taking round %d in-process as rank %d of %d\n",
-               who.c_str(), why.c_str(), notice.round, id_.rank, id_.world_size);
-  reducer_.reset();  // removes its hooks
-  if (comm_) abandoned_.push_back(comm_.release());
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& p : params_) p.mutable_grad() = torch::Tensor();
-  }
-  if (failure_time_ == 0) {
-    failure_time_ = notice.failure_time > 0 ? notice.failure_time : SystemWallClock();
-    if (have_state_) failed_at_step_ = completed_.step;
-  }
-  progress_ = completed_;
-  round_ = notice.round;
-  joined_ = false;
-  if (!metrics_ || (old_rank == 0) != (id_.rank == 0)) OpenMetrics();
-  if (heartbeat_->path() != id_.heartbeat_file) {
-    heartbeat_ = std::make_unique<Heartbeat>(id_.heartbeat_file);
-  }
-}
-
-// One forward and backward pass on a batch of zeros, results dropped: a process's first pass
-// pays for kernel selection and memory that later ones reuse (its first step ran at about 60% of
-// the speed of the next ones here). A standby pays it before it is needed. BatchNorm's running
-// statistics it moves are replaced by the group's in Restore.
-void Trainer::WarmUp() {
-  auto images = torch::zeros({o_.batch_size, kImageChannels, kImageSide, kImageSide},
-                             torch::TensorOptions().device(device_));
-  if (channels_last_) images = images.contiguous(torch::MemoryFormat::ChannelsLast);
-  torch::Tensor logits;
-  {
-    AutocastScope autocast(amp_, amp_dtype_);
-    logits = model_->forward(images);
-  }
-  logits.to(torch::kFloat).sum().backward();
-  torch::NoGradGuard no_grad;
-  for (auto& p : params_) p.mutable_grad() = torch::Tensor();
-}
-
-// A warm standby (MXRUN_STANDBY=1): everything that does not depend on a rank is done (LibTorch
-// loaded, data made, model built), then it waits for mxrun to give it a failed rank's place.
-// Returns false when the agent closed the channel instead (the job ended).
-bool Trainer::WaitAsStandby() {
-  train_set_ = train_set_future_.get();
-  WarmUp();
-  control_->Hello();
-  for (;;) {
-    std::optional<RoundNotice> notice = control_->TakeRound(std::chrono::hours(1));
-    if (notice) {
-      ApplyRound(*notice, "a standby was given a rank");
-      break;
-    }
-    if (control_->closed()) return false;
-  }
-  // Its device follows from its local rank, known only now.
-  const torch::Device device = ChooseDevice(o_, id_);
-  if (device != device_) {
-    device_ = device;
-    model_->to(device_);
-  }
-  return true;
-}
-
-// The first step completed after a restart: how much it cost.
-void Trainer::RecordRecovery() {
-  nlohmann::json record{{"event", "recovery"},
-                        {"step", progress_.step},
-                        {"seconds_lost", metrics_->Now() - failure_time_},
-                        {"restored_from", restored_from_},
-                        {"world_size", id_.world_size},
-                        {"restart_count", id_.restart_count}};
-  if (failed_at_step_ >= 0) {
-    // Steps completed before the failure that the group had to train again.
-    record["steps_redone"] = std::max<std::int64_t>(0, failed_at_step_ - (progress_.step - 1));
-  } else if (restored_from_ == "memory") {
-    record["steps_redone"] = 0;  // a kept worker's state: the most advanced one of the group
-  }
-  metrics_->Append(record);
-  failure_time_ = 0;
-  failed_at_step_ = -1;
 }
 
 int Trainer::Run() {
@@ -933,8 +675,6 @@ void Trainer::ReportMemory() {
       {{"event", "memory"}, {"max_allocated_mib", allocated}, {"max_reserved_mib", reserved}});
 #endif
 }
-
-}  // namespace
 
 int RunTrainer(const TrainerOptions& options, const WorkerIdentity& identity) {
   Trainer trainer(options, identity);

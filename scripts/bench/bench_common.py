@@ -125,3 +125,30 @@ def descendants(pid):
             out.append(c)
             todo.append(c)
     return out
+
+
+def kill_tree(pid, sig=signal.SIGKILL):
+    """sig to pid's process group and to every descendant of pid (and its group). torchrun 2.x
+    starts each worker in a session of its own, so killing the launcher's group alone would
+    leave its workers running, reparented away from it; read the tree first, then signal."""
+    tree = descendants(pid)
+    signal_group(pid, sig)
+    signal_pid(pid, sig)
+    for c in tree:
+        signal_group(c, sig)   # a worker that leads its own session or group
+        signal_pid(c, sig)
+
+
+def kill_marked(entry, sig=signal.SIGKILL):
+    """sig to every process (but this one) whose environment holds entry ("NAME=value"): the
+    backstop for workers whose launcher died before it could stop them (reparented, so no
+    longer its descendants)."""
+    key = entry.encode()
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            try:
+                with open(f"/proc/{d}/environ", "rb") as f:
+                    if key in f.read().split(b"\0"):
+                        signal_pid(int(d), sig)
+            except OSError:
+                pass

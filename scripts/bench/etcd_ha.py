@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""No single point of failure, measured: mxrun --rdzv_backend=etcd against torchrun's etcd-v2
-backend (Debian's python3-etcd, etcd started with --enable-v2) and torchrun's c10d, in one run,
+"""No single point of failure, measured: mxrun --rdzv_backend=etcd against torchrun 2.13's etcd-v2
+backend (torchrun and python-etcd from the project's venv; Debian's etcd 3.4 serves the v2 API
+only when started with --enable-v2, which it is here) and torchrun's c10d, in one run,
 every "node" an agent process on this machine, over loopback, one etcd cluster of 3 members (the
 default 100 ms heartbeat and 1 s election timeout, as people run it).
 
@@ -18,7 +19,9 @@ Cases (each RUNS times, medians):
            elected master serving, to the first worker's start, to the last one's.
 
 Usage: etcd_ha.py  (environment: RUNS, SCALE_NODES, TIMEOUT, CASES (default "host other standby
-scale"), KINDS (default all four launchers), MXRUN, MXRUN_MASTER, TORCHRUN)
+scale"), KINDS (default all four launchers), MXRUN, MXRUN_MASTER, TORCHRUN (default
+<repo>/.venv/bin/torchrun: torchrun 2.13 from the project's venv)); etcd_ha.sh runs it with
+$PYTHON (default <repo>/.venv/bin/python3).
 Prints Markdown on stdout, progress on stderr. Everything it starts is killed by process group
 or pid, never by name.
 """
@@ -33,7 +36,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import descendants  # noqa: E402
+from bench_common import descendants, kill_marked  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNS = int(os.environ.get("RUNS", "5"))
@@ -41,10 +44,11 @@ SCALE_NODES = [int(x) for x in os.environ.get("SCALE_NODES", "8 16 32").split()]
 TIMEOUT = float(os.environ.get("TIMEOUT", "60"))
 MXRUN = os.environ.get("MXRUN", os.path.join(REPO, "build/bin/mxrun"))
 MXRUN_MASTER = os.environ.get("MXRUN_MASTER", os.path.join(REPO, "build/bin/mxrun-master"))
-TORCHRUN = os.environ.get("TORCHRUN", "/usr/bin/torchrun")
-# torchrun 1.13 under Python 3.11 needs a --redirects/--tee naming no local rank (see
-# rendezvous.sh); --monitor_interval=0.1 lets it notice a failure as fast as it can.
-TORCH_QUIRKS = ["--redirects", "9:0", "--tee", "9:0", "--monitor_interval=0.1"]
+DEFAULT_TORCHRUN = os.path.join(REPO, ".venv/bin/torchrun")
+DEFAULT_PYTHON = os.path.join(REPO, ".venv/bin/python3")   # etcd_ha.sh's default
+TORCHRUN = os.environ.get("TORCHRUN", DEFAULT_TORCHRUN)
+# torchrun 2.13 gets the same flags as mxrun: its default --monitor_interval is already 0.1 s,
+# so it notices a failure as fast as it can.
 CASES = os.environ.get("CASES", "host other standby scale").split()
 KINDS = [k for k in ("mxrun etcd", "mxrun c10d", "torchrun etcd-v2", "torchrun c10d")
          if k in os.environ.get("KINDS", "mxrun etcd,mxrun c10d,torchrun etcd-v2,torchrun c10d")
@@ -75,6 +79,8 @@ def start(cmd, log, env=None, keep=False):
     e = {k: v for k, v in os.environ.items()
          if not k.startswith(("PET_", "TORCHELASTIC_", "BENCH_"))}
     e.update(env or {})
+    if not keep:
+        e["MXBENCH_ETCD_HA"] = WORK   # found by stop_all, wherever the process ended up
     out = open(log + ".out", "wb")
     p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                          env=e, cwd=WORK, start_new_session=True)
@@ -112,6 +118,9 @@ def stop_all():
             kill_group(p)
             p.wait()
     procs.clear()
+    # Workers whose agent died before it could stop them (torchrun 2.x starts each worker in a
+    # session of its own, so they are in no agent's group): found by the marker start() set.
+    kill_marked("MXBENCH_ETCD_HA=" + WORK)
 
 
 def lines(log):
@@ -180,10 +189,10 @@ def agent_cmd(kind, etcd, run_id, nnodes, host, conf=""):
         return [MXRUN, "--rdzv_backend=c10d", f"--rdzv_endpoint={host}", f"--rdzv_id={run_id}",
                 rdzv_conf, *common, *worker]
     if kind == "torchrun etcd-v2":
-        return [TORCHRUN, *TORCH_QUIRKS, "--rdzv_backend=etcd-v2",
+        return [TORCHRUN, "--rdzv_backend=etcd-v2",
                 f"--rdzv_endpoint={etcd.endpoints[0]}", f"--rdzv_id={run_id}",
                 "--rdzv_conf=last_call_timeout=1", *common, "--no_python", "sh", WORKER]
-    return [TORCHRUN, *TORCH_QUIRKS, "--rdzv_backend=c10d", f"--rdzv_endpoint={host}",
+    return [TORCHRUN, "--rdzv_backend=c10d", f"--rdzv_endpoint={host}",
             f"--rdzv_id={run_id}", "--rdzv_conf=last_call_timeout=1", *common, "--no_python",
             "sh", WORKER]
 
@@ -344,6 +353,21 @@ def scale_table(etcd):
               f" | {'—' if r is None else f'{r:.2f}'} |")
 
 
+def torch_versions():
+    """torch and python-etcd as torchrun's own interpreter (its #! line) sees them."""
+    try:
+        with open(TORCHRUN, "rb") as f:
+            first = f.readline().decode(errors="replace")
+        py = first[2:].split()[0] if first.startswith("#!") else sys.executable
+        r = subprocess.run([py, "-c", "import importlib.metadata as m, torch; "
+                            "print(torch.__version__, m.version('python-etcd'))"],
+                           capture_output=True, text=True, timeout=120)
+        torch_v, etcd_v = r.stdout.split()
+        return f"torch {torch_v}, python-etcd {etcd_v}"
+    except (OSError, IndexError, ValueError, subprocess.SubprocessError):
+        return "torch unknown"
+
+
 def main():
     for b in (MXRUN, MXRUN_MASTER, TORCHRUN, "/usr/bin/etcd", "/usr/bin/etcdctl"):
         if not os.access(b, os.X_OK):
@@ -353,7 +377,11 @@ def main():
     print("### No single point of failure: mxrun on etcd vs torchrun etcd-v2 and c10d\n")
     print(f"- command: `RUNS={RUNS} TIMEOUT={TIMEOUT:g} CASES=\"{' '.join(CASES)}\" "
           f"KINDS=\"{','.join(KINDS)}\" "
-          f"SCALE_NODES=\"{' '.join(map(str, SCALE_NODES))}\" scripts/bench/etcd_ha.sh`")
+          f"SCALE_NODES=\"{' '.join(map(str, SCALE_NODES))}\""
+          + ("" if TORCHRUN == DEFAULT_TORCHRUN else f" TORCHRUN={TORCHRUN}")
+          + ("" if sys.executable == DEFAULT_PYTHON else f" PYTHON={sys.executable}")
+          + " scripts/bench/etcd_ha.sh`")
+    print(f"- torchrun: `{TORCHRUN}` ({torch_versions()})")
     print(f"- date: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; nproc={os.cpu_count()};"
           f" 3 etcd members (etcd {subprocess.run(['/usr/bin/etcd', '--version'], capture_output=True, text=True).stdout.split()[2]},"
           " default heartbeat 100 ms and election 1 s, --enable-v2) on loopback")

@@ -5,7 +5,10 @@
 # Cases (2 or 3 workers on this machine, --max_restarts=1; the hang happens on attempt 0 only):
 #   filetimer  PyTorch's own watchdog: scripts/examples/file_timer.py, rank 1 hangs inside
 #              `timer.expires(after=T)`; TORCHELASTIC_ENABLE_FILE_TIMER=1. mxrun and torchrun.
-#              Hang moment: the worker enters the timer.
+#              Hang moment: the worker enters the timer. torchrun 2.13's FileTimerServer, after
+#              killing the worker, kills the agent itself with the same signal (SIGKILL), which ends
+#              the job instead of restarting it (file_based_local_timer.py); the table says so, and
+#              once seen, torchrun's remaining runs of the case are skipped.
 #   heartbeat  a shell worker touches $MXRUN_HEARTBEAT_FILE once, then hangs; --hang_timeout=T.
 #              mxrun only: torchrun has no such rule (it would wait forever).
 #              Hang moment: the worker's last beat.
@@ -24,10 +27,10 @@
 #   TIMEOUT        T, the timer / heartbeat / barrier timeout in seconds (default 2)
 #   TORCHRUN_BOUND seconds torchrun is left waiting in the barrier case (default 60)
 #   MXRUN          mxrun binary (default <repo>/build/bin/mxrun)
-#   TORCHRUN       torchrun (default /usr/bin/torchrun)
-#   PYTHON         python with PyTorch, for the workers and the driver (default /usr/bin/python3)
+#   TORCHRUN       torchrun (default <repo>/.venv/bin/torchrun: torchrun 2.13 from the project's venv)
+#   PYTHON         python with PyTorch, for the workers and the driver (default <repo>/.venv/bin/python3)
 #
-# torchrun 1.13 gets --redirects 9:0 --tee 9:0 (its Python 3.11 crash) and --monitor_interval=0.1.
+# torchrun 2.13 gets the same flags as mxrun: its default --monitor_interval is already 0.1 s.
 set -euo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -37,8 +40,8 @@ RUNS="${RUNS:-5}"
 TIMEOUT="${TIMEOUT:-2}"
 TORCHRUN_BOUND="${TORCHRUN_BOUND:-60}"
 MXRUN="${MXRUN:-$repo_root/build/bin/mxrun}"
-TORCHRUN="${TORCHRUN:-/usr/bin/torchrun}"
-PYTHON="${PYTHON:-/usr/bin/python3}"
+TORCHRUN="${TORCHRUN:-$repo_root/.venv/bin/torchrun}"
+PYTHON="${PYTHON:-$repo_root/.venv/bin/python3}"
 
 case "$RUNS" in ''|*[!0-9]*|0) echo "hang.sh: RUNS must be a positive integer" >&2; exit 2;; esac
 case "$TORCHRUN_BOUND" in ''|*[!0-9]*|0) echo "hang.sh: TORCHRUN_BOUND must be a positive integer" >&2; exit 2;; esac
@@ -59,7 +62,8 @@ cp -- "$MXRUN" "$workdir/bin/mxrun"
 invocation="RUNS=$RUNS TIMEOUT=$TIMEOUT"
 [ "$TORCHRUN_BOUND" != 60 ] && invocation+=" TORCHRUN_BOUND=$TORCHRUN_BOUND"
 [ "$MXRUN" != "$repo_root/build/bin/mxrun" ] && invocation+=" MXRUN=$MXRUN"
-[ "$TORCHRUN" != /usr/bin/torchrun ] && invocation+=" TORCHRUN=$TORCHRUN"
+[ "$TORCHRUN" != "$repo_root/.venv/bin/torchrun" ] && invocation+=" TORCHRUN=$TORCHRUN"
+[ "$PYTHON" != "$repo_root/.venv/bin/python3" ] && invocation+=" PYTHON=$PYTHON"
 invocation+=" $0"
 # shellcheck source=scripts/bench/lib.sh
 source "$script_dir/lib.sh"
@@ -79,11 +83,11 @@ export BENCH_RUNS="$RUNS" BENCH_TIMEOUT="$TIMEOUT" BENCH_BOUND="$TORCHRUN_BOUND"
        BENCH_PYTHON="$PYTHON" BENCH_EXAMPLE="$repo_root/scripts/examples/file_timer.py"
 
 "$PYTHON" - "$script_dir" <<'PY'
-import os, re, subprocess, sys, time
+import os, re, signal, subprocess, sys, time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, sys.argv[1])
-from bench_common import Log, median, print_problems, signal_group
+from bench_common import Log, kill_marked, kill_tree, median, print_problems
 
 RUNS = int(os.environ["BENCH_RUNS"])
 T = float(os.environ["BENCH_TIMEOUT"])
@@ -93,7 +97,6 @@ TORCHRUN = os.environ["BENCH_TORCHRUN"]
 WORK = os.environ["BENCH_WORKDIR"]
 PYTHON = os.environ["BENCH_PYTHON"]
 EXAMPLE = os.environ["BENCH_EXAMPLE"]
-TORCH_QUIRKS = ["--redirects", "9:0", "--tee", "9:0", "--monitor_interval=0.1"]
 RUN_LIMIT = 120.0
 
 log = Log("hang.sh")
@@ -112,19 +115,29 @@ if [ "$RANK" = 2 ] && [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then exec sleep 360
 ev done'''
 
 
+run_count = 0
+
+
 def run(cmd, env_extra, events, limit):
-    """Runs a launcher in its own process group; kills the group past `limit`. Returns
-    (exit code or None when killed, stderr, events as tuples)."""
-    env = dict(os.environ, EVENTS=events, PYTHON_EXEC=PYTHON, TMPDIR=WORK, **env_extra)
+    """Runs a launcher in its own process group; kills it and its workers past `limit`. Returns
+    (exit code or None when killed, stderr, events as tuples). Whatever the run left behind (a
+    worker of a launcher that died first: torchrun 2.x gives every worker a session of its own)
+    is found by the marker in its environment and killed when the run ends."""
+    global run_count
+    run_count += 1
+    marker = f"{WORK}/run{run_count}"
+    env = dict(os.environ, EVENTS=events, PYTHON_EXEC=PYTHON, TMPDIR=WORK, BENCH_HANG_RUN=marker,
+               **env_extra)
     with open(os.path.join(WORK, "stderr"), "w+") as err:
         p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                              cwd=WORK, env=env, start_new_session=True)
         try:
             rc = p.wait(timeout=limit)
         except subprocess.TimeoutExpired:
-            signal_group(p.pid)
+            kill_tree(p.pid)
             p.wait()
             rc = None
+        kill_marked("BENCH_HANG_RUN=" + marker)
         err.seek(0)
         text = err.read()
     rows = []
@@ -157,7 +170,7 @@ CASES = {
         workers=2, hang_event="hang", env={"TORCHELASTIC_ENABLE_FILE_TIMER": "1"},
         mxrun=[MXRUN, "--nproc_per_node=2", "--max_restarts=1", EXAMPLE, "--hang_rank", "1",
                "--expire_after", str(T), "--events", "{events}"],
-        torchrun=[TORCHRUN] + TORCH_QUIRKS + ["--nproc_per_node=2", "--max_restarts=1", EXAMPLE,
+        torchrun=[TORCHRUN, "--nproc_per_node=2", "--max_restarts=1", EXAMPLE,
                   "--hang_rank", "1", "--expire_after", str(T), "--events", "{events}"]),
     "heartbeat": dict(
         workers=2, hang_event="hang", env={},
@@ -168,7 +181,7 @@ CASES = {
         workers=3, hang_event="done", env={},
         mxrun=[MXRUN, "--nproc_per_node=3", "--max_restarts=1", f"--exit_barrier_timeout={T}",
                "--no_python", "/bin/sh", "-c", BARRIER_WORKER],
-        torchrun=[TORCHRUN] + TORCH_QUIRKS + ["--nproc_per_node=3", "--max_restarts=1",
+        torchrun=[TORCHRUN, "--nproc_per_node=3", "--max_restarts=1",
                   "--no_python", "/bin/sh", "-c", BARRIER_WORKER]),
 }
 
@@ -183,6 +196,8 @@ for case, spec in CASES.items():
                 continue
             if case == "barrier" and launcher == "torchrun" and i > 0:
                 continue   # once is enough to show it never restarts
+            if results[(case, launcher)].get("final"):
+                continue   # the same end again would tell nothing new
             events = os.path.join(WORK, "events")
             cmd = [c.replace("{events}", events) for c in cmd]
             limit = BOUND if (case == "barrier" and launcher == "torchrun") else RUN_LIMIT
@@ -192,7 +207,14 @@ for case, spec in CASES.items():
             r = recovery(rows, spec["hang_event"], spec["workers"])
             entry = results[(case, launcher)]
             if r is None:
-                if rc is None:
+                hung = any(e == spec["hang_event"] and a == 0 for (e, _, a, _) in rows)
+                if (case == "filetimer" and launcher == "torchrun" and hung
+                        and rc == -signal.SIGKILL):
+                    # torch 2.x: the FileTimerServer reaps the worker, then SIGKILLs its own agent.
+                    entry["note"] = ("no restart: the expired timer's SIGKILL went to the worker and "
+                                     "then to torchrun itself (its FileTimerServer), ending the job")
+                    entry["final"] = True
+                elif rc is None:
                     entry["note"] = (f"never restarted: still waiting after {time.time() - t0:.0f} s"
                                      f" (killed at the bound)")
                 else:

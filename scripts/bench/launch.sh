@@ -18,15 +18,13 @@
 #                  run precedes each case
 #   TORCHRUN_RUNS  runs per case for torchrun (default RUNS, at least 5)
 #   MXRUN          mxrun binary (default <repo>/build/bin/mxrun)
-#   TORCHRUN       torchrun (default /usr/bin/torchrun)
-#   PYTHON         python used to drive the measurements (default /usr/bin/python3)
+#   TORCHRUN       torchrun (default <repo>/.venv/bin/torchrun: torchrun 2.13 from the project's venv)
+#   PYTHON         python used to drive the measurements (default <repo>/.venv/bin/python3)
 #   CASES          which measurements, comma-separated (default launch,rss,restart,flags)
 #   QUIET_WAIT     before each measured iteration, wait at most this many seconds
 #                  for the machine to be idle (< 15% CPU busy) (default 120; 0: don't)
 #
-# torchrun 1.13 crashes under Python 3.11 unless it gets --redirects 9:0 --tee 9:0
-# (a local rank that does not exist, so nothing is redirected); it also gets
-# --monitor_interval=0.1. Those flags are added for torchrun only.
+# Both launchers get the same flags: torchrun 2.13's default --monitor_interval is already 0.1 s.
 set -euo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -35,8 +33,8 @@ repo_root="$(cd "$script_dir/../.." && pwd)"
 RUNS="${RUNS:-10}"
 TORCHRUN_RUNS="${TORCHRUN_RUNS:-$RUNS}"
 MXRUN="${MXRUN:-$repo_root/build/bin/mxrun}"
-TORCHRUN="${TORCHRUN:-/usr/bin/torchrun}"
-PYTHON="${PYTHON:-/usr/bin/python3}"
+TORCHRUN="${TORCHRUN:-$repo_root/.venv/bin/torchrun}"
+PYTHON="${PYTHON:-$repo_root/.venv/bin/python3}"
 QUIET_WAIT="${QUIET_WAIT:-120}"
 CASES="${CASES:-launch,rss,restart,flags}"
 
@@ -67,7 +65,8 @@ invocation="RUNS=$RUNS"
 [ "$QUIET_WAIT" != 120 ] && invocation+=" QUIET_WAIT=$QUIET_WAIT"
 [ "$CASES" != launch,rss,restart,flags ] && invocation+=" CASES=$CASES"
 [ "$MXRUN" != "$repo_root/build/bin/mxrun" ] && invocation+=" MXRUN=$MXRUN"
-[ "$TORCHRUN" != /usr/bin/torchrun ] && invocation+=" TORCHRUN=$TORCHRUN"
+[ "$TORCHRUN" != "$repo_root/.venv/bin/torchrun" ] && invocation+=" TORCHRUN=$TORCHRUN"
+[ "$PYTHON" != "$repo_root/.venv/bin/python3" ] && invocation+=" PYTHON=$PYTHON"
 invocation+=" $0"
 [ "$#" -gt 0 ] && invocation+=" $*"
 # shellcheck source=scripts/bench/lib.sh
@@ -105,10 +104,9 @@ MXRUN = os.environ["BENCH_MXRUN"]
 TORCHRUN = os.environ["BENCH_TORCHRUN"]
 WORK = os.environ["BENCH_WORKDIR"]
 
-TORCH_QUIRKS = ["--redirects", "9:0", "--tee", "9:0", "--monitor_interval=0.1"]
 LAUNCHERS = {
     "mxrun": ([MXRUN], RUNS),
-    "torchrun": ([TORCHRUN] + TORCH_QUIRKS, T_RUNS),
+    "torchrun": ([TORCHRUN], T_RUNS),
 }
 # 4.: the same mxrun with torchrun 2.x's newer flags (event records go to the bench's /dev/null).
 TORCHRUN2_FLAGS = ["--numa-binding=node", "--virtual-local-rank",
@@ -409,7 +407,7 @@ def main():
             cells.append(f"{fmt(min(vs))} - {fmt(max(vs))}" if vs else "n/a")
         print(f"| {label} | {cells[0]} | {cells[1]} |")
     print()
-    print("Commands (torchrun additionally gets `" + " ".join(TORCH_QUIRKS) + "`):")
+    print("Commands (the same flags for both launchers):")
     print()
     print("- launch: `LAUNCHER --standalone --nproc_per_node=N --no_python /bin/true`")
     print("- peak RSS: `LAUNCHER --standalone --nproc_per_node=2 --no_python sh -c 'sleep 0.3'`,"

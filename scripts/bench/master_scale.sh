@@ -26,7 +26,7 @@
 #
 # Environment: RUNS (default 3), NODES (default "1024 4096 16384"), TLS (off | both; default
 # off), HEARTBEAT_S (default 0), AGENTS (default 32, with TLS=both), MXRUN, MXRUN_MASTER, RDZV_LOADGEN (default
-# <repo>/build/bin/...), PYTHON (default /usr/bin/python3).
+# <repo>/build/bin/...), PYTHON (default <repo>/.venv/bin/python3, the project's venv).
 # Prints a Markdown table of medians on stdout; progress on stderr. Every process it starts is
 # stopped by pid.
 set -euo pipefail
@@ -50,7 +50,7 @@ if [ "$PIN" = 1 ] && [ "$(nproc)" -lt 2 ]; then echo "master_scale.sh: PIN=1 nee
 case "$TLS" in off|both) ;; *) echo "master_scale.sh: TLS must be off or both" >&2; exit 2;; esac
 case "$AGENTS" in ''|*[!0-9]*) echo "master_scale.sh: AGENTS must be a whole number" >&2; exit 2;; esac
 RDZV_LOADGEN="${RDZV_LOADGEN:-$repo_root/build/bin/rdzv_loadgen}"
-PYTHON="${PYTHON:-/usr/bin/python3}"
+PYTHON="${PYTHON:-$repo_root/.venv/bin/python3}"
 case "$RUNS" in ''|*[!0-9]*|0) echo "master_scale.sh: RUNS must be a positive integer" >&2; exit 2;; esac
 for n in $NODES; do
   case "$n" in ''|*[!0-9]*|0) echo "master_scale.sh: NODES must be positive integers" >&2; exit 2;; esac
@@ -68,9 +68,11 @@ if [ "$TLS" = both ]; then
   "$repo_root/scripts/make-certs.sh" "$workdir/pki" node node 127.0.0.1 localhost >/dev/null
 fi
 
+python_override=""
+[ "$PYTHON" != "$repo_root/.venv/bin/python3" ] && python_override=" PYTHON=$PYTHON"
 echo "## The rendezvous master at scale"
 echo
-echo "- command: \`RUNS=$RUNS NODES=\"$NODES\" TLS=$TLS AGENTS=$AGENTS HEARTBEAT_S=$HEARTBEAT_S PIN=$PIN CHANNELS=$CHANNELS $0\`"
+echo "- command: \`RUNS=$RUNS NODES=\"$NODES\" TLS=$TLS AGENTS=$AGENTS HEARTBEAT_S=$HEARTBEAT_S PIN=$PIN CHANNELS=$CHANNELS$python_override $0\`"
 echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); nproc=$(nproc); repo at $(git -C "$repo_root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "- master: \`$MXRUN_MASTER\` (sha256 $(sha256sum "$workdir/mxrun-master" | cut -c1-12)...)"
 echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -7,8 +7,10 @@ step, side by side in one run:
                            keeps its process and hands over its state (in-process restart)
   mxrun + train (old way)  the same with --no_in_process_restart: every worker starts again and
                            resumes from the checkpoint
-  torchrun + Python        torchrun 1.13 and scripts/bench/reference/ddp_resnet.py (PyTorch DDP),
-                           resuming from its rank-0 checkpoint
+  torchrun + Python        torchrun 2.13 from the project's venv and
+                           scripts/bench/reference/ddp_resnet.py (PyTorch 2.13 DDP on CPU),
+                           resuming from its rank-0 checkpoint; with
+                           TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (see TORCH_ENV below)
 
 Cases (RUNS times each, medians):
   recovery: once step K is logged (and, for mxrun + train, its warm standby is ready, as it is
@@ -19,8 +21,10 @@ Cases (RUNS times each, medians):
   cold:     launch to the first training step logged.
 Each record carries the wall clock ("time"), so the times are read from the logs, not guessed.
 
-Usage: recovery.py  (environment: RUNS, N, KILL_AT, MXRUN, TORCHRUN)
-Everything it starts is killed by process group, never by name.
+Usage: recovery.py  (environment: RUNS, N, KILL_AT, MXRUN, TORCHRUN (default
+<repo>/.venv/bin/torchrun)); recovery.sh runs it with $PYTHON (default <repo>/.venv/bin/python3).
+Everything it starts is killed by process group or pid (its workers too, found as the launcher's
+descendants or by a marker in their environment), never by name.
 """
 import json
 import os
@@ -33,18 +37,25 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import descendants  # noqa: E402
+from bench_common import descendants, kill_marked, kill_tree  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNS = int(os.environ.get("RUNS", "5"))
 N = int(os.environ.get("N", "50000"))
 KILL_AT = int(os.environ.get("KILL_AT", "12"))
 MXRUN = os.environ.get("MXRUN", os.path.join(REPO, "build/bin/mxrun"))
-TORCHRUN = os.environ.get("TORCHRUN", "/usr/bin/torchrun")
+DEFAULT_TORCHRUN = os.path.join(REPO, ".venv/bin/torchrun")
+DEFAULT_PYTHON = os.path.join(REPO, ".venv/bin/python3")   # recovery.sh's default
+TORCHRUN = os.environ.get("TORCHRUN", DEFAULT_TORCHRUN)
 REFERENCE = os.path.join(REPO, "scripts/bench/reference/ddp_resnet.py")
-# torchrun 1.13 under Python 3.11 needs a --redirects/--tee naming no local rank (see
-# rendezvous.sh); --monitor_interval=0.1 lets it notice a failure as fast as it can.
-TORCH_QUIRKS = ["--redirects", "9:0", "--tee", "9:0", "--monitor_interval=0.1"]
+# torchrun 2.13 gets the same flags as mxrun: its default --monitor_interval is already 0.1 s,
+# so it notices a failure as fast as it can.
+# torchrun 2.13 shares its rendezvous TCPStore with the workers and keeps that one store across
+# restarts, while the workers' env:// init assumes a fresh store per attempt (no per-attempt key
+# prefix): after a restart, Gloo's connectFullMesh can read rank 0's address of the attempt that
+# died and fail with "Connection refused" (seen here: the restarted group never trained). Its own
+# opt-out brings back a fresh store per attempt, hosted by rank 0 (pytorch/pytorch#135712).
+TORCH_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 COMMON = ["--width", "16", "--batch_size", "64", "--synthetic_train", str(N), "--epochs", "1",
           "--log_every", "1", "--ckpt_every", "5"]
 WORK = tempfile.mkdtemp(prefix="mxrun-recovery-bench.")
@@ -59,7 +70,7 @@ def command(kind, run_dir):
         return [MXRUN, "--standalone", "--nproc_per_node=2", "--max_restarts=1", "train",
                 *COMMON, *ckpt, "--no_eval", "--metrics_file", os.path.join(run_dir, "m.jsonl"),
                 *extra]
-    return [TORCHRUN, *TORCH_QUIRKS, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
+    return [TORCHRUN, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
             REFERENCE, *COMMON, *ckpt]
 
 
@@ -133,9 +144,13 @@ def one_run(kind, case, idx):
     run_dir = tempfile.mkdtemp(dir=WORK, prefix=f"{case}.")
     out_path = os.path.join(run_dir, "out")
     t_launch = time.time()
+    # The marker finds whatever the run leaves behind (see the finally clause).
+    env = dict(os.environ, BENCH_RECOVERY_RUN=run_dir,
+               **({} if kind.startswith("mxrun") else TORCH_ENV))
     with open(out_path, "wb") as out:
         p = subprocess.Popen(command(kind, run_dir), stdout=out, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, cwd=run_dir, start_new_session=True)
+                             stdin=subprocess.DEVNULL, cwd=run_dir, env=env,
+                             start_new_session=True)
     try:
         if case == "cold":
             first = wait_until(lambda: steps(records(kind, run_dir, out_path)), 300)
@@ -170,11 +185,10 @@ def one_run(kind, case, idx):
         went_on_from = after[0]["step"] - 1
         return after[0]["time"] - t_kill, max(0, last_before - went_on_from)
     finally:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        # The launcher's group, and its workers: torchrun 2.x starts each in a session of its own.
+        kill_tree(p.pid)
         p.wait()
+        kill_marked("BENCH_RECOVERY_RUN=" + run_dir)
 
 
 def med(xs):
@@ -182,12 +196,31 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
+def torch_version():
+    """torch as torchrun's own interpreter (its #! line) sees it."""
+    try:
+        with open(TORCHRUN, "rb") as f:
+            first = f.readline().decode(errors="replace")
+        py = first[2:].split()[0] if first.startswith("#!") else sys.executable
+        r = subprocess.run([py, "-c", "import torch; print(torch.__version__)"],
+                           capture_output=True, text=True, timeout=120)
+        return "torch " + (r.stdout.strip() or "unknown")
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return "torch unknown"
+
+
 def main():
     for b in (MXRUN, TORCHRUN, os.path.join(os.path.dirname(MXRUN), "train")):
         if not os.access(b, os.X_OK):
             raise SystemExit(f"recovery: not found: {b}")
     print("### Recovery and cold start: mxrun + train vs torchrun + PyTorch DDP\n")
-    print(f"- command: `RUNS={RUNS} N={N} KILL_AT={KILL_AT} scripts/bench/recovery.sh`")
+    print(f"- command: `RUNS={RUNS} N={N} KILL_AT={KILL_AT}"
+          + ("" if MXRUN == os.path.join(REPO, "build/bin/mxrun") else f" MXRUN={MXRUN}")
+          + ("" if TORCHRUN == DEFAULT_TORCHRUN else f" TORCHRUN={TORCHRUN}")
+          + ("" if sys.executable == DEFAULT_PYTHON else f" PYTHON={sys.executable}")
+          + " scripts/bench/recovery.sh`")
+    print(f"- torchrun: `{TORCHRUN}` ({torch_version()}), run with "
+          + " ".join(f"{k}={v}" for k, v in TORCH_ENV.items()))
     print(f"- date: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; nproc="
           f"{os.cpu_count()}; 2 CPU workers, ResNet-18 width 16, batch 64 per worker, {N} "
           "synthetic images, checkpoint every 5 steps")

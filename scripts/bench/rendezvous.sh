@@ -44,12 +44,12 @@
 #   SCALE_NODES           agent counts for case 4 (default "8 16 32")
 #   LOADGEN_NODES         rdzv_loadgen session counts (default "1024 4096")
 #   MXRUN, MXRUN_MASTER, RDZV_LOADGEN  binaries (default <repo>/build/bin/...)
-#   TORCHRUN              torchrun (default /usr/bin/torchrun)
-#   PYTHON                python driving the measurements (default /usr/bin/python3)
+#   TORCHRUN              torchrun (default <repo>/.venv/bin/torchrun: torchrun 2.13 from the
+#                         project's venv)
+#   PYTHON                python driving the measurements (default <repo>/.venv/bin/python3)
 #
-# torchrun 1.13 crashes under Python 3.11 unless it gets --redirects 9:0 --tee 9:0 (a local
-# rank that does not exist); it also gets --monitor_interval=0.1. Those flags are added for
-# torchrun only. Every process the benchmark starts carries a marker in its environment; it is
+# torchrun 2.13 gets the same flags as mxrun (its default --monitor_interval is already 0.1 s).
+# Every process the benchmark starts carries a marker in its environment; it is
 # killed by pid (or by the process group it was started in with setsid), never by name.
 set -euo pipefail
 
@@ -67,8 +67,8 @@ LOADGEN_NODES="${LOADGEN_NODES:-1024 4096}"
 MXRUN="${MXRUN:-$repo_root/build/bin/mxrun}"
 MXRUN_MASTER="${MXRUN_MASTER:-$repo_root/build/bin/mxrun-master}"
 RDZV_LOADGEN="${RDZV_LOADGEN:-$repo_root/build/bin/rdzv_loadgen}"
-TORCHRUN="${TORCHRUN:-/usr/bin/torchrun}"
-PYTHON="${PYTHON:-/usr/bin/python3}"
+TORCHRUN="${TORCHRUN:-$repo_root/.venv/bin/torchrun}"
+PYTHON="${PYTHON:-$repo_root/.venv/bin/python3}"
 
 die() { echo "rendezvous.sh: $*" >&2; exit 2; }
 for v in RUNS TORCHRUN_DEAD_RUNS TORCHRUN_DEAD_TIMEOUT RUNS_TORCHRUN_SCALE TORCHRUN_SCALE_TIMEOUT; do
@@ -137,6 +137,8 @@ for v in RUNS TORCHRUN_DEAD_RUNS TORCHRUN_DEAD_TIMEOUT TORCHRUN_DEAD_STOP_EARLY 
     # Name every setting that was given in the environment.
     if printenv "$v" >/dev/null 2>&1; then invocation+="$v=\"${!v}\" "; fi
 done
+[ "$TORCHRUN" != "$repo_root/.venv/bin/torchrun" ] && invocation+="TORCHRUN=$TORCHRUN "
+[ "$PYTHON" != "$repo_root/.venv/bin/python3" ] && invocation+="PYTHON=$PYTHON "
 invocation+="$0"
 [ "$#" -gt 0 ] && invocation+=" $*"
 # shellcheck source=scripts/bench/lib.sh
@@ -148,7 +150,7 @@ echo "- command: \`$invocation\`"
 echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "- machine: nproc=$(nproc), uname -r=$(uname -r)${cpu_model:+, cpu=$cpu_model}; every node is a process on this machine, over loopback"
 echo "- mxrun: \`$MXRUN\` ($("$workdir/bin/mxrun" --version 2>/dev/null | head -n1 || echo unknown), repo at $git_rev, sha256 $mxrun_sha...; mxrun-master sha256 $master_sha...)"
-echo "- torchrun: \`$TORCHRUN\` (torch $("$torch_py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo unknown), $("$torch_py" --version 2>&1)), always with \`--redirects 9:0 --tee 9:0 --monitor_interval=0.1\`"
+echo "- torchrun: \`$TORCHRUN\` (torch $("$torch_py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo unknown), $("$torch_py" --version 2>&1)), with the same flags as mxrun"
 echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
@@ -180,7 +182,6 @@ MASTER = os.path.join(WORK, "bin", "mxrun-master")
 LOADGEN = os.path.join(WORK, "bin", "rdzv_loadgen")
 TORCHRUN = os.environ["BENCH_TORCHRUN"]
 WORKER = os.path.join(WORK, "worker.sh")
-TORCH_QUIRKS = ["--redirects", "9:0", "--tee", "9:0", "--monitor_interval=0.1"]
 MARK = "MXBENCH_ID=" + WORK          # every process we start carries this
 POLL = 0.005                         # polling period of every wait
 MX_TIMEOUT = 60.0                    # mxrun: bound of any single wait
@@ -404,7 +405,7 @@ def agent_cmd(launcher, port, run_id, nnodes, nproc, extra):
     if launcher == "mxrun":
         base = [MXRUN]
     else:
-        base = [TORCHRUN] + TORCH_QUIRKS
+        base = [TORCHRUN]
     return base + ["--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
                    f"--rdzv_id={run_id}", f"--nnodes={nnodes}", f"--nproc_per_node={nproc}"] \
         + extra + ["--no_python", "sh", WORKER]
@@ -733,7 +734,7 @@ def ratio(t, m, t_lower_bound=None):
 def main():
     progress(f"work dir {WORK}")
     # Warm the page cache for both launchers (not measured).
-    for cmd in ([MXRUN, "--version"], [TORCHRUN] + TORCH_QUIRKS + ["--help"]):
+    for cmd in ([MXRUN, "--version"], [TORCHRUN, "--help"]):
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
 
     res = {}
@@ -847,7 +848,7 @@ def main():
         print(f"| {n} | {fmt_s(fm)} | {fmt_s(fi)} | {(hw / 1024):.1f} MiB | {(b0 / 1024):.1f} MiB | {cells} | {target} | {met} |"
               if hw and b0 else f"| {n} | {fmt_s(fm)} | {fmt_s(fi)} | - | - | {cells} | {target} | {met} |")
     print()
-    print("Commands (torchrun additionally gets `" + " ".join(TORCH_QUIRKS) + "`; every agent is started "
+    print("Commands (the same flags for both launchers; every agent is started "
           "under setsid; the worker is `sh worker.sh`, see the script):")
     print()
     print("- cases 1-2, mxrun: `mxrun-master --port=0`; 3 x `mxrun --rdzv_backend=c10d "

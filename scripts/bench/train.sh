@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Training-throughput benchmark: mxrun's bundled trainer against the PyTorch DDP reference
-# (scripts/bench/reference/ddp_resnet.py under torchrun), side by side.
+# Training-throughput benchmark: mxrun's bundled trainer against the PyTorch 2.13 DDP reference
+# (scripts/bench/reference/ddp_resnet.py under torchrun 2.13 from the project's venv), side by side.
 #
 # Both train the same ResNet (torchvision layout, CIFAR stem) on synthetic CIFAR-shaped data
 # held in memory, with random crop + flip + normalisation, DistributedSampler sharding, SGD
@@ -13,11 +13,12 @@
 #   mxrun:     $MXRUN --standalone --nproc_per_node=$NPROC train --model $MODEL --width $WIDTH
 #                --batch_size $BATCH --max_steps $STEPS --log_every $LOG_EVERY
 #                --synthetic_train $N --no_eval --ckpt_dir '' --metrics_file RUN/m.jsonl
-#   reference: $TORCHRUN --redirects 9:0 --tee 9:0 --standalone --nproc_per_node=$NPROC
-#                --monitor_interval=0.1 scripts/bench/reference/ddp_resnet.py (same flags,
-#                minus --no_eval, --ckpt_dir and --metrics_file; on CUDA plus --cudnn_benchmark,
-#                which the trainer does by default there, and at width 64 --torchvision:
-#                torchvision's ResNet with a CIFAR stem where torchvision is installed)
+#   reference: $TORCHRUN --standalone --nproc_per_node=$NPROC
+#                scripts/bench/reference/ddp_resnet.py (same flags, minus --no_eval, --ckpt_dir
+#                and --metrics_file; on CUDA plus --cudnn_benchmark, which the trainer does by
+#                default there, and at width 64 --torchvision: torchvision's ResNet with a CIFAR
+#                stem where torchvision is installed; the project's venv has no torchvision, so
+#                there the reference uses its own ResNet of the same layout, as on CPU)
 #
 # Every LOG_EVERY steps each side records images/s = global images of the window (batch x
 # world size x steps) over the window's wall time: the trainer in its --metrics_file, the
@@ -49,17 +50,17 @@
 #              trainer against trainer, the launcher the same on both sides.
 #   MXRUN      mxrun binary (default <repo>/build/bin/mxrun; its bundled trainer `train`
 #              must sit beside it)
-#   TORCHRUN   torchrun (default /usr/bin/torchrun)
-#   PYTHON     python used to drive the measurements (default /usr/bin/python3)
+#   TORCHRUN   torchrun (default <repo>/.venv/bin/torchrun: torchrun 2.13 from the project's venv)
+#   PYTHON     python used to drive the measurements (default <repo>/.venv/bin/python3)
 #
 # OMP_NUM_THREADS is removed from both jobs' environment, so both launchers set it to 1 for
 # their workers; the rest of the environment is passed to both unchanged. glibc's allocator
 # settings (MALLOC_*_ environment variables, GLIBC_TUNABLES) change CPU throughput markedly
 # (freed activations returned to the kernel and faulted in again every step), so any that
-# are set are listed in the report. torchrun 1.13 crashes under Python 3.11 unless it gets --redirects 9:0
-# --tee 9:0 (a local rank that does not exist, so nothing is redirected); it also gets
-# --monitor_interval=0.1. Every launcher is started in its own session and, should it
-# overrun TIMEOUT, killed by that process group's id.
+# are set are listed in the report. torchrun 2.13 needs no extra flags (its default
+# --monitor_interval is already 0.1 s). Every launcher is started in its own session and, should
+# it overrun TIMEOUT, killed by that process group's id, its workers by their pids (torchrun 2.x
+# starts each worker in a session of its own).
 set -euo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -77,8 +78,8 @@ TIMEOUT="${TIMEOUT:-1800}"
 QUIET_WAIT="${QUIET_WAIT:-120}"
 MXRUN="${MXRUN:-$repo_root/build/bin/mxrun}"
 TRAINER_LAUNCHER="${TRAINER_LAUNCHER:-mxrun}"
-TORCHRUN="${TORCHRUN:-/usr/bin/torchrun}"
-PYTHON="${PYTHON:-/usr/bin/python3}"
+TORCHRUN="${TORCHRUN:-$repo_root/.venv/bin/torchrun}"
+PYTHON="${PYTHON:-$repo_root/.venv/bin/python3}"
 REFERENCE="$script_dir/reference/ddp_resnet.py"
 
 die() { echo "train.sh: $*" >&2; exit 2; }
@@ -137,7 +138,8 @@ for v in RUNS MODEL WIDTH BATCH STEPS LOG_EVERY N DEVICE AMP NPROC TIMEOUT QUIET
 done
 [ "$MXRUN" != "$repo_root/build/bin/mxrun" ] && invocation+="MXRUN=$MXRUN "
 [ "$TRAINER_LAUNCHER" != mxrun ] && invocation+="TRAINER_LAUNCHER=$TRAINER_LAUNCHER "
-[ "$TORCHRUN" != /usr/bin/torchrun ] && invocation+="TORCHRUN=$TORCHRUN "
+[ "$TORCHRUN" != "$repo_root/.venv/bin/torchrun" ] && invocation+="TORCHRUN=$TORCHRUN "
+[ "$PYTHON" != "$repo_root/.venv/bin/python3" ] && invocation+="PYTHON=$PYTHON "
 invocation+="$0"
 [ "$#" -gt 0 ] && invocation+=" $*"
 # shellcheck source=scripts/bench/lib.sh
@@ -179,8 +181,8 @@ import json, math, os, signal, statistics, subprocess, sys, time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, sys.argv[1])
-from bench_common import (Log, busy_waits, loadavg, median, print_problems, signal_group,
-                          wait_quiet)
+from bench_common import (Log, busy_waits, descendants, kill_tree, loadavg, median,
+                          print_problems, signal_group, signal_pids, wait_quiet)
 
 E = os.environ
 RUNS = int(E["BENCH_RUNS"])
@@ -193,13 +195,14 @@ MXRUN, TORCHRUN, REFERENCE = E["BENCH_MXRUN"], E["BENCH_TORCHRUN"], E["BENCH_REF
 WORK = E["BENCH_WORKDIR"]
 CUDA = DEVICE == "cuda"
 
-TORCH_QUIRKS = ["--redirects", "9:0", "--tee", "9:0"]
 COMMON = ["--model", MODEL, "--width", str(WIDTH), "--batch_size", str(BATCH),
           "--max_steps", str(STEPS), "--log_every", str(LOG_EVERY), "--synthetic_train", str(N)]
 if CUDA:
     COMMON += ["--device", "cuda", "--backend", "nccl", "--amp", AMP, "--channels_last"]
 MXRUN_EXTRA = ["--no_eval", "--ckpt_dir", ""]   # + --metrics_file RUN/m.jsonl
-# torchvision's ResNet comes in width 64 only; other widths use the reference's own ResNet.
+# torchvision's ResNet comes in width 64 only; other widths use the reference's own ResNet (and so
+# does width 64 where torchvision cannot be imported, as in the project's venv: the report's
+# "reference model" line says which).
 REFERENCE_EXTRA = (["--cudnn_benchmark"] + (["--torchvision"] if WIDTH == 64 else [])) if CUDA else []
 
 # Both jobs run with OMP_NUM_THREADS unset: both launchers then give each worker 1 thread.
@@ -223,12 +226,16 @@ def run_job(cmd, rundir):
             rc = p.wait(timeout=TIMEOUT)
             timed_out = False
         except subprocess.TimeoutExpired:
+            # torchrun 2.x starts each worker in a session of its own: note them before the
+            # launcher can go, and kill what is left of them after its grace period.
+            tree = descendants(p.pid)
             signal_group(p.pid, signal.SIGTERM)
             try:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 pass
             signal_group(p.pid)
+            signal_pids(tree)
             rc = p.wait()
             timed_out = True
         dt = time.perf_counter() - t
@@ -266,15 +273,13 @@ def one_run(name, idx):
     if name == "mxrun":
         metrics = os.path.join(rundir, "m.jsonl")
         if E["BENCH_TRAINER_LAUNCHER"] == "torchrun":
-            launcher = [TORCHRUN] + TORCH_QUIRKS + ["--standalone", f"--nproc_per_node={NPROC}",
-                                                    "--monitor_interval=0.1", "--no_python",
-                                                    E["BENCH_TRAIN"]]
+            launcher = [TORCHRUN, "--standalone", f"--nproc_per_node={NPROC}", "--no_python",
+                        E["BENCH_TRAIN"]]
         else:
             launcher = [MXRUN, "--standalone", f"--nproc_per_node={NPROC}", "train"]
         cmd = launcher + COMMON + MXRUN_EXTRA + ["--metrics_file", metrics]
     else:
-        cmd = [TORCHRUN] + TORCH_QUIRKS + ["--standalone", f"--nproc_per_node={NPROC}",
-                                           "--monitor_interval=0.1", REFERENCE] + COMMON + REFERENCE_EXTRA
+        cmd = [TORCHRUN, "--standalone", f"--nproc_per_node={NPROC}", REFERENCE] + COMMON + REFERENCE_EXTRA
     progress(f"run {idx + 1}/{RUNS}: {name} ...")
     rc, seconds, timed_out = run_job(cmd, rundir)
     if name == "mxrun":
@@ -392,9 +397,8 @@ def main():
                               for a in args)
     print("- mxrun: `" + q(["mxrun", "--standalone", f"--nproc_per_node={NPROC}", "train"] + COMMON
                           + MXRUN_EXTRA + ["--metrics_file", "RUN/m.jsonl"]) + "`")
-    print("- reference: `" + q(["torchrun"] + TORCH_QUIRKS + ["--standalone", f"--nproc_per_node={NPROC}",
-                                "--monitor_interval=0.1", "scripts/bench/reference/ddp_resnet.py"]
-                               + COMMON + REFERENCE_EXTRA) + "`")
+    print("- reference: `" + q(["torchrun", "--standalone", f"--nproc_per_node={NPROC}",
+                                "scripts/bench/reference/ddp_resnet.py"] + COMMON + REFERENCE_EXTRA) + "`")
     print()
     print("Load average at end: " + loadavg() + "; "
           f"pairs that waited for an idle machine: {busy_waits['waited']}, "
@@ -409,5 +413,5 @@ try:
     main()
 finally:
     for pgid in list(live):
-        signal_group(pgid)
+        kill_tree(pgid)   # the launcher's group and its workers' own sessions
 PY

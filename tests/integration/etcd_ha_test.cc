@@ -94,7 +94,7 @@ TEST_CASE("etcd: the node hosting the master dies: the survivors re-form at worl
       argv.push_back(a);
     }
     agents.push_back(std::make_unique<Subprocess>(
-        argv, std::map<std::string, std::string>{{"PYTHON_EXEC", "/usr/bin/python3"}}));
+        argv, std::map<std::string, std::string>{{"PYTHON_EXEC", PYTHON_BIN}}));
   }
   for (auto& agent : agents) {
     REQUIRE(agent->WaitForStdout("allreduce ok: sum=6.0 world_size=3 attempt=0", 1, 180s));

@@ -55,7 +55,7 @@ std::string DiagnosticsDir(const std::string& err) {
 
 std::map<std::string, std::string> WithFileTimer(const TempDir& tmp) {
   return {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"},
-          {"PYTHON_EXEC", "/usr/bin/python3"},
+          {"PYTHON_EXEC", PYTHON_BIN},
           {"TMPDIR", tmp.path()}};
 }
 
@@ -298,4 +298,117 @@ TEST_CASE("exit barrier across nodes: the master tells a node its peers finished
                                              "after the workers of node 0 \\(")));
   CHECK_THAT(ra.err, Catch::Contains("rank       : 2 (local_rank: 0)"));
   CHECK_THAT(rb.err, Catch::Contains("rank       : 2 (local_rank: 0)"));
+}
+
+// TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT (torchrun 2.13): test_child --vfork-wait puts the
+// worker in D state (a vfork parent waits, TASK_KILLABLE, for its child) with no privileges.
+namespace {
+
+// The variable, and TMPDIR in `tmp`: the kept hang folders of runs without --log_dir land there.
+std::map<std::string, std::string> DStateTimeout(const std::string& seconds, const TempDir& tmp) {
+  return {{"TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", seconds}, {"TMPDIR", tmp.path()}};
+}
+
+// "worker rank 0 (local_rank 0, pid P)" for the pid the worker printed as "KEY=P".
+std::string WorkerNamed(const std::string& out, const std::string& key) {
+  const std::vector<int> pids = mxrun::testing::IntsAfter(out, key);
+  REQUIRE(pids.size() == 1);
+  return "worker rank 0 (local_rank 0, pid " + std::to_string(pids[0]) + ")";
+}
+
+}  // namespace
+
+TEST_CASE("uninterruptible sleep: a worker in D state too long is hung and the group restarts",
+          "[integration][hang][dstate]") {
+  TempDir tmp;
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=1", "--max_restarts=1", "--term_timeout=1"},
+                              {"--vfork-wait=6", "--vfork-below-attempt=1", "--ready"}),
+                        DStateTimeout("1", tmp), 60s);
+  INFO(Describe(r));
+  CHECK(r.exit_code == 0);
+  const std::string who = WorkerNamed(r.out, "vfork-waiting rank=0 pid");
+  CHECK_THAT(r.err,
+             Catch::Contains("hang detection: a worker in uninterruptible sleep (D state) for 1 s "
+                             "is hung (TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT)"));
+  CHECK_THAT(r.err, Catch::Contains(who + " entered uninterruptible sleep (D-state); will mark it "
+                                          "hung if it remains for 1 s"));
+  // Measured from the first poll that saw it in D (1.0 s, or a little more on a busy machine).
+  CHECK_THAT(r.err, Catch::Contains(who + " is hung (uninterruptible sleep): in D state for 1."));
+  CHECK(std::regex_search(r.err, std::regex("in D state for 1\\.[0-9] s, at least "
+                                            "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT=1 s; "
+                                            "wchan: \\S+; kernel stack: ")));
+  CHECK_THAT(r.err, Catch::Contains("restarting the worker group (1 of 1 restarts)"));
+  CHECK_THAT(r.out, Catch::Contains("attempt=1"));
+  CHECK_THAT(r.out, !Catch::Contains("vfork-done"));  // stopped in D, not left to finish
+  CHECK(r.elapsed < 30s);
+}
+
+TEST_CASE(
+    "uninterruptible sleep: with no restarts left the summary names the worker and mxrun exits 1",
+    "[integration][hang][dstate]") {
+  TempDir logs;
+  ProcessResult r =
+      Run(Mxrun({"--nproc_per_node=1", "--term_timeout=1", "--log_dir=" + logs.path()},
+                {"--vfork-wait=50", "--ready"}),
+          DStateTimeout("1", logs), 60s);
+  INFO(Describe(r));
+  CHECK(r.exit_code == 1);
+  const std::vector<int> pids = mxrun::testing::IntsAfter(r.out, "vfork-waiting rank=0 pid");
+  REQUIRE(pids.size() == 1);
+  CHECK_THAT(r.err, Catch::Contains("  pid        : " + std::to_string(pids[0]) + "\n"));
+  CHECK(std::regex_search(r.err, std::regex("exit       : hung \\(uninterruptible sleep\\): in D "
+                                            "state for 1\\.[0-9] s, at least "
+                                            "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT=1 s; "
+                                            "wchan: \\S+; kernel stack: ")));
+  CHECK_THAT(r.err, Catch::Contains("hang state :\n      rank 0 (pid " + std::to_string(pids[0]) +
+                                    "): D (uninterruptible sleep"));
+  // No tracer was run at it (one cannot attach before it leaves D): no time spent waiting.
+  const std::string report = ReadFile(DiagnosticsDir(r.err) + "/rank0.txt");
+  CHECK_THAT(report, Catch::Contains("rule         : uninterruptible sleep: in D state for 1."));
+  CHECK_THAT(report, Catch::Contains("stack dump: skipped: a tracer cannot attach to a process in "
+                                     "uninterruptible sleep"));
+  CHECK(r.elapsed < 15s);  // the worker would have stayed in D for 50 s
+}
+
+TEST_CASE("uninterruptible sleep: a worker that cannot be reaped after SIGKILL is left behind",
+          "[integration][hang][dstate]") {
+  // Its zombie is held by a tracer outside its process group, so the agent cannot reap it until
+  // the stop's sweep kills that tracer: the stop waits its bounded time, names the pid, goes on.
+  TempDir tmp;
+  ProcessResult r =
+      Run(Mxrun({"--nproc_per_node=1", "--max_restarts=1", "--term_timeout=1"},
+                {"--vfork-wait=20", "--vfork-below-attempt=1", "--unreapable", "--ready"}),
+          DStateTimeout("1", tmp), 90s);
+  INFO(Describe(r));
+  CHECK(r.exit_code == 0);
+  const std::vector<int> pids = mxrun::testing::IntsAfter(r.out, "vfork-waiting rank=0 pid");
+  const std::vector<int> tracers = mxrun::testing::IntsAfter(r.out, "tracer");
+  REQUIRE(pids.size() == 1);
+  REQUIRE(tracers.size() == 1);
+  CHECK_THAT(r.err, Catch::Contains("is hung (uninterruptible sleep)"));
+  CHECK_THAT(r.err, Catch::Contains("worker rank 0 (pid " + std::to_string(pids[0]) +
+                                    ") exited but cannot be reaped ("));
+  CHECK_THAT(r.err, Catch::Contains("tracer holding it): waited 10 s, going on without it"));
+  CHECK_THAT(r.err, Catch::Contains("restarting the worker group (1 of 1 restarts)"));
+  CHECK_THAT(r.out, Catch::Contains("attempt=1"));
+  CHECK(r.elapsed < 40s);
+  CHECK(mxrun::testing::WaitForExit(tracers[0], 10s));  // the sweep killed it
+}
+
+TEST_CASE("uninterruptible sleep: an unparsable or zero or negative timeout turns the check off",
+          "[integration][hang][dstate]") {
+  const std::string value = GENERATE(as<std::string>{}, "ten", "0", "-1");
+  TempDir tmp;
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=1"}, {"--vfork-wait=2.5"}),
+                        DStateTimeout(value, tmp), 60s);
+  INFO(Describe(r));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("vfork-done rank=0"));  // left in D for 2.5 s, untouched
+  CHECK_THAT(r.err, !Catch::Contains("uninterruptible sleep (D"));
+  CHECK_THAT(r.err, !Catch::Contains("hung"));
+  if (value == "ten") {  // torchrun is silent about it; mxrun says why the check is off
+    CHECK_THAT(r.err, Catch::Contains("TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT='ten' is not a "
+                                      "number of seconds: workers in uninterruptible sleep are not "
+                                      "watched (as under torchrun)"));
+  }
 }

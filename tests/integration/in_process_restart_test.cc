@@ -232,7 +232,7 @@ TEST_CASE("ordinary Python workers are stopped and started again, as under torch
            "    time.sleep(60)\n";
   }
   Subprocess job({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=1", script},
-                 {{"PYTHON_EXEC", "/usr/bin/python3"}});
+                 {{"PYTHON_EXEC", PYTHON_BIN}});
   REQUIRE(job.WaitForStdout("ready rank=", 2, 60s));
   REQUIRE(::kill(ReadyPids(job.out()).at(1).at(0), SIGUSR1) == 0);
   ProcessResult r = job.Wait(120s);

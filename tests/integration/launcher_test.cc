@@ -275,8 +275,10 @@ TEST_CASE("bad input exits 2 with a message saying what is accepted", "[integrat
 TEST_CASE("log_dir keeps per-rank, per-attempt files and redirects keep stdout off the console",
           "[integration][logs]") {
   TempDir dir;
+  // A port given (0: a free one) keeps the static rendezvous and its run id: with neither endpoint
+  // nor port a one-node job runs as --standalone, with a random run id (torchrun 2.12+).
   ProcessResult r = Run(Mxrun({"--nproc_per_node=2", "--log_dir=" + dir.path(), "--redirects=1",
-                               "--max_restarts=1", "--rdzv_id=logjob"},
+                               "--max_restarts=1", "--rdzv_id=logjob", "--master_port=0"},
                               {"--lines=2", "--exit=4", "--fail-below-attempt=1", "--only-rank=1"}));
   INFO(r.err);
   CHECK(r.exit_code == 0);
@@ -334,7 +336,7 @@ TEST_CASE("scratch files are cleaned up: nothing is left in TMPDIR", "[integrati
 TEST_CASE("a real PyTorch DDP program all-reduces over Gloo with 2 workers",
           "[integration][pytorch]") {
   ProcessResult r = Run({kMxrun, "--standalone", "--nproc_per_node=2", EXAMPLES_DIR "/ddp_allreduce.py"},
-                        {{"PYTHON_EXEC", "/usr/bin/python3"}}, 180s);
+                        {{"PYTHON_EXEC", PYTHON_BIN}}, 180s);
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("[n0 r0] allreduce ok: sum=3.0 world_size=2"));

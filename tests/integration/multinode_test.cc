@@ -279,7 +279,7 @@ TEST_CASE("PyTorch Gloo all-reduce across 2 nodes x 2 workers, also after a re-f
       argv.push_back(EXAMPLES_DIR "/ddp_allreduce.py");
       if (!extra.empty()) argv.push_back(extra);
       nodes.push_back(std::make_unique<Subprocess>(
-          argv, std::map<std::string, std::string>{{"PYTHON_EXEC", "/usr/bin/python3"}}));
+          argv, std::map<std::string, std::string>{{"PYTHON_EXEC", PYTHON_BIN}}));
     }
     std::string out;
     for (auto& node : nodes) {

@@ -164,7 +164,9 @@ TEST_CASE("a line prefix template on the console and in the filtered files, not 
 TEST_CASE("duplicate filters without --log_dir keep their file in a kept temporary folder",
           "[integration][torchrun2]") {
   TempDir tmp;
-  ProcessResult r = Run(Mxrun({"--nproc_per_node=1", "--rdzv_id=filtered"}, {"--lines=2"}),
+  // A port keeps the static rendezvous and its run id (without one: --standalone, a random id).
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=1", "--rdzv_id=filtered", "--master_port=0"},
+                              {"--lines=2"}),
                         {{"PET_DUPLICATE_STDOUT_FILTERS", "line=0"}, {"TMPDIR", tmp.path()}});
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
@@ -177,7 +179,7 @@ TEST_CASE("event-log-handler=console prints torchelastic's event records",
           "[integration][torchrun2]") {
   const bool from_env = GENERATE(false, true);
   std::vector<std::string> flags = {"--nproc_per_node=2", "--max_restarts=1",
-                                    "--rdzv_id=events"};
+                                    "--rdzv_id=events", "--master_port=0"};  // static: as given
   std::map<std::string, std::string> env;
   if (from_env) {
     env["PET_EVENT_LOG_HANDLER"] = "console";

@@ -10,6 +10,8 @@
 
 #include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "tests/master.h"
@@ -65,8 +67,18 @@ void CheckRecovered(const TempDir& dir, const std::map<int, double>& baseline, i
   }
 }
 
+// scripts/check_tensorboard_events.py: the event files in `tb_dir` read by TensorBoard's own code
+// (the `tensorboard` package in PYTHON_BIN's environment, .venv) against every scalar of the run's
+// metrics file. Exit 0 when they all match.
+ProcessResult CheckTensorBoardEvents(const std::string& tb_dir, const TempDir& dir) {
+  return Run({PYTHON_BIN, std::string(SCRIPTS_DIR) + "/check_tensorboard_events.py", tb_dir,
+              dir.path() + "/metrics.jsonl"},
+             {}, 120s);
+}
+
 // `standby`: a warm standby takes the rank (the kill waits until it is ready); otherwise there is
-// none and a new process starts for it.
+// none and a new process starts for it. The job with the kill also writes TensorBoard events
+// (rank 0, kept), which TensorBoard's own reader must find equal to the metrics file.
 void KillRankAndCheck(int nproc, int victim, bool standby) {
   TempDir base;
   ProcessResult first =
@@ -77,10 +89,12 @@ void KillRankAndCheck(int nproc, int victim, bool standby) {
   REQUIRE(first.exit_code == 0);
 
   TempDir dir;
+  std::vector<std::string> args = kTrainArgs;
+  args.insert(args.end(), {"--tensorboard_dir", dir.path() + "/tb"});
   Subprocess job(SmallRun({kMxrun, "--standalone", "--nproc_per_node=" + std::to_string(nproc),
                            "--max_restarts=1",
                            "--standby_workers=" + std::string(standby ? "1" : "0"), "train"},
-                          dir, kTrainArgs));
+                          dir, args));
   const int steps = 64 * 2 / nproc;
   REQUIRE(job.WaitForStdout("step 10/" + std::to_string(steps), 1, 120s));
   if (standby) REQUIRE(job.WaitForStderr("ready to take a rank in-process", 1, 120s));
@@ -101,6 +115,10 @@ void KillRankAndCheck(int nproc, int victim, bool standby) {
   CHECK_THAT(r.err, Catch::Contains("; started rank(s) " + std::to_string(victim) +
                                     (standby ? " (standby pid " : " (pid ")));
   CheckRecovered(dir, StepLosses(base), nproc);
+  ProcessResult check = CheckTensorBoardEvents(dir.path() + "/tb", dir);
+  INFO(Describe(check));
+  REQUIRE(check.exit_code == 0);
+  CHECK_THAT(check.out, Catch::Contains("1 recovery"));
 }
 
 // `count` agents of a dynamic job on `master` (node ranks 0, 1, ...), each with `nproc` trainer

@@ -44,6 +44,15 @@ namespace {
 const std::string kMxrun = MXRUN_BIN;
 const std::string kTrain = TRAIN_BIN;
 
+// scripts/check_tensorboard_events.py: the event files in `tb_dir` read by TensorBoard's own code
+// (the `tensorboard` package in PYTHON_BIN's environment, .venv), the way its Scalars dashboard
+// reads them, against every scalar of the run's metrics file. Exit 0 when they all match.
+ProcessResult CheckTensorBoardEvents(const std::string& tb_dir, const TempDir& dir) {
+  return Run({PYTHON_BIN, std::string(SCRIPTS_DIR) + "/check_tensorboard_events.py", tb_dir,
+              dir.path() + "/metrics.jsonl"},
+             {}, 120s);
+}
+
 }  // namespace
 
 TEST_CASE("mxrun --standalone --nproc_per_node=2 train learns the synthetic set to 90%",
@@ -117,6 +126,11 @@ TEST_CASE("with --tensorboard_dir, rank 0 writes the metrics records' scalars as
     CHECK(record["time"].get<double>() >= previous);
     previous = record["time"].get<double>();
   }
+  // TensorBoard itself reads every step and epoch scalar, as the metrics file has it.
+  ProcessResult check = CheckTensorBoardEvents(tb, dir);
+  INFO(Describe(check));
+  REQUIRE(check.exit_code == 0);
+  CHECK_THAT(check.out, Catch::Contains("records: 1 epoch, 3 step;"));
 }
 
 TEST_CASE("a worker killed mid-training is restarted and resumes from the checkpoint",
@@ -185,7 +199,7 @@ TEST_CASE("a worker killed mid-training is restarted and resumes from the checkp
   CHECK((redone == last_logged - resumed_at || redone == last_logged + 1 - resumed_at));
   // TensorBoard: each rank 0 process wrote a file that starts (SessionLog START) at its first
   // step, the restarted one's at the step after the checkpoint, so the steps trained again show
-  // once (scripts/check_tensorboard_events.py checks that with TensorBoard's own reader).
+  // once (checked with TensorBoard's own reader below).
   std::map<std::string, std::vector<std::int64_t>> starts_by_file;
   for (const auto& entry : std::filesystem::directory_iterator(dir.path() + "/tb")) {
     auto& starts = starts_by_file[entry.path().filename().string()];
@@ -205,6 +219,11 @@ TEST_CASE("a worker killed mid-training is restarted and resumes from the checkp
   std::sort(session_starts.begin(), session_starts.end());
   CHECK(session_starts[0] == std::vector<std::int64_t>{1});
   CHECK(session_starts[1] == std::vector<std::int64_t>{resumed_at + 1});
+  // TensorBoard itself shows every step once, with the newer run's values, and the recovery.
+  ProcessResult check = CheckTensorBoardEvents(dir.path() + "/tb", dir);
+  INFO(Describe(check));
+  REQUIRE(check.exit_code == 0);
+  CHECK_THAT(check.out, Catch::Contains("1 recovery"));
 }
 
 TEST_CASE("a trainer rank that stops is found by its heartbeat, and the job resumes",
@@ -272,7 +291,7 @@ TEST_CASE("train runs unchanged under torchrun's static rendezvous (agent store)
   auto port = mxrun::PickFreePort("127.0.0.1");
   REQUIRE(port.ok());
   std::vector<std::string> argv = SmallRun(
-      {"/usr/bin/torchrun", "--redirects", "9:0", "--tee", "9:0", "--nproc_per_node=2",
+      {TORCHRUN_BIN, "--nproc_per_node=2",
        "--master_addr=127.0.0.1", "--master_port=" + std::to_string(*port),
        "--monitor_interval=0.2", "--no_python", kTrain},
       dir, {"--epochs", "1", "--max_steps", "6", "--log_every", "3", "--synthetic_test", "64"});
@@ -370,7 +389,7 @@ TEST_CASE("sharding equals torch.utils.data.DistributedSampler index for index",
             "      smp.set_epoch(e)\n"
             "      out[f'{n}/{w}/{int(d)}/{s}/{r}/{e}'] = list(smp)\n"
             "print(json.dumps(out))\n";
-  ProcessResult r = Run({"/usr/bin/python3", "-c", script}, {}, 120s);
+  ProcessResult r = Run({PYTHON_BIN, "-c", script}, {}, 120s);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   json expected = json::parse(r.out);

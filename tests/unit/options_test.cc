@@ -301,3 +301,32 @@ TEST_CASE("every flag of torchrun 2.11 is accepted, or refused with a reason", "
   CHECK_FALSE(Parse({"--logs-specs", "my_specs", "x.py"}).ok());
   CHECK(Parse({"--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "x.py"}).ok());
 }
+
+TEST_CASE("a node rank with a dynamic backend is warned about, as torchrun 2.13 does", "[options]") {
+  auto warned = [](std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+    auto result = Parse(std::move(args), std::move(env));
+    REQUIRE(result.ok());
+    for (const std::string& w : result->warnings) {
+      if (w.find("torchrun uses a node rank only for static rendezvous") != std::string::npos) {
+        return w;
+      }
+    }
+    return std::string();
+  };
+  CHECK(warned({"--nnodes=2", "--node_rank=1", "--rdzv_backend=c10d",
+                "--rdzv_endpoint=h:29400", "x.py"}) ==
+        "--node_rank=1 with --rdzv_backend=c10d: torchrun uses a node rank only for static "
+        "rendezvous and ignores it here; mxrun takes it as a request, granted when that rank is "
+        "free in the round");
+  CHECK_THAT(warned({"--nnodes=2", "--rdzv_backend=etcd-v2", "--rdzv_endpoint=h:2379", "x.py"},
+                    {{"PET_NODE_RANK", "1"}}),
+             Catch::StartsWith("PET_NODE_RANK=1 with --rdzv_backend=etcd"));
+  // Not for static rendezvous, node rank 0, or the rank Slurm gives.
+  CHECK(warned({"--nnodes=2", "--node_rank=1", "--master_addr=h", "x.py"}).empty());
+  CHECK(warned({"--nnodes=2", "--node_rank=0", "--rdzv_backend=c10d",
+                "--rdzv_endpoint=h:29400", "x.py"}).empty());
+  CHECK(warned({"--rdzv_backend=c10d", "--rdzv_endpoint=h:29400", "x.py"},
+               {{"SLURM_JOB_ID", "7"}, {"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"},
+                {"SLURM_JOB_NODELIST", "n[0-1]"}, {"SLURM_NTASKS_PER_NODE", "1"}})
+            .empty());
+}

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch DDP reference for the training-throughput benchmark (scripts/bench/train.sh).
 
+Written for PyTorch 2.13 (the project's venv: <repo>/.venv/bin/torchrun); needs torch only.
+
 Trains the same ResNet as mxrun's bundled trainer (build/bin/train) on the same kind of
 data path, so the two can be timed side by side:
 
@@ -8,7 +10,8 @@ data path, so the two can be timed side by side:
     bias-free convolutions; Kaiming-normal fan_out convolutions, BatchNorm weight 1 and
     bias 0, nn.Linear's default for fc) with a CIFAR stem: 3x3 stride-1 conv, no max-pool.
     --torchvision uses torchvision.models.<model> with the same stem instead, when
-    torchvision can be imported (width 64 only).
+    torchvision can be imported (width 64 only; the project's venv has no torchvision, so
+    there it falls back to the local ResNet, and says so on stderr).
   * data: a synthetic CIFAR-shaped uint8 set held in memory; per step this rank's
     DistributedSampler (shuffle=True, seed 0) indices, random crop with 4-pixel zero
     padding, horizontal flip and per-channel normalisation, done on batch tensors in the
@@ -161,7 +164,7 @@ def build_model(args, rank=0):
             import torchvision
         except ImportError as e:
             if rank == 0:
-                    print(f"ddp_resnet.py: --torchvision: cannot import torchvision ({e}); "
+                print(f"ddp_resnet.py: --torchvision: cannot import torchvision ({e}); "
                       "using the local ResNet", file=sys.stderr)
         else:
             if args.width != 64:
@@ -298,7 +301,7 @@ def main():
                                 weight_decay=args.weight_decay)
     criterion = nn.CrossEntropyLoss()
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
-    scaler = torch.cuda.amp.GradScaler() if args.amp == "fp16" else None
+    scaler = torch.amp.GradScaler("cuda") if args.amp == "fp16" else None
 
     sampler = DistributedSampler(IndexOnly(args.synthetic_train), num_replicas=world, rank=rank,
                                  shuffle=True, seed=args.seed)
@@ -317,7 +320,8 @@ def main():
     step = 0
     ckpt = os.path.join(args.ckpt_dir, "checkpoint.pt") if args.ckpt_dir else ""
     if ckpt and os.path.exists(ckpt):
-        state = torch.load(ckpt, map_location=device)
+        # Tensors, numbers and the optimizer's plain settings only: the safe loader is enough.
+        state = torch.load(ckpt, map_location=device, weights_only=True)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         step = state["step"]

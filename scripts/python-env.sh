@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The project's Python environments, and the one place that names their versions.
+#
+#   scripts/python-env.sh [cpu|cuda]      make or update the environment, print its folder
+#
+#   cpu   .venv/       PyTorch 2.13 (CPU build): the Python, torchrun and PyTorch DDP that tests,
+#                      benchmarks and the demo use, and what the trainer is built against.
+#   cuda  .venv-cuda/  PyTorch 2.14 (CUDA 13 build, ~5.5 GB) with its NCCL: what
+#                      scripts/build-trainer-cuda.sh builds the CUDA trainer against in CI.
+#
+# Idempotent: an environment whose stamp lists exactly these requirements is left alone (no pip
+# call). MXRUN_VENV / MXRUN_CUDA_VENV put them elsewhere; MXRUN_BASE_PYTHON picks the interpreter
+# that makes them (default: Debian's /usr/bin/python3, 3.11, whose wheels lie on this disk).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# Pinned: a bare `torch` on PyPI is a CUDA build of several GB, and every other name can drift.
+CPU_REQUIREMENTS=(
+  torch==2.13.0            # CPU build
+  numpy==2.4.6             # torch's tensors <-> numpy (DDP reference, TensorBoard's reader)
+  tensorboard==2.21.0      # scripts/check_tensorboard_events.py reads the trainer's event files
+  python-etcd==0.4.5       # torchrun's etcd-v2 rendezvous backend (scripts/bench/etcd_ha.sh)
+)
+CUDA_REQUIREMENTS=(
+  torch==2.14.1            # CUDA 13 build; pulls its CUDA runtime wheels and nvidia-nccl-cu13
+  numpy==2.4.6
+)
+
+kind="${1:-cpu}"
+case "$kind" in
+  cpu) venv="${MXRUN_VENV:-$root/.venv}"; requirements=("${CPU_REQUIREMENTS[@]}") ;;
+  cuda) venv="${MXRUN_CUDA_VENV:-$root/.venv-cuda}"; requirements=("${CUDA_REQUIREMENTS[@]}") ;;
+  *) echo "python-env: unknown kind '$kind' (accepted: cpu, cuda)" >&2; exit 2 ;;
+esac
+base_python="${MXRUN_BASE_PYTHON:-/usr/bin/python3}"
+stamp="$venv/.mxrun-requirements"
+wanted=$(printf '%s\n' "${requirements[@]}")
+
+if [[ -x "$venv/bin/python3" && -f "$stamp" && "$(cat "$stamp")" == "$wanted" ]]; then
+  echo "$venv"
+  exit 0
+fi
+[[ -x "$base_python" ]] || {
+  echo "python-env: $base_python is missing (apt-get install python3 python3-venv, or set MXRUN_BASE_PYTHON)" >&2
+  exit 2
+}
+if [[ ! -x "$venv/bin/python3" ]]; then
+  "$base_python" -m venv "$venv" >&2 || {
+    echo "python-env: '$base_python -m venv $venv' failed (apt-get install python3-venv)" >&2
+    exit 2
+  }
+fi
+echo "python-env: installing ${requirements[*]} into $venv" >&2
+"$venv/bin/python3" -m pip install --quiet --disable-pip-version-check "${requirements[@]}" >&2
+printf '%s\n' "$wanted" >"$stamp"
+echo "$venv"
