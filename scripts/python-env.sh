@@ -50,7 +50,12 @@ if [[ ! -x "$venv/bin/python3" ]]; then
     exit 2
   }
 fi
-echo "python-env: installing ${requirements[*]} into $venv" >&2
-"$venv/bin/python3" -m pip install --quiet --disable-pip-version-check "${requirements[@]}" >&2
+echo "python-env: installing ${requirements[*]} into $venv (log: $venv/pip-install.log)" >&2
+if ! "$venv/bin/python3" -m pip install --disable-pip-version-check "${requirements[@]}" \
+     >"$venv/pip-install.log" 2>&1; then
+  tail -20 "$venv/pip-install.log" >&2
+  echo "python-env: pip install failed (the whole log: $venv/pip-install.log)" >&2
+  exit 1
+fi
 printf '%s\n' "$wanted" >"$stamp"
 echo "$venv"

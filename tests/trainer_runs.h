@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
 #include <sstream>
 #include <string>
@@ -79,5 +80,16 @@ inline pid_t WorkerOfRank(pid_t launcher, int rank) {
   }
   return -1;
 }
+
+#if defined(PYTHON_BIN) && defined(SCRIPTS_DIR)
+// scripts/check_tensorboard_events.py: the event files in `tb_dir` read by TensorBoard's own code
+// (the `tensorboard` package in PYTHON_BIN's environment, .venv), the way its Scalars dashboard
+// reads them, against every scalar of the run's metrics file. Exit 0 when they all match.
+inline ProcessResult CheckTensorBoardEvents(const std::string& tb_dir, const TempDir& dir) {
+  return Run({PYTHON_BIN, std::string(SCRIPTS_DIR) + "/check_tensorboard_events.py", tb_dir,
+              dir.path() + "/metrics.jsonl"},
+             {}, std::chrono::seconds(120));
+}
+#endif
 
 }  // namespace mxrun::testing

@@ -19,6 +19,7 @@
 #include "tests/trainer_runs.h"
 
 using namespace std::chrono_literals;
+using mxrun::testing::CheckTensorBoardEvents;
 using mxrun::testing::Describe;
 using mxrun::testing::Master;
 using mxrun::testing::Metrics;
@@ -65,15 +66,6 @@ void CheckRecovered(const TempDir& dir, const std::map<int, double>& baseline, i
     REQUIRE(losses.count(step) == 1);
     CHECK(losses.at(step) == loss);
   }
-}
-
-// scripts/check_tensorboard_events.py: the event files in `tb_dir` read by TensorBoard's own code
-// (the `tensorboard` package in PYTHON_BIN's environment, .venv) against every scalar of the run's
-// metrics file. Exit 0 when they all match.
-ProcessResult CheckTensorBoardEvents(const std::string& tb_dir, const TempDir& dir) {
-  return Run({PYTHON_BIN, std::string(SCRIPTS_DIR) + "/check_tensorboard_events.py", tb_dir,
-              dir.path() + "/metrics.jsonl"},
-             {}, 120s);
 }
 
 // `standby`: a warm standby takes the rank (the kill waits until it is ready); otherwise there is

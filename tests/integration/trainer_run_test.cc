@@ -26,6 +26,7 @@
 #include "trainer/tfrecord.h"
 
 using namespace std::chrono_literals;
+using mxrun::testing::CheckTensorBoardEvents;
 using mxrun::testing::Describe;
 using mxrun::testing::EnvOf;
 using mxrun::testing::WorkerOfRank;
@@ -43,15 +44,6 @@ namespace {
 
 const std::string kMxrun = MXRUN_BIN;
 const std::string kTrain = TRAIN_BIN;
-
-// scripts/check_tensorboard_events.py: the event files in `tb_dir` read by TensorBoard's own code
-// (the `tensorboard` package in PYTHON_BIN's environment, .venv), the way its Scalars dashboard
-// reads them, against every scalar of the run's metrics file. Exit 0 when they all match.
-ProcessResult CheckTensorBoardEvents(const std::string& tb_dir, const TempDir& dir) {
-  return Run({PYTHON_BIN, std::string(SCRIPTS_DIR) + "/check_tensorboard_events.py", tb_dir,
-              dir.path() + "/metrics.jsonl"},
-             {}, 120s);
-}
 
 }  // namespace
 
