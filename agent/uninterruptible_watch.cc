@@ -15,9 +15,7 @@ using std::chrono::milliseconds;
 
 constexpr double kMaxSeconds = 1e9;  // about 31 years: on, and never firing
 
-std::string Seconds(milliseconds ms, const char* format) {
-  return absl::StrFormat(format, static_cast<double>(ms.count()) / 1000.0);
-}
+double Seconds(milliseconds ms) { return static_cast<double>(ms.count()) / 1000.0; }
 
 }  // namespace
 
@@ -72,8 +70,8 @@ UninterruptibleWatch::Verdicts UninterruptibleWatch::Observe(const std::vector<O
       worker.judged = true;
       verdicts.stuck.push_back(
           {o.local_rank, o.pid, in_d,
-           absl::StrCat("in D state for ", Seconds(in_d, "%.1f s"), ", at least ",
-                        kUninterruptibleTimeoutEnv, "=", Seconds(timeout_, "%g s"))});
+           absl::StrFormat("in D state for %.1f s, at least %s=%g s", Seconds(in_d),
+                           kUninterruptibleTimeoutEnv, Seconds(timeout_))});
     }
     seen[o.local_rank] = worker;
   }

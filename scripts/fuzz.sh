@@ -27,7 +27,12 @@ if [ ! -f "$build/build.ninja" ]; then
   CC=clang CXX=clang++ "${CMAKE:-/usr/bin/cmake}" -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DMXRUN_FUZZ=ON -DMXRUN_BUILD_TESTS=OFF -DMXRUN_BUILD_TRAINER=OFF >/dev/null
 fi
-"${NINJA:-/usr/bin/ninja}" -C "$build" "${targets[@]/%/_fuzz}" >/dev/null
+mkdir -p "$build"
+if ! "${NINJA:-/usr/bin/ninja}" -C "$build" "${targets[@]/%/_fuzz}" >"$build/build.log" 2>&1; then
+  grep -E "error|FAILED" "$build/build.log" | head -20 >&2
+  echo "fuzz.sh: building the fuzz targets with clang failed (the whole log: $build/build.log)" >&2
+  exit 1
+fi
 
 mkdir -p "$build/findings"
 status=0

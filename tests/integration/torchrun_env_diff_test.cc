@@ -82,7 +82,9 @@ for suffix, doc in ((".json", env), (".facts.json", facts)):
 // <dir>/<tag>_rank<RANK>_error.json (the launchers may remove theirs when they exit). The worker
 // prints no traceback of its own, so the message reaches the launcher's output only through the
 // error file.
-const char kRecordScript[] = R"PY(import os, shutil, sys
+// Every rank copies its error file, then waits (at most 60 s) until every rank has: the first
+// failure makes a launcher stop the others, which must not happen before they wrote theirs.
+const char kRecordScript[] = R"PY(import os, shutil, sys, time
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
@@ -103,6 +105,11 @@ if __name__ == "__main__":
         error_file = os.environ.get("TORCHELASTIC_ERROR_FILE", "")
         if error_file and os.path.exists(error_file):
             shutil.copyfile(error_file, os.path.join(out, f"{tag}_rank{rank}_error.json"))
+        world = int(os.environ["WORLD_SIZE"])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(
+                os.path.exists(os.path.join(out, f"{tag}_rank{r}_error.json")) for r in range(world)):
+            time.sleep(0.01)
 )PY";
 
 // torchrun's worker contract: a parent environment that already carries any of these (say, a test
