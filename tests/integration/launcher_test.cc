@@ -293,6 +293,10 @@ TEST_CASE("log_dir keeps per-rank, per-attempt files and redirects keep stdout o
     for (int rank = 0; rank < 2; ++rank) {
       std::string base = run_dir + "/attempt_" + std::to_string(attempt) + "/" +
                          std::to_string(rank);
+      CHECK(access((base + "/stdout.log").c_str(), F_OK) == 0);
+      // In attempt 0 rank 1's failure stops rank 0, which may not have printed yet (seen in a
+      // fresh clone's CI run): its lines are checked in attempt 1, which runs to the end.
+      if (attempt == 0 && rank == 0) continue;
       CHECK_THAT(ReadFile(base + "/stdout.log"),
                  Catch::Contains("rank=" + std::to_string(rank) + " line=1"));
     }
