@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "agent/cancel_summary.h"
 #include "agent/failure_report.h"
 #include "common/signal_names.h"
 #include "spdlog/spdlog.h"
@@ -45,9 +46,17 @@ int ElasticAgent::Exit(int exit_code, std::optional<std::string> why_failed) {
   return exit_code;
 }
 
+bool IsForwardOnlySignal(int signo) { return signo == SIGUSR1 || signo == SIGUSR2; }
+
 void ElasticAgent::OnSignal(int signo) {
   if (signo == SIGCHLD) {
     ReapChildren();
+    return;
+  }
+  if (IsForwardOnlySignal(signo)) {
+    const int sent = group_ != nullptr ? group_->SignalRunning(signo) : 0;
+    spdlog::info("received {}: passed it on to {} running worker(s); the job goes on",
+                 SignalName(signo), sent);
     return;
   }
   if (stop_signal_ == 0) {
@@ -71,8 +80,8 @@ void ElasticAgent::ReapChildren() {
   }
 }
 
-void ElasticAgent::StopGroup(int signo) {
-  if (group_ == nullptr) return;
+std::vector<WorkerGroup::WorkerStatus> ElasticAgent::StopGroup(int signo) {
+  if (group_ == nullptr) return {};
   hangs_->Watch(nullptr);
   std::vector<WorkerGroup::WorkerStatus> running;
   if (events_.enabled()) {
@@ -84,7 +93,9 @@ void ElasticAgent::StopGroup(int signo) {
   for (const WorkerGroup::WorkerStatus& worker : running) {
     events_.Worker("TERMINATED", worker.local_rank, worker.pid);
   }
+  std::vector<WorkerGroup::WorkerStatus> ended = group_->Workers();
   group_.reset();
+  return ended;
 }
 
 void ElasticAgent::KeepOrStopGroup() {
@@ -288,9 +299,16 @@ int ElasticAgent::Run() {
   while (true) {
     if (stop_signal_ != 0) {
       config_.notifier.Stopping(absl::StrCat("stopping the workers on ", SignalName(stop_signal_)));
-      StopGroup(stop_signal_);
+      const int exit_code = 128 + stop_signal_;
+      std::vector<StoppedWorker> stopped;
+      for (const WorkerGroup::WorkerStatus& w : StopGroup(stop_signal_)) {
+        stopped.push_back({w.global_rank, w.running, w.exit_code, w.term_signal,
+                           w.killed_after_grace});
+      }
       rendezvous_.Leave();
-      return Exit(128 + stop_signal_, absl::StrCat("received ", SignalName(stop_signal_)));
+      spdlog::warn("{}", FormatCancellation(stop_signal_, config_.term_timeout, std::move(stopped),
+                                            exit_code));
+      return Exit(exit_code, absl::StrCat("received ", SignalName(stop_signal_)));
     }
     hangs_->Check();  // a hung worker fails the group, which CheckGroup then reports
     CheckGroup();

@@ -33,6 +33,7 @@ struct AgentConfig {
   std::string entrypoint_name;              // for the summary's headline
   std::chrono::milliseconds term_timeout{30000};
   std::set<int> handled_signals;            // forwarded to the workers, then the agent exits
+                                            // (SIGUSR1 and SIGUSR2: forwarded only, kForwardOnly)
   std::string agent_error_file;             // mxrun's own TORCHELASTIC_ERROR_FILE (may be empty)
   ServiceNotifier notifier;                 // systemd notifications (disabled outside systemd)
   HangMonitorConfig hang;                   // hang detection (hang_monitor.h)
@@ -49,6 +50,10 @@ inline constexpr int kExitWorkersFailed = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitRendezvousFailed = 3;
 
+// Handled signals that are passed on to every worker while the job goes on, instead of stopping
+// it: Slurm's `--signal=USR1@60` warns of the time limit, and the workers checkpoint.
+bool IsForwardOnlySignal(int signo);
+
 class ElasticAgent {
  public:
   ElasticAgent(AgentConfig config, Rendezvous& rendezvous, DeathGuardian& guardian);
@@ -63,7 +68,8 @@ class ElasticAgent {
   void Join();  // asks the rendezvous for a place, and starts the clock of the waiting notice
   std::optional<EventLoop::Deadline> NoteWaiting();
   void ReapChildren();
-  void StopGroup(int signo);
+  // Stops the group (if any) and returns how each of its workers ended.
+  std::vector<WorkerGroup::WorkerStatus> StopGroup(int signo);
   // After a failure or before a re-formation: keeps the workers that can take the next round
   // in-process (worker_group.h), or stops the whole group when none can.
   void KeepOrStopGroup();

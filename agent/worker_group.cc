@@ -34,6 +34,9 @@ struct WorkerGroup::Worker {
   bool running = false;
   bool stopped_by_agent = false;
   bool exited_ok = false;
+  int exit_code = -1;       // once ended: its exit code, or -1 when a signal ended it
+  int term_signal = 0;      // once ended: the signal that ended it (0: it exited)
+  bool killed_after_grace = false;  // SIGKILLed by the agent when its grace ran out
   std::string dir;  // the attempt folder it was started in (kept workers keep theirs)
   std::string error_file;
   std::string heartbeat_file;
@@ -339,6 +342,8 @@ void WorkerGroup::MaybeStartStandbys() {
 
 void WorkerGroup::RecordExit(Worker& worker, int exit_code, int term_signal) {
   worker.running = false;
+  worker.exit_code = term_signal != 0 ? -1 : exit_code;
+  worker.term_signal = term_signal;
   // Everything the worker wrote before exiting is in the pipes now: read it before judging.
   CloseStreams(worker);
   ++ended_;
@@ -410,6 +415,9 @@ std::vector<WorkerGroup::WorkerStatus> WorkerGroup::Workers() const {
     s.running = worker->running;
     s.exited_ok = worker->exited_ok;
     s.stopped_by_agent = worker->stopped_by_agent;
+    s.exit_code = worker->exit_code;
+    s.term_signal = worker->term_signal;
+    s.killed_after_grace = worker->killed_after_grace;
     s.heartbeat_file = worker->heartbeat_file;
     s.nccl_trace_file = worker->nccl_trace_file;
     s.started_at = worker->started_at;
@@ -508,6 +516,7 @@ void WorkerGroup::StopWhere(const std::function<bool(const Worker&)>& which, int
     if (!worker->running) continue;
     spdlog::warn("worker rank {} (pid {}) still running {}s after {}: sending SIGKILL",
                  worker->global_rank, worker->pid, grace.count() / 1000.0, SignalName(signo));
+    worker->killed_after_grace = true;
     kill(-worker->pid, SIGKILL);
   }
   // SIGKILL cannot be ignored, but a process in uninterruptible sleep acts on it only when it
@@ -524,6 +533,17 @@ void WorkerGroup::StopWhere(const std::function<bool(const Worker&)>& which, int
                   worker->global_rank, worker->pid, WhyNotReaped(worker->pid),
                   std::chrono::duration_cast<std::chrono::seconds>(kReapAfterKill).count());
   }
+}
+
+int WorkerGroup::SignalRunning(int signo) {
+  int sent = 0;
+  for (const auto& worker : workers_) {
+    if (worker->running && kill(-worker->pid, signo) == 0) ++sent;
+  }
+  for (const auto& standby : standbys_) {
+    if (standby->running) kill(-standby->pid, signo);
+  }
+  return sent;
 }
 
 bool WorkerGroup::Keepable(const Worker& w) {

@@ -85,7 +85,7 @@ class WorkerGroup {
   State state() const;
   const std::optional<WorkerFailure>& first_failure() const { return first_failure_; }
 
-  // What the hang monitor watches of each worker.
+  // What the hang monitor watches of each worker, and how it ended.
   struct WorkerStatus {
     int local_rank = 0;
     int global_rank = 0;
@@ -93,6 +93,9 @@ class WorkerGroup {
     bool running = false;
     bool exited_ok = false;       // ended on its own with exit code 0
     bool stopped_by_agent = false;  // ended because the agent stopped it
+    int exit_code = -1;             // once ended: its exit code (-1: a signal ended it)
+    int term_signal = 0;            // once ended: the signal that ended it (0: none)
+    bool killed_after_grace = false;  // SIGKILLed by the agent when the stop's grace ran out
     std::string heartbeat_file;   // MXRUN_HEARTBEAT_FILE (empty: none)
     std::string nccl_trace_file;  // where PyTorch's NCCL flight recorder would dump
     std::chrono::system_clock::time_point started_at;
@@ -118,6 +121,9 @@ class WorkerGroup {
   // Calling `Escalate()` (from a signal callback) while this runs skips the rest of the grace.
   void Stop(int signo, std::chrono::milliseconds grace, const std::function<void()>& reap);
   void Escalate() { escalate_ = true; }
+  // Sends `signo` to every running worker's process group (and its standbys'); returns how many
+  // workers it reached. Nothing else changes: the workers decide what the signal means.
+  int SignalRunning(int signo);
 
   // After every worker has exited on its own: kill leftover descendants, flush and close output.
   void Finish();

@@ -33,6 +33,7 @@
 #include "launcher/options.h"
 #include "launcher/rendezvous_setup.h"
 #include "launcher/scratch_sweep.h"
+#include "launcher/slurm_kill_wait.h"
 #if MXRUN_NETWORK_BUILD
 #include "launcher/status_command.h"
 #endif
@@ -150,6 +151,25 @@ void LogNotes(const ParseResult& parsed) {
   for (const std::string& warning : parsed.warnings) spdlog::warn("{}", warning);
 }
 
+// Under Slurm a cancelled step gets SIGKILL KillWait seconds after SIGTERM: the workers' grace
+// must end before (slurm_kill_wait.h).
+void FitGraceToKillWait(const EnvMap& env, AgentConfig& config) {
+  absl::StatusOr<std::chrono::milliseconds> kill_wait =
+      QuerySlurmKillWait(env, std::chrono::seconds(2));
+  if (!kill_wait.ok()) {
+    spdlog::info("Slurm's KillWait is unknown ({}): workers get the default {} s after SIGTERM; "
+                 "--term_timeout sets it",
+                 std::string(kill_wait.status().message()), config.term_timeout.count() / 1000.0);
+    return;
+  }
+  const std::chrono::milliseconds grace = GraceWithinKillWait(*kill_wait);
+  if (grace >= config.term_timeout) return;
+  config.term_timeout = grace;
+  spdlog::info("Slurm's KillWait is {} s: workers get {} s after SIGTERM before SIGKILL, so that "
+               "mxrun ends before Slurm kills it (--term_timeout sets it)",
+               kill_wait->count() / 1000.0, grace.count() / 1000.0);
+}
+
 int Main(int argc, char** argv) {
   const EnvMap env = EnvFromStrings(environ);
   if (std::optional<std::string> shell = FindPrintCompletion(argc, argv)) {  // as torchrun 2.14
@@ -195,6 +215,7 @@ int Main(int argc, char** argv) {
   config.entrypoint_name = command->display_name;
   config.term_timeout = std::chrono::milliseconds(
       static_cast<long>(options.term_timeout_seconds * 1000.0));
+  if (env.count("SLURM_JOB_ID") != 0 && !options.term_timeout_given) FitGraceToKillWait(env, config);
   config.handled_signals = options.signals_to_handle;
   if (auto it = env.find("TORCHELASTIC_ERROR_FILE"); it != env.end()) {
     config.agent_error_file = it->second;

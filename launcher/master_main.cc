@@ -237,6 +237,11 @@ int main(int argc, char** argv) {
     (*candidate)->Shutdown(std::chrono::seconds(2));
     return 0;
   }
+  if (std::optional<std::string> open_door = mxrun::OpenDoorWarning(
+          options, "--token_file FILE (agents: --rdzv_conf token_file=FILE)",
+          "--cert, --key and --cacert (agents: --rdzv_conf cert=,key=,cacert=)")) {
+    std::fprintf(stderr, "mxrun-master: warning: %s\n", open_door->c_str());
+  }
   absl::StatusOr<std::unique_ptr<mxrun::MasterServer>> server = mxrun::MasterServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "mxrun-master: error: %s\n", std::string(server.status().message()).c_str());

@@ -478,6 +478,7 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
         "it as a request, granted when that rank is free in the round"));
   }
   o.rdzv_endpoint = values["rdzv_endpoint"].text;
+  o.rdzv_endpoint_from_slurm = absl::EndsWith(values["rdzv_endpoint"].source, "(from Slurm)");
   o.rdzv_id = values["rdzv_id"].text;
   absl::StatusOr<std::map<std::string, std::string>> conf =
       ParseRdzvConf(values["rdzv_conf"].text);
@@ -497,6 +498,7 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   absl::StatusOr<double> term = ToSeconds(values["term_timeout"]);
   if (!term.ok()) return term.status();
   o.term_timeout_seconds = *term;
+  o.term_timeout_given = values["term_timeout"].given || values["shutdown_timeout"].given;
   // One grace period, two names: torchrun 2.x's --shutdown_timeout stands in for --term_timeout;
   // given both (from any sources), they must say the same.
   if (values["shutdown_timeout"].given) {

@@ -48,6 +48,9 @@ struct LaunchOptions {
   int master_port = 29500;
   std::string rdzv_backend = "static";
   std::string rdzv_endpoint;
+  // The endpoint is Slurm's default (slurm.h): the master is on one of the ports from its port on,
+  // and the agents find which by asking (launcher/rendezvous_setup_network.cc).
+  bool rdzv_endpoint_from_slurm = false;
   std::string rdzv_id = "none";
   std::map<std::string, std::string> rdzv_conf;
   bool standalone = false;            // --standalone as given
@@ -66,6 +69,8 @@ struct LaunchOptions {
   std::set<int> signals_to_handle;
   std::string signals_to_handle_text;  // as given: TORCHELASTIC_SIGNALS_TO_HANDLE, as torchrun sets
   double term_timeout_seconds = 30;
+  bool term_timeout_given = false;    // from any source but the default (under Slurm, the default
+                                      // is shortened to fit KillWait: slurm_kill_wait.h)
   // Hang detection (agent/hang_watch.h). nullopt: not given, which means off, except for the
   // bundled trainer (kTrainerHangTimeoutSeconds). 0 turns a rule off.
   std::optional<double> hang_timeout_seconds;

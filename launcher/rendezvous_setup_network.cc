@@ -9,7 +9,9 @@
 #include "absl/strings/str_join.h"
 #include "rendezvous/etcd_leadership.h"
 #include "rendezvous/grpc_logs.h"
+#include "launcher/slurm.h"
 #include "rendezvous/grpc_rendezvous.h"
+#include "rendezvous/master_probe.h"
 #include "rendezvous/master_server.h"
 #include "rendezvous/net.h"
 #include "spdlog/spdlog.h"
@@ -23,6 +25,15 @@ namespace {
 void RouteGrpcLogsToSpdlog() {
   RouteGrpcLogs([](const std::string& line) { spdlog::warn("{}", line); },
                 [](const std::string& line) { spdlog::debug("grpc: {}", line); });
+}
+
+// The master this agent hosts listens beyond loopback with no token and no TLS: say so once.
+void WarnIfOpen(const MasterServerOptions& master) {
+  if (std::optional<std::string> open_door =
+          OpenDoorWarning(master, "--rdzv_conf token_file=FILE on every node",
+                          "--rdzv_conf cert=,key=,cacert= on every node")) {
+    spdlog::warn("{}", *open_door);
+  }
 }
 
 // --rdzv_backend=etcd: this agent is a candidate in the master's election (unless is_host=0 or
@@ -43,6 +54,9 @@ absl::StatusOr<NodeRendezvous> SetUpEtcdRendezvous(const LaunchOptions& options,
   election.master.bind_all = settings.bind_all;
   election.master.token = settings.token;
   election.master.tls = settings.tls;  // master_cert/master_key/master_cacert, when hosted here
+  // Elected per run: the master serves that run only (with master_service, mxrun-master replicas
+  // serve many and agents never host).
+  election.master.only_run_id = options.rdzv_id;
   election.master.port = 0;  // the kernel picks; the address is published in etcd
   election.master.host = options.local_addr;
   if (election.master.host.empty()) {
@@ -53,6 +67,7 @@ absl::StatusOr<NodeRendezvous> SetUpEtcdRendezvous(const LaunchOptions& options,
     election.master.host = *local;
   }
   election.master.advertise_host = election.master.host;  // also with bind_all
+  if (election.candidate) WarnIfOpen(election.master);
   election.log = [](const std::string& line) { spdlog::info("{}", line); };
   absl::StatusOr<std::unique_ptr<EtcdMasterElection>> started =
       EtcdMasterElection::Start(std::move(election));
@@ -75,6 +90,54 @@ absl::StatusOr<NodeRendezvous> SetUpEtcdRendezvous(const LaunchOptions& options,
   config.locator = elected;
   result.rendezvous = std::make_unique<GrpcRendezvous>(std::move(config));
   return result;
+}
+
+// A Slurm job's default endpoint (slurm.h): the master is on the first free port of the job's
+// block on the first node. The agent of node rank 0 there hosts it, unless a port of the block
+// already serves this run (a second task of the job on that node: it joins, as any other node);
+// every other agent finds it by asking each port which run it serves (master_probe.h).
+absl::Status SetUpSlurmEndpoint(const LaunchOptions& options, const RendezvousSettings& settings,
+                                const HostPort& endpoint, MasterServerOptions master,
+                                NodeRendezvous& result, GrpcRendezvousConfig& config) {
+  MasterProbeConfig probe;
+  for (int i = 0; i < kSlurmRendezvousPortCandidates; ++i) {
+    probe.candidates.push_back(JoinHostPort(endpoint.host, endpoint.port + i));
+  }
+  probe.run_id = options.rdzv_id;
+  probe.token = settings.token;
+  probe.tls = settings.tls;
+  config.endpoint = absl::StrCat(probe.candidates.front(), " (or one of the ",
+                                 kSlurmRendezvousPortCandidates - 1, " ports after it)");
+  config.route_probe = probe.candidates.front();
+  const bool may_host = settings.is_host == 1 ||
+                        (settings.is_host == -1 && options.node_rank == 0 &&
+                         IsLocalHost(endpoint.host));
+  std::vector<std::string> refusals;
+  for (int i = 0; may_host && i < kSlurmRendezvousPortCandidates; ++i) {
+    master.port = endpoint.port + i;
+    absl::StatusOr<std::unique_ptr<MasterServer>> server = MasterServer::Start(master);
+    if (server.ok()) {
+      WarnIfOpen(master);
+      result.master = std::shared_ptr<MasterServer>(std::move(*server));
+      result.master_address = result.master->address();
+      result.before_exit = [hosted = result.master] { hosted->Shutdown(std::chrono::seconds(2)); };
+      config.node.hosts_master = true;
+      config.endpoint = result.master_address;
+      return absl::OkStatus();
+    }
+    absl::StatusOr<std::string> served = ServedRun(probe.candidates[i], probe.token, probe.tls,
+                                                   probe.probe_timeout);
+    if (served.ok() && *served == options.rdzv_id) break;  // hosted by another task of this job
+    refusals.push_back(absl::StrCat(master.port, " (", server.status().message(), ")"));
+  }
+  if (may_host && static_cast<int>(refusals.size()) == kSlurmRendezvousPortCandidates) {
+    return absl::UnavailableError(absl::StrCat(
+        "this node must host the rendezvous master of run '", options.rdzv_id, "' on ",
+        endpoint.host, " but every port of the job's block is taken: ",
+        absl::StrJoin(refusals, ", "), "; give --rdzv_endpoint=HOST:PORT with a free port"));
+  }
+  config.locator = std::make_shared<ProbingMasterLocator>(std::move(probe));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -104,6 +167,9 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
   master.bind_all = settings.bind_all;
   master.token = settings.token;
   master.tls = settings.tls;
+
+  // A master this agent hosts ends with this job: no other run may come to depend on it.
+  master.only_run_id = options.rdzv_id;
   bool host_master = false;
   if (options.rdzv_backend == "static") {
     config.node.requested_rank = options.node_rank;
@@ -115,6 +181,21 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
     absl::StatusOr<HostPort> endpoint = RendezvousEndpoint(options);
     if (!endpoint.ok()) return endpoint.status();
     if (options.node_rank_given) config.node.requested_rank = options.node_rank;
+    if (options.rdzv_endpoint_from_slurm) {
+      master.host = endpoint->host;
+      if (absl::Status found =
+              SetUpSlurmEndpoint(options, settings, *endpoint, master, result, config);
+          !found.ok()) {
+        return found;
+      }
+      result.description = absl::StrCat(
+          "dynamic rendezvous at ", config.endpoint, result.master ? " (hosted here)" : "",
+          ", run '", config.run_id, "', nodes ", options.nnodes.min,
+          options.nnodes.min == options.nnodes.max ? std::string()
+                                                   : absl::StrCat(":", options.nnodes.max));
+      result.rendezvous = std::make_unique<GrpcRendezvous>(std::move(config));
+      return result;
+    }
     config.endpoint = JoinHostPort(endpoint->host, endpoint->port);
     master.host = endpoint->host;
     master.port = endpoint->port;
@@ -126,6 +207,7 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
   if (host_master) {
     absl::StatusOr<std::unique_ptr<MasterServer>> server = MasterServer::Start(master);
     if (server.ok()) {
+      WarnIfOpen(master);
       result.master = std::shared_ptr<MasterServer>(std::move(*server));
       result.master_address = result.master->address();
       // Port 0 (torchrun's "localhost:0" for one node): the kernel chose one; join it there.

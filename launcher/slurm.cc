@@ -1,6 +1,7 @@
 #include "launcher/slurm.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -113,6 +114,17 @@ absl::StatusOr<std::vector<std::string>> ExpandHostlist(absl::string_view expres
   return hosts;
 }
 
+int SlurmRendezvousPort(absl::string_view job_id) {
+  uint64_t id = 0;
+  if (!absl::SimpleAtoi(job_id, &id)) {
+    id = 1469598103934665603ULL;  // FNV-1a
+    for (unsigned char c : job_id) id = (id ^ c) * 1099511628211ULL;
+  }
+  const uint64_t blocks = kSlurmRendezvousPortSpan / kSlurmRendezvousPortCandidates;
+  return kSlurmRendezvousPortBase +
+         static_cast<int>((id % blocks) * kSlurmRendezvousPortCandidates);
+}
+
 absl::StatusOr<std::optional<SlurmDefaults>> DetectSlurm(
     const std::map<std::string, std::string>& env) {
   auto get = [&](const char* key) -> const std::string* {
@@ -155,7 +167,7 @@ absl::StatusOr<std::optional<SlurmDefaults>> DetectSlurm(
   if (nodes > 1) {
     if (!hosts.empty()) {
       d.flags["rdzv_backend"] = "c10d";
-      d.flags["rdzv_endpoint"] = JoinHostPort(hosts.front(), kDefaultRendezvousPort);
+      d.flags["rdzv_endpoint"] = JoinHostPort(hosts.front(), SlurmRendezvousPort(*job_id));
     }
     d.flags["rdzv_id"] = absl::StrCat("slurm-", *job_id);
   }

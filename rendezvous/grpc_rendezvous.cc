@@ -22,7 +22,7 @@ GrpcRendezvous::GrpcRendezvous(GrpcRendezvousConfig config) : config_(std::move(
   // Recognises this agent process across a restart or a takeover of the master.
   if (config_.node.agent_id.empty()) config_.node.agent_id = NewAgentId();
   if (config_.locator) {
-    durable_ = true;  // a successor master carries on from the state in etcd
+    durable_ = config_.locator->elected();  // a successor master carries on from the state in etcd
     config_.locator->Subscribe([this](const std::string& address) { OnMasterMoved(address); });
   } else {
     Dial(config_.endpoint);
@@ -117,6 +117,7 @@ bool GrpcRendezvous::OpenSession(bool reconnecting) {
                                     std::chrono::milliseconds(100));
   }
   if (!up) {
+    const bool elected = config_.locator && config_.locator->elected();
     bool silent = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -135,13 +136,13 @@ bool GrpcRendezvous::OpenSession(bool reconnecting) {
                      : " s, the join timeout); is it running, and is the endpoint right?",
         // A TLS mismatch looks like an unreachable master from here: say which side is which.
         config_.tls.enabled()
-            ? (config_.locator
+            ? (elected
                    ? " This node uses mutual TLS with the master (--rdzv_conf master_cert, "
                      "master_key, master_cacert): the master must too, with a certificate from "
                      "the same CA naming the address it publishes in etcd."
                    : " This node uses mutual TLS (--rdzv_conf cert, key, cacert): the master must "
                      "too, with a certificate from the same CA naming the endpoint's host.")
-            : (config_.locator
+            : (elected
                    ? " If the master requires mutual TLS, give --rdzv_conf master_cert=,master_key=,"
                      "master_cacert= (and the same to mxrun status)."
                    : " If the master requires mutual TLS, give --rdzv_conf cert=,key=,cacert= (and "
@@ -222,7 +223,7 @@ void GrpcRendezvous::ReaderLoop() {
     }
     // A durable master restarting, or (with a locator) any master going away, a deposed one
     // closing its sessions included: reconnect to whoever serves now.
-    if (durable_ && (!status.ok() || config_.locator)) continue;
+    if (durable_ && (!status.ok() || (config_.locator && config_.locator->elected()))) continue;
     if (!status.ok()) {
       PostError(absl::UnavailableError(absl::StrCat("lost the connection to the rendezvous master at ",
                                                     config_.endpoint, ": ",

@@ -43,8 +43,9 @@ namespace mxrun {
 
 struct GrpcRendezvousConfig {
   std::string endpoint;   // "host:port" of the master (with a locator: only named in messages)
-  // Set when the master can move (etcd): its address comes from here before every session, and a
-  // change of it ends the current session; the agent then always reconnects and resumes.
+  // Set when the master can move (etcd) or must be found first (master_probe.h): its address
+  // comes from here before every session, and a change of it ends the current session; with an
+  // elected master the agent then always reconnects and resumes.
   std::shared_ptr<MasterLocator> locator;
   std::string route_probe;  // with a locator: a "host:port" whose route gives this node's address
   std::string run_id;

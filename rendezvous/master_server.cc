@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "rendezvous/master_state_file.h"
 #include "rendezvous/memory_store.h"
@@ -12,6 +13,22 @@
 
 namespace mxrun {
 
+std::optional<std::string> OpenDoorWarning(const MasterServerOptions& options,
+                                           const std::string& token_hint,
+                                           const std::string& tls_hint) {
+  if (!options.token.empty() || options.tls.enabled()) return std::nullopt;
+  const std::string& host = options.host;
+  const bool loopback = !options.bind_all &&
+                        (host == "localhost" || absl::StartsWith(host, "127.") || host == "::1" ||
+                         host == "[::1]");
+  if (loopback) return std::nullopt;
+  return absl::StrCat(
+      "the rendezvous master listens on ", options.bind_all ? "every interface" : host,
+      " with neither a token nor TLS: anyone who can reach its port can join a run, take its "
+      "ranks, read and write its store and end it. Close it with ", token_hint, " or with ",
+      tls_hint, " (docs/CONTRACT.md, \"Who may talk to a master\")");
+}
+
 absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(
     const MasterServerOptions& options, std::unique_ptr<MasterStateStore> store,
     std::function<void()> on_deposed) {
@@ -20,6 +37,7 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(
   server->advertise_host_ = options.advertise_host.empty() ? server->host_ : options.advertise_host;
   server->store_ = std::make_unique<MemoryStore>();
   server->rendezvous_ = std::make_unique<RendezvousService>(options.token);
+  server->rendezvous_->ServeOnlyRun(options.only_run_id);
   if (!store && !options.state_dir.empty()) {
     absl::StatusOr<std::unique_ptr<MasterStateFile>> file = MasterStateFile::Open(options.state_dir);
     if (!file.ok()) return file.status();
@@ -34,6 +52,7 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(
     }
   }
   server->store_service_ = std::make_unique<StoreService>(*server->store_, options.token);
+  server->store_service_->ServeOnlyRun(options.only_run_id);
 
   grpc::ServerBuilder builder;
   const std::string listen = JoinHostPort(server->host_, options.port);

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/tls_files.h"
@@ -30,7 +31,19 @@ struct MasterServerOptions {
   std::string token;               // demanded on every call when non-empty
   std::string state_dir;           // keep running runs here across restarts (empty: in memory)
   TlsFiles tls;                    // mutual TLS (tls_credentials.h); none: plaintext
+  // Set when an agent hosts the master for its own run: no other run may use it
+  // (RendezvousService::ServeOnlyRun). Empty: any run (mxrun-master).
+  std::string only_run_id;
 };
+
+// One warning, as etcd gives one, when a master would listen beyond loopback (bind_all, or an
+// address that is not 127.0.0.0/8, ::1 or localhost) with neither a token nor mutual TLS: anyone
+// who reaches the port could join a run, take its ranks, read and write its store, and end it.
+// `token_hint` and `tls_hint` name the caller's own way to close it (flags differ between
+// mxrun-master and an agent). nullopt: nothing to say.
+std::optional<std::string> OpenDoorWarning(const MasterServerOptions& options,
+                                           const std::string& token_hint,
+                                           const std::string& tls_hint);
 
 class MasterServer {
  public:

@@ -160,6 +160,15 @@ void RendezvousService::OnMessage(NodeId node, const v1::AgentMessage& message) 
         Deliver({refusal});
         return;
       }
+      if (!only_run_id_.empty() && join.run_id() != only_run_id_) {
+        ToAgent refusal;
+        refusal.node = node;
+        refusal.kind = ToAgent::Kind::kRefused;
+        refusal.refusal = absl::FailedPreconditionError(ForeignRunRefusal(only_run_id_, join.run_id()));
+        refusal.close_session = true;
+        Deliver({refusal});
+        return;
+      }
       if (join.resume()) {
         Deliver(state_.Resume(now, node, join.run_id(), FromProto(join.node()),
                               join.resume_round()));
@@ -301,6 +310,7 @@ grpc::ServerUnaryReactor* RendezvousService::GetStatus(grpc::CallbackServerConte
     std::lock_guard<std::mutex> lock(mutex_);
     runs = state_.Snapshot(clock_(), request->run_id());
   }
+  reply->set_serves_only_run_id(only_run_id_);
   for (const RunSnapshot& run : runs) {
     v1::RunStatus* r = reply->add_runs();
     r->set_run_id(run.run_id);

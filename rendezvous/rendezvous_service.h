@@ -49,6 +49,10 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
                            std::function<void()> on_deposed = {});
   // The restored members of agent `agent_id` are gone (MasterState::AgentGone).
   void ForgetAgent(const std::string& agent_id, const std::string& why);
+  // Serves run `run_id` only (call before serving): a master that an agent hosts lives as long as
+  // that agent's job, so another job must never come to depend on it. A join for any other run
+  // is refused with FailedPrecondition, and GetStatus says which run it serves.
+  void ServeOnlyRun(std::string run_id) { only_run_id_ = std::move(run_id); }
 
  private:
   class SessionReactor;
@@ -64,6 +68,7 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
   void TickLoop();
 
   const std::string token_;
+  std::string only_run_id_;  // empty: any run (mxrun-master); set before serving, then read-only
   const std::chrono::milliseconds tick_;
   const Clock clock_;
   std::mutex mutex_;

@@ -156,7 +156,11 @@ absl::Status StoreService::CheckCall(grpc::CallbackServerContext* context,
   if (absl::Status status = CheckToken(token_, PresentedToken(*context)); !status.ok()) {
     return status;
   }
-  return ValidateRunId(run_id);
+  if (absl::Status valid = ValidateRunId(run_id); !valid.ok()) return valid;
+  if (!only_run_id_.empty() && run_id != only_run_id_) {
+    return absl::FailedPreconditionError(ForeignRunRefusal(only_run_id_, run_id));
+  }
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* StoreService::Set(grpc::CallbackServerContext* context,

@@ -38,6 +38,9 @@ class StoreService final : public mxrun::v1::Store::CallbackService {
   StoreService(const StoreService&) = delete;
   StoreService& operator=(const StoreService&) = delete;
   ~StoreService() override;
+  // Serves the keys of run `run_id` only (call before serving; RendezvousService::ServeOnlyRun):
+  // a request for another run fails with FailedPrecondition.
+  void ServeOnlyRun(std::string run_id) { only_run_id_ = std::move(run_id); }
 
   grpc::ServerUnaryReactor* Set(grpc::CallbackServerContext* context,
                                 const mxrun::v1::SetRequest* request,
@@ -67,6 +70,7 @@ class StoreService final : public mxrun::v1::Store::CallbackService {
 
   MemoryStore& store_;
   const std::string token_;
+  std::string only_run_id_;  // empty: any run
 };
 
 }  // namespace mxrun

@@ -17,6 +17,15 @@ absl::Status ValidateRunId(absl::string_view run_id) {
       " is not valid; accepted: 1 to ", kMaxRunIdLength, " characters of A-Z a-z 0-9 . _ -"));
 }
 
+std::string ForeignRunRefusal(absl::string_view served, absl::string_view asked) {
+  return absl::StrCat(
+      "this rendezvous master belongs to run '", served,
+      "' (one of its agents hosts it, and it ends with that job) and serves no other run; run '",
+      ValidateRunId(asked).ok() ? asked : absl::string_view("(invalid)"),
+      "' must use an endpoint of its own (another --rdzv_endpoint host:port), or an mxrun-master "
+      "that serves many runs");
+}
+
 absl::Status ValidateKey(absl::string_view key) {
   if (!key.empty() && key.size() <= kMaxKeyLength) return absl::OkStatus();
   return absl::InvalidArgumentError(

@@ -23,6 +23,10 @@ absl::Status ValidateRunId(absl::string_view run_id);
 absl::Status ValidateKey(absl::string_view key);
 absl::Status ValidateValue(absl::string_view value);
 
+// What a master that serves run `served` only (an agent hosts it) says to a request for run
+// `asked`: the message agents print (rendezvous_service.h, store_service.h).
+std::string ForeignRunRefusal(absl::string_view served, absl::string_view asked);
+
 // `expected` empty: no token required. Otherwise `presented` must equal it (constant-time compare).
 absl::Status CheckToken(absl::string_view expected, absl::string_view presented);
 

@@ -11,7 +11,9 @@
 //   --write-error-file=MSG  write MSG to TORCHELASTIC_ERROR_FILE in PyTorch's @record JSON shape
 //   --env-out=DIR           write the environment to DIR/env.<RANK>
 //   --lines=N --line-length=L  print N lines of L characters on stdout
-//   --ready                 print "ready rank=<RANK> pid=<pid> grandchild=<pid>" once set up
+//   --ready                 print "ready rank=<RANK> pid=<pid> grandchild=<pid> world=<WORLD_SIZE>
+//                           attempt=<restart count> run=<TORCHELASTIC_RUN_ID>" once set up
+//   --report-usr1           while sleeping, print "got SIGUSR1 rank=<RANK>" for each SIGUSR1
 //   --kill-self=SIG         raise signal SIG (number) at the end instead of exiting
 //   --beat                  touch MXRUN_HEARTBEAT_FILE once set up (before any sleep)
 //   --hang-rank=R           global rank R sleeps 600 s (until SIGTERM) after setting up, while the
@@ -57,6 +59,7 @@
 namespace {
 
 bool g_term = false;  // SleepSeconds took a SIGTERM (it is blocked, never handled)
+bool g_report_usr1 = false;  // --report-usr1: SleepSeconds prints each SIGUSR1 and sleeps on
 void PrintIgnoredTerm() {
   static const char kMessage[] = "ignored SIGTERM\n";
   ssize_t ignored = write(STDOUT_FILENO, kMessage, sizeof kMessage - 1);
@@ -108,6 +111,7 @@ void SleepSeconds(double seconds, bool ignore_term) {
   sigset_t term;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
+  if (g_report_usr1) sigaddset(&term, SIGUSR1);
   while (!g_term) {
     timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -116,7 +120,13 @@ void SleepSeconds(double seconds, bool ignore_term) {
     timespec ts;
     ts.tv_sec = static_cast<time_t>(left);
     ts.tv_nsec = static_cast<long>((left - static_cast<double>(ts.tv_sec)) * 1e9);
-    if (sigtimedwait(&term, nullptr, &ts) != SIGTERM) continue;  // timed out, or EINTR
+    const int taken = sigtimedwait(&term, nullptr, &ts);
+    if (taken == SIGUSR1) {
+      std::printf("got SIGUSR1 rank=%s\n", std::getenv("RANK") ? std::getenv("RANK") : "");
+      std::fflush(stdout);
+      continue;
+    }
+    if (taken != SIGTERM) continue;  // timed out, or EINTR
     if (ignore_term) {
       PrintIgnoredTerm();
     } else {
@@ -212,6 +222,7 @@ int main(int argc, char** argv) {
     else if (Flag(argv[i], "--keep", &v)) keep = true, keep_exit = v == "exit";
     else if (Flag(argv[i], "--wait-notice", &v)) wait_notice = true;
     else if (Flag(argv[i], "--fail-on-signal", &v)) fail_on_signal = true;
+    else if (Flag(argv[i], "--report-usr1", &v)) g_report_usr1 = true;
     else {
       std::fprintf(stderr, "test_child: unknown argument %s\n", argv[i]);
       return 64;
@@ -266,8 +277,9 @@ int main(int argc, char** argv) {
     Send(control, "{\"joined\": " + Env("MXRUN_ROUND") + "}");
   }
   if (ready) {
-    std::printf("ready rank=%s pid=%d grandchild=%d world=%s attempt=%d\n", rank.c_str(), getpid(),
-                child, Env("WORLD_SIZE").c_str(), attempt);
+    std::printf("ready rank=%s pid=%d grandchild=%d world=%s attempt=%d run=%s\n", rank.c_str(),
+                getpid(), child, Env("WORLD_SIZE").c_str(), attempt,
+                Env("TORCHELASTIC_RUN_ID").c_str());
   }
   std::fflush(stdout);
   if (beat && !Env("MXRUN_HEARTBEAT_FILE").empty()) {

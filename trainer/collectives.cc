@@ -152,6 +152,35 @@ void WaitForListener(const std::string& host, int port, std::chrono::millisecond
   freeaddrinfo(found);
 }
 
+// A worker trusts no peer before it knows the store is its run's: two jobs on one host could be
+// handed the same port (another job's rank 0 took it first), and their ranks would then train
+// together. Rank 0, which hosts the store, writes its run id first; every other rank reads it
+// (waiting up to `timeout`) and refuses a store that holds another run's id, or none.
+constexpr const char* kRunKey = "mxrun_run_id";
+
+void CheckStoreBelongsToRun(c10d::Store& store, const WorkerIdentity& id,
+                            std::chrono::milliseconds timeout) {
+  const std::string where = id.master_addr + ":" + std::to_string(id.master_port);
+  if (id.rank == 0) {
+    store.set(kRunKey, std::vector<uint8_t>(id.run_id.begin(), id.run_id.end()));
+    return;
+  }
+  try {
+    store.wait({kRunKey}, timeout);
+  } catch (const c10::Error&) {
+    throw CollectiveFailed("the store at " + where + " never said which run it serves (within " +
+                           std::to_string(timeout.count() / 1000) +
+                           " s): it is not this run's rank 0, so this worker does not join it");
+  }
+  const std::vector<uint8_t> value = store.get(kRunKey);
+  const std::string served(value.begin(), value.end());
+  if (served != id.run_id) {
+    throw CollectiveFailed("the store at " + where + " belongs to run '" + served +
+                           "', not this worker's run '" + id.run_id +
+                           "' (another job took the port): refusing to join it");
+  }
+}
+
 bool IsLoopback(const std::string& addr) {
   return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
 }
@@ -248,6 +277,7 @@ std::unique_ptr<Collectives> Join(const WorkerIdentity& id, CommBackend backend,
     if (!store_options.isServer) WaitForListener(id.master_addr, id.master_port, timeout);
     store = c10::make_intrusive<c10d::TCPStore>(id.master_addr, store_options);
   }
+  if (id.world_size > 1) CheckStoreBelongsToRun(*store, id, timeout);
   auto scoped = c10::make_intrusive<c10d::PrefixStore>("mxrun_train", store);
   c10::intrusive_ptr<GroupBase> group;
   if (backend == CommBackend::kNccl) {

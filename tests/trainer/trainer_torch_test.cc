@@ -3,6 +3,7 @@
 // whole project against Debian's LibTorch and, on a GPU machine, against PyTorch's (tests/
 // trainer_tests.cmake); the [gpu] cases need a CUDA device.
 // LibTorch first: its glog CHECK macros must not meet Catch's.
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
@@ -142,6 +143,30 @@ TEST_CASE("two Gloo ranks produce the gradients of one process on the whole batc
   auto grads = DataParallelGradients(x, y, 2, 1, 64 * 1024, 256 * 1024);
   CHECK(MaxRelativeError(grads[0], reference) < 1e-5);
   CHECK(MaxRelativeError(grads[1], reference) < 1e-5);
+}
+
+TEST_CASE("a rank refuses a store that holds another run's id", "[gloo][isolation]") {
+  // Another job's rank 0 hosts a store on the port this worker was given.
+  c10d::TCPStoreOptions options;
+  options.port = 0;
+  options.isServer = true;
+  options.waitWorkers = false;
+  auto foreign = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+  const std::string other = "slurm-4711";
+  foreign->set("mxrun_run_id", std::vector<uint8_t>(other.begin(), other.end()));
+  mxrun::WorkerIdentity id;
+  id.rank = 1;
+  id.world_size = 2;
+  id.master_addr = "127.0.0.1";
+  id.master_port = foreign->getPort();
+  id.run_id = "slurm-4712";
+  try {
+    JoinProcessGroup(id, CommBackend::kGloo, at::Device(at::kCPU), std::chrono::seconds(10));
+    FAIL("joined another run's store");
+  } catch (const CollectiveFailed& e) {
+    CHECK_THAT(e.what(), Catch::Contains("belongs to run 'slurm-4711', not this worker's run "
+                                         "'slurm-4712'"));
+  }
 }
 
 TEST_CASE("gradient accumulation reduces once and equals the whole batch", "[reducer][gloo]") {

@@ -1,3 +1,5 @@
+#include <set>
+
 #include <catch2/catch.hpp>
 
 #include "launcher/options.h"
@@ -7,6 +9,10 @@
 
 using mxrun::DetectSlurm;
 using mxrun::ExpandHostlist;
+using mxrun::kSlurmRendezvousPortBase;
+using mxrun::kSlurmRendezvousPortCandidates;
+using mxrun::kSlurmRendezvousPortSpan;
+using mxrun::SlurmRendezvousPort;
 using Hosts = std::vector<std::string>;
 
 namespace {
@@ -71,7 +77,7 @@ TEST_CASE("a recorded Slurm environment gives nodes, rank, endpoint, id and GPUs
   CHECK(flags.at("nnodes") == "2");
   CHECK(flags.at("node_rank") == "1");
   CHECK(flags.at("rdzv_backend") == "c10d");
-  CHECK(flags.at("rdzv_endpoint") == "gpu07:29400");
+  CHECK(flags.at("rdzv_endpoint") == "gpu07:20852");  // 20000 + (48213 mod 3000) x 4
   CHECK(flags.at("rdzv_id") == "slurm-48213");
   CHECK(flags.at("nproc_per_node") == "4");
 }
@@ -94,12 +100,13 @@ TEST_CASE("mxrun fills unset flags from Slurm and says so in one line", "[slurm]
   CHECK(o.nnodes.max == 2);
   CHECK(o.node_rank == 1);
   CHECK(o.rdzv_backend == "c10d");
-  CHECK(o.rdzv_endpoint == "gpu07:29400");
+  CHECK(o.rdzv_endpoint == "gpu07:20852");
+  CHECK(o.rdzv_endpoint_from_slurm);
   CHECK(o.rdzv_id == "slurm-48213");
   CHECK(o.nproc_per_node == "4");
   REQUIRE(parsed.notices.size() == 1);
   CHECK_THAT(parsed.notices[0], Catch::Contains("Slurm job 48213"));
-  CHECK_THAT(parsed.notices[0], Catch::Contains("--rdzv_endpoint=gpu07:29400"));
+  CHECK_THAT(parsed.notices[0], Catch::Contains("--rdzv_endpoint=gpu07:20852"));
 }
 
 TEST_CASE("flags and PET_* variables win over Slurm, and standalone jobs ignore it", "[slurm]") {
@@ -111,6 +118,7 @@ TEST_CASE("flags and PET_* variables win over Slurm, and standalone jobs ignore 
   CHECK(o.nnodes.max == 4);
   CHECK(o.nproc_per_node == "2");
   CHECK(o.rdzv_endpoint == "head:1234");
+  CHECK_FALSE(o.rdzv_endpoint_from_slurm);
   CHECK(o.node_rank == 1);  // still from Slurm
   REQUIRE(parsed.notices.size() == 1);
   CHECK_THAT(parsed.notices[0], !Catch::Contains("--nnodes"));
@@ -122,7 +130,7 @@ TEST_CASE("flags and PET_* variables win over Slurm, and standalone jobs ignore 
 
 TEST_CASE("a one-node Slurm allocation keeps mxrun on the single-node path", "[slurm]") {
   // An salloc shell on one node: every mxrun run in it must stay local, not host a master on
-  // 29400 under one shared run id.
+  // one port under one shared run id.
   const std::map<std::string, std::string> env = {
       {"SLURM_JOB_ID", "48214"}, {"SLURM_NNODES", "1"}, {"SLURM_NODEID", "0"},
       {"SLURM_JOB_NODELIST", "gpu07"}, {"SLURM_GPUS_ON_NODE", "2"}};
@@ -146,8 +154,30 @@ TEST_CASE("a one-node Slurm allocation keeps mxrun on the single-node path", "[s
   // Without SLURM_NNODES the node list's length decides.
   auto listed = DetectSlurm({{"SLURM_JOB_ID", "7"}, {"SLURM_NODELIST", "gpu[07-08]"}});
   REQUIRE(listed.ok());
-  CHECK((**listed).flags.at("rdzv_endpoint") == "gpu07:29400");
+  CHECK((**listed).flags.at("rdzv_endpoint") == "gpu07:20028");
   auto single = DetectSlurm({{"SLURM_JOB_ID", "7"}, {"SLURM_NODELIST", "gpu07"}});
   REQUIRE(single.ok());
   CHECK((**single).flags.count("rdzv_endpoint") == 0);
+}
+
+TEST_CASE("each Slurm job gets a block of rendezvous ports of its own", "[slurm]") {
+  // Jobs submitted one after another (ids in sequence) never share a port of their blocks, and
+  // every port lies below the kernel's ephemeral range.
+  std::set<int> taken;
+  for (int id = 100000; id < 100000 + kSlurmRendezvousPortSpan / kSlurmRendezvousPortCandidates;
+       ++id) {
+    const int port = SlurmRendezvousPort(std::to_string(id));
+    CHECK(port >= kSlurmRendezvousPortBase);
+    CHECK(port + kSlurmRendezvousPortCandidates - 1 <
+          kSlurmRendezvousPortBase + kSlurmRendezvousPortSpan);
+    CHECK(port + kSlurmRendezvousPortCandidates - 1 < 32768);
+    for (int i = 0; i < kSlurmRendezvousPortCandidates; ++i) CHECK(taken.insert(port + i).second);
+  }
+  CHECK(SlurmRendezvousPort("48213") == 20852);
+  // Not a number (a scheduler that wraps Slurm's ids): a hash, in range, the same every time.
+  const int hashed = SlurmRendezvousPort("job-7a");
+  CHECK(hashed == SlurmRendezvousPort("job-7a"));
+  CHECK(hashed >= kSlurmRendezvousPortBase);
+  CHECK(hashed < kSlurmRendezvousPortBase + kSlurmRendezvousPortSpan);
+  CHECK((hashed - kSlurmRendezvousPortBase) % kSlurmRendezvousPortCandidates == 0);
 }
