@@ -18,6 +18,7 @@
 #include "common/signal_names.h"
 #include "launcher/config_file.h"
 #include "launcher/entrypoint.h"
+#include "launcher/kubernetes.h"
 #include "launcher/nproc.h"
 #include "launcher/rendezvous_setup.h"
 #include "launcher/slurm.h"
@@ -39,7 +40,7 @@ struct Flag {
 
 // The order of a flag's sources, as --help, --print-config and the Slurm notice state it (options.h
 // has the details).
-constexpr const char* kPrecedence = "flag > MXRUN_* > PET_* > config file > Slurm > default";
+constexpr const char* kPrecedence = "flag > MXRUN_* > PET_* > config file > Slurm or Kubernetes > default";
 
 constexpr const char* kVersion = "mxrun " MXRUN_VERSION;
 
@@ -399,23 +400,40 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
 
   // Under Slurm, flags that no other source gives come from SLURM_* (not for --standalone jobs,
   // and the rendezvous only when none of its flags was given).
+  // Likewise in a pod of a Kubernetes Indexed Job (kubernetes.h), when not under Slurm.
+  const bool rendezvous_given = values["rdzv_backend"].given || values["rdzv_endpoint"].given ||
+                                values["master_addr"].given;
+  auto fill_from = [&](const std::map<std::string, std::string>& flags, const std::string& source,
+                       const std::string& what) {
+    std::string filled;
+    for (const auto& [name, text] : flags) {
+      Value& value = values[name];
+      if (value.given) continue;
+      if ((name == "rdzv_backend" || name == "rdzv_endpoint") && rendezvous_given) continue;
+      value = Value{text, absl::StrCat("--", name, " (from ", source, ")"), true};
+      absl::StrAppend(&filled, " --", name, "=", text);
+    }
+    if (!filled.empty()) {
+      result.notices.push_back(
+          absl::StrCat(what, ": using", filled, " (precedence: ", kPrecedence, ")"));
+    }
+  };
   if (!ToBool(values["standalone"])) {
     absl::StatusOr<std::optional<SlurmDefaults>> slurm = DetectSlurm(env);
     if (!slurm.ok()) return slurm.status();
     if (*slurm) {
-      const bool rendezvous_given = values["rdzv_backend"].given ||
-                                    values["rdzv_endpoint"].given || values["master_addr"].given;
-      std::string filled;
-      for (const auto& [name, text] : (*slurm)->flags) {
-        Value& value = values[name];
-        if (value.given) continue;
-        if ((name == "rdzv_backend" || name == "rdzv_endpoint") && rendezvous_given) continue;
-        value = Value{text, absl::StrCat("--", name, " (from Slurm)"), true};
-        absl::StrAppend(&filled, " --", name, "=", text);
+      fill_from((*slurm)->flags, "Slurm", absl::StrCat("Slurm job ", (*slurm)->job_id));
+    } else if (env.count("JOB_COMPLETION_INDEX") != 0 && !rendezvous_given) {
+      if (!values["nnodes"].given) {
+        return absl::InvalidArgumentError(
+            "in a pod of a Kubernetes Indexed Job (JOB_COMPLETION_INDEX is set): give --nnodes "
+            "(or PET_NNODES in the pod template) as the Job's parallelism; a pod cannot see it");
       }
-      if (!filled.empty()) {
-        result.notices.push_back(absl::StrCat("Slurm job ", (*slurm)->job_id, ": using", filled,
-                                              " (precedence: ", kPrecedence, ")"));
+      absl::StatusOr<std::optional<IndexedJobDefaults>> indexed = DetectIndexedJob(env);
+      if (!indexed.ok()) return indexed.status();
+      if (*indexed) {
+        fill_from((*indexed)->flags, "Kubernetes",
+                  absl::StrCat("Kubernetes Indexed Job ", (*indexed)->job_name));
       }
     }
   }
@@ -471,7 +489,8 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   // request instead, and says so; not for the rank Slurm gives, which every Slurm job has.
   const Value& node_rank = values["node_rank"];
   if (node_rank.given && o.node_rank != 0 && o.rdzv_backend != "static" &&
-      !absl::EndsWith(node_rank.source, "(from Slurm)")) {
+      !absl::EndsWith(node_rank.source, "(from Slurm)") &&
+      !absl::EndsWith(node_rank.source, "(from Kubernetes)")) {
     result.warnings.push_back(absl::StrCat(
         node_rank.source, "=", o.node_rank, " with --rdzv_backend=", o.rdzv_backend,
         ": torchrun uses a node rank only for static rendezvous and ignores it here; mxrun takes "

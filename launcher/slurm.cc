@@ -148,6 +148,18 @@ absl::StatusOr<std::optional<SlurmDefaults>> DetectSlurm(
   auto nnodes = count(get("SLURM_NNODES") ? "SLURM_NNODES" : "SLURM_JOB_NUM_NODES", 1);
   if (!nnodes.ok()) return nnodes.status();
   if (*nnodes) d.flags["nnodes"] = std::to_string(**nnodes);
+  // srun --ntasks-per-node=2 starts two agents on one node with the same SLURM_NODEID: mxrun is
+  // one agent per node, starting --nproc_per_node workers itself. The node's first task runs the
+  // job; the others stop at once, saying so (the master's "node rank already taken" would send
+  // the user looking for a wrong --node_rank).
+  auto local_id = count("SLURM_LOCALID", 0);
+  if (!local_id.ok()) return local_id.status();
+  if (*local_id && **local_id > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "this is task ", **local_id, " of its node (SLURM_LOCALID=", **local_id,
+        "), but mxrun is one agent per node and starts --nproc_per_node workers itself: run it "
+        "with srun --ntasks-per-node=1 (this node's task 0 runs the job)"));
+  }
   auto node_id = count("SLURM_NODEID", 0);
   if (!node_id.ok()) return node_id.status();
   if (*node_id) d.flags["node_rank"] = std::to_string(**node_id);

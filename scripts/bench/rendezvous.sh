@@ -413,6 +413,8 @@ def agent_cmd(launcher, port, run_id, nnodes, nproc, extra):
 
 EXPECTED = [
     re.compile(r"mxrun: warning: received SIGTERM"),                       # the end of every run
+    re.compile(r"mxrun: warning: cancelled by SIGTERM: ranks? [0-9,-]+ ended by SIGTERM; "
+               r"exit code 143"),                                           # and its summary
     re.compile(r"mxrun: warning: restarting the worker group \(1 of 1 restarts\)"),   # case 3
     re.compile(r"mxrun: warning: worker rank \d+ \(local_rank 0, pid \d+\) failed: Signal 9 \(SIGKILL\); "
                r"stopping the group"),                                     # case 3

@@ -181,3 +181,14 @@ TEST_CASE("each Slurm job gets a block of rendezvous ports of its own", "[slurm]
   CHECK(hashed < kSlurmRendezvousPortBase + kSlurmRendezvousPortSpan);
   CHECK((hashed - kSlurmRendezvousPortBase) % kSlurmRendezvousPortCandidates == 0);
 }
+
+TEST_CASE("a second srun task on one node is told to use one task per node", "[slurm]") {
+  auto env = RecordedSlurmNode1();
+  env["SLURM_LOCALID"] = "0";
+  CHECK(DetectSlurm(env).ok());
+  env["SLURM_LOCALID"] = "1";
+  auto d = DetectSlurm(env);
+  REQUIRE_FALSE(d.ok());
+  CHECK_THAT(std::string(d.status().message()),
+             Catch::Contains("SLURM_LOCALID=1") && Catch::Contains("srun --ntasks-per-node=1"));
+}
