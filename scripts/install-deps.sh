@@ -23,13 +23,15 @@ PACKAGES=(
 # What the tests and tools call besides (skipped by --demo).
 TEST_PACKAGES=(
   systemd  # systemd-analyze, for the unit tests of the service files
-  clang  # scripts/fuzz.sh: the libFuzzer targets (ASan + UBSan)
+  clang libclang-rt-14-dev  # scripts/fuzz.sh: the libFuzzer targets (ASan + UBSan; the
+                            # sanitizers' headers and runtimes are in clang 14's compiler-rt)
   openssl  # scripts/make-certs.sh: the certificates of mutual TLS (and the TLS tests)
   hwloc  # lstopo writes test topologies
   elfutils gdb  # eu-stack and gdb: stack dumps of hung workers (optional for mxrun itself)
   etcd-server etcd-client  # the tests' etcd members (rendezvous on etcd)
   iproute2 procps util-linux curl  # what the tests call: ip netns, ps/pkill, unshare/nsenter, curl
   zsh  # the completion tests load `mxrun --print-completion zsh` into a real zsh
+  slurm-wlm munge  # tests/slurm_cluster.h: a private slurmctld, two slurmd and munged per test
 )
 case "${1:-}" in
   --demo) ;;

@@ -175,6 +175,56 @@ TEST_CASE("two Slurm jobs with the same first node and the same port block each 
   close(stranger);
 }
 
+TEST_CASE("three plain one-node PyTorch jobs started at once each reduce with their own ranks "
+          "only, and cancelling one leaves the others to finish",
+          "[isolation]") {
+  // The issue's reproduction: `mxrun --nproc_per_node=2 job.py` three times at once, each job
+  // all-reducing its own number (job k's ranks give k: the right sum is 2k). Before free ports
+  // per job, jobs took torchrun's fixed 29500 and reduced with each other's ranks.
+  TempDir dir;
+  const std::string script = dir.path() + "/job.py";
+  std::ofstream(script)
+      << "import os, sys, time\n"
+         "import torch, torch.distributed as dist\n"
+         "dist.init_process_group('gloo')\n"
+         "k = float(os.environ['JOB_VALUE'])\n"
+         "for turn in range(2):\n"
+         "    t = torch.tensor([k])\n"
+         "    dist.all_reduce(t)\n"
+         "    print(f'sum={int(t.item())} turn={turn} world={dist.get_world_size()} "
+         "run={os.environ[\"TORCHELASTIC_RUN_ID\"]}', flush=True)\n"
+         "    time.sleep(float(os.environ['JOB_SLEEP']))\n"
+         "dist.destroy_process_group()\n";
+  auto job = [&](int k, const std::string& sleep) {
+    return std::make_unique<Subprocess>(
+        std::vector<std::string>{MXRUN_BIN, "--nproc_per_node=2", script},
+        std::map<std::string, std::string>{{"PYTHON_EXEC", PYTHON_BIN},
+                                           {"JOB_VALUE", std::to_string(k)},
+                                           {"JOB_SLEEP", sleep}});
+  };
+  auto one = job(1, "60");
+  auto two = job(2, "3");
+  auto three = job(3, "3");
+  REQUIRE(one->WaitForStdout("turn=0", 2, 120s));
+  kill(one->pid(), SIGTERM);
+  ProcessResult cancelled = one->Wait(60s);
+  INFO(mxrun::testing::Describe(cancelled));
+  CHECK(cancelled.exit_code == 143);
+  CHECK(IntsAfter(cancelled.out, "sum") == std::vector<int>(2, 2));
+  std::set<std::string> runs;
+  for (auto [k, process] : {std::pair{2, two.get()}, std::pair{3, three.get()}}) {
+    ProcessResult r = process->Wait(120s);
+    INFO(mxrun::testing::Describe(r));
+    CHECK(r.exit_code == 0);
+    CHECK(IntsAfter(r.out, "sum") == std::vector<int>(4, 2 * k));  // 2 ranks x 2 turns
+    CHECK(IntsAfter(r.out, "world") == std::vector<int>(4, 2));
+    const size_t at = r.out.find("run=");
+    REQUIRE(at != std::string::npos);
+    runs.insert(r.out.substr(at, r.out.find('\n', at) - at));
+  }
+  CHECK(runs.size() == 2);
+}
+
 TEST_CASE("cancelled, mxrun says in one line how each rank ended and exits 128+signal",
           "[cancel]") {
   SECTION("workers that a signal ends") {

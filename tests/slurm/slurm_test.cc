@@ -1,0 +1,249 @@
+// mxrun under a real Slurm (tests/slurm_cluster.h: slurmctld and two slurmd, n0 and n1, on this
+// host): srun on one and two nodes, salloc, sbatch of the example script unchanged, scancel
+// mid-run with nothing left, a preemption signal reaching the workers, two jobs sharing both
+// nodes with one cancelled, and a requeued job resuming from its checkpoint. Every wait is
+// bounded; every process is started here and stopped by pid or by Slurm.
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "tests/slurm_cluster.h"
+#include "tests/subprocess.h"
+
+using namespace std::chrono_literals;
+using mxrun::testing::CountOccurrences;
+using mxrun::testing::IntsAfter;
+using mxrun::testing::ProcessResult;
+using mxrun::testing::ReadFile;
+using mxrun::testing::Run;
+using mxrun::testing::SlurmCluster;
+
+namespace {
+
+const std::string kMxrun = MXRUN_BIN;
+const std::string kChild = TEST_CHILD_BIN;
+
+std::vector<int> Sorted(std::vector<int> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// "Submitted batch job 12" -> "12"
+std::string SubmittedId(const ProcessResult& r) {
+  const std::string prefix = "Submitted batch job ";
+  const size_t at = r.out.find(prefix);
+  if (at == std::string::npos) return "";
+  return std::string(absl::StripAsciiWhitespace(r.out.substr(at + prefix.size())));
+}
+
+// sbatch of a script wrapping `command`, its output in jobs()/NAME.out; returns the job id.
+std::string Submit(const SlurmCluster& cluster, const std::string& name, const std::string& command,
+                   std::vector<std::string> more = {}) {
+  const std::string script = cluster.jobs() + "/" + name + ".sh";
+  std::ofstream(script) << "#!/bin/sh\n" << command << "\n";
+  std::vector<std::string> argv{"sbatch", "-N2", "--ntasks-per-node=1",
+                                "--output=" + cluster.jobs() + "/" + name + ".out",
+                                "--chdir=" + cluster.jobs()};
+  argv.insert(argv.end(), more.begin(), more.end());
+  argv.push_back(script);
+  ProcessResult r = Run(argv, {}, 30s);
+  INFO(mxrun::testing::Describe(r));
+  REQUIRE(r.exit_code == 0);
+  std::string id = SubmittedId(r);
+  REQUIRE_FALSE(id.empty());
+  return id;
+}
+
+// Waits (bounded) until `path` holds `count` lines containing `needle`.
+bool WaitForLines(const std::string& path, const std::string& needle, int count,
+                  std::chrono::seconds timeout = 60s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (CountOccurrences(ReadFile(path), needle) >= count) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+// Every "run=<id>" word of test_child's ready lines.
+std::vector<std::string> RunIds(const std::string& text) {
+  std::vector<std::string> ids;
+  for (size_t at = text.find(" run="); at != std::string::npos; at = text.find(" run=", at + 1)) {
+    const size_t start = at + 5;
+    ids.push_back(text.substr(start, text.find_first_of(" \n", start) - start));
+  }
+  return ids;
+}
+
+std::string MxrunChild(const std::string& mxrun_flags, const std::string& child_flags) {
+  return "srun " + kMxrun + " " + mxrun_flags + " --no_python " + kChild + " " + child_flags;
+}
+
+}  // namespace
+
+TEST_CASE("srun runs a step on one node and on two, with Slurm's variables", "[slurm]") {
+  SlurmCluster cluster;
+  ProcessResult two = Run({"srun", "-N2", "--ntasks-per-node=1", "sh", "-c",
+                           "echo node=$SLURM_NODEID list=$SLURM_JOB_NODELIST id=$SLURM_JOB_ID"},
+                          {}, 60s);
+  INFO(mxrun::testing::Describe(two));
+  REQUIRE(two.exit_code == 0);
+  CHECK(Sorted(IntsAfter(two.out, "node")) == std::vector<int>{0, 1});
+  CHECK(CountOccurrences(two.out, "list=n[0-1]") == 2);
+  ProcessResult one = Run({"srun", "-N1", "sh", "-c", "echo nodes=$SLURM_NNODES"}, {}, 60s);
+  CHECK(one.exit_code == 0);
+  CHECK_THAT(one.out, Catch::Contains("nodes=1"));
+}
+
+TEST_CASE("srun mxrun on two nodes and on one takes its layout from Slurm", "[slurm]") {
+  SlurmCluster cluster;
+  ProcessResult two = Run({"srun", "-N2", "--ntasks-per-node=1", kMxrun, "--nproc_per_node=2",
+                           "--no_python", kChild, "--ready"},
+                          {}, 120s);
+  INFO(mxrun::testing::Describe(two));
+  REQUIRE(two.exit_code == 0);
+  CHECK(Sorted(IntsAfter(two.out, "ready rank")) == std::vector<int>{0, 1, 2, 3});
+  CHECK(IntsAfter(two.out, "world") == std::vector<int>(4, 4));
+  const std::vector<std::string> ids = RunIds(two.out);
+  REQUIRE(ids.size() == 4);
+  CHECK_THAT(ids[0], Catch::StartsWith("slurm-"));
+  CHECK(std::count(ids.begin(), ids.end(), ids[0]) == 4);
+  CHECK_THAT(two.err, Catch::Contains("Slurm job") && Catch::Contains("--nnodes=2") &&
+                          Catch::Contains("--rdzv_endpoint=n0:"));
+  ProcessResult one = Run({"srun", "-N1", kMxrun, "--nproc_per_node=2", "--no_python", kChild,
+                           "--ready"}, {}, 120s);
+  INFO(mxrun::testing::Describe(one));
+  CHECK(one.exit_code == 0);
+  CHECK(IntsAfter(one.out, "world") == std::vector<int>(2, 2));
+  // Two tasks on one node: the second is told to use one task per node; the job still runs.
+  ProcessResult doubled = Run({"srun", "-N1", "--ntasks-per-node=2", kMxrun, "--nproc_per_node=1",
+                               "--no_python", kChild, "--ready"}, {}, 120s);
+  INFO(mxrun::testing::Describe(doubled));
+  CHECK_THAT(doubled.err, Catch::Contains("SLURM_LOCALID=1") &&
+                              Catch::Contains("srun --ntasks-per-node=1"));
+  CHECK(CountOccurrences(doubled.out, "ready rank=0") == 1);
+}
+
+TEST_CASE("salloc runs a step on its allocation without a terminal", "[slurm]") {
+  SlurmCluster cluster;
+  ProcessResult r = Run({"salloc", "-N2", "srun", "--ntasks-per-node=1", "sh", "-c",
+                         "echo node=$SLURM_NODEID"},
+                        {}, 60s);
+  INFO(mxrun::testing::Describe(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK(Sorted(IntsAfter(r.out, "node")) == std::vector<int>{0, 1});
+}
+
+TEST_CASE("the example sbatch script runs unchanged on CPU nodes", "[slurm]") {
+  SlurmCluster cluster;
+  const std::string out = cluster.jobs() + "/train.out";
+  ProcessResult r = Run({"sbatch", "--wait", "--output=" + out, "--chdir=" + cluster.jobs(),
+                         std::string(SCRIPTS_DIR) + "/slurm/train.sbatch", "--model", "resnet18",
+                         "--width", "8", "--epochs", "1", "--synthetic_train", "256",
+                         "--synthetic_test", "64", "--batch_size", "32", "--threads", "1"},
+                        {{"MXRUN", kMxrun}, {"CKPT_DIR", cluster.jobs() + "/ckpt"}}, 300s);
+  const std::string log = ReadFile(out);
+  INFO(mxrun::testing::Describe(r) << "\njob output:\n" << log);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(log, Catch::Contains("--nnodes=2") && Catch::Contains("--rdzv_id=slurm-"));
+  // One worker per CPU node (CPU_WORKERS=1), two nodes: rank 0 reports for both.
+  CHECK_THAT(log, Catch::Contains("on cpu, 2 worker(s), backend gloo") &&
+                      Catch::Contains("[n0 r0] train: finished"));
+  const std::string job = SubmittedId(r);
+  REQUIRE_FALSE(job.empty());
+  const std::string metrics = ReadFile(cluster.jobs() + "/metrics-" + job + ".jsonl");
+  CHECK_THAT(metrics, Catch::Contains("\"world_size\":2") || Catch::Contains("\"world_size\": 2"));
+}
+
+TEST_CASE("scancel mid-run: workers are stopped within KillWait, mxrun reports, nothing is left",
+          "[slurm]") {
+  SlurmCluster cluster;
+  const std::string id =
+      Submit(cluster, "cancel", MxrunChild("--nproc_per_node=2", "--ready --sleep=300"));
+  const std::string out = cluster.jobs() + "/cancel.out";
+  REQUIRE(WaitForLines(out, "ready rank", 4));
+  const std::vector<int> pids = IntsAfter(ReadFile(out), "pid");
+  REQUIRE(pids.size() == 4);
+  REQUIRE(Run({"scancel", id}, {}, 30s).exit_code == 0);
+  CHECK(cluster.WaitForJobState(id, {"CANCELLED"}) == "CANCELLED");
+  for (int pid : pids) CHECK(mxrun::testing::WaitForExit(pid, 30s));
+  // Each node's mxrun fitted its grace inside KillWait and said how its ranks ended.
+  REQUIRE(WaitForLines(out, "cancelled by SIGTERM", 2, 30s));
+  const std::string log = ReadFile(out);
+  CHECK(CountOccurrences(log, "Slurm's KillWait is 5 s") == 2);
+  CHECK(CountOccurrences(log, "; exit code 143") == 2);
+}
+
+TEST_CASE("a preemption warning (SIGUSR1) reaches every worker and the job goes on", "[slurm]") {
+  SlurmCluster cluster;
+  const std::string id = Submit(
+      cluster, "usr1",
+      MxrunChild("--nproc_per_node=2 --signals_to_handle=SIGTERM,SIGUSR1",
+                 "--ready --sleep=300 --report-usr1"));
+  const std::string out = cluster.jobs() + "/usr1.out";
+  REQUIRE(WaitForLines(out, "ready rank", 4));
+  // As `#SBATCH --signal=USR1@60` does before the time limit: the signal to the job's steps.
+  REQUIRE(Run({"scancel", "--signal=USR1", id}, {}, 30s).exit_code == 0);
+  REQUIRE(WaitForLines(out, "got SIGUSR1", 4));
+  const std::string log = ReadFile(out);
+  for (int rank = 0; rank < 4; ++rank) {
+    CHECK_THAT(log, Catch::Contains("got SIGUSR1 rank=" + std::to_string(rank)));
+  }
+  CHECK(cluster.JobField(id, "JobState") == "RUNNING");
+  Run({"scancel", id}, {}, 30s);
+  CHECK(cluster.WaitForJobState(id, {"CANCELLED"}) == "CANCELLED");
+}
+
+TEST_CASE("two jobs share both nodes, and cancelling one leaves the other to finish with its own "
+          "peers", "[slurm][isolation]") {
+  SlurmCluster cluster;
+  const std::string a = Submit(cluster, "a", MxrunChild("--nproc_per_node=2", "--ready --sleep=300"));
+  const std::string b = Submit(cluster, "b", MxrunChild("--nproc_per_node=2", "--ready --sleep=8"));
+  REQUIRE(WaitForLines(cluster.jobs() + "/a.out", "ready rank", 4));
+  REQUIRE(WaitForLines(cluster.jobs() + "/b.out", "ready rank", 4));
+  CHECK(cluster.JobField(a, "NodeList") == "n[0-1]");
+  CHECK(cluster.JobField(b, "NodeList") == "n[0-1]");
+  REQUIRE(Run({"scancel", a}, {}, 30s).exit_code == 0);
+  CHECK(cluster.WaitForJobState(a, {"CANCELLED"}) == "CANCELLED");
+  CHECK(cluster.WaitForJobState(b, {"COMPLETED", "FAILED", "CANCELLED"}) == "COMPLETED");
+  const std::string log = ReadFile(cluster.jobs() + "/b.out");
+  INFO(log);
+  CHECK(Sorted(IntsAfter(log, "ready rank")) == std::vector<int>{0, 1, 2, 3});
+  CHECK(IntsAfter(log, "world") == std::vector<int>(4, 4));
+  CHECK(RunIds(log) == std::vector<std::string>(4, "slurm-" + b));
+}
+
+TEST_CASE("a requeued job resumes from its checkpoint", "[slurm]") {
+  SlurmCluster cluster;
+  const std::string ckpt = cluster.jobs() + "/ckpt";
+  const std::string id = Submit(
+      cluster, "requeue",
+      "srun " + kMxrun + " train --model resnet18 --width 8 --epochs 6 --synthetic_train 512 "
+      "--synthetic_test 32 --batch_size 32 --threads 1 --resume --ckpt_dir " + ckpt,
+      {"--requeue", "--open-mode=append"});
+  const std::string out = cluster.jobs() + "/requeue.out";
+  // The first epoch's checkpoint, then the requeue (what preemption with requeue does).
+  const auto deadline = std::chrono::steady_clock::now() + 180s;
+  while (access((ckpt + "/checkpoint.pt").c_str(), F_OK) != 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+  }
+  REQUIRE(access((ckpt + "/checkpoint.pt").c_str(), F_OK) == 0);
+  REQUIRE(Run({"scontrol", "requeue", id}, {}, 30s).exit_code == 0);
+  // Slurm holds a requeued batch job back for a while (BeginTime, about two minutes here); let
+  // it start as soon as its nodes are free, as a busy cluster's scheduler would anyway.
+  CHECK(cluster.WaitForJobState(id, {"PENDING"}) == "PENDING");
+  Run({"scontrol", "update", "JobId=" + id, "StartTime=now"}, {}, 30s);
+  CHECK(cluster.WaitForJobState(id, {"COMPLETED", "FAILED", "CANCELLED"}, 300s) == "COMPLETED");
+  const std::string log = ReadFile(out);
+  INFO(log);
+  CHECK(cluster.JobField(id, "Restarts") == "1");
+  CHECK_THAT(log, Catch::Contains("resumed from the checkpoint"));
+}
