@@ -123,55 +123,56 @@ TEST_CASE("a master an agent hosts serves its own run only: another job on its e
   }
 }
 
-TEST_CASE("two Slurm jobs with the same first node and the same port block each find their own "
-          "master past a stranger, and cancelling one leaves the other to finish",
+TEST_CASE("three Slurm jobs with the same first node and the same port block each find their "
+          "own master past a stranger, and cancelling one leaves the others to finish",
           "[isolation][slurm]") {
   FreeBlock block = FindFreeBlock();
   // The block's first port stays taken by a stranger (not an mxrun master); the rest are freed.
   for (size_t i = 1; i < block.fds.size(); ++i) close(block.fds[i]);
   const int stranger = block.fds[0];
-  // Job ids a block's span apart share the block: the worst case of two jobs meeting.
+  // Job ids a block's span apart share the block: the worst case of jobs meeting.
   const long blocks = mxrun::kSlurmRendezvousPortSpan / mxrun::kSlurmRendezvousPortCandidates;
-  const long job1 = block.job_id;
-  const long job2 = block.job_id + blocks;
-  REQUIRE(mxrun::SlurmRendezvousPort(std::to_string(job2)) == block.port);
+  const std::vector<long> jobs = {block.job_id, block.job_id + blocks, block.job_id + 2 * blocks};
+  for (long job : jobs) REQUIRE(mxrun::SlurmRendezvousPort(std::to_string(job)) == block.port);
   auto task = [&](long job, int node, const std::string& sleep) {
     return std::make_unique<Subprocess>(
         Agent({"--nproc_per_node=2", "--term_timeout=5"}, {"--ready", "--sleep=" + sleep}),
         SlurmNode(job, node));
   };
-  // Job 1's node 1 starts before its host: it keeps asking until the master is there.
-  auto j1n1 = task(job1, 1, "60");
-  auto j1n0 = task(job1, 0, "60");
-  REQUIRE(j1n0->WaitForStderr("hosting the rendezvous master", 1, 30s));
-  CHECK_THAT(j1n0->err(), Catch::Contains(absl::StrCat("127.0.0.1:", block.port + 1)));
-  auto j2n0 = task(job2, 0, "3");
-  REQUIRE(j2n0->WaitForStderr("hosting the rendezvous master", 1, 30s));
-  CHECK_THAT(j2n0->err(), Catch::Contains(absl::StrCat("127.0.0.1:", block.port + 2)));
-  auto j2n1 = task(job2, 1, "3");
-  REQUIRE(j1n0->WaitForStdout("ready rank", 2, 30s));
-  REQUIRE(j1n1->WaitForStdout("ready rank", 2, 30s));
-  // Cancel job 1 (as scancel does: SIGTERM to every task) while job 2 runs.
-  kill(j1n0->pid(), SIGTERM);
-  kill(j1n1->pid(), SIGTERM);
-  for (auto* agent : {j1n0.get(), j1n1.get()}) {
+  // Each job's node 1 starts before its host: it keeps asking until its master is there. Job k's
+  // host finds the stranger and the k-1 jobs before it, and takes the block's port k+1.
+  std::vector<std::unique_ptr<Subprocess>> node0, node1;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    node1.push_back(task(jobs[k], 1, k == 0 ? "60" : "4"));
+    node0.push_back(task(jobs[k], 0, k == 0 ? "60" : "4"));
+    REQUIRE(node0[k]->WaitForStderr("hosting the rendezvous master", 1, 30s));
+    CHECK_THAT(node0[k]->err(), Catch::Contains(absl::StrCat("127.0.0.1:", block.port + 1 + k)));
+  }
+  REQUIRE(node0[0]->WaitForStdout("ready rank", 2, 30s));
+  REQUIRE(node1[0]->WaitForStdout("ready rank", 2, 30s));
+  // Cancel job 1 (as scancel does: SIGTERM to every task) while the others run.
+  kill(node0[0]->pid(), SIGTERM);
+  kill(node1[0]->pid(), SIGTERM);
+  for (auto* agent : {node0[0].get(), node1[0].get()}) {
     ProcessResult r = agent->Wait(30s);
     INFO(mxrun::testing::Describe(r));
     CHECK(r.exit_code == 143);
     CHECK_THAT(r.err, Catch::Contains("cancelled by SIGTERM: ranks"));
-    CHECK(CountOccurrences(r.out, "run=slurm-" + std::to_string(job1)) == 2);
+    CHECK(CountOccurrences(r.out, "run=slurm-" + std::to_string(jobs[0])) == 2);
   }
-  std::vector<int> ranks;
-  for (auto* agent : {j2n0.get(), j2n1.get()}) {
-    ProcessResult r = agent->Wait(60s);
-    INFO(mxrun::testing::Describe(r));
-    CHECK(r.exit_code == 0);
-    CHECK(IntsAfter(r.out, "world") == std::vector<int>(2, 4));
-    CHECK(CountOccurrences(r.out, "run=slurm-" + std::to_string(job2)) == 2);
-    for (int rank : IntsAfter(r.out, "ready rank")) ranks.push_back(rank);
+  for (size_t k = 1; k < jobs.size(); ++k) {
+    std::vector<int> ranks;
+    for (auto* agent : {node0[k].get(), node1[k].get()}) {
+      ProcessResult r = agent->Wait(60s);
+      INFO(mxrun::testing::Describe(r));
+      CHECK(r.exit_code == 0);
+      CHECK(IntsAfter(r.out, "world") == std::vector<int>(2, 4));
+      CHECK(CountOccurrences(r.out, "run=slurm-" + std::to_string(jobs[k])) == 2);
+      for (int rank : IntsAfter(r.out, "ready rank")) ranks.push_back(rank);
+    }
+    std::sort(ranks.begin(), ranks.end());
+    CHECK(ranks == std::vector<int>{0, 1, 2, 3});
   }
-  std::sort(ranks.begin(), ranks.end());
-  CHECK(ranks == std::vector<int>{0, 1, 2, 3});
   close(stranger);
 }
 
