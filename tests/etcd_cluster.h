@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "rendezvous/etcd_client.h"
 #include "rendezvous/net.h"
+#include "tests/free_port.h"
 #include "tests/subprocess.h"
 #include "tests/temp_dir.h"
 
@@ -30,8 +31,8 @@ class EtcdCluster {
     for (int i = 0; i < members; ++i) {
       Member m;
       m.name = "m" + std::to_string(i);
-      m.client_port = FreePort(taken_);
-      m.peer_port = FreePort(taken_);
+      m.client_port = DistinctFreePort(taken_);
+      m.peer_port = DistinctFreePort(taken_);
       members_.push_back(std::move(m));
     }
     std::vector<std::string> initial;
@@ -102,16 +103,6 @@ class EtcdCluster {
     return text.substr(at, text.find('\n', at) - at);
   }
 
-  // A free port not handed out before (the kernel may offer a just-closed one again).
-  static int FreePort(std::set<int>& taken) {
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      absl::StatusOr<int> port = PickFreePort("127.0.0.1");
-      REQUIRE(port.ok());
-      if (taken.insert(*port).second) return *port;
-    }
-    FAIL("no free port");
-    return 0;
-  }
   static std::string Endpoint(const Member& m) {
     return absl::StrCat("127.0.0.1:", m.client_port);
   }

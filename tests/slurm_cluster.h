@@ -4,30 +4,44 @@
 //
 // - Everything lives in a private temporary folder: slurm.conf (clients and daemons find it by
 //   SLURM_CONF, so /etc/slurm is never read), munge's key, socket and logs, the controller's state,
-//   each node's spool, the daemons' logs and pid files.
-// - Ports come from the kernel (slurmctld's, and one per slurmd: one host, two node daemons).
+//   each node's spool, the daemons' logs, output and pid files.
+// - Ports come from the kernel (slurmctld's, and one per slurmd: one host, two node daemons, told
+//   apart by NodeName's Port=, with NodeAddr=127.0.0.1 for both).
 // - The node names resolve to 127.0.0.1 through a private copy of /etc/hosts, bind-mounted over
 //   /etc/hosts in a mount namespace of the test process's own (unshare(CLONE_NEWNS) once, with /
 //   made recursively private first), so the machine's files are never edited. The test process
 //   and everything it starts (daemons, srun, sbatch, mxrun) see that copy.
 // - The daemons run in the foreground (-D, -F) as children of the test, each under
 //   `setpriv --pdeathsig KILL`, so they die with the test process if it is killed; the destructor
-//   stops them by pid (SIGTERM, then SIGKILL after a bound).
+//   first cancels every job still known (bounded wait until squeue is empty), then stops the
+//   daemons by pid (SIGTERM, then SIGKILL after a bound).
+// - What slurmd starts (each step's slurmstepd and the job's processes) does not die with slurmd:
+//   mxrun_slurm_tests therefore runs in a PID namespace of its own (tests/slurm/harness.cc),
+//   which the kernel empties when the test process ends, however it ends. There StrayProcesses()
+//   can also say whether anything besides the daemons is left.
 // - Ready means: `sinfo` lists both nodes idle (bounded wait, through Slurm's own client).
 // - KillWait is 5 s (slurm.conf), so scancel tests are short; proctrack/linuxproc and task/none
-//   need no cgroups; no accounting daemon.
+//   need no cgroups; no accounting daemon (so no sacct: jobs are followed with scontrol).
+// - On a failing test the destructor prints every daemon's log and output to stderr.
+//
+// Needs root (munged, slurmd). Not thread-safe; one cluster at a time per process.
 
+#include <dirent.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +50,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rendezvous/net.h"
+#include "tests/free_port.h"
 #include "tests/subprocess.h"
 #include "tests/temp_dir.h"
 
@@ -43,7 +58,23 @@ namespace mxrun::testing {
 
 class SlurmCluster {
  public:
+  // Slurm's KillWait (slurm.conf): how long a cancelled step's processes have between SIGTERM
+  // and SIGKILL.
   static constexpr int kKillWaitSeconds = 5;
+  // Bounds of the fixture's own waits.
+  static constexpr std::chrono::seconds kReadyTimeout{30};  // munged's socket, nodes idle
+  static constexpr std::chrono::seconds kDrainTimeout{2 * kKillWaitSeconds + 10};  // jobs gone
+  static constexpr std::chrono::seconds kStopTimeout{10};  // SIGTERM to SIGKILL, per daemon
+  static constexpr std::chrono::seconds kClientTimeout{10};  // one sinfo, squeue, scontrol call
+
+  // Set (to "1") in the environment by tests/slurm/harness.cc when it re-executes the test
+  // binary in its own mount and PID namespaces.
+  static constexpr char kNamespacesVariable[] = "MXRUN_SLURM_TEST_NAMESPACES";
+  // True in the test process once it runs there (set by tests/slurm/harness.cc).
+  static inline bool in_own_pid_namespace = false;
+  // Whether the running test case has had a failed assertion; kept by the listener in
+  // tests/slurm/harness.cc (without it, only the last assertion and exceptions are seen).
+  static inline bool test_case_failed = false;
 
   SlurmCluster() {
     const std::string d = dir_.path();
@@ -58,8 +89,15 @@ class SlurmCluster {
     char host[256] = {0};
     gethostname(host, sizeof host - 1);
     std::set<int> taken;
-    const int ctld_port = FreePort(taken), n0_port = FreePort(taken), n1_port = FreePort(taken);
+    const int ctld_port = DistinctFreePort(taken);
+    const int n0_port = DistinctFreePort(taken);
+    const int n1_port = DistinctFreePort(taken);
     conf_ = d + "/slurm.conf";
+    // slurmctld runs only where SlurmctldHost names this machine ("This host (...) not a valid
+    // controller" otherwise): its own name, reached at 127.0.0.1. Debian builds slurmd with
+    // multiple-slurmd support (`slurmd -N NAME`): both nodes are this host, told apart by Port=,
+    // and %n in a path is the node's name. config_overrides: the CPUs declared here win over what
+    // slurmd finds (`slurmd -C`), so nodes are never drained for a mismatch.
     std::ofstream(conf_) << absl::StrCat(
         "ClusterName=mxrun-test\n"
         "SlurmctldHost=", host, "(127.0.0.1)\n"
@@ -74,22 +112,23 @@ class SlurmCluster {
         "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
         "SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n"
         "SlurmdParameters=config_overrides\nMpiDefault=none\nReturnToService=2\n"
+        "MailProg=/bin/true\n"
         "KillWait=", kKillWaitSeconds, "\n"
         "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
         "NodeName=n0 NodeHostname=", host, " NodeAddr=127.0.0.1 Port=", n0_port, " CPUs=2\n"
         "NodeName=n1 NodeHostname=", host, " NodeAddr=127.0.0.1 Port=", n1_port, " CPUs=2\n"
         "PartitionName=debug Nodes=n0,n1 Default=YES MaxTime=INFINITE State=UP\n");
     setenv("SLURM_CONF", conf_.c_str(), 1);
-    Start({"/usr/sbin/munged", "-F", "--key-file=" + d + "/munge/key",
+    Start("munged", {"/usr/sbin/munged", "-F", "--key-file=" + d + "/munge/key",
            "--socket=" + d + "/munge/socket", "--pid-file=" + d + "/munge/pid",
-           "--log-file=" + d + "/munge/log", "--seed-file=" + d + "/munge/seed"});
+           "--log-file=" + d + "/munged.log", "--seed-file=" + d + "/munge/seed"});
     WaitFor([&] { return access((d + "/munge/socket").c_str(), F_OK) == 0; }, "munged's socket");
-    Start({"/usr/sbin/slurmctld", "-D", "-i"});
-    Start({"/usr/sbin/slurmd", "-D", "-N", "n0"});
-    Start({"/usr/sbin/slurmd", "-D", "-N", "n1"});
+    Start("slurmctld", {"/usr/sbin/slurmctld", "-D", "-i"});
+    Start("slurmd-n0", {"/usr/sbin/slurmd", "-D", "-N", "n0"});
+    Start("slurmd-n1", {"/usr/sbin/slurmd", "-D", "-N", "n1"});
     WaitFor(
         [&] {
-          ProcessResult r = Run({"sinfo", "-N", "-h", "-o", "%N %t"}, {}, std::chrono::seconds(10));
+          ProcessResult r = Run({"sinfo", "-N", "-h", "-o", "%N %t"}, {}, kClientTimeout);
           return r.exit_code == 0 && r.out.find("n0 idle") != std::string::npos &&
                  r.out.find("n1 idle") != std::string::npos;
         },
@@ -97,12 +136,15 @@ class SlurmCluster {
   }
 
   ~SlurmCluster() {
+    // slurmd leaves running steps alone when it stops: cancel what a failed test left first.
+    CancelAllJobs();
     for (auto it = daemons_.rbegin(); it != daemons_.rend(); ++it) {
       ::kill((*it)->pid(), SIGTERM);
-      (*it)->Wait(std::chrono::seconds(10));  // SIGKILLs it at the bound
+      (*it)->Wait(kStopTimeout);  // SIGKILLs it at the bound
     }
     // The daemons' logs, when the test is failing (a REQUIRE unwinding, or the last check failed).
-    if (std::uncaught_exceptions() > 0 || !Catch::getResultCapture().lastAssertionPassed()) {
+    if (test_case_failed || std::uncaught_exceptions() > 0 ||
+        !Catch::getResultCapture().lastAssertionPassed()) {
       DumpLogs();
     }
     unsetenv("SLURM_CONF");
@@ -112,9 +154,15 @@ class SlurmCluster {
   // A folder every "node" (and the test) can write job files to.
   std::string jobs() const { return dir_.path() + "/jobs"; }
   std::string Logs() const {
+    // In the foreground the daemons copy their log to stderr (NAME.out), which also holds what
+    // they said before opening the log: NAME.out stands in for an empty or missing log. munged
+    // (-F) logs to stderr only.
     std::string all;
-    for (const char* log : {"/slurmctld.log", "/slurmd-n0.log", "/slurmd-n1.log"}) {
-      absl::StrAppend(&all, "---- ", log, "\n", ReadFile(dir_.path() + log));
+    for (const char* name : {"munged", "slurmctld", "slurmd-n0", "slurmd-n1"}) {
+      std::string file = absl::StrCat(dir_.path(), "/", name, ".log");
+      std::string text = ReadFile(file);
+      if (text.empty()) text = ReadFile(file = absl::StrCat(dir_.path(), "/", name, ".out"));
+      absl::StrAppend(&all, "---- ", file, "\n", text);
     }
     return all;
   }
@@ -122,7 +170,7 @@ class SlurmCluster {
 
   // `scontrol show job ID` as KEY=VALUE words.
   std::string JobField(const std::string& job_id, const std::string& key) const {
-    ProcessResult r = Run({"scontrol", "show", "job", job_id}, {}, std::chrono::seconds(10));
+    ProcessResult r = Run({"scontrol", "show", "job", job_id}, {}, kClientTimeout);
     const std::string needle = key + "=";
     size_t at = r.out.find(" " + needle);
     if (at == std::string::npos) at = r.out.find(needle) == 0 ? 0 : std::string::npos;
@@ -144,7 +192,91 @@ class SlurmCluster {
     return state;
   }
 
+  // Job ids squeue lists (pending, running or completing).
+  std::vector<std::string> Jobs() const {
+    ProcessResult r = Run({"squeue", "-h", "-o", "%i"}, {}, kClientTimeout);
+    std::vector<std::string> ids;
+    std::istringstream lines(r.out);
+    for (std::string id; std::getline(lines, id);) {
+      if (!id.empty()) ids.push_back(id);
+    }
+    return ids;
+  }
+
+  // Waits (bounded) until squeue lists no job; true when it lists none.
+  bool WaitForNoJobs(std::chrono::seconds timeout) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!Jobs().empty()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return true;
+  }
+
+  // In the test binary's own PID namespace (in_own_pid_namespace): "pid command" of every process
+  // there besides the namespace's init, this test process and the cluster's daemons with their
+  // own helpers (slurmctld's slurmscriptd), i.e. what jobs left behind: slurmstepd (which slurmd
+  // starts detached, its parent is init), the batch script, srun, mxrun, workers. Empty, with a
+  // warning, outside such a namespace, where it cannot tell.
+  std::vector<std::string> StrayProcesses() const {
+    std::vector<std::string> strays;
+    if (!in_own_pid_namespace) {
+      WARN("not in a PID namespace of the test's own: stray processes are not looked for");
+      return strays;
+    }
+    std::set<pid_t> known{1, getpid()};
+    for (const auto& daemon : daemons_) known.insert(daemon->pid());
+    const pid_t controller = daemons_.size() > 1 ? daemons_[1]->pid() : -1;
+    DIR* proc = opendir("/proc");
+    REQUIRE(proc != nullptr);
+    for (dirent* entry = readdir(proc); entry != nullptr; entry = readdir(proc)) {
+      const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
+      if (pid <= 0 || known.count(pid) != 0 || ParentOf(pid) == controller) continue;
+      std::string command = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+      std::replace(command.begin(), command.end(), '\0', ' ');
+      if (command.empty()) continue;  // a zombie, or gone meanwhile
+      strays.push_back(absl::StrCat(pid, " ", command));
+    }
+    closedir(proc);
+    return strays;
+  }
+
+  // Waits (bounded) until StrayProcesses() is empty; returns what is still there at the bound.
+  std::vector<std::string> WaitForNoStrays(std::chrono::seconds timeout) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::vector<std::string> strays = StrayProcesses();
+    while (!strays.empty() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      strays = StrayProcesses();
+    }
+    return strays;
+  }
+
  private:
+  // The parent's pid from /proc/PID/stat ("pid (comm) state ppid ..."); -1 when gone.
+  static pid_t ParentOf(pid_t pid) {
+    const std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+    const size_t after_comm = stat.rfind(')');
+    if (after_comm == std::string::npos) return -1;
+    int ppid = -1;
+    char state = 0;
+    if (std::sscanf(stat.c_str() + after_comm + 1, " %c %d", &state, &ppid) != 2) return -1;
+    return static_cast<pid_t>(ppid);
+  }
+
+  // Cancels every job squeue still lists and waits (bounded) until it lists none.
+  void CancelAllJobs() const {
+    const std::vector<std::string> jobs = Jobs();
+    if (jobs.empty()) return;
+    std::vector<std::string> argv{"scancel"};
+    argv.insert(argv.end(), jobs.begin(), jobs.end());
+    Run(argv, {}, kClientTimeout);
+    if (!WaitForNoJobs(kDrainTimeout)) {
+      std::fprintf(stderr, "SlurmCluster: jobs still listed %lld s after scancel\n",
+                   static_cast<long long>(kDrainTimeout.count()));
+    }
+  }
+
   // Once per process: a mount namespace of our own with a private /etc/hosts naming n0 and n1.
   static void PrivateHosts(const std::string& copy) {
     static bool done = false;
@@ -153,6 +285,7 @@ class SlurmCluster {
       std::ofstream out(copy);
       out << ReadFile("/etc/hosts") << "\n127.0.0.1 n0 n1\n";
     }
+    INFO("the Slurm test cluster needs root (a mount namespace, munged, slurmd)");
     REQUIRE(unshare(CLONE_NEWNS) == 0);
     REQUIRE(mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0);
     REQUIRE(mount(copy.c_str(), "/etc/hosts", nullptr, MS_BIND, nullptr) == 0);
@@ -167,28 +300,25 @@ class SlurmCluster {
     chmod(path.c_str(), 0400);
   }
 
-  static int FreePort(std::set<int>& taken) {
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      absl::StatusOr<int> port = PickFreePort("127.0.0.1");
-      REQUIRE(port.ok());
-      if (taken.insert(*port).second) return *port;
-    }
-    FAIL("no free port");
-    return 0;
-  }
 
-  void Start(std::vector<std::string> argv) {
-    argv.insert(argv.begin(), {"setpriv", "--pdeathsig", "KILL", "--"});
+  // Starts a daemon in the foreground, its stdout and stderr into NAME.out in the folder (a pipe
+  // nobody reads while it runs could fill up and stall it). sh and setpriv exec, so the pid is
+  // the daemon's.
+  void Start(const std::string& name, std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {"sh", "-c", "exec \"$@\" >\"$0\" 2>&1",
+                               dir_.path() + "/" + name + ".out",
+                               "setpriv", "--pdeathsig", "KILL", "--"});
     daemons_.push_back(std::make_unique<Subprocess>(argv));
   }
 
   template <typename Ready>
   void WaitFor(Ready ready, const char* what) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    const auto deadline = std::chrono::steady_clock::now() + kReadyTimeout;
     while (!ready()) {
       if (std::chrono::steady_clock::now() > deadline) {
         DumpLogs();
-        FAIL(std::string("the Slurm test cluster did not come up: no ") + what + " in 30 s");
+        FAIL("the Slurm test cluster did not come up: no " << what << " in "
+                                                            << kReadyTimeout.count() << " s");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }

@@ -1,18 +1,26 @@
 // mxrun under a real Slurm (tests/slurm_cluster.h: slurmctld and two slurmd, n0 and n1, on this
-// host): srun on one and two nodes, salloc, sbatch of the example script unchanged, scancel
-// mid-run with nothing left, a preemption signal reaching the workers, two jobs sharing both
-// nodes with one cancelled, and a requeued job resuming from its checkpoint. Every wait is
-// bounded; every process is started here and stopped by pid or by Slurm.
+// host): srun on one and two nodes, salloc, sbatch of a small script and of the example script
+// unchanged, scancel mid-run with nothing left, a preemption signal reaching the workers, two jobs
+// sharing both nodes with one cancelled, and a requeued job resuming from its checkpoint (this one
+// and the example script's need the bundled trainer built). Every wait is bounded; every
+// process is started here and stopped by pid or by Slurm, and whatever a failing case leaves dies
+// with the binary's own PID namespace (tests/slurm/harness.cc).
 
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
+#include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
-#include "absl/strings/str_split.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "tests/slurm_cluster.h"
 #include "tests/subprocess.h"
@@ -21,6 +29,7 @@ using namespace std::chrono_literals;
 using mxrun::testing::CountOccurrences;
 using mxrun::testing::IntsAfter;
 using mxrun::testing::ProcessResult;
+using mxrun::testing::ReadEnvFile;
 using mxrun::testing::ReadFile;
 using mxrun::testing::Run;
 using mxrun::testing::SlurmCluster;
@@ -86,42 +95,122 @@ std::string MxrunChild(const std::string& mxrun_flags, const std::string& child_
   return "srun " + kMxrun + " " + mxrun_flags + " --no_python " + kChild + " " + child_flags;
 }
 
+// Every word `key=...` of `text`, in order.
+std::vector<std::string> WordsAfter(const std::string& text, const std::string& key) {
+  std::vector<std::string> words;
+  const std::string needle = key + "=";
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+    if (at > 0 && text[at - 1] != ' ' && text[at - 1] != '\n') continue;
+    const size_t start = at + needle.size();
+    words.push_back(text.substr(start, text.find_first_of(" \n", start) - start));
+  }
+  return words;
+}
+
+// The environments test_child --env-out=DIR wrote, by global rank (env.<RANK>).
+std::map<int, std::map<std::string, std::string>> WorkerEnvs(const std::string& dir, int world) {
+  std::map<int, std::map<std::string, std::string>> envs;
+  for (int rank = 0; rank < world; ++rank) {
+    envs[rank] = ReadEnvFile(dir + "/env." + std::to_string(rank));
+  }
+  return envs;
+}
+
 }  // namespace
 
 TEST_CASE("srun runs a step on one node and on two, with Slurm's variables", "[slurm]") {
   SlurmCluster cluster;
-  ProcessResult two = Run({"srun", "-N2", "--ntasks-per-node=1", "sh", "-c",
-                           "echo node=$SLURM_NODEID list=$SLURM_JOB_NODELIST id=$SLURM_JOB_ID"},
-                          {}, 60s);
+  const std::string print =
+      "echo node=$SLURM_NODEID name=$SLURMD_NODENAME nodes=$SLURM_NNODES "
+      "list=$SLURM_JOB_NODELIST job=$SLURM_JOB_ID";
+  ProcessResult two = Run({"srun", "-N2", "--ntasks-per-node=1", "sh", "-c", print}, {}, 60s);
   INFO(mxrun::testing::Describe(two));
   REQUIRE(two.exit_code == 0);
   CHECK(Sorted(IntsAfter(two.out, "node")) == std::vector<int>{0, 1});
-  CHECK(CountOccurrences(two.out, "list=n[0-1]") == 2);
-  ProcessResult one = Run({"srun", "-N1", "sh", "-c", "echo nodes=$SLURM_NNODES"}, {}, 60s);
-  CHECK(one.exit_code == 0);
-  CHECK_THAT(one.out, Catch::Contains("nodes=1"));
+  std::vector<std::string> names = WordsAfter(two.out, "name");
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"n0", "n1"});
+  CHECK(WordsAfter(two.out, "list") == std::vector<std::string>(2, "n[0-1]"));
+  const std::vector<int> two_jobs = IntsAfter(two.out, "job");
+  REQUIRE(two_jobs.size() == 2);
+  CHECK(two_jobs[0] > 0);
+  CHECK(two_jobs[1] == two_jobs[0]);
+
+  ProcessResult one = Run({"srun", "-N1", "sh", "-c", print}, {}, 60s);
+  INFO(mxrun::testing::Describe(one));
+  REQUIRE(one.exit_code == 0);
+  CHECK(IntsAfter(one.out, "node") == std::vector<int>{0});
+  CHECK(IntsAfter(one.out, "nodes") == std::vector<int>{1});
+  const std::vector<std::string> list = WordsAfter(one.out, "list");
+  REQUIRE(list.size() == 1);
+  CHECK((list[0] == "n0" || list[0] == "n1"));
+  CHECK(WordsAfter(one.out, "name") == list);
+  const std::vector<int> one_job = IntsAfter(one.out, "job");
+  REQUIRE(one_job.size() == 1);
+  CHECK(one_job[0] > two_jobs[0]);
 }
 
 TEST_CASE("srun mxrun on two nodes and on one takes its layout from Slurm", "[slurm]") {
   SlurmCluster cluster;
+  const std::string env2 = cluster.jobs() + "/env2";
+  REQUIRE(mkdir(env2.c_str(), 0755) == 0);
   ProcessResult two = Run({"srun", "-N2", "--ntasks-per-node=1", kMxrun, "--nproc_per_node=2",
-                           "--no_python", kChild, "--ready"},
+                           "--no_python", kChild, "--ready", "--env-out=" + env2},
                           {}, 120s);
   INFO(mxrun::testing::Describe(two));
   REQUIRE(two.exit_code == 0);
   CHECK(Sorted(IntsAfter(two.out, "ready rank")) == std::vector<int>{0, 1, 2, 3});
   CHECK(IntsAfter(two.out, "world") == std::vector<int>(4, 4));
-  const std::vector<std::string> ids = RunIds(two.out);
-  REQUIRE(ids.size() == 4);
-  CHECK_THAT(ids[0], Catch::StartsWith("slurm-"));
-  CHECK(std::count(ids.begin(), ids.end(), ids[0]) == 4);
   CHECK_THAT(two.err, Catch::Contains("Slurm job") && Catch::Contains("--nnodes=2") &&
                           Catch::Contains("--rdzv_endpoint=n0:"));
+  // Each worker's environment: its place in the 2x2 layout, on the node Slurm put it, and the
+  // run id made of Slurm's job id.
+  auto envs = WorkerEnvs(env2, 4);
+  const std::string job = envs[0]["SLURM_JOB_ID"];
+  REQUIRE_FALSE(job.empty());
+  CHECK(RunIds(two.out) == std::vector<std::string>(4, "slurm-" + job));
+  std::set<std::string> nodes;
+  for (auto& [rank, env] : envs) {
+    INFO("rank " << rank);
+    CHECK(env["RANK"] == std::to_string(rank));
+    CHECK(env["WORLD_SIZE"] == "4");
+    CHECK(env["LOCAL_WORLD_SIZE"] == "2");
+    CHECK(env["GROUP_WORLD_SIZE"] == "2");
+    CHECK(env["LOCAL_RANK"] == std::to_string(rank % 2));
+    CHECK(env["GROUP_RANK"] == std::to_string(rank / 2));
+    CHECK(env["GROUP_RANK"] == env["SLURM_NODEID"]);
+    CHECK(env["SLURM_JOB_ID"] == job);
+    CHECK(env["TORCHELASTIC_RUN_ID"] == "slurm-" + job);
+    CHECK(env["MASTER_ADDR"] == envs[0]["MASTER_ADDR"]);  // rank 0's node, as an address
+    nodes.insert(env["SLURMD_NODENAME"]);
+  }
+  CHECK(nodes == std::set<std::string>{"n0", "n1"});
+  CHECK_FALSE(envs[0]["MASTER_ADDR"].empty());
+
+  const std::string env1 = cluster.jobs() + "/env1";
+  REQUIRE(mkdir(env1.c_str(), 0755) == 0);
   ProcessResult one = Run({"srun", "-N1", kMxrun, "--nproc_per_node=2", "--no_python", kChild,
-                           "--ready"}, {}, 120s);
+                           "--ready", "--env-out=" + env1}, {}, 120s);
   INFO(mxrun::testing::Describe(one));
   CHECK(one.exit_code == 0);
+  CHECK(Sorted(IntsAfter(one.out, "ready rank")) == std::vector<int>{0, 1});
   CHECK(IntsAfter(one.out, "world") == std::vector<int>(2, 2));
+  envs = WorkerEnvs(env1, 2);
+  const std::string job1 = envs[0]["SLURM_JOB_ID"];
+  REQUIRE_FALSE(job1.empty());
+  CHECK(job1 != job);
+  // One node: mxrun runs the job standalone (its own master, a random run id), both workers in it.
+  const std::vector<std::string> one_ids = RunIds(one.out);
+  REQUIRE(one_ids.size() == 2);
+  CHECK_FALSE(one_ids[0].empty());
+  CHECK(one_ids[1] == one_ids[0]);
+  for (auto& [rank, env] : envs) {
+    INFO("rank " << rank);
+    CHECK(env["RANK"] == std::to_string(rank));
+    CHECK(env["LOCAL_RANK"] == std::to_string(rank));
+    CHECK(env["WORLD_SIZE"] == "2");
+    CHECK(env["GROUP_RANK"] == "0");
+  }
   // Two tasks on one node: the second is told to use one task per node; the job still runs.
   ProcessResult doubled = Run({"srun", "-N1", "--ntasks-per-node=2", kMxrun, "--nproc_per_node=1",
                                "--no_python", kChild, "--ready"}, {}, 120s);
@@ -133,14 +222,42 @@ TEST_CASE("srun mxrun on two nodes and on one takes its layout from Slurm", "[sl
 
 TEST_CASE("salloc runs a step on its allocation without a terminal", "[slurm]") {
   SlurmCluster cluster;
+  // stdin is /dev/null (Subprocess): salloc runs its command and returns when it ends.
   ProcessResult r = Run({"salloc", "-N2", "srun", "--ntasks-per-node=1", "sh", "-c",
-                         "echo node=$SLURM_NODEID"},
+                         "echo node=$SLURM_NODEID list=$SLURM_JOB_NODELIST job=$SLURM_JOB_ID"},
                         {}, 60s);
   INFO(mxrun::testing::Describe(r));
   REQUIRE(r.exit_code == 0);
   CHECK(Sorted(IntsAfter(r.out, "node")) == std::vector<int>{0, 1});
+  CHECK(WordsAfter(r.out, "list") == std::vector<std::string>(2, "n[0-1]"));
+  const std::vector<int> jobs = IntsAfter(r.out, "job");
+  REQUIRE(jobs.size() == 2);
+  CHECK(jobs[1] == jobs[0]);
+  // salloc says which allocation it got and that it gave it back.
+  CHECK_THAT(r.err, Catch::Contains("Granted job allocation " + std::to_string(jobs[0])) &&
+                        Catch::Contains("Relinquishing job allocation " +
+                                        std::to_string(jobs[0])));
 }
 
+TEST_CASE("sbatch of a script running srun mxrun: the job completes with four workers of its own",
+          "[slurm]") {
+  SlurmCluster cluster;
+  // No --wait: the job is followed the way a user without accounting (sacct) would, through
+  // scontrol show job, until it has finished.
+  const std::string id =
+      Submit(cluster, "batch", MxrunChild("--nproc_per_node=2", "--ready"));
+  CHECK(cluster.WaitForJobState(id, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT",
+                                     "NODE_FAIL", "OUT_OF_MEMORY"}) == "COMPLETED");
+  CHECK(cluster.JobField(id, "ExitCode") == "0:0");
+  CHECK(cluster.JobField(id, "NodeList") == "n[0-1]");
+  const std::string log = ReadFile(cluster.jobs() + "/batch.out");
+  INFO(log);
+  CHECK(Sorted(IntsAfter(log, "ready rank")) == std::vector<int>{0, 1, 2, 3});
+  CHECK(IntsAfter(log, "world") == std::vector<int>(4, 4));
+  CHECK(RunIds(log) == std::vector<std::string>(4, "slurm-" + id));
+}
+
+#ifdef MXRUN_SLURM_TRAINER_TESTS
 TEST_CASE("the example sbatch script runs unchanged on CPU nodes", "[slurm]") {
   SlurmCluster cluster;
   const std::string out = cluster.jobs() + "/train.out";
@@ -161,9 +278,9 @@ TEST_CASE("the example sbatch script runs unchanged on CPU nodes", "[slurm]") {
   const std::string metrics = ReadFile(cluster.jobs() + "/metrics-" + job + ".jsonl");
   CHECK_THAT(metrics, Catch::Contains("\"world_size\":2") || Catch::Contains("\"world_size\": 2"));
 }
+#endif  // MXRUN_SLURM_TRAINER_TESTS
 
-TEST_CASE("scancel mid-run: workers are stopped within KillWait, mxrun reports, nothing is left",
-          "[slurm]") {
+TEST_CASE("scancel mid-run: no process of the job is left", "[slurm]") {
   SlurmCluster cluster;
   const std::string id =
       Submit(cluster, "cancel", MxrunChild("--nproc_per_node=2", "--ready --sleep=300"));
@@ -171,13 +288,35 @@ TEST_CASE("scancel mid-run: workers are stopped within KillWait, mxrun reports, 
   REQUIRE(WaitForLines(out, "ready rank", 4));
   const std::vector<int> pids = IntsAfter(ReadFile(out), "pid");
   REQUIRE(pids.size() == 4);
+  for (int pid : pids) REQUIRE(mxrun::testing::IsAlive(pid));
+  REQUIRE_FALSE(cluster.StrayProcesses().empty());
   REQUIRE(Run({"scancel", id}, {}, 30s).exit_code == 0);
   CHECK(cluster.WaitForJobState(id, {"CANCELLED"}) == "CANCELLED");
-  for (int pid : pids) CHECK(mxrun::testing::WaitForExit(pid, 30s));
+  // The workers end within KillWait (SIGTERM, then Slurm's SIGKILL), with some slack.
+  const auto bound = std::chrono::seconds(2 * SlurmCluster::kKillWaitSeconds + 10);
+  for (int pid : pids) CHECK(mxrun::testing::WaitForExit(pid, bound));
+  // And nothing else of the job either: no mxrun, no slurmstepd, no sh of the batch script; in
+  // the test's own PID namespace everything but the daemons counts.
+  const std::vector<std::string> left = cluster.WaitForNoStrays(bound);
+  INFO("left: " << absl::StrJoin(left, "\n      "));
+  CHECK(left.empty());
+  CHECK(cluster.WaitForNoJobs(bound));
+}
+
+TEST_CASE("scancel mid-run: each node's mxrun stops its workers within KillWait and says how they "
+          "ended", "[slurm]") {
+  SlurmCluster cluster;
+  const std::string id =
+      Submit(cluster, "cancel", MxrunChild("--nproc_per_node=2", "--ready --sleep=300"));
+  const std::string out = cluster.jobs() + "/cancel.out";
+  REQUIRE(WaitForLines(out, "ready rank", 4));
+  REQUIRE(Run({"scancel", id}, {}, 30s).exit_code == 0);
+  CHECK(cluster.WaitForJobState(id, {"CANCELLED"}) == "CANCELLED");
   // Each node's mxrun fitted its grace inside KillWait and said how its ranks ended.
   REQUIRE(WaitForLines(out, "cancelled by SIGTERM", 2, 30s));
   const std::string log = ReadFile(out);
-  CHECK(CountOccurrences(log, "Slurm's KillWait is 5 s") == 2);
+  CHECK(CountOccurrences(log, "Slurm's KillWait is " +
+                                   std::to_string(SlurmCluster::kKillWaitSeconds) + " s") == 2);
   CHECK(CountOccurrences(log, "; exit code 143") == 2);
 }
 
@@ -220,6 +359,7 @@ TEST_CASE("two jobs share both nodes, and cancelling one leaves the other to fin
   CHECK(RunIds(log) == std::vector<std::string>(4, "slurm-" + b));
 }
 
+#ifdef MXRUN_SLURM_TRAINER_TESTS
 TEST_CASE("a requeued job resumes from its checkpoint", "[slurm]") {
   SlurmCluster cluster;
   const std::string ckpt = cluster.jobs() + "/ckpt";
@@ -247,3 +387,4 @@ TEST_CASE("a requeued job resumes from its checkpoint", "[slurm]") {
   CHECK(cluster.JobField(id, "Restarts") == "1");
   CHECK_THAT(log, Catch::Contains("resumed from the checkpoint"));
 }
+#endif  // MXRUN_SLURM_TRAINER_TESTS
