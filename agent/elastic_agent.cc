@@ -35,9 +35,29 @@ ElasticAgent::ElasticAgent(AgentConfig config, Rendezvous& rendezvous, DeathGuar
     : config_(std::move(config)),
       events_(config_.events),
       rendezvous_(rendezvous),
-      guardian_(guardian) {}
+      guardian_(guardian) {
+  config_.worker.on_progress = [this](int local_rank, int global_rank,
+                                      const WorkerControlMessage& report) {
+    const AgentObserver::Time now = AgentObserver::Time::clock::now();
+    goodput_.Progress(now, report.step);
+    if (AgentObserver* observer = config_.observer) {
+      observer->Progress(now, local_rank, global_rank, report);
+      observer->GoodputChanged(goodput_);
+    }
+  };
+}
+
+void ElasticAgent::Account(
+    const std::function<void(GoodputClock&, AgentObserver::Time)>& event) {
+  event(goodput_, AgentObserver::Time::clock::now());
+  if (config_.observer) config_.observer->GoodputChanged(goodput_);
+}
 
 int ElasticAgent::Exit(int exit_code, std::optional<std::string> why_failed) {
+  if (goodput_.ran()) {
+    Account([](GoodputClock& clock, AgentObserver::Time now) { clock.Ended(now); });
+    spdlog::info("{}", FormatGoodput(goodput_.Report(AgentObserver::Time::clock::now())));
+  }
   if (why_failed) {
     events_.Agent("FAILED", std::nullopt, std::move(why_failed));
   } else {
@@ -123,6 +143,8 @@ void ElasticAgent::CheckGroup() {
       group_->Finish();
       group_.reset();
       phase_ = Phase::kAwaiting;
+      if (config_.observer) config_.observer->GroupSucceeded(AgentObserver::Time::clock::now());
+      Account([](GoodputClock& clock, AgentObserver::Time now) { clock.Ended(now); });
       rendezvous_.ReportSucceeded();
       return;
     case WorkerGroup::State::kFailed: {
@@ -145,6 +167,10 @@ void ElasticAgent::CheckGroup() {
                          ? std::nullopt
                          : std::optional<std::string>(failure.error_file_contents));
       phase_ = Phase::kAwaiting;
+      if (config_.observer) {
+        config_.observer->WorkerFailed(AgentObserver::Time::clock::now(), failure);
+      }
+      Account([](GoodputClock& clock, AgentObserver::Time now) { clock.Failure(now); });
       failure_time_ = std::chrono::duration<double>(failure.time.time_since_epoch()).count();
       rendezvous_.ReportFailure(failure);  // first, so that other nodes stop at the same time
       KeepOrStopGroup();
@@ -199,6 +225,11 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
         }
       }
       hangs_->Watch(group_.get());
+      if (config_.observer) {
+        config_.observer->RoundStarted(AgentObserver::Time::clock::now(), event.round,
+                                       group_->Workers());
+      }
+      Account([](GoodputClock& clock, AgentObserver::Time now) { clock.RoundStarted(now); });
       const RoundAssignment& r = event.round;
       config_.notifier.Ready(absl::StrCat(
           "round ", r.round, ": node ", r.node_rank, " of ", r.num_nodes, ", ranks ",
@@ -214,6 +245,11 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
             std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
       }
+      if (config_.observer) {
+        config_.observer->Reforming(AgentObserver::Time::clock::now(), event.restart,
+                                    event.reason);
+      }
+      Account([](GoodputClock& clock, AgentObserver::Time now) { clock.Failure(now); });
       if (event.restart) {
         Announce(config_.notifier, spdlog::level::warn,
                  absl::StrCat("restarting the worker group (", event.restarts_spent, " of ",
@@ -257,6 +293,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
 }
 
 void ElasticAgent::Join() {
+  Account([](GoodputClock& clock, AgentObserver::Time now) { clock.Joining(now); });
   joined_at_ = EventLoop::Deadline::clock::now();
   next_waiting_note_ = joined_at_ + config_.waiting_notice_after;
   waiting_reason_.clear();

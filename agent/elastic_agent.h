@@ -13,11 +13,13 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
 
+#include "agent/agent_observer.h"
 #include "agent/death_guardian.h"
 #include "agent/event_log.h"
 #include "agent/file_timer.h"
@@ -43,6 +45,7 @@ struct AgentConfig {
   std::string rendezvous_description;
   std::chrono::milliseconds waiting_notice_after{5000};
   EventLogConfig events;                    // --event-log-handler (event_log.h)
+  AgentObserver* observer = nullptr;        // told what happens (the metrics); not owned
 };
 
 inline constexpr int kExitSuccess = 0;
@@ -63,6 +66,8 @@ class ElasticAgent {
 
  private:
   enum class Phase { kJoining, kRunning, kAwaiting };
+  // Goodput accounting (goodput.h): the call, then the observer told.
+  void Account(const std::function<void(GoodputClock&, AgentObserver::Time)>& event);
 
   void OnSignal(int signo);
   void Join();  // asks the rendezvous for a place, and starts the clock of the waiting notice
@@ -96,6 +101,7 @@ class ElasticAgent {
   EventLoop::Deadline joined_at_{};      // when the last Join() was asked
   EventLoop::Deadline next_waiting_note_{};
   std::string waiting_reason_;           // the rendezvous' last word on what it waits for
+  GoodputClock goodput_{AgentObserver::Time::clock::now()};  // where this node's time went
 };
 
 }  // namespace mxrun

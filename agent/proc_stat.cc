@@ -19,14 +19,19 @@ std::optional<ProcStat> ParseProcStat(std::string_view text) {
   const char* first = rest.data() + 3;
   const char* last = rest.data() + rest.size();
   if (std::from_chars(first, last, stat.ppid).ec != std::errc()) return std::nullopt;
-  // starttime is the 22nd field: the 20th after the closing parenthesis.
+  // Fields by their number in proc(5), counting the state as 3: utime 14, stime 15,
+  // starttime 22, rss 24.
   std::string_view fields = rest.substr(1);
-  for (int field = 1; field < 20 && !fields.empty(); ++field) {
+  for (int field = 3; field <= 24 && !fields.empty(); ++field) {
     const size_t space = fields.find(' ');
+    const std::string_view value = fields.substr(0, space);
+    unsigned long long* target = field == 14   ? &stat.user_ticks
+                                 : field == 15 ? &stat.system_ticks
+                                 : field == 22 ? &stat.start_time
+                                 : field == 24 ? &stat.rss_pages
+                                               : nullptr;
+    if (target != nullptr) std::from_chars(value.data(), value.data() + value.size(), *target);
     fields = space == std::string_view::npos ? std::string_view() : fields.substr(space + 1);
-  }
-  if (!fields.empty()) {
-    std::from_chars(fields.data(), fields.data() + fields.size(), stat.start_time);
   }
   stat.comm = std::string(text.substr(open + 1, close - open - 1));
   return stat;

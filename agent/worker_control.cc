@@ -51,8 +51,10 @@ bool WorkerControl::OnReadable() {
                         in_process_restart_ ? "ready to take a rank in-process"
                                             : "declines in-process restart",
                         message.version);
-          } else {
+          } else if (message.kind == WorkerControlMessage::Kind::kJoined) {
             joined_round_ = message.round;
+          } else if (progress_sink_) {
+            progress_sink_(message);
           }
         } catch (const std::invalid_argument& e) {
           spdlog::warn("{}: ignoring a control line: {}", who_, e.what());

@@ -1,8 +1,9 @@
 #pragma once
 // The agent's end of one worker's control channel (common/control_protocol.h): a socket pair made
 // before the spawn, the worker's end inherited as fd 3. The agent's loop reads the worker's lines
-// (hello, joined) and the group sends round notices through it. Single-threaded.
+// (hello, joined, progress) and the group sends round notices through it. Single-threaded.
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,11 @@ class WorkerControl {
   // (stop watching). A malformed line is logged and ignored.
   bool OnReadable();
 
+  // Called with every valid progress report ({"step": N, ...}) the worker sends.
+  void OnProgress(std::function<void(const WorkerControlMessage&)> sink) {
+    progress_sink_ = std::move(sink);
+  }
+
   bool in_process_restart() const { return in_process_restart_; }
   int joined_round() const { return joined_round_; }
 
@@ -49,6 +55,7 @@ class WorkerControl {
   bool standby_ = false;
   std::string who_ = "a worker";
   int joined_round_ = -1;
+  std::function<void(const WorkerControlMessage&)> progress_sink_;
 };
 
 }  // namespace mxrun

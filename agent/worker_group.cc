@@ -302,6 +302,14 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round, doub
                                                   " (pid ", worker.pid, ")"),
                            standby);
   WorkerControl* channel = worker.control.get();
+  if (spec_.on_progress) {
+    Worker* reporter = &worker;  // its rank is read at each report: a promoted standby gets one
+    channel->OnProgress([this, reporter](const WorkerControlMessage& message) {
+      if (reporter->local_rank >= 0) {
+        spec_.on_progress(reporter->local_rank, reporter->global_rank, message);
+      }
+    });
+  }
   loop_.Watch(channel->fd(), [this, channel] {
     if (!channel->OnReadable()) loop_.Unwatch(channel->fd());
   });

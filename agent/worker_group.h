@@ -64,6 +64,9 @@ struct WorkerSpec {
   std::string line_prefix_template;    // console line prefix (line_prefix.h); empty: mxrun's
   std::vector<WorkerBinding> numa;     // --numa-binding, by local rank (empty: none); a standby
                                        // is unbound until it takes a rank, then re-pinned
+  // Called on the loop with each progress report of a worker that holds a rank (standbys' are
+  // dropped): its local and global rank, and the report (common/control_protocol.h).
+  std::function<void(int local_rank, int global_rank, const WorkerControlMessage&)> on_progress;
 };
 
 class WorkerGroup {

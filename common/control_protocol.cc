@@ -40,6 +40,12 @@ std::string HelloLine(bool in_process_restart) {
 
 std::string JoinedLine(int round) { return json{{"joined", round}}.dump(); }
 
+std::string ProgressLine(long long step, double step_seconds) {
+  json message{{"step", step}};
+  if (step_seconds >= 0) message["step_seconds"] = step_seconds;
+  return message.dump();
+}
+
 WorkerControlMessage ParseWorkerControlLine(std::string_view line) {
   const json message = ParseObject(line, "a worker's");
   WorkerControlMessage out;
@@ -61,8 +67,27 @@ WorkerControlMessage ParseWorkerControlLine(std::string_view line) {
     out.round = IntField(message, "joined");
     return out;
   }
-  throw std::invalid_argument("unknown control message from a worker (expected \"hello\" or "
-                              "\"joined\"): " + std::string(line.substr(0, 200)));
+  if (message.contains("step")) {
+    out.kind = WorkerControlMessage::Kind::kProgress;
+    const json& step = message.at("step");
+    if (!step.is_number_integer() || step.get<long long>() < 0 ||
+        step.get<long long>() > 1'000'000'000'000'000LL) {
+      throw std::invalid_argument("progress field 'step' must be a non-negative integer, got " +
+                                  step.dump());
+    }
+    out.step = step.get<long long>();
+    if (auto it = message.find("step_seconds"); it != message.end()) {
+      if (!it->is_number() || it->get<double>() < 0 || it->get<double>() > 1e6) {
+        throw std::invalid_argument(
+            "progress field 'step_seconds' must be a number of seconds from 0 to 1e6, got " +
+            it->dump());
+      }
+      out.step_seconds = it->get<double>();
+    }
+    return out;
+  }
+  throw std::invalid_argument("unknown control message from a worker (expected \"hello\", "
+                              "\"joined\" or \"step\"): " + std::string(line.substr(0, 200)));
 }
 
 std::string RoundNoticeLine(const RoundNotice& notice) {

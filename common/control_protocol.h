@@ -14,6 +14,12 @@
 //   {"joined": N}
 //       the worker is training in round N (MXRUN_ROUND names the round a worker starts in):
 //       once every worker has said so, the agent starts its warm standbys.
+//   {"step": N, "step_seconds": S}
+//       progress: the worker completed step N (a non-negative integer; it may go back after a
+//       restore), the step took S seconds (optional: without it the agent divides the time since
+//       the previous report by the steps between them). Any worker may send it, in any language
+//       (`os.write(3, b'{"step": 12}\n')` in Python); the agent's metrics, straggler report and
+//       goodput are made from it, and it counts as a heartbeat.
 // A standby (MXRUN_STANDBY=1: started with no rank, spare for a failed one) says hello when it is
 // loaded and ready; its round notice then carries its whole contract.
 // agent -> worker
@@ -37,11 +43,13 @@ inline constexpr std::size_t kMaxControlLine = 64 * 1024;
 inline constexpr int kControlProtocolVersion = 1;
 
 struct WorkerControlMessage {
-  enum class Kind { kHello, kJoined };
+  enum class Kind { kHello, kJoined, kProgress };
   Kind kind = Kind::kHello;
   int version = 0;                  // hello
   bool in_process_restart = false;  // hello
   int round = -1;                   // joined
+  long long step = -1;              // progress
+  double step_seconds = -1;         // progress; -1: not given
 };
 
 struct RoundNotice {
@@ -55,6 +63,7 @@ struct RoundNotice {
 // peers can add some.
 std::string HelloLine(bool in_process_restart);
 std::string JoinedLine(int round);
+std::string ProgressLine(long long step, double step_seconds = -1);  // -1: no step time
 WorkerControlMessage ParseWorkerControlLine(std::string_view line);
 std::string RoundNoticeLine(const RoundNotice& notice);
 RoundNotice ParseRoundNoticeLine(std::string_view line);

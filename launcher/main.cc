@@ -35,6 +35,8 @@
 #include "launcher/scratch_sweep.h"
 #include "launcher/slurm_kill_wait.h"
 #if MXRUN_NETWORK_BUILD
+#include "agent/agent_metrics.h"
+#include "common/metrics_endpoint.h"
 #include "launcher/status_command.h"
 #endif
 #include "spdlog/spdlog.h"
@@ -190,7 +192,10 @@ int Main(int argc, char** argv) {
   }
   const LaunchOptions& options = *parsed->options;
 #if !MXRUN_NETWORK_BUILD
-  if (NeedsNetwork(options)) return ExecSibling("mxrun-multinode", argv);
+  // The metrics endpoint (HTTP, TLS) lives in mxrun-multinode too: a launch without it loads none.
+  if (NeedsNetwork(options) || options.metrics_port >= 0) {
+    return ExecSibling("mxrun-multinode", argv);
+  }
 #endif
 
   absl::StatusOr<RendezvousSettings> settings = CheckRendezvousFlags(options, env);
@@ -378,6 +383,35 @@ int Main(int argc, char** argv) {
   if (rdzv->master) spdlog::info("hosting the rendezvous master on {}", rdzv->master_address);
   if (options.nnodes.max > 1) spdlog::info("{}", rdzv->description);
   config.rendezvous_description = rdzv->description;
+#if MXRUN_NETWORK_BUILD
+  std::unique_ptr<AgentMetrics> metrics;
+  std::unique_ptr<HttpServer> metrics_server;
+  if (options.metrics_port >= 0) {
+    metrics = std::make_unique<AgentMetrics>(run_id);
+    HttpServer::Options http;
+    http.host = options.local_addr.empty() ? "127.0.0.1" : options.local_addr;
+    http.bind_all = options.metrics_bind_all;
+    http.port = options.metrics_port;
+    http.who = "mxrun metrics";
+    if (options.metrics_tls) {
+      if (!settings->tls.enabled()) {
+        return UsageError("--metrics_tls serves the metrics with the job's certificates, and "
+                          "this job has none: give --rdzv_conf cert=,key=,cacert= or drop "
+                          "--metrics_tls");
+      }
+      http.tls = settings->tls;
+    }
+    AgentMetrics* observed = metrics.get();
+    absl::StatusOr<std::unique_ptr<HttpServer>> server = StartMetricsEndpoint(
+        http, [observed](ExpositionFormat format) {
+          return observed->Render(format, AgentObserver::Time::clock::now());
+        });
+    if (!server.ok()) return UsageError(server.status().message());
+    metrics_server = std::move(*server);
+    spdlog::info("serving Prometheus metrics at {}/metrics", metrics_server->url());
+    config.observer = metrics.get();
+  }
+#endif
   ElasticAgent agent(std::move(config), *rdzv->rendezvous, *guardian);
   const int exit_code = agent.Run();
   rdzv->rendezvous.reset();

@@ -3,6 +3,7 @@
 //
 //   mxrun-master [--host=ADDR] [--port=29400] [--bind_all] [--token_file=PATH] [--state_dir=DIR]
 //                [--cert=PEM --key=PEM --cacert=PEM]   (mutual TLS; SIGHUP checks replaced files)
+//                [--metrics_port=29401|0|off] [--metrics_tls]   (Prometheus metrics at /metrics)
 //   mxrun-master --rdzv_backend=etcd --rdzv_endpoint=ETCD[,ETCD...] [--service=NAME]
 //                [--rdzv_conf=protocol=https,cacert=...,cert=...,key=...,lease_ttl=2,etcd_prefix=/mxrun]
 //                [--host=ADDR] [--port=0] [--bind_all] [--token_file=PATH]
@@ -30,11 +31,13 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/env_contract.h"
+#include "common/metrics_endpoint.h"
 #include "common/service_notify.h"
 #include "common/tls_files.h"
 #include "launcher/token.h"
 #include "rendezvous/etcd_leadership.h"
 #include "rendezvous/grpc_logs.h"
+#include "rendezvous/master_metrics.h"
 #include "rendezvous/master_server.h"
 #include "rendezvous/net.h"
 #include "rendezvous/tls_credentials.h"
@@ -131,6 +134,15 @@ int main(int argc, char** argv) {
                  "with etcd: the members, HOST:PORT[,HOST:PORT...]");
   app.add_option("--rdzv_conf,--rdzv-conf", rdzv_conf,
                  "with etcd: protocol, cacert, cert, key, lease_ttl, etcd_prefix (KEY=VALUE,...)");
+  std::string metrics_port_text;
+  bool metrics_tls = false;
+  app.add_option("--metrics_port,--metrics-port", metrics_port_text,
+                 "serve Prometheus metrics and the status page on this port (default " +
+                     std::to_string(mxrun::kDefaultMasterMetricsPort) +
+                     ", or a free one with --port=0; 0: a free one; off: none)");
+  app.add_flag("--metrics_tls,--metrics-tls", metrics_tls,
+               "serve the metrics over HTTPS with --cert, --key and --cacert (scrapers must "
+               "present a certificate from the CA)");
   app.add_option("--service", service,
                  "with etcd: the master service this replica stands for (default \"default\"); "
                  "agents follow it with --rdzv_conf=master_service=NAME");
@@ -162,6 +174,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.token = std::move(*token);
+  // The metrics port: given, or the default (a free one when the rendezvous port is the kernel's
+  // pick, so that ephemeral masters never contend for one port).
+  int metrics_port = port == 0 ? 0 : mxrun::kDefaultMasterMetricsPort;
+  const bool metrics_port_given = !metrics_port_text.empty();
+  if (metrics_port_text == "off") {
+    metrics_port = -1;
+  } else if (metrics_port_given && (!absl::SimpleAtoi(metrics_port_text, &metrics_port) ||
+                                    metrics_port < 0 || metrics_port > 65535)) {
+    std::fprintf(stderr, "mxrun-master: error: --metrics_port=%s is not valid; accepted: a port "
+                 "from 1 to 65535, 0 for a free one, or off\n", metrics_port_text.c_str());
+    return 2;
+  }
+  if (metrics_tls && (!tls.enabled() || metrics_port < 0)) {
+    std::fprintf(stderr, "mxrun-master: error: --metrics_tls needs --cert, --key and --cacert "
+                 "and a metrics port\n");
+    return 2;
+  }
   const bool etcd = backend == "etcd" || backend == "etcd-v2";
   std::optional<mxrun::EtcdElectionConfig> election;
   if (etcd) {
@@ -251,12 +280,40 @@ int main(int argc, char** argv) {
               options.token.empty() ? "" : " (token required)",
               tls.enabled() ? " (mutual TLS)" : "");
   std::fflush(stdout);
+  std::unique_ptr<mxrun::HttpServer> metrics;
+  if (metrics_port >= 0) {
+    mxrun::HttpServer::Options http;
+    http.host = host;
+    http.bind_all = bind_all;
+    http.port = metrics_port;
+    http.who = "mxrun-master metrics";
+    if (metrics_tls) http.tls = tls;
+    mxrun::MasterServer* served = server->get();
+    absl::StatusOr<std::unique_ptr<mxrun::HttpServer>> started = mxrun::StartMetricsEndpoint(
+        http, [served](mxrun::ExpositionFormat format) {
+          return mxrun::RenderMasterMetrics(served->Snapshot(), format);
+        });
+    if (started.ok()) {
+      metrics = std::move(*started);
+      std::printf("mxrun-master metrics at %s/metrics\n", metrics->url().c_str());
+      std::fflush(stdout);
+    } else if (metrics_port_given) {
+      std::fprintf(stderr, "mxrun-master: error: %s\n",
+                   std::string(started.status().message()).c_str());
+      (*server)->Shutdown(std::chrono::seconds(2));
+      return 2;
+    } else {  // the default port is taken (another master on this host): serve on without
+      std::fprintf(stderr, "mxrun-master: warning: no metrics: %s (give --metrics_port=PORT, "
+                   "or 0 for a free one)\n", std::string(started.status().message()).c_str());
+    }
+  }
   // As a systemd Type=notify service: ready once it serves.
   notifier.Ready("listening on " + (*server)->address());
   int signo = 0;
   while (sigwait(&stop, &signo) == 0 && signo == SIGHUP) ReportCertificates(tls);
   notifier.Stopping("stopping on signal " + std::to_string(signo));
   std::fprintf(stderr, "mxrun-master: stopping on signal %d\n", signo);
+  metrics.reset();
   (*server)->Shutdown(std::chrono::seconds(2));
   return 0;
 }

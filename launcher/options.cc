@@ -100,6 +100,14 @@ const std::vector<Flag>& Flags() {
       {"event_log_handler", "", false,
        "torchelastic's event records (rendezvous, worker starts, failures, restarts): null "
        "(none) or console (JSON on stderr)", "null"},
+      {"metrics_port", "", false,
+       "serve Prometheus metrics on this port (0: a free one, printed; empty: off)", ""},
+      {"metrics_bind_all", "", true,
+       "the metrics endpoint listens on every interface (default: the node's --local_addr, else "
+       "127.0.0.1)", ""},
+      {"metrics_tls", "", true,
+       "serve the metrics over HTTPS with the job's certificates (--rdzv_conf cert, key, "
+       "cacert): scrapers must present a certificate from the job's CA", ""},
       {"logs_specs", "", false,
        "accepted for torchrun compatibility with its default only: mxrun cannot load Python entry "
        "points (use --log_dir, --redirects, --tee, --log_format)", ""},
@@ -595,6 +603,19 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
     (absl::string_view(name) == "duplicate_stdout_filters" ? o.duplicate_stdout_filters
                                                            : o.duplicate_stderr_filters) =
         std::move(*filters);
+  }
+  if (!absl::StripAsciiWhitespace(values["metrics_port"].text).empty()) {
+    absl::StatusOr<int> port =
+        ToInt(values["metrics_port"], 0, 65535, "a port from 1 to 65535, or 0 for a free one");
+    if (!port.ok()) return port.status();
+    o.metrics_port = *port;
+  }
+  o.metrics_bind_all = ToBool(values["metrics_bind_all"]);
+  o.metrics_tls = ToBool(values["metrics_tls"]);
+  if ((o.metrics_bind_all || o.metrics_tls) && o.metrics_port < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        o.metrics_bind_all ? "--metrics_bind_all" : "--metrics_tls",
+        " needs --metrics_port (the metrics endpoint is off without it)"));
   }
   o.event_log_handler = absl::AsciiStrToLower(absl::StripAsciiWhitespace(
       values["event_log_handler"].text));

@@ -98,4 +98,6 @@ void MasterServer::Wait() {
   if (server_) server_->Wait();
 }
 
+std::vector<RunSnapshot> MasterServer::Snapshot() const { return rendezvous_->Snapshot(); }
+
 }  // namespace mxrun

@@ -64,6 +64,8 @@ class MasterServer {
   void Wait();
   // The restored members of agent `agent_id` are gone (RendezvousService::ForgetAgent).
   void ForgetAgent(const std::string& agent_id, const std::string& why);
+  // Every run as of now (for the metrics and the status page). Thread-safe.
+  std::vector<RunSnapshot> Snapshot() const;
 
  private:
   MasterServer() = default;

@@ -265,6 +265,7 @@ MasterState::Out MasterState::ReportFailure(Time now, NodeId node, int round,
   if (run->phase != Phase::kRunning || round != run->round || !IsMember(*run, node)) {
     return out;  // stale: that round was already stopped
   }
+  ++run->failures[failure.hang.hung() ? "hang" : failure.term_signal != 0 ? "signal" : "exit"];
   if (run->restarts_spent < run->job.max_restarts) {
     ++run->restarts_spent;
     StopMembers(now, *run,
@@ -317,6 +318,7 @@ MasterState::Out MasterState::NodeGone(Time now, NodeId node, const std::string&
   const bool member = IsMember(*run, node);
   RemoveNode(*run, node);
   if (run->phase == Phase::kRunning && member) {
+    ++run->failures["node_lost"];
     StopMembers(now, *run, absl::StrCat(host, " left (", why, ")"), false, out);
   }
   if (run->phase == Phase::kWaiting) MaybeCloseRound(now, *run, out);
@@ -491,6 +493,7 @@ void MasterState::MaybeCloseRound(Time now, Run& run, Out& out) {
       node_runs_.erase(node);
     }
     ForgetNodes(run);
+    ++run.failures["rendezvous_timeout"];
     run.phase = Phase::kFailed;
     run.finished_at = now;
   }
@@ -574,6 +577,7 @@ std::vector<RunSnapshot> MasterState::Snapshot(Time now, const std::string& run_
     s.restarts_spent = run.restarts_spent;
     s.job = run.job;
     s.world_size = run.phase == Phase::kRunning ? run.world_size : 0;
+    s.failures = run.failures;
     for (const auto& [node, n] : run.nodes) {
       MemberSnapshot m;
       m.node = node;

@@ -127,6 +127,10 @@ struct RunSnapshot {
   JobDesc job;
   int world_size = 0;
   std::vector<MemberSnapshot> members;
+  // Failures of the run so far, by cause: exit, signal, hang (worker failures reported by the
+  // agents), node_lost (a member's session ended or its lease expired while the group ran),
+  // rendezvous_timeout (the join timeout ended a round that never formed).
+  std::map<std::string, long long> failures;
 };
 
 class MasterState {
@@ -192,6 +196,7 @@ class MasterState {
     std::optional<Time> last_call_deadline;
     Time finished_at;
     std::string stop_reason;               // of the last stop (told again to late resumers)
+    std::map<std::string, long long> failures;  // by cause (RunSnapshot::failures)
     bool stop_restart = false;
     // Kept as nodes change, so that no event walks every node (a round of N joins would be
     // O(N^2)): how many nodes are in each state, and who asked for which node rank.

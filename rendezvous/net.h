@@ -9,6 +9,8 @@ namespace mxrun {
 
 // The rendezvous master's port when an endpoint names none (as torchrun's c10d backend).
 inline constexpr int kDefaultRendezvousPort = 29400;
+// mxrun-master's metrics and status page (HTTP), beside the rendezvous port.
+inline constexpr int kDefaultMasterMetricsPort = 29401;
 
 struct HostPort {
   std::string host;

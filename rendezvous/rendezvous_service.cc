@@ -291,6 +291,11 @@ void RendezvousService::TickLoop() {
   }
 }
 
+std::vector<RunSnapshot> RendezvousService::Snapshot(const std::string& run_id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return state_.Snapshot(clock_(), run_id);
+}
+
 grpc::ServerUnaryReactor* RendezvousService::GetStatus(grpc::CallbackServerContext* context,
                                                        const v1::StatusRequest* request,
                                                        v1::StatusReply* reply) {
@@ -305,11 +310,7 @@ grpc::ServerUnaryReactor* RendezvousService::GetStatus(grpc::CallbackServerConte
       return reactor;
     }
   }
-  std::vector<RunSnapshot> runs;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    runs = state_.Snapshot(clock_(), request->run_id());
-  }
+  const std::vector<RunSnapshot> runs = Snapshot(request->run_id());
   reply->set_serves_only_run_id(only_run_id_);
   for (const RunSnapshot& run : runs) {
     v1::RunStatus* r = reply->add_runs();

@@ -53,6 +53,8 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
   // that agent's job, so another job must never come to depend on it. A join for any other run
   // is refused with FailedPrecondition, and GetStatus says which run it serves.
   void ServeOnlyRun(std::string run_id) { only_run_id_ = std::move(run_id); }
+  // What `mxrun status` and the metrics show: every run ("" ) or one, as of now.
+  std::vector<RunSnapshot> Snapshot(const std::string& run_id = "");
 
  private:
   class SessionReactor;

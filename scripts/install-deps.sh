@@ -32,6 +32,7 @@ TEST_PACKAGES=(
   iproute2 procps util-linux curl  # what the tests call: ip netns, ps/pkill, unshare/nsenter, curl
   zsh  # the completion tests load `mxrun --print-completion zsh` into a real zsh
   slurm-wlm munge  # tests/slurm_cluster.h: a private slurmctld, two slurmd and munged per test
+  prometheus  # the metrics tests scrape a running job with a real Prometheus server
 )
 case "${1:-}" in
   --demo) ;;

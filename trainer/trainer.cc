@@ -413,6 +413,8 @@ void Trainer::Checkpoint() {
 }
 
 void Trainer::TrainEpoch(std::int64_t epoch) {
+  // An evaluation, a checkpoint or a restore since the last step is not a step's time.
+  if (progress_report_) progress_report_->Restart();
   std::vector<std::int64_t> shard = ShardIndices(sampler_, epoch);
   // Resuming mid-epoch: the epoch's order does not depend on the world size, and the first
   // samples_in_epoch positions of it are done; each rank skips its share of them.
@@ -479,6 +481,7 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
     reducer_->ZeroGrad();
     ++progress_.step;
     heartbeat_->Beat();  // the first beat comes after the first step: start-up is not judged
+    if (progress_report_) progress_report_->Step(progress_.step);
     step_start_seen = progress_.samples_seen;
     progress_.samples_in_epoch = std::min(consumed_local * id_.world_size, epoch_total);
     progress_.world_size = id_.world_size;
@@ -621,6 +624,8 @@ int Trainer::Run() {
     return 0;
   }
   if (control_ && !standby) control_->Hello();
+  // Progress reports go over the same channel whenever mxrun offers one.
+  progress_report_ = ProgressReport::FromEnvironment(EnvFromStrings(environ));
   if (!standby) OpenMetrics();
   // A process started for a round that follows a failure: the recovery record counts from it.
   if (const char* t = std::getenv("MXRUN_FAILURE_TIME"); t != nullptr) {

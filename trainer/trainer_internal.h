@@ -27,6 +27,7 @@
 #include "trainer/distributed_sampler.h"
 #include "trainer/gradient_reducer.h"
 #include "trainer/heartbeat.h"
+#include "trainer/progress_report.h"
 #include "trainer/image_set.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics_log.h"
@@ -100,6 +101,7 @@ class Trainer {
   // threads, which may sit in a receive from a dead peer until the timeout. A few per restart.
   std::vector<Collectives*> abandoned_;
   std::unique_ptr<ControlChannel> control_;  // mxrun's in-process restart (null: not offered)
+  std::unique_ptr<ProgressReport> progress_report_;  // steps told to mxrun (null: no channel)
   bool have_state_ = false;         // the model holds a trained state all ranks agreed on
   TrainingProgress completed_;      // progress_ at the last completed optimizer step
   bool started_ = false;            // the start record is written once

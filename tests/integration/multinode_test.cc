@@ -282,13 +282,16 @@ TEST_CASE("PyTorch Gloo all-reduce across 2 nodes x 2 workers, also after a re-f
           argv, std::map<std::string, std::string>{{"PYTHON_EXEC", PYTHON_BIN}}));
     }
     std::string out;
+    std::string err;
     for (auto& node : nodes) {
       ProcessResult r = node->Wait(240s);
       INFO(r.out << r.err);
       CHECK(r.exit_code == 0);
       out += r.out;
+      err += r.err;
     }
     const std::string attempt = extra.empty() ? "attempt=0" : "attempt=1";
+    INFO(out << err);
     CHECK(CountOccurrences(out, "allreduce ok: sum=10.0 world_size=4 " + attempt) == 4);
     CHECK(CountOccurrences(out, "ddp parameters identical on every rank") == 4);
   }

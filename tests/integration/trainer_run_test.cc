@@ -66,6 +66,10 @@ TEST_CASE("mxrun --standalone --nproc_per_node=2 train learns the synthetic set 
   // The bundled trainer gets hang detection by default.
   CHECK_THAT(r.err, Catch::Contains("hang detection: heartbeat (MXRUN_HEARTBEAT_FILE) silent over "
                                     "300 s"));
+  // The trainer reports its steps on the control channel: the goodput line tells start-up from
+  // training.
+  CHECK_THAT(r.err, Catch::Contains("goodput "));
+  CHECK_THAT(r.err, !Catch::Contains("no progress reports"));
 }
 
 TEST_CASE("with --tensorboard_dir, rank 0 writes the metrics records' scalars as TensorBoard events",

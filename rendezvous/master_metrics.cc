@@ -1,0 +1,78 @@
+#include "rendezvous/master_metrics.h"
+
+#include <map>
+
+namespace mxrun {
+
+std::string RenderMasterMetrics(const std::vector<RunSnapshot>& runs, ExpositionFormat format) {
+  MetricsWriter w(format);
+  auto run_labels = [](const RunSnapshot& run) { return MetricLabels{{"run_id", run.run_id}}; };
+
+  w.Family("mxrun_master_runs", MetricType::kGauge,
+           "Runs the master holds, by phase (waiting, running, succeeded, failed; finished runs "
+           "are kept for finished_run_ttl).");
+  std::map<std::string, int> phases{{"waiting", 0}, {"running", 0}, {"succeeded", 0},
+                                    {"failed", 0}};
+  for (const RunSnapshot& run : runs) ++phases[run.phase];
+  for (const auto& [phase, count] : phases) w.Sample({{"phase", phase}}, count);
+
+  w.Family("mxrun_run_info", MetricType::kGauge, "1 for every run, its phase as a label.");
+  for (const RunSnapshot& run : runs) {
+    w.Sample({{"run_id", run.run_id}, {"phase", run.phase}}, 1);
+  }
+  w.Family("mxrun_run_rounds_total", MetricType::kCounter,
+           "Rounds formed: the first one and every re-formation after a failure, a lost node or "
+           "a new one.");
+  for (const RunSnapshot& run : runs) w.Sample(run_labels(run), run.round + 1);
+  w.Family("mxrun_run_world_size", MetricType::kGauge,
+           "Workers in the current round (0 while no round runs).");
+  for (const RunSnapshot& run : runs) w.Sample(run_labels(run), run.world_size);
+  w.Family("mxrun_run_nodes", MetricType::kGauge,
+           "Nodes of the run by state: waiting (for a round), running, succeeded, stopping.");
+  for (const RunSnapshot& run : runs) {
+    std::map<std::string, int> states{{"waiting", 0}, {"running", 0}, {"succeeded", 0},
+                                      {"stopping", 0}};
+    for (const MemberSnapshot& m : run.members) ++states[m.state];
+    for (const auto& [state, count] : states) {
+      w.Sample({{"run_id", run.run_id}, {"state", state}}, count);
+    }
+  }
+  w.Family("mxrun_run_min_nodes", MetricType::kGauge, "--nnodes' minimum.");
+  for (const RunSnapshot& run : runs) w.Sample(run_labels(run), run.job.min_nodes);
+  w.Family("mxrun_run_max_nodes", MetricType::kGauge, "--nnodes' maximum.");
+  for (const RunSnapshot& run : runs) w.Sample(run_labels(run), run.job.max_nodes);
+  w.Family("mxrun_run_restarts_total", MetricType::kCounter,
+           "Restarts of the worker group spent (failures while restarts remained).");
+  for (const RunSnapshot& run : runs) w.Sample(run_labels(run), run.restarts_spent);
+  w.Family("mxrun_run_restarts_remaining", MetricType::kGauge,
+           "Restarts left before a failure ends the run (--max_restarts minus those spent).");
+  for (const RunSnapshot& run : runs) {
+    w.Sample(run_labels(run), run.job.max_restarts - run.restarts_spent);
+  }
+  w.Family("mxrun_run_failures_total", MetricType::kCounter,
+           "Failures by cause: exit (a worker's non-zero exit), signal, hang, node_lost (a node "
+           "left or went silent while the group ran), rendezvous_timeout (no round within the "
+           "join timeout).");
+  for (const RunSnapshot& run : runs) {
+    for (const char* cause : {"exit", "signal", "hang", "node_lost", "rendezvous_timeout"}) {
+      auto it = run.failures.find(cause);
+      w.Sample({{"run_id", run.run_id}, {"cause", cause}},
+               it == run.failures.end() ? 0 : static_cast<double>(it->second));
+    }
+  }
+  w.Family("mxrun_node_heartbeat_age_seconds", MetricType::kGauge,
+           "Seconds since the master last heard from a node of the current round (its lease "
+           "ends at heartbeat_interval x missed_heartbeats).");
+  for (const RunSnapshot& run : runs) {
+    for (const MemberSnapshot& m : run.members) {
+      // Nodes still waiting have no rank to tell them apart (several may share a host).
+      if (m.node_rank < 0) continue;
+      w.Sample({{"run_id", run.run_id}, {"node", std::to_string(m.node_rank)},
+                {"host", m.desc.host}},
+               static_cast<double>(m.since_last_seen.count()) / 1000.0);
+    }
+  }
+  return w.Finish();
+}
+
+}  // namespace mxrun

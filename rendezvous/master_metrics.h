@@ -1,0 +1,17 @@
+#pragma once
+// The master's Prometheus metrics (mxrun-master --metrics_port), made from the runs as the state
+// machine has them (MasterState::Snapshot). Pure. The README's "Metrics" section lists them.
+//
+// Labels: run_id; per node also node (its rank in the current round, "" while waiting) and host.
+
+#include <string>
+#include <vector>
+
+#include "common/metrics_text.h"
+#include "rendezvous/master_state.h"
+
+namespace mxrun {
+
+std::string RenderMasterMetrics(const std::vector<RunSnapshot>& runs, ExpositionFormat format);
+
+}  // namespace mxrun

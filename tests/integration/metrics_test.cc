@@ -1,0 +1,161 @@
+// Metrics endpoints (issue 26) against real clients: a real Prometheus server scrapes a running
+// two-node job's master and agents, and the values are read back through Prometheus's query API.
+
+#include <signal.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "tests/master.h"
+#include "tests/prometheus_server.h"
+#include "tests/subprocess.h"
+
+using mxrun::testing::CountOccurrences;
+using mxrun::testing::IntsAfter;
+using mxrun::testing::Master;
+using mxrun::testing::ProcessResult;
+using mxrun::testing::PrometheusServer;
+using mxrun::testing::Subprocess;
+using namespace std::chrono_literals;
+
+namespace {
+
+// "host:port" of an agent's metrics endpoint, from its log line.
+std::string AgentMetricsEndpoint(Subprocess& agent) {
+  REQUIRE(agent.WaitForStderr("serving Prometheus metrics at http://", 1, 30s));
+  const std::string& err = agent.err();
+  const size_t at = err.find("serving Prometheus metrics at http://") + 37;
+  return err.substr(at, err.find("/metrics", at) - at);
+}
+
+std::unique_ptr<Subprocess> MetricsAgent(const std::string& endpoint, const std::string& run_id) {
+  return std::make_unique<Subprocess>(mxrun::testing::MxrunWithChild(
+      {"--rdzv_backend=c10d", "--rdzv_endpoint=" + endpoint, "--rdzv_id=" + run_id,
+       "--nnodes=1:2", "--nproc_per_node=2", "--max_restarts=3", "--rdzv_conf=is_host=0",
+       "--metrics_port=0"},
+      {"--ready", "--sleep=120", "--progress=0.2"}));
+}
+
+std::string Curl(const std::string& url, const std::string& accept = "") {
+  std::vector<std::string> argv{"curl", "-s", "--max-time", "5"};
+  if (!accept.empty()) argv.insert(argv.end(), {"-H", "Accept: " + accept});
+  argv.push_back(url);
+  return mxrun::testing::Run(argv, {}, 10s).out;
+}
+
+}  // namespace
+
+TEST_CASE("Prometheus scrapes a two-node job: restarts after a killed worker, world size after a "
+          "lost node",
+          "[metrics][prometheus]") {
+  Master master;
+  const std::string master_metrics = master.MetricsEndpoint();
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 2; ++i) agents.push_back(MetricsAgent(master.endpoint(), "prom1"));
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("world=4", 2, 60s));
+  const std::string agent0 = AgentMetricsEndpoint(*agents[0]);
+  const std::string agent1 = AgentMetricsEndpoint(*agents[1]);
+
+  // The endpoint itself: the classic text format unless OpenMetrics is asked for.
+  const std::string text = Curl("http://" + agent0 + "/metrics");
+  CHECK_THAT(text, Catch::Contains("# TYPE mxrun_agent_restarts_total counter"));
+  CHECK_THAT(text, !Catch::Contains("# EOF"));
+  const std::string open =
+      Curl("http://" + agent0 + "/metrics", "application/openmetrics-text;version=1.0.0");
+  CHECK_THAT(open, Catch::Contains("# TYPE mxrun_agent_restarts counter"));
+  CHECK_THAT(open, Catch::EndsWith("# EOF\n"));
+  CHECK_THAT(Curl("http://" + agent0 + "/nothing"), Catch::Contains("no page at /nothing"));
+
+  PrometheusServer prometheus({{"master", master_metrics}, {"agent0", agent0}, {"agent1", agent1}});
+  INFO("prometheus targets: " << prometheus.Targets());
+  REQUIRE(prometheus.WaitForValue("sum(up)", 3));
+  CHECK(prometheus.WaitForValue("mxrun_run_world_size{run_id=\"prom1\"}", 4));
+  CHECK(prometheus.WaitForValue("count(mxrun_worker_step{run_id=\"prom1\"} > 0)", 4));
+  CHECK(prometheus.WaitForValue("sum(mxrun_agent_workers_running{run_id=\"prom1\"})", 4));
+  CHECK(prometheus.WaitForValue(
+      "count(mxrun_worker_resident_memory_bytes{run_id=\"prom1\"} > 100000)", 4));
+
+  // A worker killed: one restart, counted by the master and by both agents.
+  const std::vector<int> pids = IntsAfter(agents[0]->out(), " pid");
+  REQUIRE(pids.size() == 2);
+  REQUIRE(kill(pids[0], SIGKILL) == 0);
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("attempt=1", 2, 60s));
+  CHECK(prometheus.WaitForValue("mxrun_run_restarts_total{run_id=\"prom1\"}", 1));
+  CHECK(prometheus.WaitForValue("mxrun_run_restarts_remaining{run_id=\"prom1\"}", 2));
+  CHECK(prometheus.WaitForValue(
+      "mxrun_run_failures_total{run_id=\"prom1\",cause=\"signal\"}", 1));
+  CHECK(prometheus.WaitForValue("sum(mxrun_agent_restarts_total{run_id=\"prom1\"})", 2));
+  CHECK(prometheus.WaitForValue(
+      "sum(mxrun_agent_worker_failures_total{run_id=\"prom1\",cause=\"signal\"})", 1));
+  // Both nodes saw their group's first step after the failure.
+  CHECK(prometheus.WaitForValue("sum(mxrun_agent_recovery_seconds_count{run_id=\"prom1\"})", 2));
+
+  // A node lost: its agent killed outright. The survivor re-forms alone.
+  REQUIRE(kill(agents[1]->pid(), SIGKILL) == 0);
+  agents[1]->Wait(30s);
+  CHECK(prometheus.WaitForValue("mxrun_run_world_size{run_id=\"prom1\"}", 2));
+  CHECK(prometheus.WaitForValue(
+      "mxrun_run_failures_total{run_id=\"prom1\",cause=\"node_lost\"}", 1));
+  CHECK(prometheus.WaitForValue("up{job=\"agent1\"}", 0));
+  CHECK(prometheus.WaitForValue("mxrun_agent_world_size{job=\"agent0\"}", 2));
+  // The lost node's failure did not spend the budget.
+  CHECK(prometheus.Query("mxrun_run_restarts_total{run_id=\"prom1\"}").at(0).value == 1);
+
+  kill(agents[0]->pid(), SIGTERM);
+  ProcessResult last = agents[0]->Wait(30s);
+  CHECK(last.exit_code == 143);
+}
+
+TEST_CASE("metrics flags: bad values are refused with what is accepted", "[metrics]") {
+  ProcessResult bad = mxrun::testing::Run(
+      mxrun::testing::MxrunWithChild({"--standalone", "--metrics_port=70000"}, {}), {}, 20s);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--metrics_port='70000' is not valid: out of range; "
+                                      "accepted: a port from 1 to 65535, or 0 for a free one"));
+  ProcessResult lonely = mxrun::testing::Run(
+      mxrun::testing::MxrunWithChild({"--standalone", "--metrics_bind_all"}, {}), {}, 20s);
+  CHECK(lonely.exit_code == 2);
+  CHECK_THAT(lonely.err, Catch::Contains("--metrics_bind_all needs --metrics_port"));
+  ProcessResult no_tls = mxrun::testing::Run(
+      mxrun::testing::MxrunWithChild({"--standalone", "--metrics_port=0", "--metrics_tls"}, {}),
+      {}, 20s);
+  CHECK(no_tls.exit_code == 2);
+  CHECK_THAT(no_tls.err, Catch::Contains("this job has none"));
+  ProcessResult master_bad =
+      mxrun::testing::Run({MXRUN_MASTER_BIN, "--port=0", "--metrics_port=x"}, {}, 20s);
+  CHECK(master_bad.exit_code == 2);
+  CHECK_THAT(master_bad.err, Catch::Contains("--metrics_port=x is not valid; accepted: a port "
+                                             "from 1 to 65535, 0 for a free one, or off"));
+}
+
+TEST_CASE("a single-node job with --metrics_port serves its workers' progress and ends cleanly",
+          "[metrics]") {
+  Subprocess job(mxrun::testing::MxrunWithChild(
+      {"--standalone", "--nproc_per_node=2", "--metrics_port=0"},
+      {"--ready", "--sleep=2", "--progress=0.1"}));
+  const std::string endpoint = AgentMetricsEndpoint(job);
+  REQUIRE(job.WaitForStdout("ready", 2, 30s));
+  std::string page;
+  for (int i = 0; i < 40 && CountOccurrences(page, "mxrun_worker_step{") < 2; ++i) {
+    std::this_thread::sleep_for(100ms);
+    page = Curl("http://" + endpoint + "/metrics");
+  }
+  INFO(page);
+  CHECK(CountOccurrences(page, "mxrun_worker_step{") == 2);
+  CHECK(CountOccurrences(page, "mxrun_worker_heartbeat_age_seconds{") == 2);
+  CHECK_THAT(page, Catch::Contains("mxrun_agent_world_size{run_id=\""));
+  CHECK_THAT(page, Catch::Contains("mxrun_agent_goodput_seconds_total{run_id=\""));
+  CHECK_THAT(page, Catch::Contains("# TYPE mxrun_agent_goodput_ratio gauge"));
+  ProcessResult r = job.Wait(30s);
+  CHECK(r.exit_code == 0);
+  // The end-of-job goodput line: the workers reported steps, so start-up is told apart.
+  CHECK_THAT(r.err, Catch::Contains("goodput "));
+  CHECK_THAT(r.err, Catch::Contains("s training, "));
+  CHECK_THAT(r.err, !Catch::Contains("no progress reports"));
+  // Served from mxrun-multinode: the plain launcher loads no HTTP code.
+  CHECK_THAT(r.err, Catch::Contains("serving Prometheus metrics at http://127.0.0.1:"));
+}
