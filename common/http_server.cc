@@ -4,8 +4,6 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,8 +20,6 @@
 
 namespace mxrun {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 const char* Reason(int status) {
   switch (status) {
@@ -49,22 +45,15 @@ bool IsToken(std::string_view s) {
   return true;
 }
 
-std::string OpenSslError() {
-  const unsigned long code = ERR_get_error();
-  if (code == 0) return "unknown error";
-  char text[256];
-  ERR_error_string_n(code, text, sizeof text);
-  return text;
-}
-
-int MillisLeft(Clock::time_point deadline) {
+int MillisLeft(HttpClock::time_point deadline) {
   const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - HttpClock::now()).count();
   return left > 0 ? static_cast<int>(left) : 0;
 }
 
-// Waits until `fd` is ready for `events` or the deadline passes.
-bool WaitFor(int fd, short events, Clock::time_point deadline) {
+}  // namespace
+
+bool WaitForFd(int fd, short events, HttpClock::time_point deadline) {
   for (;;) {
     pollfd p{fd, events, 0};
     const int left = MillisLeft(deadline);
@@ -75,8 +64,6 @@ bool WaitFor(int fd, short events, Clock::time_point deadline) {
     if (errno != EINTR) return false;
   }
 }
-
-}  // namespace
 
 std::variant<HttpRequest, HttpParseError> ParseHttpRequestHead(std::string_view whole) {
   const absl::string_view head(whole.data(), whole.size());
@@ -131,7 +118,6 @@ struct HttpServer::Impl {
   Handler handler;
   int listen_fd = -1;
   int stop_pipe[2] = {-1, -1};
-  SSL_CTX* ssl = nullptr;
   std::string bound_host;
   std::thread thread;
 
@@ -144,7 +130,6 @@ struct HttpServer::Impl {
     for (int fd : {listen_fd, stop_pipe[0], stop_pipe[1]}) {
       if (fd >= 0) close(fd);
     }
-    if (ssl != nullptr) SSL_CTX_free(ssl);
   }
 
   void Serve() {
@@ -162,80 +147,50 @@ struct HttpServer::Impl {
     }
   }
 
-  // Connection I/O with or without TLS, each call bounded by the connection's deadline.
+  // Connection I/O, plain or through TLS, each call bounded by the connection's deadline.
   struct Stream {
     int fd;
-    SSL* ssl;
-    Clock::time_point deadline;
+    std::unique_ptr<TlsConnection> tls;
+    HttpClock::time_point deadline;
 
-    // Bytes read (>0), 0 at end of stream, -1 on error or time-out.
-    ssize_t Read(char* buffer, size_t size) {
+    long Read(char* buffer, size_t size) {
+      if (tls) return tls->Read(buffer, size, deadline);
       for (;;) {
-        if (ssl == nullptr) {
-          const ssize_t n = read(fd, buffer, size);
-          if (n >= 0) return n;
-          if (errno == EINTR) continue;
-          if (errno != EAGAIN || !WaitFor(fd, POLLIN, deadline)) return -1;
-          continue;
-        }
-        const int n = SSL_read(ssl, buffer, static_cast<int>(size));
-        if (n > 0) return n;
-        if (!Retry(n)) return SSL_get_error(ssl, n) == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+        const ssize_t n = read(fd, buffer, size);
+        if (n >= 0) return n;
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN || !WaitForFd(fd, POLLIN, deadline)) return -1;
       }
     }
     bool Write(std::string_view data) {
+      if (tls) return tls->Write(data, deadline);
       while (!data.empty()) {
-        if (ssl == nullptr) {
-          const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-          if (n > 0) {
-            data.remove_prefix(static_cast<size_t>(n));
-          } else if (n < 0 && errno == EINTR) {
-            continue;
-          } else if (n < 0 && errno == EAGAIN) {
-            if (!WaitFor(fd, POLLOUT, deadline)) return false;
-          } else {
-            return false;
-          }
-          continue;
-        }
-        const int n = SSL_write(ssl, data.data(), static_cast<int>(data.size()));
+        const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
         if (n > 0) {
           data.remove_prefix(static_cast<size_t>(n));
-        } else if (!Retry(n)) {
+        } else if (n < 0 && errno == EINTR) {
+          continue;
+        } else if (n < 0 && errno == EAGAIN) {
+          if (!WaitForFd(fd, POLLOUT, deadline)) return false;
+        } else {
           return false;
         }
       }
       return true;
     }
-    // After an SSL call returned `rc` <= 0: waits for what it needs; false when it cannot go on.
-    bool Retry(int rc) {
-      const int error = SSL_get_error(ssl, rc);
-      if (error == SSL_ERROR_WANT_READ) return WaitFor(fd, POLLIN, deadline);
-      if (error == SSL_ERROR_WANT_WRITE) return WaitFor(fd, POLLOUT, deadline);
-      return false;
-    }
   };
 
   void HandleConnection(int fd) {
-    Stream stream{fd, nullptr, Clock::now() + kConnectionTimeout};
-    if (ssl != nullptr) {
-      stream.ssl = SSL_new(ssl);
-      if (stream.ssl == nullptr) return;
-      SSL_set_fd(stream.ssl, fd);
-      int rc;
-      while ((rc = SSL_accept(stream.ssl)) <= 0) {
-        if (!stream.Retry(rc)) {  // no certificate, a wrong one, or plain HTTP: nothing to say
-          ERR_clear_error();
-          SSL_free(stream.ssl);
-          return;
-        }
-      }
+    Stream stream{fd, nullptr, HttpClock::now() + kConnectionTimeout};
+    if (options.tls) {
+      stream.tls = options.tls->Accept(fd, stream.deadline);
+      if (!stream.tls) return;  // no certificate, a wrong one, or plain HTTP: nothing to say
     }
     std::string head;
     char buffer[4096];
     bool complete = false;
     while (!complete && head.size() <= kMaxRequestHead) {
-      const ssize_t n = stream.Read(buffer, sizeof buffer);
+      const long n = stream.Read(buffer, sizeof buffer);
       if (n <= 0) break;
       head.append(buffer, static_cast<size_t>(n));
       complete = head.find("\r\n\r\n") != std::string::npos;
@@ -262,35 +217,6 @@ struct HttpServer::Impl {
       }
       stream.Write(FormatHttpResponse(response, head_only));
     }
-    if (stream.ssl != nullptr) {
-      SSL_shutdown(stream.ssl);
-      SSL_free(stream.ssl);
-    }
-    ERR_clear_error();
-  }
-
-  absl::Status LoadTls() {
-    if (!options.tls.enabled()) return absl::OkStatus();
-    if (absl::Status checked = CheckTlsFiles(options.tls, options.who); !checked.ok()) {
-      return checked;
-    }
-    ssl = SSL_CTX_new(TLS_server_method());
-    if (ssl == nullptr) return absl::InternalError("cannot create a TLS context: " + OpenSslError());
-    SSL_CTX_set_min_proto_version(ssl, TLS1_2_VERSION);
-    if (SSL_CTX_use_certificate_chain_file(ssl, options.tls.cert.c_str()) != 1 ||
-        SSL_CTX_use_PrivateKey_file(ssl, options.tls.key.c_str(), SSL_FILETYPE_PEM) != 1 ||
-        SSL_CTX_check_private_key(ssl) != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(options.who, ": cannot use certificate '",
-                                                     options.tls.cert, "' with key '",
-                                                     options.tls.key, "': ", OpenSslError()));
-    }
-    if (SSL_CTX_load_verify_locations(ssl, options.tls.cacert.c_str(), nullptr) != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          options.who, ": cannot load CA '", options.tls.cacert, "': ", OpenSslError()));
-    }
-    // Mutual TLS, as the job's gRPC: a client without a certificate from the job's CA is refused.
-    SSL_CTX_set_verify(ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
-    return absl::OkStatus();
   }
 
   absl::Status Bind(int* port) {
@@ -350,7 +276,7 @@ struct HttpServer::Impl {
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HttpServer::~HttpServer() = default;
 
-bool HttpServer::tls() const { return impl_->ssl != nullptr; }
+bool HttpServer::tls() const { return impl_->options.tls != nullptr; }
 
 std::string HttpServer::url() const {
   return absl::StrCat(tls() ? "https://" : "http://", impl_->bound_host, ":", port_);
@@ -365,7 +291,6 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& opt
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->handler = std::move(handler);
-  if (absl::Status loaded = impl->LoadTls(); !loaded.ok()) return loaded;
   int port = 0;
   if (absl::Status bound = impl->Bind(&port); !bound.ok()) return bound;
   if (pipe2(impl->stop_pipe, O_CLOEXEC) != 0) {

@@ -5,8 +5,9 @@
 // a time under a deadline (a stalled client holds it for at most kConnectionTimeout). Not a
 // general web server: nothing here serves files or takes input beyond the path and headers.
 //
-// Optionally TLS (OpenSSL) with the job's certificates: with a CA, clients must present a
-// certificate it signed (mutual TLS, as the job's gRPC).
+// Optionally TLS, through a TlsAcceptor (common/http_tls.h: OpenSSL with the job's certificates,
+// clients must present a certificate the job's CA signed). This file links no TLS library, so the
+// lean `mxrun` binary serves plain metrics without loading OpenSSL.
 
 #include <chrono>
 #include <functional>
@@ -17,9 +18,29 @@
 #include <variant>
 
 #include "absl/status/statusor.h"
-#include "common/tls_files.h"
 
 namespace mxrun {
+
+using HttpClock = std::chrono::steady_clock;
+
+// Waits until `fd` is ready for `events` (POLLIN, POLLOUT) or the deadline passes.
+bool WaitForFd(int fd, short events, HttpClock::time_point deadline);
+
+// One connection after its TLS handshake.
+class TlsConnection {
+ public:
+  virtual ~TlsConnection() = default;
+  // Bytes read (> 0), 0 at the end of the stream, -1 on an error or at the deadline.
+  virtual long Read(char* buffer, size_t size, HttpClock::time_point deadline) = 0;
+  virtual bool Write(std::string_view data, HttpClock::time_point deadline) = 0;
+};
+// Makes the TLS end of an accepted connection (a non-blocking socket); nullptr when the
+// handshake fails (no certificate, a wrong one, plain HTTP) or the deadline passes.
+class TlsAcceptor {
+ public:
+  virtual ~TlsAcceptor() = default;
+  virtual std::unique_ptr<TlsConnection> Accept(int fd, HttpClock::time_point deadline) = 0;
+};
 
 struct HttpRequest {
   std::string method;                          // GET or HEAD
@@ -56,7 +77,7 @@ class HttpServer {
     std::string host = "127.0.0.1";  // address to listen on; "0.0.0.0"/"::" with bind_all
     bool bind_all = false;
     int port = 0;                    // 0: the kernel picks one (port() says which)
-    TlsFiles tls;                    // cert+key: HTTPS; with cacert, client certificates required
+    std::shared_ptr<TlsAcceptor> tls;  // HTTPS through it; null: plain HTTP
     std::string who = "metrics";     // names the server in errors
   };
 

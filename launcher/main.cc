@@ -34,9 +34,10 @@
 #include "launcher/rendezvous_setup.h"
 #include "launcher/scratch_sweep.h"
 #include "launcher/slurm_kill_wait.h"
-#if MXRUN_NETWORK_BUILD
 #include "agent/agent_metrics.h"
 #include "common/metrics_endpoint.h"
+#if MXRUN_NETWORK_BUILD
+#include "common/http_tls.h"
 #include "launcher/status_command.h"
 #endif
 #include "spdlog/spdlog.h"
@@ -192,10 +193,8 @@ int Main(int argc, char** argv) {
   }
   const LaunchOptions& options = *parsed->options;
 #if !MXRUN_NETWORK_BUILD
-  // The metrics endpoint (HTTP, TLS) lives in mxrun-multinode too: a launch without it loads none.
-  if (NeedsNetwork(options) || options.metrics_port >= 0) {
-    return ExecSibling("mxrun-multinode", argv);
-  }
+  // HTTPS for the metrics (OpenSSL) is linked into mxrun-multinode only, as gRPC is.
+  if (NeedsNetwork(options) || options.metrics_tls) return ExecSibling("mxrun-multinode", argv);
 #endif
 
   absl::StatusOr<RendezvousSettings> settings = CheckRendezvousFlags(options, env);
@@ -383,7 +382,6 @@ int Main(int argc, char** argv) {
   if (rdzv->master) spdlog::info("hosting the rendezvous master on {}", rdzv->master_address);
   if (options.nnodes.max > 1) spdlog::info("{}", rdzv->description);
   config.rendezvous_description = rdzv->description;
-#if MXRUN_NETWORK_BUILD
   std::unique_ptr<AgentMetrics> metrics;
   std::unique_ptr<HttpServer> metrics_server;
   if (options.metrics_port >= 0) {
@@ -393,14 +391,19 @@ int Main(int argc, char** argv) {
     http.bind_all = options.metrics_bind_all;
     http.port = options.metrics_port;
     http.who = "mxrun metrics";
+#if MXRUN_NETWORK_BUILD
     if (options.metrics_tls) {
       if (!settings->tls.enabled()) {
         return UsageError("--metrics_tls serves the metrics with the job's certificates, and "
                           "this job has none: give --rdzv_conf cert=,key=,cacert= or drop "
                           "--metrics_tls");
       }
-      http.tls = settings->tls;
+      absl::StatusOr<std::shared_ptr<TlsAcceptor>> tls =
+          MakeTlsAcceptor(settings->tls, "--metrics_tls");
+      if (!tls.ok()) return UsageError(tls.status().message());
+      http.tls = std::move(*tls);
     }
+#endif
     AgentMetrics* observed = metrics.get();
     absl::StatusOr<std::unique_ptr<HttpServer>> server = StartMetricsEndpoint(
         http, [observed](ExpositionFormat format) {
@@ -411,7 +414,6 @@ int Main(int argc, char** argv) {
     spdlog::info("serving Prometheus metrics at {}/metrics", metrics_server->url());
     config.observer = metrics.get();
   }
-#endif
   ElasticAgent agent(std::move(config), *rdzv->rendezvous, *guardian);
   const int exit_code = agent.Run();
   rdzv->rendezvous.reset();

@@ -31,6 +31,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/env_contract.h"
+#include "common/http_tls.h"
 #include "common/metrics_endpoint.h"
 #include "common/service_notify.h"
 #include "common/tls_files.h"
@@ -287,7 +288,17 @@ int main(int argc, char** argv) {
     http.bind_all = bind_all;
     http.port = metrics_port;
     http.who = "mxrun-master metrics";
-    if (metrics_tls) http.tls = tls;
+    if (metrics_tls) {
+      absl::StatusOr<std::shared_ptr<mxrun::TlsAcceptor>> acceptor =
+          mxrun::MakeTlsAcceptor(tls, "mxrun-master --metrics_tls");
+      if (!acceptor.ok()) {
+        std::fprintf(stderr, "mxrun-master: error: %s\n",
+                     std::string(acceptor.status().message()).c_str());
+        (*server)->Shutdown(std::chrono::seconds(2));
+        return 2;
+      }
+      http.tls = std::move(*acceptor);
+    }
     mxrun::MasterServer* served = server->get();
     absl::StatusOr<std::unique_ptr<mxrun::HttpServer>> started = mxrun::StartMetricsEndpoint(
         http, [served](mxrun::ExpositionFormat format) {

@@ -57,11 +57,11 @@ class Master {
     return result.out + result.err;
   }
   const std::string& endpoint() const { return endpoint_; }
-  // "host:port" of its metrics endpoint (it prints "mxrun-master metrics at http://HOST:PORT/...").
+  // "host:port" of its metrics endpoint (it prints "mxrun-master metrics at http[s]://HOST:PORT/...").
   std::string MetricsEndpoint() {
     REQUIRE(process_->WaitForStdout("metrics at ", 1, std::chrono::seconds(10)));
     const std::string& out = process_->out();
-    const size_t at = out.find("metrics at http://") + 18;
+    const size_t at = out.find("://", out.find("metrics at ")) + 3;  // http:// or https://
     return out.substr(at, out.find("/metrics", at) - at);
   }
   pid_t pid() const { return process_->pid(); }

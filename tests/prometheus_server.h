@@ -27,8 +27,13 @@ namespace mxrun::testing {
 
 class PrometheusServer {
  public:
+  // Scraped over HTTPS with a client certificate (mutual TLS).
+  struct Tls {
+    std::string ca_file, cert_file, key_file;
+  };
   // `targets`: "host:port" of each metrics endpoint, one scrape job each ("job" label = name).
-  explicit PrometheusServer(const std::vector<std::pair<std::string, std::string>>& targets) {
+  explicit PrometheusServer(const std::vector<std::pair<std::string, std::string>>& targets,
+                            std::optional<Tls> tls = std::nullopt) {
     std::set<int> taken;
     port_ = DistinctFreePort(taken);
     std::ofstream config(dir_.path() + "/prometheus.yml");
@@ -37,6 +42,11 @@ class PrometheusServer {
     for (const auto& [name, target] : targets) {
       config << "  - job_name: " << name << "\n    static_configs:\n      - targets: ['"
              << target << "']\n";
+      if (tls) {
+        config << "    scheme: https\n    tls_config:\n      ca_file: " << tls->ca_file
+               << "\n      cert_file: " << tls->cert_file << "\n      key_file: " << tls->key_file
+               << "\n";
+      }
     }
     config.close();
     process_ = std::make_unique<Subprocess>(std::vector<std::string>{

@@ -10,6 +10,9 @@
 #   4. mxrun alone, launch-to-exit with torchrun 2.x's newer flags against without (N = 1, 2, 4):
 #        the flags of TORCHRUN2_FLAGS below (NUMA binding, virtual local rank, a prefix template,
 #        duplicate filters, console event records, the shutdown timeout); target: at most 5% slower
+#   5. mxrun alone, launch-to-exit (N = 2) with --metrics_port=0 against without (target: at most
+#      10% slower), and without metrics against BASELINE_MXRUN when given (a build from before the
+#      metrics: "unchanged" means within the spread of the two)
 #
 # Prints a Markdown table of medians and torchrun/mxrun ratios on stdout.
 #
@@ -20,7 +23,8 @@
 #   MXRUN          mxrun binary (default <repo>/build/bin/mxrun)
 #   TORCHRUN       torchrun (default <repo>/.venv/bin/torchrun: torchrun 2.13 from the project's venv)
 #   PYTHON         python used to drive the measurements (default <repo>/.venv/bin/python3)
-#   CASES          which measurements, comma-separated (default launch,rss,restart,flags)
+#   CASES          which measurements, comma-separated (default launch,rss,restart,flags,metrics)
+#   BASELINE_MXRUN an older mxrun build (its folder with mxrun-multinode) for case 5
 #   QUIET_WAIT     before each measured iteration, wait at most this many seconds
 #                  for the machine to be idle (< 15% CPU busy) (default 120; 0: don't)
 #
@@ -36,7 +40,8 @@ MXRUN="${MXRUN:-$repo_root/build/bin/mxrun}"
 TORCHRUN="${TORCHRUN:-$repo_root/.venv/bin/torchrun}"
 PYTHON="${PYTHON:-$repo_root/.venv/bin/python3}"
 QUIET_WAIT="${QUIET_WAIT:-120}"
-CASES="${CASES:-launch,rss,restart,flags}"
+CASES="${CASES:-launch,rss,restart,flags,metrics}"
+BASELINE_MXRUN="${BASELINE_MXRUN:-}"
 
 case "$RUNS" in ''|*[!0-9]*) echo "launch.sh: RUNS must be a positive integer" >&2; exit 2;; esac
 case "$QUIET_WAIT" in ''|*[!0-9]*) echo "launch.sh: QUIET_WAIT must be a whole number of seconds" >&2; exit 2;; esac
@@ -54,16 +59,23 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # Run a private copy of mxrun, so that a rebuild during the benchmark cannot swap or
-# remove the binary under it.
+# remove the binary under it (with mxrun-multinode beside it: a job with metrics runs as that).
 mkdir "$workdir/bin"
 cp -- "$MXRUN" "$workdir/bin/mxrun"
+[ -x "$(dirname "$MXRUN")/mxrun-multinode" ] && cp -- "$(dirname "$MXRUN")/mxrun-multinode" "$workdir/bin/"
+if [ -n "$BASELINE_MXRUN" ]; then
+  mkdir "$workdir/baseline"
+  cp -- "$BASELINE_MXRUN" "$workdir/baseline/mxrun"
+  [ -x "$(dirname "$BASELINE_MXRUN")/mxrun-multinode" ] && cp -- "$(dirname "$BASELINE_MXRUN")/mxrun-multinode" "$workdir/baseline/"
+fi
 mxrun_sha="$(sha256sum "$workdir/bin/mxrun" | cut -c1-12)"
 
 # Header: how this was run, and on what.
 invocation="RUNS=$RUNS"
 [ "$TORCHRUN_RUNS" != "$RUNS" ] && invocation+=" TORCHRUN_RUNS=$TORCHRUN_RUNS"
 [ "$QUIET_WAIT" != 120 ] && invocation+=" QUIET_WAIT=$QUIET_WAIT"
-[ "$CASES" != launch,rss,restart,flags ] && invocation+=" CASES=$CASES"
+[ "$CASES" != launch,rss,restart,flags,metrics ] && invocation+=" CASES=$CASES"
+[ -n "$BASELINE_MXRUN" ] && invocation+=" BASELINE_MXRUN=$BASELINE_MXRUN"
 [ "$MXRUN" != "$repo_root/build/bin/mxrun" ] && invocation+=" MXRUN=$MXRUN"
 [ "$TORCHRUN" != "$repo_root/.venv/bin/torchrun" ] && invocation+=" TORCHRUN=$TORCHRUN"
 [ "$PYTHON" != "$repo_root/.venv/bin/python3" ] && invocation+=" PYTHON=$PYTHON"
@@ -85,7 +97,7 @@ echo
 
 export BENCH_RUNS="$RUNS" BENCH_TORCHRUN_RUNS="$TORCHRUN_RUNS" BENCH_MXRUN="$workdir/bin/mxrun" \
        BENCH_TORCHRUN="$TORCHRUN" BENCH_WORKDIR="$workdir" BENCH_QUIET_WAIT="$QUIET_WAIT" \
-       BENCH_CASES="$CASES"
+       BENCH_CASES="$CASES" BENCH_BASELINE="${BASELINE_MXRUN:+$workdir/baseline/mxrun}"
 
 # The measurements themselves are driven from Python for sub-millisecond clocks and
 # bounded waits. Every process it starts is tracked by pid and killed by pid. The helpers it
@@ -117,14 +129,22 @@ FLAG_LAUNCHERS = {
     "mxrun": ([MXRUN], RUNS),
     "mxrun + 2.x flags": ([MXRUN] + TORCHRUN2_FLAGS, RUNS),
 }
+# 5.: metrics on against off, and off against an older build when one is given.
+METRIC_LAUNCHERS = {
+    "mxrun": ([MXRUN], RUNS),
+    "mxrun + metrics": ([MXRUN, "--metrics_port=0"], RUNS),
+}
+if os.environ.get("BENCH_BASELINE"):
+    METRIC_LAUNCHERS["baseline mxrun"] = ([os.environ["BENCH_BASELINE"]], RUNS)
 RUN_TIMEOUT = 60.0   # any single launcher run
 POLL = 0.005         # restart-file polling period
 WAIT_LIMIT = 30.0    # any wait for worker files
 QUIET_WAIT = float(os.environ["BENCH_QUIET_WAIT"])
 CASES = set(os.environ["BENCH_CASES"].split(","))
-unknown = CASES - {"launch", "rss", "restart", "flags"}
+unknown = CASES - {"launch", "rss", "restart", "flags", "metrics"}
 if unknown:
-    sys.exit(f"launch.sh: unknown CASES {sorted(unknown)}; accepted: launch, rss, restart, flags")
+    sys.exit(f"launch.sh: unknown CASES {sorted(unknown)}; accepted: launch, rss, restart, flags, "
+             "metrics")
 
 log = Log("launch.sh")
 problems = log.problems   # anomalies seen (non-zero exit codes, timeouts, ...)
@@ -378,13 +398,37 @@ def main():
         flag_rows.append((f"launch-to-exit, N={n} (ms)",
                           {l: [v * 1000.0 for v in vs] for l, vs in xs.items()}))
 
+    metric_rows = []
+    metric_base = {lname: b for lname, (b, _) in METRIC_LAUNCHERS.items()}
+    if "metrics" in CASES:
+        xs = measure("metrics N=2", lambda l: launch_time(metric_base[l], 2), METRIC_LAUNCHERS)
+        metric_rows = {l: [v * 1000.0 for v in vs] for l, vs in xs.items()}
+
     def fmt(v):
         if v != v:
             return "n/a"
         return f"{v:.1f}" if v < 100 else f"{v:.0f}"
 
+    def print_metric_rows():
+        if not metric_rows:
+            return
+        print()
+        print("Metrics endpoint: launch-to-exit, N=2, medians in ms (target: with metrics at most "
+              "10% slower; without, unchanged against the baseline build)")
+        print()
+        print("| launcher | median (ms) | min - max | against mxrun without metrics |")
+        print("|---|---:|---:|---:|")
+        base = median(metric_rows["mxrun"])
+        for l, vs in metric_rows.items():
+            m = median(vs)
+            ratio = m / base if base == base and base > 0 and m == m else float("nan")
+            spread = f"{fmt(min(vs))} - {fmt(max(vs))}" if vs else "n/a"
+            print(f"| {l} | {fmt(m)} | {spread} | {'n/a' if ratio != ratio else f'{ratio:.3f}'} |")
+        print()
+
     if not rows:
         print_flag_rows(flag_rows, fmt)
+        print_metric_rows()
         print_end()
         return
     print("| metric (median) | mxrun | torchrun | torchrun/mxrun | target | met |")
@@ -416,6 +460,7 @@ def main():
           " SIGKILL to local rank 0, time until both attempt-1 workers have started")
     print()
     print_flag_rows(flag_rows, fmt)
+    print_metric_rows()
     print_end()
 
 

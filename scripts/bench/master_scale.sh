@@ -20,6 +20,10 @@
 # connection costs the master its own transport, TLS handshake and buffers; needs N + 256 open
 # files in both processes: the soft limit is raised to the hard one).
 #
+# With SCRAPE=both every case also runs with the master's metrics endpoint scraped once a second
+# by this script (GET /metrics, as Prometheus does), interleaved run by run with the master
+# without metrics (`--metrics_port=off`). Target (issue 26): formation within 10% of without.
+#
 # With PIN=1 the master runs on CPU 0 and the clients (the load generator, the agents) on CPU 1
 # (taskset), so that the two sides do not take each other's CPU, as on separate machines. The
 # table's "master CPU" column is the master's own CPU time over the whole run (user + system).
@@ -38,6 +42,9 @@ NODES="${NODES:-1024 4096 16384}"
 MXRUN_MASTER="${MXRUN_MASTER:-$repo_root/build/bin/mxrun-master}"
 MXRUN="${MXRUN:-$repo_root/build/bin/mxrun}"
 TLS="${TLS:-off}"
+SCRAPE="${SCRAPE:-off}"
+case "$SCRAPE" in off|both) ;; *) echo "master_scale.sh: SCRAPE must be off or both" >&2; exit 2;; esac
+if [ "$TLS" = both ] && [ "$SCRAPE" = both ]; then echo "master_scale.sh: TLS=both and SCRAPE=both: one comparison at a time" >&2; exit 2; fi
 HEARTBEAT_S="${HEARTBEAT_S:-0}"
 case "$HEARTBEAT_S" in ''|*[!0-9]*) echo "master_scale.sh: HEARTBEAT_S must be a whole number of seconds" >&2; exit 2;; esac
 AGENTS="${AGENTS:-32}"
@@ -72,17 +79,20 @@ python_override=""
 [ "$PYTHON" != "$repo_root/.venv/bin/python3" ] && python_override=" PYTHON=$PYTHON"
 echo "## The rendezvous master at scale"
 echo
-echo "- command: \`RUNS=$RUNS NODES=\"$NODES\" TLS=$TLS AGENTS=$AGENTS HEARTBEAT_S=$HEARTBEAT_S PIN=$PIN CHANNELS=$CHANNELS$python_override $0\`"
+echo "- command: \`RUNS=$RUNS NODES=\"$NODES\" TLS=$TLS AGENTS=$AGENTS HEARTBEAT_S=$HEARTBEAT_S PIN=$PIN CHANNELS=$CHANNELS SCRAPE=$SCRAPE$python_override $0\`"
 echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); nproc=$(nproc); repo at $(git -C "$repo_root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "- master: \`$MXRUN_MASTER\` (sha256 $(sha256sum "$workdir/mxrun-master" | cut -c1-12)...)"
 echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
-"$PYTHON" - "$workdir" "$RUNS" "$NODES" "$TLS" "$AGENTS" "$MXRUN" "$HEARTBEAT_S" "$PIN" "$CHANNELS" <<'PY'
-import os, re, resource, signal, statistics, subprocess, sys, time
+"$PYTHON" - "$workdir" "$RUNS" "$NODES" "$TLS" "$AGENTS" "$MXRUN" "$HEARTBEAT_S" "$PIN" "$CHANNELS" "$SCRAPE" <<'PY'
+import os, re, resource, signal, statistics, subprocess, sys, threading, time, urllib.request
 
 work, runs, nodes = sys.argv[1], int(sys.argv[2]), [int(n) for n in sys.argv[3].split()]
 tls_modes = [False, True] if sys.argv[4] == "both" else [False]
+scrape_both = sys.argv[10] == "both"
+if scrape_both:
+    tls_modes = [False, True]  # here: "with the metrics scraped" (no TLS)
 agents = int(sys.argv[5]) if sys.argv[4] == "both" else 0
 master_bin = os.path.join(work, "mxrun-master")
 loadgen_bin = os.path.join(work, "rdzv_loadgen")
@@ -120,16 +130,46 @@ def cpu_seconds(pid):
 
 
 def start_master(label, tls):
+    """With SCRAPE=both, `tls` means: metrics on (scraped); the other variant has them off."""
     out_path = os.path.join(work, f"master_{label}.out")
+    if scrape_both:
+        extra = ["--metrics_port=0"] if tls else ["--metrics_port=off"]
+    else:
+        extra = (TLS_FLAGS if tls else []) + ["--metrics_port=off"]
     with open(out_path, "wb") as out:
-        master = subprocess.Popen(MASTER_PIN + [master_bin, "--port=0"] + (TLS_FLAGS if tls else []),
+        master = subprocess.Popen(MASTER_PIN + [master_bin, "--port=0"] + extra,
                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
     port, deadline = None, time.monotonic() + 30
-    while port is None and time.monotonic() < deadline and master.poll() is None:
-        m = re.search(r"listening on 127\.0\.0\.1:(\d+)", open(out_path).read())
+    master.metrics_url = None
+    while time.monotonic() < deadline and master.poll() is None:
+        text = open(out_path).read()
+        m = re.search(r"listening on 127\.0\.0\.1:(\d+)", text)
         port = int(m.group(1)) if m else None
+        u = re.search(r"metrics at (http://\S+)", text)
+        master.metrics_url = u.group(1) if u else None
+        if port is not None and (master.metrics_url or not (scrape_both and tls)):
+            break
         time.sleep(0.02)
     return master, port
+
+
+class Scraper(threading.Thread):
+    """GET url once a second until stopped; counts scrapes and keeps the slowest."""
+    def __init__(self, url):
+        super().__init__(daemon=True)
+        self.url, self.stop_flag, self.count, self.slowest = url, threading.Event(), 0, 0.0
+
+    def run(self):
+        while not self.stop_flag.is_set():
+            t0 = time.monotonic()
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as r:
+                    r.read()
+                self.count += 1
+            except OSError as e:
+                problems.append(f"scrape of {self.url} failed: {e}")
+            self.slowest = max(self.slowest, time.monotonic() - t0)
+            self.stop_flag.wait(max(0.0, 1.0 - (time.monotonic() - t0)))
 
 
 def stop(proc):
@@ -182,13 +222,16 @@ def one(n, idx, tls=False):
                         f"files; the limit here is {open_files}")
         return None
     master, port = start_master(f"{n}_{idx}_{int(tls)}", tls)
+    scraper = Scraper(master.metrics_url) if scrape_both and tls and master.metrics_url else None
+    if scraper:
+        scraper.start()
     try:
         if port is None:
             problems.append(f"N={n} #{idx}: the master reported no port")
             return None
         lg = subprocess.run(CLIENT_PIN + [loadgen_bin, f"--endpoint=127.0.0.1:{port}", f"--nodes={n}",
                              f"--channels={channels_of(n)}", f"--run_id=scale{n}x{idx}", f"--timeout={100 + heartbeat_s}",
-                             "--reform"] + (TLS_FLAGS if tls else []) +
+                             "--reform"] + (TLS_FLAGS if tls and not scrape_both else []) +
                             ([f"--heartbeat_s={heartbeat_s}", f"--master_pid={master.pid}"]
                              if heartbeat_s else []),
                             capture_output=True, text=True, timeout=150 + heartbeat_s)
@@ -204,9 +247,15 @@ def one(n, idx, tls=False):
             return None
         cpu = float(beat.group(3)) if beat else None
         answered = int(beat.group(2)) / max(1, int(beat.group(1))) if beat else None
+        if scraper:
+            print(f"master_scale.sh: N={n} #{idx}: {scraper.count} scrapes, slowest "
+                  f"{scraper.slowest * 1000:.0f} ms", file=sys.stderr, flush=True)
         return (float(m.group(1)), float(m.group(5)), float(m.group(2)), vm_hwm(master.pid),
                 cpu, answered, cpu_seconds(master.pid))
     finally:
+        if scraper:
+            scraper.stop_flag.set()
+            scraper.join(10)
         stop(master)
 
 
@@ -223,7 +272,8 @@ for n in nodes:
         rows.append((n, tls, results[tls]))
 
 hb_head = " master CPU while heartbeating | heartbeats answered |" if heartbeat_s else ""
-print("| sessions | mutual TLS | formation | re-formation after one loss | to the job's end | master peak RSS | master CPU |" + hb_head + " runs (formation / re-formation, s) |")
+variant_name = "metrics scraped 1/s" if scrape_both else "mutual TLS"
+print(f"| sessions | {variant_name} | formation | re-formation after one loss | to the job's end | master peak RSS | master CPU |" + hb_head + " runs (formation / re-formation, s) |")
 print("|---:|:---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if heartbeat_s else "") + "---|")
 medians = {}
 for n, tls, results in rows:
@@ -235,7 +285,15 @@ for n, tls, results in rows:
     runs_text = ", ".join(f"{r[0]:.2f} / {r[1]:.2f}" for r in results)
     hb = f" {med(4):.2f} CPU | {100 * med(5):.1f}% |" if heartbeat_s else ""
     print(f"| {n} | {'yes' if tls else 'no'} | {med(0):.2f} s | {med(1):.2f} s | {med(2):.2f} s | {med(3) / 1024:.0f} MiB | {med(6):.2f} s |{hb} {runs_text} |")
-if len(tls_modes) == 2:
+if scrape_both:
+    print()
+    print("| metrics scraped 1/s against off | formation | re-formation | master CPU | target |")
+    print("|---|---:|---:|---:|---|")
+    for n in nodes:
+        if (n, True) in medians and (n, False) in medians:
+            a, b = medians[(n, True)], medians[(n, False)]
+            print(f"| {n} sessions | {a[0] / b[0]:.2f}x | {a[1] / b[1]:.2f}x | {a[2] / b[2]:.2f}x | formation < 1.10x |")
+elif len(tls_modes) == 2:
     print()
     print("| mutual TLS against plaintext | formation | re-formation | master CPU | target |")
     print("|---|---:|---:|---:|---|")

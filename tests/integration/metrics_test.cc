@@ -156,6 +156,48 @@ TEST_CASE("a single-node job with --metrics_port serves its workers' progress an
   CHECK_THAT(r.err, Catch::Contains("goodput "));
   CHECK_THAT(r.err, Catch::Contains("s training, "));
   CHECK_THAT(r.err, !Catch::Contains("no progress reports"));
-  // Served from mxrun-multinode: the plain launcher loads no HTTP code.
+  // Served by the lean launcher itself (no TLS asked for).
   CHECK_THAT(r.err, Catch::Contains("serving Prometheus metrics at http://127.0.0.1:"));
+}
+
+TEST_CASE("mxrun-master serves its metrics over mutual TLS: Prometheus with the job's "
+          "certificates scrapes them, a client without one is refused",
+          "[metrics][prometheus]") {
+  mxrun::testing::TempDir certs;
+  const std::string make = std::string(SCRIPTS_DIR) + "/make-certs.sh";
+  REQUIRE(mxrun::testing::Run({make, certs.path(), "ca"}, {}, 30s).exit_code == 0);
+  REQUIRE(mxrun::testing::Run({make, certs.path(), "node", "master", "127.0.0.1", "localhost"}, {},
+                              30s)
+              .exit_code == 0);
+  REQUIRE(mxrun::testing::Run({make, certs.path(), "node", "scraper", "127.0.0.1"}, {}, 30s)
+              .exit_code == 0);
+  const std::string dir = certs.path();
+  Master master({.extra = {"--cert=" + dir + "/master.pem", "--key=" + dir + "/master.key",
+                  "--cacert=" + dir + "/ca.pem", "--metrics_tls"}});
+  const std::string endpoint = master.MetricsEndpoint();
+  // With the job's certificates: the page.
+  const std::string page =
+      mxrun::testing::Run({"curl", "-s", "--max-time", "5", "--cacert", dir + "/ca.pem", "--cert",
+                           dir + "/scraper.pem", "--key", dir + "/scraper.key",
+                           "https://" + endpoint + "/metrics"},
+                          {}, 10s)
+          .out;
+  CHECK_THAT(page, Catch::Contains("# TYPE mxrun_master_runs gauge"));
+  // Without a client certificate, or in plain HTTP: nothing.
+  ProcessResult anonymous = mxrun::testing::Run(
+      {"curl", "-s", "--max-time", "5", "--cacert", dir + "/ca.pem",
+       "https://" + endpoint + "/metrics"},
+      {}, 10s);
+  CHECK(anonymous.exit_code != 0);
+  CHECK_THAT(anonymous.out, !Catch::Contains("mxrun_master_runs"));
+  ProcessResult plain = mxrun::testing::Run(
+      {"curl", "-s", "--max-time", "5", "http://" + endpoint + "/metrics"}, {}, 10s);
+  CHECK_THAT(plain.out, !Catch::Contains("mxrun_master_runs"));
+  // A real Prometheus, scraping over HTTPS with a certificate from the job's CA.
+  PrometheusServer prometheus(
+      {{"master", endpoint}},
+      PrometheusServer::Tls{dir + "/ca.pem", dir + "/scraper.pem", dir + "/scraper.key"});
+  INFO("prometheus targets: " << prometheus.Targets());
+  CHECK(prometheus.WaitForValue("up{job=\"master\"}", 1));
+  CHECK(prometheus.WaitForValue("mxrun_master_runs{phase=\"running\"}", 0));
 }
