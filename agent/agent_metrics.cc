@@ -74,6 +74,7 @@ void AgentMetrics::RoundStarted(Time now, const RoundAssignment& round,
     rank.local_rank = worker.local_rank;
     rank.pid = worker.pid;
     rank.running = true;
+    rank.straggling = false;  // judged afresh in every round
     rank.heartbeat_file = worker.heartbeat_file;
     rank.started = now;
     next[worker.global_rank] = rank;
@@ -109,11 +110,7 @@ void AgentMetrics::Progress(Time now, int local_rank, int global_rank,
   if (it == ranks_.end()) return;  // a report racing a re-formation
   Rank& rank = it->second;
   rank.local_rank = local_rank;
-  if (report.step_seconds >= 0) {
-    rank.step_seconds = report.step_seconds;
-  } else if (rank.last_report && rank.step >= 0 && report.step > rank.step) {
-    rank.step_seconds = Seconds(now - *rank.last_report) / static_cast<double>(report.step - rank.step);
-  }
+  if (report.step_seconds >= 0) rank.step_seconds = report.step_seconds;
   rank.step = report.step;
   rank.last_report = now;
   if (recovering_since_ && round_started_since_failure_) {
@@ -127,6 +124,12 @@ void AgentMetrics::Progress(Time now, int local_rank, int global_rank,
 void AgentMetrics::GroupSucceeded(Time /*now*/) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [global_rank, rank] : ranks_) rank.running = false;
+}
+
+void AgentMetrics::StragglerChanged(Time /*now*/, const StragglerNews& news) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (news.straggling) ++stragglers_named_;
+  if (auto it = ranks_.find(news.rank); it != ranks_.end()) it->second.straggling = news.straggling;
 }
 
 void AgentMetrics::GoodputChanged(const GoodputClock& clock) {
@@ -208,6 +211,15 @@ std::string AgentMetrics::Render(ExpositionFormat format, Time now) const {
   for (const auto& [global_rank, rank] : ranks_) {
     if (rank.step_seconds >= 0) w.Sample(per_rank(global_rank), rank.step_seconds);
   }
+  w.Family("mxrun_worker_straggler", MetricType::kGauge,
+           "1 while a rank is named a straggler (its step time above --straggler_factor times "
+           "the other ranks' median for --straggler_steps steps), else 0. Single-node jobs.");
+  for (const auto& [global_rank, rank] : ranks_) {
+    if (rank.running) w.Sample(per_rank(global_rank), rank.straggling ? 1 : 0);
+  }
+  w.Family("mxrun_agent_stragglers_total", MetricType::kCounter,
+           "Times a rank of this node was named a straggler.");
+  w.Sample(job, static_cast<double>(stragglers_named_));
   w.Family("mxrun_worker_heartbeat_age_seconds", MetricType::kGauge,
            "Seconds since a running worker last gave a sign of progress: a progress report or a "
            "touch of its heartbeat file, whichever is later (absent before the first).");

@@ -50,6 +50,7 @@ class AgentMetrics : public AgentObserver {
                 const WorkerControlMessage& report) override;
   void GroupSucceeded(Time now) override;
   void GoodputChanged(const GoodputClock& clock) override;
+  void StragglerChanged(Time now, const StragglerNews& news) override;
 
   // The page, as of `now`. Thread-safe.
   std::string Render(ExpositionFormat format, Time now) const;
@@ -68,6 +69,7 @@ class AgentMetrics : public AgentObserver {
     Time started;
     double cpu_seconds_before = 0;        // of earlier processes of this rank (the counter grows)
     double last_cpu_seconds = 0;          // of the current process, as last read
+    bool straggling = false;
   };
 
   UsageReader usage_;
@@ -87,6 +89,7 @@ class AgentMetrics : public AgentObserver {
   double last_recovery_seconds_ = -1;
   mutable std::map<int, Rank> ranks_;          // by global rank (mutable: CPU read at render)
   std::optional<GoodputClock> goodput_;        // the agent's, as of its last change
+  long long stragglers_named_ = 0;
 };
 
 }  // namespace mxrun

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/goodput.h"
+#include "agent/straggler_watch.h"
 #include "agent/worker_group.h"
 #include "common/control_protocol.h"
 #include "common/worker_failure.h"
@@ -29,13 +30,16 @@ class AgentObserver {
   // The group re-forms on the rendezvous' word (another node's failure when `restart`, else a
   // node lost or admitted).
   virtual void Reforming(Time now, bool restart, const std::string& reason) = 0;
-  // A worker's progress report (control channel).
+  // A worker's progress report (control channel); a missing step time is filled in by the agent
+  // (the time since the rank's previous report, per step).
   virtual void Progress(Time now, int local_rank, int global_rank,
                         const WorkerControlMessage& report) = 0;
   // Every worker of the node exited 0.
   virtual void GroupSucceeded(Time now) = 0;
   // The node's time accounting changed (a copy: the observer extrapolates it to its own now).
   virtual void GoodputChanged(const GoodputClock& clock) = 0;
+  // A rank became a straggler, or stopped being one (straggler_watch.h).
+  virtual void StragglerChanged(Time now, const StragglerNews& news) = 0;
 };
 
 }  // namespace mxrun

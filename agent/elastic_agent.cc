@@ -38,13 +38,32 @@ ElasticAgent::ElasticAgent(AgentConfig config, Rendezvous& rendezvous, DeathGuar
       guardian_(guardian) {
   config_.worker.on_progress = [this](int local_rank, int global_rank,
                                       const WorkerControlMessage& report) {
-    const AgentObserver::Time now = AgentObserver::Time::clock::now();
-    goodput_.Progress(now, report.step);
-    if (AgentObserver* observer = config_.observer) {
-      observer->Progress(now, local_rank, global_rank, report);
-      observer->GoodputChanged(goodput_);
-    }
+    OnProgress(local_rank, global_rank, report);
   };
+}
+
+void ElasticAgent::OnProgress(int local_rank, int global_rank, WorkerControlMessage report) {
+  const AgentObserver::Time now = AgentObserver::Time::clock::now();
+  // A report without its step time: the time since the rank's previous report, per step.
+  LastReport& last = last_reports_[global_rank];
+  if (report.step_seconds < 0 && last.step >= 0 && report.step > last.step) {
+    report.step_seconds = std::chrono::duration<double>(now - last.at).count() /
+                          static_cast<double>(report.step - last.step);
+  }
+  last = {report.step, now};
+  goodput_.Progress(now, report.step);
+  std::optional<StragglerNews> news;
+  if (judge_stragglers_) news = stragglers_.Report(global_rank, report.step, report.step_seconds);
+  if (news) {
+    spdlog::warn("{} (local_rank {}; --straggler_factor={:g}, --straggler_steps={})",
+                 DescribeStraggler(*news), local_rank, config_.stragglers.factor,
+                 config_.stragglers.steps);
+  }
+  if (AgentObserver* observer = config_.observer) {
+    observer->Progress(now, local_rank, global_rank, report);
+    observer->GoodputChanged(goodput_);
+    if (news) observer->StragglerChanged(now, *news);
+  }
 }
 
 void ElasticAgent::Account(
@@ -230,6 +249,9 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
                                        group_->Workers());
       }
       Account([](GoodputClock& clock, AgentObserver::Time now) { clock.RoundStarted(now); });
+      stragglers_.Reset();
+      last_reports_.clear();
+      judge_stragglers_ = event.round.num_nodes == 1 && config_.stragglers.steps > 0;
       const RoundAssignment& r = event.round;
       config_.notifier.Ready(absl::StrCat(
           "round ", r.round, ": node ", r.node_rank, " of ", r.num_nodes, ", ranks ",

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -24,6 +25,7 @@
 #include "agent/event_log.h"
 #include "agent/file_timer.h"
 #include "agent/hang_monitor.h"
+#include "agent/straggler_watch.h"
 #include "agent/worker_group.h"
 #include "common/service_notify.h"
 #include "rendezvous/rendezvous.h"
@@ -46,6 +48,7 @@ struct AgentConfig {
   std::chrono::milliseconds waiting_notice_after{5000};
   EventLogConfig events;                    // --event-log-handler (event_log.h)
   AgentObserver* observer = nullptr;        // told what happens (the metrics); not owned
+  StragglerRule stragglers;                 // --straggler_factor, --straggler_steps
 };
 
 inline constexpr int kExitSuccess = 0;
@@ -102,6 +105,16 @@ class ElasticAgent {
   EventLoop::Deadline next_waiting_note_{};
   std::string waiting_reason_;           // the rendezvous' last word on what it waits for
   GoodputClock goodput_{AgentObserver::Time::clock::now()};  // where this node's time went
+  // Stragglers among this node's ranks, judged here when the node is the whole job (a job of
+  // several nodes needs every rank's times: the master's part, not yet built).
+  StragglerWatch stragglers_{config_.stragglers};
+  bool judge_stragglers_ = false;
+  struct LastReport {
+    long long step = -1;
+    AgentObserver::Time at;
+  };
+  std::map<int, LastReport> last_reports_;  // by global rank: step times of reports without one
+  void OnProgress(int local_rank, int global_rank, WorkerControlMessage report);
 };
 
 }  // namespace mxrun

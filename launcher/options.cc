@@ -100,6 +100,11 @@ const std::vector<Flag>& Flags() {
       {"event_log_handler", "", false,
        "torchelastic's event records (rendezvous, worker starts, failures, restarts): null "
        "(none) or console (JSON on stderr)", "null"},
+      {"straggler_factor", "", false,
+       "a rank is a straggler when its step time stays above this many times the other ranks' "
+       "median (progress reports; single-node jobs)", "1.5"},
+      {"straggler_steps", "", false,
+       "... for this many consecutive steps (0: never judge)", "20"},
       {"metrics_port", "", false,
        "serve Prometheus metrics on this port (0: a free one, printed; empty: off)", ""},
       {"metrics_bind_all", "", true,
@@ -603,6 +608,19 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
     (absl::string_view(name) == "duplicate_stdout_filters" ? o.duplicate_stdout_filters
                                                            : o.duplicate_stderr_filters) =
         std::move(*filters);
+  }
+  {
+    double factor = 0;
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(values["straggler_factor"].text), &factor) ||
+        !(factor > 1.0) || factor > 1000) {
+      return Invalid(values["straggler_factor"], "not a factor above 1",
+                     "a number above 1 and at most 1000, such as 1.5");
+    }
+    o.straggler_factor = factor;
+    absl::StatusOr<int> steps =
+        ToInt(values["straggler_steps"], 0, 1'000'000, "0 (never) to 1000000 steps");
+    if (!steps.ok()) return steps.status();
+    o.straggler_steps = *steps;
   }
   if (!absl::StripAsciiWhitespace(values["metrics_port"].text).empty()) {
     absl::StatusOr<int> port =

@@ -16,6 +16,7 @@
 //   --report-usr1           while sleeping, print "got SIGUSR1 rank=<RANK>" for each SIGUSR1
 //   --progress=P            while sleeping, send a progress report ({"step": N}, N = 1, 2, ...)
 //                           on the control channel every P seconds
+//   --slow-rank=R           with --progress, global rank R takes 3P a step (a straggler)
 //   --kill-self=SIG         raise signal SIG (number) at the end instead of exiting
 //   --beat                  touch MXRUN_HEARTBEAT_FILE once set up (before any sleep)
 //   --hang-rank=R           global rank R sleeps 600 s (until SIGTERM) after setting up, while the
@@ -193,6 +194,7 @@ int main(int argc, char** argv) {
   int exit_code = 0, fail_below = -1, only_rank = -1, lines = 0, line_length = 20, kill_self = 0;
   double sleep_seconds = 0;
   double progress_period = 0;  // --progress=S: while sleeping, a progress report every S seconds
+  int slow_rank = -1;          // --slow-rank=R: that global rank reports 3x as slowly
   bool ignore_term = false, ready = false, grandchild = false, grandchild_setsid = false;
   bool beat = false, stop_self = false, keep = false, keep_exit = false, wait_notice = false;
   bool fail_on_signal = false, unreapable = false;
@@ -227,6 +229,7 @@ int main(int argc, char** argv) {
     else if (Flag(argv[i], "--fail-on-signal", &v)) fail_on_signal = true;
     else if (Flag(argv[i], "--report-usr1", &v)) g_report_usr1 = true;
     else if (Flag(argv[i], "--progress", &v)) progress_period = std::atof(v.c_str());
+    else if (Flag(argv[i], "--slow-rank", &v)) slow_rank = std::atoi(v.c_str());
     else {
       std::fprintf(stderr, "test_child: unknown argument %s\n", argv[i]);
       return 64;
@@ -374,9 +377,10 @@ int main(int argc, char** argv) {
                          (sleep_world < 0 || std::atoi(Env("WORLD_SIZE").c_str()) == sleep_world);
   if (sleep_seconds > 0 && sleep_now && progress_period > 0 && control >= 0) {
     // Progress reports ({"step": N}) every period while it sleeps.
-    const int steps = static_cast<int>(sleep_seconds / progress_period);
+    const double period = progress_period * (std::atoi(rank.c_str()) == slow_rank ? 3 : 1);
+    const int steps = static_cast<int>(sleep_seconds / period);
     for (int step = 1; step <= steps && !g_term; ++step) {
-      SleepSeconds(progress_period, ignore_term);
+      SleepSeconds(period, ignore_term);
       Send(control, "{\"step\": " + std::to_string(step) + "}");
     }
   } else if (sleep_seconds > 0 && sleep_now) {

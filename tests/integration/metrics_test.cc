@@ -4,7 +4,9 @@
 #include <signal.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -200,4 +202,30 @@ TEST_CASE("mxrun-master serves its metrics over mutual TLS: Prometheus with the 
   INFO("prometheus targets: " << prometheus.Targets());
   CHECK(prometheus.WaitForValue("up{job=\"master\"}", 1));
   CHECK(prometheus.WaitForValue("mxrun_master_runs{phase=\"running\"}", 0));
+}
+
+TEST_CASE("a straggler in a real job is named, and only it: a log line, the metric", "[metrics]") {
+  Subprocess job(mxrun::testing::MxrunWithChild(
+      {"--standalone", "--nproc_per_node=3", "--metrics_port=0", "--straggler_steps=5"},
+      {"--ready", "--sleep=3", "--progress=0.05", "--slow-rank=1"}));
+  const std::string endpoint = AgentMetricsEndpoint(job);
+  REQUIRE(job.WaitForStderr("is a straggler", 1, 30s));
+  const std::string page = Curl("http://" + endpoint + "/metrics");
+  INFO(page);
+  ProcessResult r = job.Wait(30s);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(CountOccurrences(r.err, "is a straggler") == 1);
+  CHECK_THAT(r.err, Catch::Contains("rank 1 is a straggler: "));
+  CHECK_THAT(r.err, Catch::Contains("the other ranks' median"));
+  // One line per rank: 1 for rank 1 only.
+  std::map<std::string, std::string> straggler;  // rank -> value
+  std::istringstream lines(page);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("mxrun_worker_straggler{", 0) != 0) continue;
+    const size_t at = line.find("rank=\"") + 6;
+    straggler[line.substr(at, line.find('"', at) - at)] = line.substr(line.rfind(' ') + 1);
+  }
+  CHECK(straggler == std::map<std::string, std::string>{{"0", "0"}, {"1", "1"}, {"2", "0"}});
+  CHECK(CountOccurrences(page, "mxrun_agent_stragglers_total{") == 1);
 }

@@ -69,7 +69,7 @@ TEST_CASE("agent metrics: rounds, restarts, failures by cause, steps, recovery, 
   metrics.RoundStarted(t0, Round(0, 0), Workers(100));
   metrics.Progress(t0 + milliseconds(1000), 0, 2, Step(1, 0.5));
   metrics.Progress(t0 + milliseconds(1000), 1, 3, Step(1));
-  metrics.Progress(t0 + milliseconds(1400), 1, 3, Step(3));  // 0.4 s for 2 steps
+  metrics.Progress(t0 + milliseconds(1400), 1, 3, Step(3, 0.2));
   std::string page = metrics.Render(ExpositionFormat::kPrometheusText, t0 + milliseconds(1500));
   INFO(page);
   CHECK(Has(page, "mxrun_agent_rounds_total{run_id=\"job7\",node=\"1\"} 1"));

@@ -1,0 +1,51 @@
+#include <catch2/catch.hpp>
+
+#include "agent/straggler_watch.h"
+
+using mxrun::StragglerWatch;
+
+TEST_CASE("stragglers: named after the set number of slow steps, against the others' median",
+          "[straggler]") {
+  StragglerWatch watch({1.5, 5});
+  int named = 0;
+  for (long long step = 1; step <= 10; ++step) {
+    for (int rank = 0; rank < 4; ++rank) {
+      // Rank 2 takes 2x as long; rank 3 is 1.4x: below the factor, never named.
+      const double seconds = rank == 2 ? 0.2 : rank == 3 ? 0.14 : 0.1;
+      if (auto news = watch.Report(rank, step, seconds)) {
+        CHECK(news->rank == 2);
+        CHECK(news->straggling);
+        CHECK(news->steps == 5);
+        CHECK(news->others_median == Approx(0.1));
+        CHECK(mxrun::DescribeStraggler(*news) ==
+              "rank 2 is a straggler: 0.200 s a step, 2.0x the other ranks' median (0.100 s), "
+              "for 5 steps");
+        ++named;
+      }
+    }
+  }
+  CHECK(named == 1);  // once, not at every step after
+  CHECK(watch.Stragglers() == std::vector<int>{2});
+  // It catches up: no longer a straggler, said once.
+  auto back = watch.Report(2, 11, 0.1);
+  REQUIRE(back.has_value());
+  CHECK_FALSE(back->straggling);
+  CHECK(watch.Stragglers().empty());
+}
+
+TEST_CASE("stragglers: a fast step breaks the run; a report of several steps counts for all; "
+          "two ranks suffice",
+          "[straggler]") {
+  StragglerWatch watch({1.5, 10});
+  watch.Report(0, 1, 0.1);
+  CHECK_FALSE(watch.Report(1, 4, 0.5).has_value());    // 1 slow step (the first report)
+  CHECK_FALSE(watch.Report(1, 8, 0.1).has_value());    // fast again: the run starts over
+  CHECK_FALSE(watch.Report(1, 12, 0.5).has_value());   // 4 slow steps
+  CHECK_FALSE(watch.Report(1, 14, -1).has_value());    // no time: not judged
+  auto news = watch.Report(1, 20, 0.5);                // 6 more: 10 (14 -> 20)
+  REQUIRE(news.has_value());
+  CHECK(news->steps == 10);
+  watch.Reset();
+  CHECK(watch.Stragglers().empty());
+  CHECK_FALSE(watch.Report(1, 21, 9.0).has_value());   // alone after a reset: nobody to compare
+}
