@@ -2,10 +2,13 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <map>
+
+#include <nlohmann/json.hpp>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -72,6 +75,36 @@ absl::StatusOr<std::string> FindEtcdMaster(const std::string& endpoints, const s
 
 }  // namespace
 
+std::string StatusJson(const v1::StatusReply& reply, const std::string& address) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const v1::RunStatus& run : reply.runs()) {
+    nlohmann::json members = nlohmann::json::array();
+    for (const v1::MemberStatus& m : run.members()) {
+      members.push_back({{"node_rank", m.node_rank()},
+                         {"host", m.host()},
+                         {"address", m.address()},
+                         {"workers", m.local_world_size()},
+                         {"state", m.state()},
+                         {"last_seen_s_ago", m.last_seen_s_ago()}});
+    }
+    nlohmann::json failures = nlohmann::json::object();
+    for (const auto& [cause, count] : run.failures()) failures[cause] = count;
+    runs.push_back({{"run_id", run.run_id()},
+                    {"phase", run.phase()},
+                    {"round", run.round()},
+                    {"min_nodes", run.min_nodes()},
+                    {"max_nodes", run.max_nodes()},
+                    {"world_size", run.world_size()},
+                    {"restarts_spent", run.restarts_spent()},
+                    {"max_restarts", run.max_restarts()},
+                    {"failures", failures},
+                    {"members", members}});
+  }
+  nlohmann::json out{{"master", address}, {"runs", runs}};
+  if (!reply.serves_only_run_id().empty()) out["serves_only_run_id"] = reply.serves_only_run_id();
+  return out.dump();
+}
+
 int RunStatusCommand(int argc, char** argv) {
   CLI::App app{"mxrun status: show the runs a rendezvous master holds", "mxrun status"};
   std::string endpoint;
@@ -92,6 +125,17 @@ int RunStatusCommand(int argc, char** argv) {
                  "master_key, master_cacert (the elected master's TLS)");
   app.add_option("--timeout", timeout_s, "seconds to wait for the master (default 5)")
       ->check(CLI::PositiveNumber);
+  bool json = false;
+  double watch_s = 0;
+  app.add_flag("--json", json,
+               "one JSON object on stdout: the master's address and its runs with their "
+               "rounds, failures by cause and members (for scripts)");
+  app.add_option("--watch", watch_s,
+                 "show it again every SECONDS (default 2) until interrupted, clearing the "
+                 "terminal in between")
+      ->expected(0, 1)
+      ->default_str("2")
+      ->check(CLI::Range(0.1, 3600.0));
   try {
     app.parse(argc - 1, argv + 1);
   } catch (const CLI::CallForHelp&) {
@@ -140,6 +184,38 @@ int RunStatusCommand(int argc, char** argv) {
   const std::string address = JoinHostPort(target->host, target->port);
   auto stub = v1::Rendezvous::NewStub(
       grpc::CreateChannel(address, ClientCredentials(tls)));
+  if (app.count("--watch") > 0) {
+    if (watch_s <= 0) watch_s = 2;
+    return WatchStatus(*stub, address, run_id, timeout_s, json, watch_s);
+  }
+  return ShowStatus(*stub, address, run_id, timeout_s, json, /*clear=*/false);
+}
+
+namespace {
+
+volatile sig_atomic_t g_watch_stop = 0;
+void StopWatching(int) { g_watch_stop = 1; }
+
+}  // namespace
+
+int WatchStatus(v1::Rendezvous::Stub& stub, const std::string& address, const std::string& run_id,
+                double timeout_s, bool json, double every_s) {
+  struct sigaction stop = {};
+  stop.sa_handler = StopWatching;
+  sigaction(SIGINT, &stop, nullptr);
+  sigaction(SIGTERM, &stop, nullptr);
+  const bool clear = !json && isatty(STDOUT_FILENO);
+  while (!g_watch_stop) {
+    ShowStatus(stub, address, run_id, timeout_s, json, clear);  // an error is shown, and retried
+    std::fflush(stdout);
+    // Sleeps in small steps, so that Ctrl-C ends it at once.
+    for (double slept = 0; slept < every_s && !g_watch_stop; slept += 0.1) usleep(100'000);
+  }
+  return 0;
+}
+
+int ShowStatus(v1::Rendezvous::Stub& stub, const std::string& address, const std::string& run_id,
+               double timeout_s, bool json, bool clear) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(static_cast<long>(timeout_s * 1000)));
@@ -150,11 +226,16 @@ int RunStatusCommand(int argc, char** argv) {
   v1::StatusRequest request;
   request.set_run_id(run_id);
   v1::StatusReply reply;
-  grpc::Status status = stub->GetStatus(&context, request, &reply);
+  grpc::Status status = stub.GetStatus(&context, request, &reply);
+  if (clear) std::fputs("\033[H\033[2J", stdout);  // the terminal's home, then clear
   if (!status.ok()) {
     std::fprintf(stderr, "mxrun status: the master at %s did not answer: %s\n", address.c_str(),
                  status.error_message().c_str());
     return status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ? 2 : 3;
+  }
+  if (json) {
+    std::printf("%s\n", StatusJson(reply, address).c_str());
+    return 0;
   }
   if (reply.runs().empty()) {
     std::printf("no runs%s on %s\n", run_id.empty() ? "" : (" named " + run_id).c_str(),
@@ -165,6 +246,12 @@ int RunStatusCommand(int argc, char** argv) {
     std::printf("run %s: %s, round %d, nodes %d:%d, world size %d, restarts %d of %d\n",
                 run.run_id().c_str(), run.phase().c_str(), run.round(), run.min_nodes(),
                 run.max_nodes(), run.world_size(), run.restarts_spent(), run.max_restarts());
+    std::string failures;
+    for (const auto& [cause, count] : std::map<std::string, int64_t>(run.failures().begin(),
+                                                                      run.failures().end())) {
+      absl::StrAppend(&failures, failures.empty() ? "" : ", ", cause, " ", count);
+    }
+    if (!failures.empty()) std::printf("  failures: %s\n", failures.c_str());
     std::printf("  %-9s %-24s %-24s %-7s %-10s %s\n", "node_rank", "host", "address", "workers",
                 "state", "last seen");
     for (const v1::MemberStatus& m : run.members()) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "tests/master.h"
 #include "tests/prometheus_server.h"
@@ -228,4 +229,45 @@ TEST_CASE("a straggler in a real job is named, and only it: a log line, the metr
   }
   CHECK(straggler == std::map<std::string, std::string>{{"0", "0"}, {"1", "1"}, {"2", "0"}});
   CHECK(CountOccurrences(page, "mxrun_agent_stragglers_total{") == 1);
+}
+
+TEST_CASE("mxrun status --json gives scripts the runs with failures by cause, --watch repeats it "
+          "until interrupted",
+          "[metrics]") {
+  Master master;
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 2; ++i) agents.push_back(MetricsAgent(master.endpoint(), "json1"));
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("world=4", 2, 60s));
+  const std::vector<int> pids = IntsAfter(agents[1]->out(), " pid");
+  REQUIRE(pids.size() == 2);
+  REQUIRE(kill(pids[1], SIGKILL) == 0);
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("attempt=1", 2, 60s));
+  ProcessResult status = mxrun::testing::Run(
+      {MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint(), "--json"}, {}, 20s);
+  INFO(status.out << status.err);
+  REQUIRE(status.exit_code == 0);
+  const nlohmann::json reply = nlohmann::json::parse(status.out);
+  CHECK(reply["master"] == master.endpoint());
+  REQUIRE(reply["runs"].size() == 1);
+  const nlohmann::json& run = reply["runs"][0];
+  CHECK(run["run_id"] == "json1");
+  CHECK(run["phase"] == "running");
+  CHECK(run["world_size"] == 4);
+  CHECK(run["restarts_spent"] == 1);
+  CHECK(run["failures"]["signal"] == 1);
+  CHECK(run["members"].size() == 2);
+  CHECK(run["members"][0]["state"] == "running");
+  // The text form says the same.
+  ProcessResult text = mxrun::testing::Run(
+      {MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint()}, {}, 20s);
+  CHECK_THAT(text.out, Catch::Contains("  failures: signal 1\n"));
+  // --watch: shown again and again until SIGINT, then exit 0.
+  Subprocess watch({MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint(), "--json",
+                    "--watch=0.2"});
+  REQUIRE(watch.WaitForStdout("\"run_id\":\"json1\"", 3, 20s));
+  kill(watch.pid(), SIGINT);
+  ProcessResult watched = watch.Wait(10s);
+  CHECK(watched.exit_code == 0);
+  for (auto& agent : agents) kill(agent->pid(), SIGTERM);
+  for (auto& agent : agents) CHECK(agent->Wait(30s).exit_code == 143);
 }
