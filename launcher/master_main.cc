@@ -40,6 +40,7 @@
 #include "rendezvous/grpc_logs.h"
 #include "rendezvous/master_metrics.h"
 #include "rendezvous/master_server.h"
+#include "rendezvous/status_page.h"
 #include "rendezvous/net.h"
 #include "rendezvous/tls_credentials.h"
 
@@ -300,10 +301,18 @@ int main(int argc, char** argv) {
       http.tls = std::move(*acceptor);
     }
     mxrun::MasterServer* served = server->get();
+    std::map<std::string, mxrun::HttpServer::Handler> pages;
+    pages["/"] = [served](const mxrun::HttpRequest&) {
+      return mxrun::HttpResponse{200, "text/html; charset=utf-8",
+                                 mxrun::RenderStatusPage(served->Snapshot(),
+                                                         std::chrono::steady_clock::now())};
+    };
     absl::StatusOr<std::unique_ptr<mxrun::HttpServer>> started = mxrun::StartMetricsEndpoint(
-        http, [served](mxrun::ExpositionFormat format) {
+        http,
+        [served](mxrun::ExpositionFormat format) {
           return mxrun::RenderMasterMetrics(served->Snapshot(), format);
-        });
+        },
+        std::move(pages));
     if (started.ok()) {
       metrics = std::move(*started);
       std::printf("mxrun-master metrics at %s/metrics\n", metrics->url().c_str());

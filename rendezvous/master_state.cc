@@ -417,8 +417,17 @@ MasterState::Out MasterState::AgentGone(Time now, const std::string& agent_id,
   return out;
 }
 
+void MasterState::Record(Run& run, Time now, std::string kind, std::string text) {
+  run.history.push_back({now, std::move(kind), std::move(text)});
+  if (run.history.size() > kHistory) run.history.pop_front();
+}
+
 void MasterState::StopMembers(Time now, Run& run, const std::string& reason, bool restart,
                               Out& out) {
+  Record(run, now, restart ? "failure" : "reforming",
+         absl::StrCat(reason, restart ? absl::StrCat("; restart ", run.restarts_spent, " of ",
+                                                     run.job.max_restarts)
+                                      : std::string("; the group re-forms")));
   run.stop_reason = reason;
   run.stop_restart = restart;
   for (NodeId m : run.members) {
@@ -441,6 +450,13 @@ void MasterState::StopMembers(Time now, Run& run, const std::string& reason, boo
 
 void MasterState::Finish(Time now, Run& run, bool success,
                          const std::optional<WorkerFailure>& failure, Out& out) {
+  Record(run, now, success ? "succeeded" : "failed",
+         success ? std::string("every node's workers exited 0")
+                 : absl::StrCat(failure ? absl::StrCat("worker rank ", failure->global_rank, " on ",
+                                                       failure->host, " failed (",
+                                                       DescribeExit(*failure), "); ")
+                                        : std::string(),
+                                "the restart budget (", run.job.max_restarts, ") is spent"));
   run.phase = success ? Phase::kSucceeded : Phase::kFailed;
   run.finished_at = now;
   changed_ = true;
@@ -467,6 +483,9 @@ void MasterState::MaybeCloseRound(Time now, Run& run, Out& out) {
       if (n.state == NodeState::kWaiting) waiting.push_back(node);
     }
     CloseRound(run, std::move(waiting), out);
+    Record(run, now, "round",
+           absl::StrCat("round ", run.round, " formed: ", run.members.size(), " nodes, world size ",
+                        run.world_size));
   };
   const int count = run.waiting;
   if (count >= run.job.max_nodes) {
@@ -494,6 +513,7 @@ void MasterState::MaybeCloseRound(Time now, Run& run, Out& out) {
     }
     ForgetNodes(run);
     ++run.failures["rendezvous_timeout"];
+    Record(run, now, "timeout", std::string(timeout.message()));
     run.phase = Phase::kFailed;
     run.finished_at = now;
   }
@@ -578,6 +598,7 @@ std::vector<RunSnapshot> MasterState::Snapshot(Time now, const std::string& run_
     s.job = run.job;
     s.world_size = run.phase == Phase::kRunning ? run.world_size : 0;
     s.failures = run.failures;
+    s.history.assign(run.history.begin(), run.history.end());
     for (const auto& [node, n] : run.nodes) {
       MemberSnapshot m;
       m.node = node;

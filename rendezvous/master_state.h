@@ -32,6 +32,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -111,6 +112,13 @@ struct PersistedRun {
   std::vector<PersistedMember> members;  // by node rank
 };
 
+// One line of a run's recent history (the status page's timeline).
+struct RunEvent {
+  std::chrono::steady_clock::time_point at;
+  std::string kind;  // round, failure, reforming, succeeded, failed, timeout
+  std::string text;
+};
+
 // What `mxrun status` shows.
 struct MemberSnapshot {
   NodeId node = 0;
@@ -131,6 +139,7 @@ struct RunSnapshot {
   // agents), node_lost (a member's session ended or its lease expired while the group ran),
   // rendezvous_timeout (the join timeout ended a round that never formed).
   std::map<std::string, long long> failures;
+  std::vector<RunEvent> history;  // oldest first, at most kHistory
 };
 
 class MasterState {
@@ -197,6 +206,7 @@ class MasterState {
     Time finished_at;
     std::string stop_reason;               // of the last stop (told again to late resumers)
     std::map<std::string, long long> failures;  // by cause (RunSnapshot::failures)
+    std::deque<RunEvent> history;               // the last kHistory events
     bool stop_restart = false;
     // Kept as nodes change, so that no event walks every node (a round of N joins would be
     // O(N^2)): how many nodes are in each state, and who asked for which node rank.
@@ -210,6 +220,8 @@ class MasterState {
     Time lease_check_at = Time::min();
   };
 
+  static constexpr size_t kHistory = 50;
+  static void Record(Run& run, Time now, std::string kind, std::string text);
   Run* FindRunOf(NodeId node);
   static void SetState(Run& run, Node& node, NodeState state);
   static void Seen(Run& run, Node& node, Time now);  // its lease starts again now

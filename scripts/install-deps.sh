@@ -33,6 +33,7 @@ TEST_PACKAGES=(
   zsh  # the completion tests load `mxrun --print-completion zsh` into a real zsh
   slurm-wlm munge  # tests/slurm_cluster.h: a private slurmctld, two slurmd and munged per test
   prometheus  # the metrics tests scrape a running job with a real Prometheus server
+  chromium  # the status page test renders mxrun-master's page in a real headless browser
 )
 case "${1:-}" in
   --demo) ;;

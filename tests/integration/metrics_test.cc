@@ -271,3 +271,48 @@ TEST_CASE("mxrun status --json gives scripts the runs with failures by cause, --
   for (auto& agent : agents) kill(agent->pid(), SIGTERM);
   for (auto& agent : agents) CHECK(agent->Wait(30s).exit_code == 143);
 }
+
+TEST_CASE("the master's status page, rendered by a real headless Chromium, shows the ranks and "
+          "the failure",
+          "[metrics][browser]") {
+  Master master;
+  const std::string endpoint = master.MetricsEndpoint();
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 2; ++i) agents.push_back(MetricsAgent(master.endpoint(), "page1"));
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("world=4", 2, 60s));
+  const std::vector<int> pids = IntsAfter(agents[0]->out(), " pid");
+  REQUIRE(pids.size() == 2);
+  REQUIRE(kill(pids[0], SIGKILL) == 0);
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("attempt=1", 2, 60s));
+
+  // Chromium's profile in a folder of the test's own (never the machine's ~/.config).
+  mxrun::testing::TempDir profile;
+  const std::string out_dir = TEST_OUTPUT_DIR;
+  mxrun::testing::Run({"mkdir", "-p", out_dir}, {}, 10s);
+  const std::string shot = out_dir + "/status_page.png";
+  std::remove(shot.c_str());
+  const std::vector<std::string> chromium{
+      "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+      "--user-data-dir=" + profile.path(), "--window-size=1200,900"};
+  std::vector<std::string> dump = chromium;
+  dump.insert(dump.end(), {"--dump-dom", "http://" + endpoint + "/"});
+  ProcessResult dom = mxrun::testing::Run(dump, {}, 60s);
+  INFO(dom.out << dom.err);
+  REQUIRE(dom.exit_code == 0);
+  CHECK_THAT(dom.out, Catch::Contains("run page1: <span class=\"phase-running\">running</span>"));
+  CHECK_THAT(dom.out, Catch::Contains("world size 4, restarts 1 of 3; failures: signal 1"));
+  CHECK_THAT(dom.out, Catch::Contains("<td>0-1</td>"));
+  CHECK_THAT(dom.out, Catch::Contains("<td>2-3</td>"));
+  CHECK_THAT(dom.out, Catch::Contains("failure: worker rank "));
+  CHECK_THAT(dom.out, Catch::Contains("Signal 9 (SIGKILL)"));
+  CHECK_THAT(dom.out, Catch::Contains("round: round 1 formed: 2 nodes, world size 4"));
+  std::vector<std::string> screenshot = chromium;
+  screenshot.insert(screenshot.end(), {"--screenshot=" + shot, "http://" + endpoint + "/"});
+  ProcessResult shot_run = mxrun::testing::Run(screenshot, {}, 60s);
+  CHECK(shot_run.exit_code == 0);
+  const std::string png = mxrun::testing::ReadFile(shot);
+  CHECK(png.size() > 10000);
+  CHECK(png.substr(0, 4) == "\x89PNG");
+  for (auto& agent : agents) kill(agent->pid(), SIGTERM);
+  for (auto& agent : agents) CHECK(agent->Wait(30s).exit_code == 143);
+}
