@@ -33,7 +33,7 @@ TEST_CASE("stragglers: named after the set number of slow steps, against the oth
   CHECK(watch.Stragglers().empty());
 }
 
-TEST_CASE("stragglers: a fast step breaks the run; a report of several steps counts for all; "
+TEST_CASE("stragglers: a fast step breaks the run, a report of several steps counts for all, "
           "two ranks suffice",
           "[straggler]") {
   StragglerWatch watch({1.5, 10});
