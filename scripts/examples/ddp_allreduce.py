@@ -66,8 +66,30 @@ def main() -> int:
         return 1
     print("ddp parameters identical on every rank", flush=True)
     dist.barrier()
-    dist.destroy_process_group()
+    leave_together(world_size, rank)
     return 0
+
+
+def leave_together(world_size: int, rank: int, timeout: float = 60.0) -> None:
+    """Ends the process group without failing a peer.
+
+    Gloo's barrier followed at once by the group's destruction can fail a peer whose last barrier
+    message had not drained when the other side closed (pytorch/gloo#155: a rare non-zero exit,
+    then a restart, of a job that had finished). So every rank first says through the store that
+    it is past the barrier, and destroys the group only once all are; and rank 0, whose process
+    hosts the store, stays until every other rank has stopped using it.
+    """
+    store = dist.distributed_c10d._get_default_store()
+    deadline = time.monotonic() + timeout
+    store.add("ddp_allreduce/past_barrier", 1)
+    while store.add("ddp_allreduce/past_barrier", 0) < world_size and time.monotonic() < deadline:
+        time.sleep(0.01)
+    dist.destroy_process_group()
+    if rank != 0:
+        store.add("ddp_allreduce/left", 1)
+        return
+    while store.add("ddp_allreduce/left", 0) < world_size - 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 if __name__ == "__main__":
