@@ -38,6 +38,9 @@
 #include "common/metrics_endpoint.h"
 #if MXRUN_NETWORK_BUILD
 #include "common/http_tls.h"
+#include "rendezvous/master_metrics.h"
+#include "rendezvous/master_server.h"
+#include "rendezvous/status_page.h"
 #include "launcher/status_command.h"
 #endif
 #include "spdlog/spdlog.h"
@@ -406,10 +409,27 @@ int Main(int argc, char** argv) {
     }
 #endif
     AgentMetrics* observed = metrics.get();
-    absl::StatusOr<std::unique_ptr<HttpServer>> server = StartMetricsEndpoint(
-        http, [observed](ExpositionFormat format) {
-          return observed->Render(format, AgentObserver::Time::clock::now());
-        });
+    MetricsRenderer render = [observed](ExpositionFormat format) {
+      return observed->Render(format, AgentObserver::Time::clock::now());
+    };
+    std::map<std::string, HttpServer::Handler> pages;
+#if MXRUN_NETWORK_BUILD
+    if (std::shared_ptr<MasterServer> master = rdzv->master) {
+      // This agent hosts its job's master: the master's metrics and status page are served here
+      // too (there is no mxrun-master to scrape).
+      render = [observed, master](ExpositionFormat format) {
+        std::string page = observed->Render(format, AgentObserver::Time::clock::now());
+        if (format == ExpositionFormat::kOpenMetrics) page.resize(page.size() - 6);  // "# EOF\n"
+        return page + RenderMasterMetrics(master->Snapshot(), format);
+      };
+      pages["/"] = [master](const HttpRequest&) {
+        return HttpResponse{200, "text/html; charset=utf-8",
+                            RenderStatusPage(master->Snapshot(), std::chrono::steady_clock::now())};
+      };
+    }
+#endif
+    absl::StatusOr<std::unique_ptr<HttpServer>> server =
+        StartMetricsEndpoint(http, std::move(render), std::move(pages));
     if (!server.ok()) return UsageError(server.status().message());
     metrics_server = std::move(*server);
     spdlog::info("serving Prometheus metrics at {}/metrics", metrics_server->url());

@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "rendezvous/net.h"
 #include "tests/master.h"
 #include "tests/prometheus_server.h"
 #include "tests/subprocess.h"
@@ -313,6 +314,38 @@ TEST_CASE("the master's status page, rendered by a real headless Chromium, shows
   const std::string png = mxrun::testing::ReadFile(shot);
   CHECK(png.size() > 10000);
   CHECK(png.substr(0, 4) == "\x89PNG");
+  for (auto& agent : agents) kill(agent->pid(), SIGTERM);
+  for (auto& agent : agents) CHECK(agent->Wait(30s).exit_code == 143);
+}
+
+TEST_CASE("an agent that hosts its job's master serves the master's metrics and status page too",
+          "[metrics]") {
+  absl::StatusOr<int> port = mxrun::PickFreePort("127.0.0.1");
+  REQUIRE(port.ok());
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    agents.push_back(std::make_unique<Subprocess>(mxrun::testing::MxrunWithChild(
+        {"--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:" + std::to_string(*port),
+         "--rdzv_id=hosted1", "--nnodes=2", "--nproc_per_node=2", "--metrics_port=0"},
+        {"--ready", "--sleep=60", "--progress=0.2"})));
+  }
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("world=4", 2, 60s));
+  Subprocess* host = nullptr;
+  for (auto& agent : agents) {
+    agent->WaitForStderr("serving Prometheus metrics", 1, 10s);
+    if (agent->err().find("hosting the rendezvous master") != std::string::npos) host = agent.get();
+  }
+  REQUIRE(host != nullptr);
+  const std::string endpoint = AgentMetricsEndpoint(*host);
+  const std::string text = Curl("http://" + endpoint + "/metrics");
+  CHECK_THAT(text, Catch::Contains("mxrun_run_world_size{run_id=\"hosted1\"} 4\n"));
+  CHECK_THAT(text, Catch::Contains("mxrun_agent_world_size{run_id=\"hosted1\",node=\"0\"} 4\n"));
+  const std::string open =
+      Curl("http://" + endpoint + "/metrics", "application/openmetrics-text;version=1.0.0");
+  CHECK(CountOccurrences(open, "# EOF") == 1);
+  CHECK_THAT(open, Catch::EndsWith("# EOF\n"));
+  CHECK_THAT(open, Catch::Contains("mxrun_run_world_size{run_id=\"hosted1\"} 4\n"));
+  CHECK_THAT(Curl("http://" + endpoint + "/"), Catch::Contains("run hosted1: "));
   for (auto& agent : agents) kill(agent->pid(), SIGTERM);
   for (auto& agent : agents) CHECK(agent->Wait(30s).exit_code == 143);
 }
