@@ -95,12 +95,11 @@ void AgentMetrics::WorkerFailed(Time now, const WorkerFailure& failure) {
   }
 }
 
-void AgentMetrics::Reforming(Time now, bool restart, const std::string& /*reason*/) {
+void AgentMetrics::Reforming(Time now, bool /*restart*/, const std::string& /*reason*/) {
   std::lock_guard<std::mutex> lock(mutex_);
   // Another node's failure (or a node lost) costs this node's training as much as its own.
   if (!recovering_since_) recovering_since_ = now;
   round_started_since_failure_ = false;
-  (void)restart;
 }
 
 void AgentMetrics::Progress(Time now, int local_rank, int global_rank,
@@ -234,11 +233,13 @@ std::string AgentMetrics::Render(ExpositionFormat format, Time now) const {
     }
     if (age) w.Sample(per_rank(global_rank), *age);
   }
-  // CPU and memory: read now, for the running workers.
+  // CPU and memory: read once now, for the running workers.
+  std::map<int, double> resident;
   for (auto& [global_rank, rank] : ranks_) {
     if (!rank.running) continue;
     if (std::optional<ProcessUsage> usage = usage_(rank.pid)) {
       rank.last_cpu_seconds = usage->cpu_seconds;
+      resident[global_rank] = usage->resident_bytes;
     }
   }
   w.Family("mxrun_worker_cpu_seconds_total", MetricType::kCounter,
@@ -248,12 +249,7 @@ std::string AgentMetrics::Render(ExpositionFormat format, Time now) const {
   }
   w.Family("mxrun_worker_resident_memory_bytes", MetricType::kGauge,
            "Resident memory of a running worker process.");
-  for (const auto& [global_rank, rank] : ranks_) {
-    if (!rank.running) continue;
-    if (std::optional<ProcessUsage> usage = usage_(rank.pid)) {
-      w.Sample(per_rank(global_rank), usage->resident_bytes);
-    }
-  }
+  for (const auto& [global_rank, bytes] : resident) w.Sample(per_rank(global_rank), bytes);
   return w.Finish();
 }
 

@@ -51,7 +51,7 @@ void ElasticAgent::OnProgress(int local_rank, int global_rank, WorkerControlMess
                           static_cast<double>(report.step - last.step);
   }
   last = {report.step, now};
-  goodput_.Progress(now, report.step);
+  Account([&](GoodputClock& clock, AgentObserver::Time) { clock.Progress(now, report.step); });
   std::optional<StragglerNews> news;
   if (judge_stragglers_) news = stragglers_.Report(global_rank, report.step, report.step_seconds);
   if (news) {
@@ -61,7 +61,6 @@ void ElasticAgent::OnProgress(int local_rank, int global_rank, WorkerControlMess
   }
   if (AgentObserver* observer = config_.observer) {
     observer->Progress(now, local_rank, global_rank, report);
-    observer->GoodputChanged(goodput_);
     if (news) observer->StragglerChanged(now, *news);
   }
 }

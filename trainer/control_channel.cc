@@ -10,9 +10,9 @@
 
 namespace mxrun::trainer {
 
-std::unique_ptr<ControlChannel> ControlChannel::FromEnvironment(const EnvMap& env) {
+int ControlFdFromEnvironment(const EnvMap& env) {
   auto it = env.find(kControlFdVariable);
-  if (it == env.end() || it->second.empty()) return nullptr;
+  if (it == env.end() || it->second.empty()) return -1;
   int fd = -1;
   try {
     size_t used = 0;
@@ -26,6 +26,12 @@ std::unique_ptr<ControlChannel> ControlChannel::FromEnvironment(const EnvMap& en
     throw std::invalid_argument(std::string(kControlFdVariable) + "=" + it->second +
                                 " is not an open socket (the launcher's control channel)");
   }
+  return fd;
+}
+
+std::unique_ptr<ControlChannel> ControlChannel::FromEnvironment(const EnvMap& env) {
+  const int fd = ControlFdFromEnvironment(env);
+  if (fd < 0) return nullptr;
   return std::unique_ptr<ControlChannel>(new ControlChannel(fd));
 }
 

@@ -18,6 +18,10 @@
 
 namespace mxrun::trainer {
 
+// The file descriptor MXRUN_CONTROL_FD names in `env`; -1 when it is unset. Throws
+// std::invalid_argument when it is set but not an open socket.
+int ControlFdFromEnvironment(const EnvMap& env);
+
 class ControlChannel {
  public:
   // The channel named by MXRUN_CONTROL_FD in `env`; nullptr when it is unset. Throws

@@ -1,30 +1,13 @@
 #include "trainer/progress_report.h"
 
-#include <sys/stat.h>
-
-#include <stdexcept>
-#include <string>
-
 #include "common/control_protocol.h"
+#include "trainer/control_channel.h"
 
 namespace mxrun::trainer {
 
 std::unique_ptr<ProgressReport> ProgressReport::FromEnvironment(const EnvMap& env) {
-  auto it = env.find(kControlFdVariable);
-  if (it == env.end() || it->second.empty()) return nullptr;
-  int fd = -1;
-  try {
-    size_t used = 0;
-    fd = std::stoi(it->second, &used);
-    if (used != it->second.size()) fd = -1;
-  } catch (const std::exception&) {
-    fd = -1;
-  }
-  struct stat st {};
-  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
-    throw std::invalid_argument(std::string(kControlFdVariable) + "=" + it->second +
-                                " is not an open socket (the launcher's control channel)");
-  }
+  const int fd = ControlFdFromEnvironment(env);
+  if (fd < 0) return nullptr;
   return std::make_unique<ProgressReport>(fd);
 }
 

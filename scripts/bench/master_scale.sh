@@ -285,23 +285,17 @@ for n, tls, results in rows:
     runs_text = ", ".join(f"{r[0]:.2f} / {r[1]:.2f}" for r in results)
     hb = f" {med(4):.2f} CPU | {100 * med(5):.1f}% |" if heartbeat_s else ""
     print(f"| {n} | {'yes' if tls else 'no'} | {med(0):.2f} s | {med(1):.2f} s | {med(2):.2f} s | {med(3) / 1024:.0f} MiB | {med(6):.2f} s |{hb} {runs_text} |")
-if scrape_both:
+if len(tls_modes) == 2:
+    title, target = (("metrics scraped 1/s against off", "formation < 1.10x") if scrape_both
+                     else ("mutual TLS against plaintext", "< 1.20x"))
     print()
-    print("| metrics scraped 1/s against off | formation | re-formation | master CPU | target |")
+    print(f"| {title} | formation | re-formation | master CPU | target |")
     print("|---|---:|---:|---:|---|")
     for n in nodes:
         if (n, True) in medians and (n, False) in medians:
             a, b = medians[(n, True)], medians[(n, False)]
-            print(f"| {n} sessions | {a[0] / b[0]:.2f}x | {a[1] / b[1]:.2f}x | {a[2] / b[2]:.2f}x | formation < 1.10x |")
-elif len(tls_modes) == 2:
-    print()
-    print("| mutual TLS against plaintext | formation | re-formation | master CPU | target |")
-    print("|---|---:|---:|---:|---|")
-    for n in nodes:
-        if (n, True) in medians and (n, False) in medians:
-            a, b = medians[(n, True)], medians[(n, False)]
-            print(f"| {n} sessions | {a[0] / b[0]:.2f}x | {a[1] / b[1]:.2f}x | {a[2] / b[2]:.2f}x | < 1.20x |")
-    if agents:
+            print(f"| {n} sessions | {a[0] / b[0]:.2f}x | {a[1] / b[1]:.2f}x | {a[2] / b[2]:.2f}x | {target} |")
+    if agents and not scrape_both:
         times = {False: [], True: []}
         for idx in range(runs):
             for tls in tls_modes:
