@@ -86,8 +86,7 @@ void AgentMetrics::RoundStarted(Time now, const RoundAssignment& round,
 
 void AgentMetrics::WorkerFailed(Time now, const WorkerFailure& failure) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const char* cause = failure.hang.hung() ? "hang" : failure.term_signal != 0 ? "signal" : "exit";
-  ++failures_[cause];
+  ++failures_[FailureCause(failure)];
   if (!recovering_since_) recovering_since_ = now;
   round_started_since_failure_ = false;
   for (auto& [global_rank, rank] : ranks_) {
@@ -162,8 +161,9 @@ std::string AgentMetrics::Render(ExpositionFormat format, Time now) const {
            "Restarts left before a failure ends the job (--max_restarts minus those spent).");
   w.Sample(job, max_restarts_ - restarts_spent_);
   w.Family("mxrun_agent_worker_failures_total", MetricType::kCounter,
-           "Failures of this node's workers, by cause: exit (non-zero exit code), signal, hang.");
-  for (const char* cause : {"exit", "signal", "hang"}) {
+           "Failures of this node's workers, by cause: exit (non-zero exit code), signal, hang, "
+           "straggler (--straggler_restart).");
+  for (const char* cause : {"exit", "signal", "hang", "straggler"}) {
     MetricLabels labels = job;
     labels.emplace_back("cause", cause);
     auto it = failures_.find(cause);
@@ -212,7 +212,7 @@ std::string AgentMetrics::Render(ExpositionFormat format, Time now) const {
   }
   w.Family("mxrun_worker_straggler", MetricType::kGauge,
            "1 while a rank is named a straggler (its step time above --straggler_factor times "
-           "the other ranks' median for --straggler_steps steps), else 0. Single-node jobs.");
+           "the other ranks' median for --straggler_steps steps), else 0.");
   for (const auto& [global_rank, rank] : ranks_) {
     if (rank.running) w.Sample(per_rank(global_rank), rank.straggling ? 1 : 0);
   }

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "agent/goodput.h"
-#include "agent/straggler_watch.h"
+#include "common/straggler_watch.h"
 #include "agent/worker_group.h"
 #include "common/control_protocol.h"
 #include "common/worker_failure.h"

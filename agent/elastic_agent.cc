@@ -52,16 +52,39 @@ void ElasticAgent::OnProgress(int local_rank, int global_rank, WorkerControlMess
   }
   last = {report.step, now};
   Account([&](GoodputClock& clock, AgentObserver::Time) { clock.Progress(now, report.step); });
-  std::optional<StragglerNews> news;
-  if (judge_stragglers_) news = stragglers_.Report(global_rank, report.step, report.step_seconds);
-  if (news) {
-    spdlog::warn("{} (local_rank {}; --straggler_factor={:g}, --straggler_steps={})",
-                 DescribeStraggler(*news), local_rank, config_.stragglers.factor,
-                 config_.stragglers.steps);
-  }
   if (AgentObserver* observer = config_.observer) {
     observer->Progress(now, local_rank, global_rank, report);
-    if (news) observer->StragglerChanged(now, *news);
+  }
+  progress_[global_rank] = {global_rank, local_rank, report.step, report.step_seconds, now};
+  std::vector<RankProgress> ranks;
+  ranks.reserve(progress_.size());
+  for (const auto& [rank, p] : progress_) ranks.push_back(p);
+  rendezvous_.ReportProgress(ranks);
+  if (judge_stragglers_) {
+    if (std::optional<StragglerNews> news =
+            stragglers_.Report(global_rank, report.step, report.step_seconds)) {
+      OnStraggler(*news);
+    }
+  }
+}
+
+void ElasticAgent::OnStraggler(const StragglerNews& news) {
+  const int local_rank = news.rank - round_.global_rank_base;
+  if (phase_ != Phase::kRunning || group_ == nullptr || local_rank < 0 ||
+      local_rank >= round_.local_world_size) {
+    return;  // about a group that is gone, or a rank that is not this node's
+  }
+  const bool restart = news.straggling && config_.straggler_restart;
+  spdlog::warn("{} (local_rank {}; --straggler_factor={:g}, --straggler_steps={}){}",
+               DescribeStraggler(news), local_rank, config_.stragglers.factor,
+               config_.stragglers.steps,
+               restart ? "; --straggler_restart: restarting the group" : "");
+  if (config_.observer) config_.observer->StragglerChanged(AgentObserver::Time::clock::now(), news);
+  if (restart) {
+    WorkerHang hang;
+    hang.rule = kStragglerRule;
+    hang.detail = DescribeStraggler(news);
+    group_->MarkHung(local_rank, hang);  // CheckGroup reports it as this node's failure
   }
 }
 
@@ -250,7 +273,9 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       Account([](GoodputClock& clock, AgentObserver::Time now) { clock.RoundStarted(now); });
       stragglers_.Reset();
       last_reports_.clear();
-      judge_stragglers_ = event.round.num_nodes == 1 && config_.stragglers.steps > 0;
+      progress_.clear();
+      round_ = event.round;
+      judge_stragglers_ = !rendezvous_.JudgesStragglers() && config_.stragglers.steps > 0;
       const RoundAssignment& r = event.round;
       config_.notifier.Ready(absl::StrCat(
           "round ", r.round, ": node ", r.node_rank, " of ", r.num_nodes, ", ranks ",
@@ -287,6 +312,9 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       }
       phase_ = Phase::kJoining;
       Join();
+      return std::nullopt;
+    case Kind::kStraggler:
+      if (event.round.round == round_.round) OnStraggler(event.straggler);
       return std::nullopt;
     case Kind::kPeerFinished:
       if (phase_ == Phase::kRunning) {

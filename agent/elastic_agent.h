@@ -25,7 +25,7 @@
 #include "agent/event_log.h"
 #include "agent/file_timer.h"
 #include "agent/hang_monitor.h"
-#include "agent/straggler_watch.h"
+#include "common/straggler_watch.h"
 #include "agent/worker_group.h"
 #include "common/service_notify.h"
 #include "rendezvous/rendezvous.h"
@@ -49,6 +49,7 @@ struct AgentConfig {
   EventLogConfig events;                    // --event-log-handler (event_log.h)
   AgentObserver* observer = nullptr;        // told what happens (the metrics); not owned
   StragglerRule stragglers;                 // --straggler_factor, --straggler_steps
+  bool straggler_restart = false;           // --straggler_restart: a straggler fails the group
 };
 
 inline constexpr int kExitSuccess = 0;
@@ -105,16 +106,21 @@ class ElasticAgent {
   EventLoop::Deadline next_waiting_note_{};
   std::string waiting_reason_;           // the rendezvous' last word on what it waits for
   GoodputClock goodput_{AgentObserver::Time::clock::now()};  // where this node's time went
-  // Stragglers among this node's ranks, judged here when the node is the whole job (a job of
-  // several nodes needs every rank's times: the master's part, not yet built).
+  // Stragglers among this node's ranks, judged here when the rendezvous does not judge them over
+  // the whole job (the local rendezvous of a one-node job; a master judges every rank).
   StragglerWatch stragglers_{config_.stragglers};
   bool judge_stragglers_ = false;
+  RoundAssignment round_;                   // the running round (for the ranks' local ranks)
   struct LastReport {
     long long step = -1;
     AgentObserver::Time at;
   };
   std::map<int, LastReport> last_reports_;  // by global rank: step times of reports without one
+  std::map<int, RankProgress> progress_;    // by global rank: passed on to the rendezvous
   void OnProgress(int local_rank, int global_rank, WorkerControlMessage report);
+  // A rank of this node named a straggler or no longer (here or by the master): logged, told to
+  // the observer, and with --straggler_restart the group is failed.
+  void OnStraggler(const StragglerNews& news);
 };
 
 }  // namespace mxrun

@@ -9,9 +9,18 @@ std::string DescribeExit(const WorkerFailure& failure) {
   const std::string ended = failure.term_signal > 0 ? DescribeSignal(failure.term_signal)
                                                     : absl::StrCat("exit code ", failure.exit_code);
   if (!failure.hang.hung()) return ended;
+  if (failure.hang.rule == kStragglerRule) {
+    return absl::StrCat("stopped as a straggler (--straggler_restart): ", failure.hang.detail);
+  }
   std::string text = absl::StrCat("hung (", failure.hang.rule, "): ", failure.hang.detail);
   if (failure.term_signal > 0 || failure.exit_code != 0) absl::StrAppend(&text, ", then ", ended);
   return text;
+}
+
+std::string FailureCause(const WorkerFailure& failure) {
+  if (failure.hang.rule == kStragglerRule) return "straggler";
+  if (failure.hang.hung()) return "hang";
+  return failure.term_signal != 0 ? "signal" : "exit";
 }
 
 }  // namespace mxrun

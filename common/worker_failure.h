@@ -20,6 +20,11 @@ struct WorkerHang {
   bool hung() const { return !rule.empty(); }
 };
 
+// WorkerHang::rule of a rank stopped for being a straggler (--straggler_restart): not hung, but
+// the group is stopped and restarted through the same path.
+inline constexpr char kStragglerRule[] = "straggler";
+
+
 struct WorkerFailure {
   std::chrono::system_clock::time_point time;  // when the agent saw it exit
   std::string host;
@@ -42,5 +47,8 @@ struct WorkerFailure {
 // "hung (heartbeat): no heartbeat for 10.2 s (--hang_timeout=10.0 s)" followed, when the worker then
 // died of it, by ", then Signal 9 (SIGKILL)".
 std::string DescribeExit(const WorkerFailure& failure);
+
+// What the failure counts as in the metrics and `mxrun status`: exit, signal, hang or straggler.
+std::string FailureCause(const WorkerFailure& failure);
 
 }  // namespace mxrun

@@ -386,6 +386,7 @@ int Main(int argc, char** argv) {
   if (options.nnodes.max > 1) spdlog::info("{}", rdzv->description);
   config.rendezvous_description = rdzv->description;
   config.stragglers = {options.straggler_factor, options.straggler_steps};
+  config.straggler_restart = options.straggler_restart;
   std::unique_ptr<AgentMetrics> metrics;
   std::unique_ptr<HttpServer> metrics_server;
   if (options.metrics_port >= 0) {
@@ -414,17 +415,25 @@ int Main(int argc, char** argv) {
     };
     std::map<std::string, HttpServer::Handler> pages;
 #if MXRUN_NETWORK_BUILD
+    // An agent that hosts its job's master (or may be elected to, with etcd) serves the master's
+    // metrics and status page here too: there is no mxrun-master to scrape.
+    std::function<std::optional<std::vector<RunSnapshot>>()> served = rdzv->elected_runs;
     if (std::shared_ptr<MasterServer> master = rdzv->master) {
-      // This agent hosts its job's master: the master's metrics and status page are served here
-      // too (there is no mxrun-master to scrape).
-      render = [observed, master](ExpositionFormat format) {
+      served = [master] { return std::optional(master->Snapshot()); };
+    }
+    if (served) {
+      render = [observed, served](ExpositionFormat format) {
         std::string page = observed->Render(format, AgentObserver::Time::clock::now());
+        const std::optional<std::vector<RunSnapshot>> runs = served();
+        if (!runs) return page;  // an etcd candidate that does not lead now
         if (format == ExpositionFormat::kOpenMetrics) page.resize(page.size() - 6);  // "# EOF\n"
-        return page + RenderMasterMetrics(master->Snapshot(), format);
+        return page + RenderMasterMetrics(*runs, format);
       };
-      pages["/"] = [master](const HttpRequest&) {
+      pages["/"] = [served, elected = rdzv->elected_master](const HttpRequest&) {
+        const std::optional<std::vector<RunSnapshot>> runs = served();
         return HttpResponse{200, "text/html; charset=utf-8",
-                            RenderStatusPage(master->Snapshot(), std::chrono::steady_clock::now())};
+                            runs ? RenderStatusPage(*runs, std::chrono::steady_clock::now())
+                                 : RenderStandbyPage(elected ? elected() : "")};
       };
     }
 #endif

@@ -20,9 +20,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
@@ -98,6 +101,60 @@ void ReportCertificates(const mxrun::TlsFiles& tls) {
                  "use them within %u s, established sessions go on\n",
                  mxrun::kTlsRefreshSeconds);
   }
+}
+
+// Serves the metrics and the status page on `base` (when its port is not negative) from
+// `snapshot`: the runs, or nullopt for an etcd-elected replica that does not lead now (`leader`
+// then says where the one that leads serves). False once an error is printed: a given port that
+// cannot be served, or TLS that cannot be set up. The default port taken only warns.
+bool StartMasterMetrics(const mxrun::HttpServer::Options& base, bool metrics_tls,
+                        bool port_given, const mxrun::TlsFiles& tls,
+                        std::function<std::optional<std::vector<mxrun::RunSnapshot>>()> snapshot,
+                        std::function<std::string()> leader,
+                        std::unique_ptr<mxrun::HttpServer>& out) {
+  if (base.port < 0) return true;
+  mxrun::HttpServer::Options http = base;
+  if (metrics_tls) {
+    absl::StatusOr<std::shared_ptr<mxrun::TlsAcceptor>> acceptor =
+        mxrun::MakeTlsAcceptor(tls, "mxrun-master --metrics_tls");
+    if (!acceptor.ok()) {
+      std::fprintf(stderr, "mxrun-master: error: %s\n",
+                   std::string(acceptor.status().message()).c_str());
+      return false;
+    }
+    http.tls = std::move(*acceptor);
+  }
+  std::map<std::string, mxrun::HttpServer::Handler> pages;
+  pages["/"] = [snapshot, leader](const mxrun::HttpRequest&) {
+    const std::optional<std::vector<mxrun::RunSnapshot>> runs = snapshot();
+    return mxrun::HttpResponse{
+        200, "text/html; charset=utf-8",
+        runs ? mxrun::RenderStatusPage(*runs, std::chrono::steady_clock::now())
+             : mxrun::RenderStandbyPage(leader())};
+  };
+  absl::StatusOr<std::unique_ptr<mxrun::HttpServer>> started = mxrun::StartMetricsEndpoint(
+      http,
+      [snapshot](mxrun::ExpositionFormat format) {
+        const std::optional<std::vector<mxrun::RunSnapshot>> runs = snapshot();
+        return mxrun::RenderMasterMetrics(runs.value_or(std::vector<mxrun::RunSnapshot>{}),
+                                          format, runs.has_value());
+      },
+      std::move(pages));
+  if (started.ok()) {
+    out = std::move(*started);
+    std::printf("mxrun-master metrics at %s/metrics\n", out->url().c_str());
+    std::fflush(stdout);
+    return true;
+  }
+  if (port_given) {
+    std::fprintf(stderr, "mxrun-master: error: %s\n",
+                 std::string(started.status().message()).c_str());
+    return false;
+  }
+  // The default port is taken (another master on this host): serve on without.
+  std::fprintf(stderr, "mxrun-master: warning: no metrics: %s (give --metrics_port=PORT, or 0 for "
+               "a free one)\n", std::string(started.status().message()).c_str());
+  return true;
 }
 
 }  // namespace
@@ -207,7 +264,10 @@ int main(int argc, char** argv) {
                    std::string(config.status().message()).c_str());
       return 2;
     }
-    if (app.count("--port") == 0) options.port = 0;  // replicas on one machine must not collide
+    if (app.count("--port") == 0) {
+      options.port = 0;  // replicas on one machine must not collide: not on metrics ports either
+      if (!metrics_port_given && metrics_port > 0) metrics_port = 0;
+    }
     config->identity = absl::StrCat("mxrun-master@", host, ":", getpid());
     config->master = options;
     if (bind_all) {
@@ -241,6 +301,11 @@ int main(int argc, char** argv) {
       });
   // Block the stop signals (and SIGHUP: certificates) before gRPC starts its threads; wait for
   // them here.
+  mxrun::HttpServer::Options metrics_http;
+  metrics_http.host = host;
+  metrics_http.bind_all = bind_all;
+  metrics_http.port = metrics_port;
+  metrics_http.who = "mxrun-master metrics";
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
@@ -260,11 +325,21 @@ int main(int argc, char** argv) {
     std::printf("mxrun-master candidate for service %s (etcd %s)\n", service.c_str(),
                 keys.c_str());
     std::fflush(stdout);
+    // Every replica serves its metrics: the leader its runs, the others that they stand by.
+    std::unique_ptr<mxrun::HttpServer> metrics;
+    mxrun::EtcdMasterElection* elected = candidate->get();
+    if (!StartMasterMetrics(metrics_http, metrics_tls, metrics_port_given, tls,
+                            [elected] { return elected->SnapshotIfLeading(); },
+                            [elected] { return elected->Current(); }, metrics)) {
+      (*candidate)->Shutdown(std::chrono::seconds(2));
+      return 2;
+    }
     notifier.Ready("candidate for service " + service);
     int signo = 0;
     while (sigwait(&stop, &signo) == 0 && signo == SIGHUP) ReportCertificates(tls);
     notifier.Stopping("stopping on signal " + std::to_string(signo));
     std::fprintf(stderr, "mxrun-master: stopping on signal %d\n", signo);
+    metrics.reset();
     (*candidate)->Shutdown(std::chrono::seconds(2));
     return 0;
   }
@@ -283,49 +358,12 @@ int main(int argc, char** argv) {
               tls.enabled() ? " (mutual TLS)" : "");
   std::fflush(stdout);
   std::unique_ptr<mxrun::HttpServer> metrics;
-  if (metrics_port >= 0) {
-    mxrun::HttpServer::Options http;
-    http.host = host;
-    http.bind_all = bind_all;
-    http.port = metrics_port;
-    http.who = "mxrun-master metrics";
-    if (metrics_tls) {
-      absl::StatusOr<std::shared_ptr<mxrun::TlsAcceptor>> acceptor =
-          mxrun::MakeTlsAcceptor(tls, "mxrun-master --metrics_tls");
-      if (!acceptor.ok()) {
-        std::fprintf(stderr, "mxrun-master: error: %s\n",
-                     std::string(acceptor.status().message()).c_str());
-        (*server)->Shutdown(std::chrono::seconds(2));
-        return 2;
-      }
-      http.tls = std::move(*acceptor);
-    }
-    mxrun::MasterServer* served = server->get();
-    std::map<std::string, mxrun::HttpServer::Handler> pages;
-    pages["/"] = [served](const mxrun::HttpRequest&) {
-      return mxrun::HttpResponse{200, "text/html; charset=utf-8",
-                                 mxrun::RenderStatusPage(served->Snapshot(),
-                                                         std::chrono::steady_clock::now())};
-    };
-    absl::StatusOr<std::unique_ptr<mxrun::HttpServer>> started = mxrun::StartMetricsEndpoint(
-        http,
-        [served](mxrun::ExpositionFormat format) {
-          return mxrun::RenderMasterMetrics(served->Snapshot(), format);
-        },
-        std::move(pages));
-    if (started.ok()) {
-      metrics = std::move(*started);
-      std::printf("mxrun-master metrics at %s/metrics\n", metrics->url().c_str());
-      std::fflush(stdout);
-    } else if (metrics_port_given) {
-      std::fprintf(stderr, "mxrun-master: error: %s\n",
-                   std::string(started.status().message()).c_str());
-      (*server)->Shutdown(std::chrono::seconds(2));
-      return 2;
-    } else {  // the default port is taken (another master on this host): serve on without
-      std::fprintf(stderr, "mxrun-master: warning: no metrics: %s (give --metrics_port=PORT, "
-                   "or 0 for a free one)\n", std::string(started.status().message()).c_str());
-    }
+  mxrun::MasterServer* served = server->get();
+  if (!StartMasterMetrics(metrics_http, metrics_tls, metrics_port_given, tls,
+                          [served] { return std::optional(served->Snapshot()); },
+                          [] { return std::string(); }, metrics)) {
+    (*server)->Shutdown(std::chrono::seconds(2));
+    return 2;
   }
   // As a systemd Type=notify service: ready once it serves.
   notifier.Ready("listening on " + (*server)->address());

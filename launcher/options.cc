@@ -102,9 +102,12 @@ const std::vector<Flag>& Flags() {
        "(none) or console (JSON on stderr)", "null"},
       {"straggler_factor", "", false,
        "a rank is a straggler when its step time stays above this many times the other ranks' "
-       "median (progress reports; single-node jobs)", "1.5"},
+       "median (progress reports; the master judges every rank of a multi-node job)", "1.5"},
       {"straggler_steps", "", false,
        "... for this many consecutive steps (0: never judge)", "20"},
+      {"straggler_restart", "", true,
+       "restart the worker group when a rank is named a straggler (spends a restart; default: "
+       "only name it)", ""},
       {"metrics_port", "", false,
        "serve Prometheus metrics on this port (0: a free one, printed; empty: off)", ""},
       {"metrics_bind_all", "", true,
@@ -629,6 +632,11 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
     o.metrics_port = *port;
   }
   o.metrics_bind_all = ToBool(values["metrics_bind_all"]);
+  o.straggler_restart = ToBool(values["straggler_restart"]);
+  if (o.straggler_restart && o.straggler_steps == 0) {
+    return absl::InvalidArgumentError(
+        "--straggler_restart needs stragglers to be judged: --straggler_steps must be above 0");
+  }
   o.metrics_tls = ToBool(values["metrics_tls"]);
   if ((o.metrics_bind_all || o.metrics_tls) && o.metrics_port < 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -86,8 +86,9 @@ struct LaunchOptions {
   std::vector<std::string> duplicate_stdout_filters;  // substrings; empty: no filtered file
   std::vector<std::string> duplicate_stderr_filters;
   std::string event_log_handler = "null";  // null | console
-  double straggler_factor = 1.5;      // agent/straggler_watch.h
+  double straggler_factor = 1.5;      // common/straggler_watch.h
   int straggler_steps = 20;           // 0: never judged
+  bool straggler_restart = false;     // a straggler fails the group (a restart, from the budget)
   int metrics_port = -1;              // --metrics_port: -1 off, 0 a free port (agent_metrics.h)
   bool metrics_bind_all = false;
   bool metrics_tls = false;           // HTTPS with the job's --rdzv_conf certificates

@@ -16,7 +16,9 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/env_contract.h"
@@ -60,6 +62,10 @@ struct NodeRendezvous {
   // made, so code that only holds it needs no gRPC.
   std::shared_ptr<MasterServer> master;
   std::string master_address;
+  // With --rdzv_backend=etcd, when this agent is a candidate: the runs of the master it serves
+  // while it leads (nullopt while it does not), and where the elected master serves.
+  std::function<std::optional<std::vector<RunSnapshot>>()> elected_runs;
+  std::function<std::string()> elected_master;
   // Called after the agent's loop: a hosting agent lets the other nodes receive the outcome before
   // its master goes away.
   std::function<void()> before_exit;

@@ -67,7 +67,8 @@ absl::StatusOr<NodeRendezvous> SetUpEtcdRendezvous(const LaunchOptions& options,
     election.master.host = *local;
   }
   election.master.advertise_host = election.master.host;  // also with bind_all
-  if (election.candidate) WarnIfOpen(election.master);
+  const bool candidate = election.candidate;
+  if (candidate) WarnIfOpen(election.master);
   election.log = [](const std::string& line) { spdlog::info("{}", line); };
   absl::StatusOr<std::unique_ptr<EtcdMasterElection>> started =
       EtcdMasterElection::Start(std::move(election));
@@ -76,6 +77,10 @@ absl::StatusOr<NodeRendezvous> SetUpEtcdRendezvous(const LaunchOptions& options,
 
   NodeRendezvous result;
   result.before_exit = [elected] { elected->Shutdown(std::chrono::seconds(2)); };
+  if (candidate) {
+    result.elected_runs = [elected] { return elected->SnapshotIfLeading(); };
+    result.elected_master = [elected] { return elected->Current(); };
+  }
   result.description = absl::StrCat(
       "etcd rendezvous at ", absl::StrJoin(settings.etcd.endpoints, ","), " (master ",
       settings.master_service.empty()
@@ -156,6 +161,7 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
   config.job.max_nodes = options.nnodes.max;
   config.job.max_restarts = options.max_restarts;
   config.job.timeouts = settings.timeouts;
+  config.job.stragglers = {options.straggler_factor, options.straggler_steps};
   config.node.host = host_name;
   config.node.address = options.local_addr;
   config.node.local_world_size = local_world_size;

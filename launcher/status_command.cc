@@ -79,13 +79,29 @@ std::string StatusJson(const v1::StatusReply& reply, const std::string& address)
   nlohmann::json runs = nlohmann::json::array();
   for (const v1::RunStatus& run : reply.runs()) {
     nlohmann::json members = nlohmann::json::array();
+    nlohmann::json stragglers = nlohmann::json::array();
     for (const v1::MemberStatus& m : run.members()) {
+      nlohmann::json ranks = nlohmann::json::array();
+      for (const v1::RankStatus& r : m.ranks()) {
+        nlohmann::json rank = {{"rank", r.global_rank()},
+                               {"local_rank", r.local_rank()},
+                               {"step", r.step()},
+                               {"step_seconds", nullptr},
+                               {"steps_per_second", nullptr},
+                               {"last_report_s_ago", r.last_report_s_ago()},
+                               {"straggler", r.straggler()}};
+        if (r.step_seconds() >= 0) rank["step_seconds"] = r.step_seconds();
+        if (r.step_seconds() > 0) rank["steps_per_second"] = 1.0 / r.step_seconds();
+        ranks.push_back(std::move(rank));
+        if (r.straggler()) stragglers.push_back({{"rank", r.global_rank()}, {"host", m.host()}});
+      }
       members.push_back({{"node_rank", m.node_rank()},
                          {"host", m.host()},
                          {"address", m.address()},
                          {"workers", m.local_world_size()},
                          {"state", m.state()},
-                         {"last_seen_s_ago", m.last_seen_s_ago()}});
+                         {"last_seen_s_ago", m.last_seen_s_ago()},
+                         {"ranks", std::move(ranks)}});
     }
     nlohmann::json failures = nlohmann::json::object();
     for (const auto& [cause, count] : run.failures()) failures[cause] = count;
@@ -98,6 +114,7 @@ std::string StatusJson(const v1::StatusReply& reply, const std::string& address)
                     {"restarts_spent", run.restarts_spent()},
                     {"max_restarts", run.max_restarts()},
                     {"failures", failures},
+                    {"stragglers", stragglers},
                     {"members", members}});
   }
   nlohmann::json out{{"master", address}, {"runs", runs}};
@@ -196,6 +213,28 @@ namespace {
 volatile sig_atomic_t g_watch_stop = 0;
 void StopWatching(int) { g_watch_stop = 1; }
 
+// The ranks that reported progress, one line each: step, step time and rate, how long since
+// the last report, and the straggler mark.
+void PrintRanks(const v1::RunStatus& run) {
+  bool header = false;
+  for (const v1::MemberStatus& m : run.members()) {
+    for (const v1::RankStatus& r : m.ranks()) {
+      if (!header) {
+        std::printf("  %-6s %-24s %-10s %-10s %-9s %-12s\n", "rank", "host", "step", "s/step",
+                    "steps/s", "last report");
+        header = true;
+      }
+      const std::string seconds =
+          r.step_seconds() >= 0 ? absl::StrFormat("%.3f", r.step_seconds()) : "-";
+      const std::string rate =
+          r.step_seconds() > 0 ? absl::StrFormat("%.2f", 1.0 / r.step_seconds()) : "-";
+      std::printf("  %-6d %-24s %-10lld %-10s %-9s %.1fs ago%s\n", r.global_rank(),
+                  m.host().c_str(), static_cast<long long>(r.step()), seconds.c_str(),
+                  rate.c_str(), r.last_report_s_ago(), r.straggler() ? "  STRAGGLER" : "");
+    }
+  }
+}
+
 }  // namespace
 
 int WatchStatus(v1::Rendezvous::Stub& stub, const std::string& address, const std::string& run_id,
@@ -260,6 +299,7 @@ int ShowStatus(v1::Rendezvous::Stub& stub, const std::string& address, const std
                   m.address().c_str(), m.local_world_size(), m.state().c_str(),
                   m.last_seen_s_ago());
     }
+    PrintRanks(run);
   }
   return 0;
 }

@@ -121,6 +121,12 @@ void EtcdMasterElection::Loop() {
   }
 }
 
+std::optional<std::vector<RunSnapshot>> EtcdMasterElection::SnapshotIfLeading() {
+  std::lock_guard<std::mutex> lock(serving_mutex_);
+  if (serving_ == nullptr) return std::nullopt;
+  return serving_->Snapshot();
+}
+
 void EtcdMasterElection::Lead(int64_t lease, int64_t leader_rev) {
   const std::string leader_key = config_.keys.leader();
   const int term = ++terms_won_;
@@ -150,6 +156,10 @@ void EtcdMasterElection::Lead(int64_t lease, int64_t leader_rev) {
     return;
   }
   const std::string address = (*server)->address();
+  {
+    std::lock_guard<std::mutex> lock(serving_mutex_);
+    serving_ = server->get();
+  }
   if (!previous.empty() && previous != config_.identity) {
     (*server)->ForgetAgent(previous, "its agent held the expired master lease");
   }
@@ -199,6 +209,10 @@ void EtcdMasterElection::Lead(int64_t lease, int64_t leader_rev) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     grace = grace_;
+  }
+  {
+    std::lock_guard<std::mutex> lock(serving_mutex_);
+    serving_ = nullptr;
   }
   (*server)->Shutdown(closing ? grace : std::chrono::milliseconds(0));
   server->reset();

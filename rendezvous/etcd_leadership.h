@@ -29,8 +29,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "rendezvous/etcd_client.h"
@@ -64,6 +66,9 @@ class EtcdMasterElection final : public MasterLocator {
   void Subscribe(std::function<void(const std::string&)> on_change) override;
   // How many times this process has won (for logs and tests).
   int terms_won() const { return terms_won_; }
+  // The runs this candidate serves while it leads (its metrics and status page); nullopt while it
+  // does not. Thread-safe.
+  std::optional<std::vector<RunSnapshot>> SnapshotIfLeading();
 
  private:
   explicit EtcdMasterElection(EtcdElectionConfig config);
@@ -86,6 +91,10 @@ class EtcdMasterElection final : public MasterLocator {
   std::string current_;
   std::function<void(const std::string&)> on_change_;
   std::atomic<int> terms_won_{0};
+  // The term's server while it serves, for SnapshotIfLeading. Its own lock, never taken under
+  // mutex_: a snapshot takes the server's lock, and the server calls back into mutex_ under it.
+  std::mutex serving_mutex_;
+  MasterServer* serving_ = nullptr;
   std::thread thread_;
 };
 

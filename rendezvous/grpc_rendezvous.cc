@@ -267,7 +267,13 @@ void GrpcRendezvous::WriterLoop() {
         }
         if (outgoing_.empty() && !closing_ && std::chrono::steady_clock::now() >= due) {
           v1::AgentMessage beat;
-          beat.mutable_heartbeat();
+          v1::Heartbeat* heartbeat = beat.mutable_heartbeat();
+          // The ranks' progress rides along while their round runs (stale after it).
+          if (!progress_.empty() && progress_round_ == running_round_) {
+            const auto now = std::chrono::steady_clock::now();
+            heartbeat->set_round(progress_round_);
+            for (const RankProgress& rank : progress_) *heartbeat->add_ranks() = ToProto(rank, now);
+          }
           outgoing_.push_back(std::move(beat));
         }
         continue;
@@ -374,6 +380,12 @@ void GrpcRendezvous::ReportFailure(const WorkerFailure& failure) {
   Send(std::move(message));
 }
 
+void GrpcRendezvous::ReportProgress(const std::vector<RankProgress>& ranks) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  progress_ = ranks;
+  progress_round_ = running_round_;
+}
+
 void GrpcRendezvous::ReportSucceeded() {
   v1::AgentMessage message;
   message.mutable_succeeded()->set_round(round_);
@@ -441,6 +453,12 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
                              absl::StrCat("the master at ", config_.endpoint, ": ",
                                           message.refused().message())));
       return;
+    case v1::MasterMessage::kStraggler:
+      if (message.straggler().round() != running_round_) return;  // about a round gone by
+      event.kind = RendezvousEvent::Kind::kStraggler;
+      event.round.round = message.straggler().round();
+      event.straggler = FromProto(message.straggler());
+      break;
     case v1::MasterMessage::kAlive:  // counted as heard by the reader
       answers_heartbeats_ = true;
       return;

@@ -66,6 +66,8 @@ class GrpcRendezvous final : public Rendezvous {
   void Join() override;
   void ReportFailure(const WorkerFailure& failure) override;
   void ReportSucceeded() override;
+  void ReportProgress(const std::vector<RankProgress>& ranks) override;
+  bool JudgesStragglers() const override { return true; }
   void Leave() override;
   int EventFd() const override { return events_.fd(); }
   std::vector<RendezvousEvent> TakeEvents() override { return events_.Take(); }
@@ -117,6 +119,8 @@ class GrpcRendezvous final : public Rendezvous {
   std::atomic<bool> finished_{false};
   std::optional<v1::AgentMessage> last_join_;    // guarded by mutex_
   std::optional<v1::AgentMessage> last_report_;  // guarded by mutex_
+  std::vector<RankProgress> progress_;           // the ranks' latest (mutex_)
+  int progress_round_ = -1;                      // the round they are of (mutex_)
   std::thread reader_;
   std::thread writer_;
 };

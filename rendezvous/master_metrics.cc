@@ -1,12 +1,19 @@
 #include "rendezvous/master_metrics.h"
 
+#include <functional>
 #include <map>
 
 namespace mxrun {
 
-std::string RenderMasterMetrics(const std::vector<RunSnapshot>& runs, ExpositionFormat format) {
+std::string RenderMasterMetrics(const std::vector<RunSnapshot>& runs, ExpositionFormat format,
+                                bool leading) {
   MetricsWriter w(format);
   auto run_labels = [](const RunSnapshot& run) { return MetricLabels{{"run_id", run.run_id}}; };
+
+  w.Family("mxrun_master_leading", MetricType::kGauge,
+           "1 while this process serves as the rendezvous master (an etcd-elected replica: while "
+           "it leads), else 0.");
+  w.Sample({}, leading ? 1 : 0);
 
   w.Family("mxrun_master_runs", MetricType::kGauge,
            "Runs the master holds, by phase (waiting, running, succeeded, failed; finished runs "
@@ -50,11 +57,12 @@ std::string RenderMasterMetrics(const std::vector<RunSnapshot>& runs, Exposition
     w.Sample(run_labels(run), run.job.max_restarts - run.restarts_spent);
   }
   w.Family("mxrun_run_failures_total", MetricType::kCounter,
-           "Failures by cause: exit (a worker's non-zero exit), signal, hang, node_lost (a node "
-           "left or went silent while the group ran), rendezvous_timeout (no round within the "
-           "join timeout).");
+           "Failures by cause: exit (a worker's non-zero exit), signal, hang, straggler "
+           "(--straggler_restart), node_lost (a node left or went silent while the group ran), "
+           "rendezvous_timeout (no round within the join timeout).");
   for (const RunSnapshot& run : runs) {
-    for (const char* cause : {"exit", "signal", "hang", "node_lost", "rendezvous_timeout"}) {
+    for (const char* cause :
+         {"exit", "signal", "hang", "straggler", "node_lost", "rendezvous_timeout"}) {
       auto it = run.failures.find(cause);
       w.Sample({{"run_id", run.run_id}, {"cause", cause}},
                it == run.failures.end() ? 0 : static_cast<double>(it->second));
@@ -72,6 +80,37 @@ std::string RenderMasterMetrics(const std::vector<RunSnapshot>& runs, Exposition
                static_cast<double>(m.since_last_seen.count()) / 1000.0);
     }
   }
+  // Every rank of the round, from the progress the agents pass on with their heartbeats.
+  auto for_each_rank = [&](const std::function<void(const MetricLabels&, const RankSnapshot&)>& f) {
+    for (const RunSnapshot& run : runs) {
+      for (const MemberSnapshot& m : run.members) {
+        for (const RankSnapshot& r : m.ranks) {
+          f({{"run_id", run.run_id}, {"node", std::to_string(m.node_rank)},
+             {"rank", std::to_string(r.global_rank)}},
+            r);
+        }
+      }
+    }
+  };
+  w.Family("mxrun_rank_step", MetricType::kGauge,
+           "The last step a rank reported completed, as its agent passed it on.");
+  for_each_rank([&](const MetricLabels& l, const RankSnapshot& r) {
+    w.Sample(l, static_cast<double>(r.step));
+  });
+  w.Family("mxrun_rank_step_seconds", MetricType::kGauge, "How long a rank's last steps took.");
+  for_each_rank([&](const MetricLabels& l, const RankSnapshot& r) {
+    if (r.step_seconds >= 0) w.Sample(l, r.step_seconds);
+  });
+  w.Family("mxrun_rank_report_age_seconds", MetricType::kGauge,
+           "Seconds since a rank's last progress report (its heartbeat age as the master sees "
+           "it).");
+  for_each_rank([&](const MetricLabels& l, const RankSnapshot& r) { w.Sample(l, r.since_report_s); });
+  w.Family("mxrun_rank_straggler", MetricType::kGauge,
+           "1 while the master names a rank a straggler (step time above --straggler_factor "
+           "times the other ranks' median for --straggler_steps steps), else 0.");
+  for_each_rank([&](const MetricLabels& l, const RankSnapshot& r) {
+    w.Sample(l, r.straggler ? 1 : 0);
+  });
   return w.Finish();
 }
 

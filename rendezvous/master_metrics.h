@@ -12,6 +12,8 @@
 
 namespace mxrun {
 
-std::string RenderMasterMetrics(const std::vector<RunSnapshot>& runs, ExpositionFormat format);
+// `leading`: false for an etcd-elected candidate that does not lead now (it holds no runs).
+std::string RenderMasterMetrics(const std::vector<RunSnapshot>& runs, ExpositionFormat format,
+                                bool leading = true);
 
 }  // namespace mxrun

@@ -86,6 +86,13 @@ absl::Status ValidateJoin(const NodeDesc& desc, const JobDesc& job) {
     return absl::InvalidArgumentError(
         "time-outs must be positive (heartbeat interval, missed heartbeats, join timeout)");
   }
+  const StragglerRule& stragglers = job.stragglers;
+  if (stragglers.steps < 0 ||
+      (stragglers.steps > 0 && !(stragglers.factor > 1 && stragglers.factor <= 1000))) {
+    return absl::InvalidArgumentError(
+        "straggler rule is not valid; accepted: a factor above 1 (at most 1000) and 0 or more "
+        "steps");
+  }
   return absl::OkStatus();
 }
 
@@ -178,6 +185,7 @@ MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run
     run.id = run_id;
     run.job = job;
     run.waiting_since = now;
+    run.progress = RunProgress(job.stragglers);
   }
   if (run.phase == Phase::kSucceeded || run.phase == Phase::kFailed) {
     out.push_back(Refusal(node, absl::FailedPreconditionError(absl::StrCat(
@@ -249,11 +257,28 @@ MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run
   return out;
 }
 
-MasterState::Out MasterState::Heartbeat(Time now, NodeId node) {
-  if (Run* run = FindRunOf(node)) {
-    if (auto it = run->nodes.find(node); it != run->nodes.end()) Seen(*run, it->second, now);
+MasterState::Out MasterState::Heartbeat(Time now, NodeId node, int round,
+                                        const std::vector<RankReport>& ranks) {
+  Out out;
+  Run* run = FindRunOf(node);
+  if (run == nullptr) return out;
+  if (auto it = run->nodes.find(node); it != run->nodes.end()) Seen(*run, it->second, now);
+  if (run->phase != Phase::kRunning || !IsMember(*run, node)) return out;
+  run->progress.Report(now, node, round, ranks);
+  for (const StragglerVerdict& v : run->progress.Judge(now, run->job.timeouts.heartbeat_interval)) {
+    const Node& n = run->nodes.at(v.node);
+    const std::string text = absl::StrCat(DescribeStraggler(v.news), " (on ", n.desc.host,
+                                          ", node ", n.node_rank, ")");
+    Record(*run, now, "straggler", text);
+    ToAgent notice = Message(v.node, ToAgent::Kind::kStraggler);
+    notice.straggler = v.news;
+    notice.straggler_round = run->round;
+    notice.log_line = absl::StrCat("run '", run->id, "': ", text, "; --straggler_factor=",
+                                   run->job.stragglers.factor,
+                                   " --straggler_steps=", run->job.stragglers.steps);
+    out.push_back(notice);
   }
-  return {};
+  return out;
 }
 
 MasterState::Out MasterState::ReportFailure(Time now, NodeId node, int round,
@@ -265,7 +290,7 @@ MasterState::Out MasterState::ReportFailure(Time now, NodeId node, int round,
   if (run->phase != Phase::kRunning || round != run->round || !IsMember(*run, node)) {
     return out;  // stale: that round was already stopped
   }
-  ++run->failures[failure.hang.hung() ? "hang" : failure.term_signal != 0 ? "signal" : "exit"];
+  ++run->failures[FailureCause(failure)];
   if (run->restarts_spent < run->job.max_restarts) {
     ++run->restarts_spent;
     StopMembers(now, *run,
@@ -398,6 +423,7 @@ void MasterState::MoveNode(Time now, Run& run, NodeId from, NodeId to) {
   }
   run.nodes[to] = std::move(moved);  // same state: the counts stay
   node_runs_[to] = run.id;
+  run.progress.MoveNode(from, to);
 }
 
 MasterState::Out MasterState::AgentGone(Time now, const std::string& agent_id,
@@ -584,6 +610,18 @@ void MasterState::CloseRound(Run& run, std::vector<NodeId> waiting, Out& out) {
     out.push_back(m);
     base += node.desc.local_world_size;
   }
+  TrackProgress(run);
+}
+
+void MasterState::TrackProgress(Run& run) {
+  std::map<NodeId, RunProgress::Ranks> owners;
+  int base = 0;
+  for (NodeId id : run.members) {
+    const int count = run.nodes.at(id).desc.local_world_size;
+    owners[id] = {base, count};
+    base += count;
+  }
+  run.progress.NewRound(run.round, std::move(owners));
 }
 
 std::vector<RunSnapshot> MasterState::Snapshot(Time now, const std::string& run_id) const {
@@ -606,6 +644,7 @@ std::vector<RunSnapshot> MasterState::Snapshot(Time now, const std::string& run_
       m.node_rank = n.state == NodeState::kWaiting ? -1 : n.node_rank;
       m.state = NodeStateName(n.state);
       m.since_last_seen = std::chrono::duration_cast<std::chrono::milliseconds>(now - n.last_seen);
+      if (n.member) m.ranks = run.progress.RanksOf(node, now);
       s.members.push_back(m);
     }
     std::sort(s.members.begin(), s.members.end(), [](const MemberSnapshot& a,
@@ -708,6 +747,8 @@ void MasterState::Restore(Time now, const std::vector<PersistedRun>& runs) {
       node_runs_[id] = p.run_id;
       run.members.push_back(id);
     }
+    run.progress = RunProgress(run.job.stragglers);
+    TrackProgress(run);
   }
 }
 

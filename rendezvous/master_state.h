@@ -40,12 +40,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/straggler_watch.h"
 #include "common/worker_failure.h"
 #include "rendezvous/rendezvous.h"
+#include "rendezvous/run_progress.h"
 
 namespace mxrun {
 
-using NodeId = uint64_t;  // one per agent session, given by the service
+// NodeId (run_progress.h): one per agent session, given by the service.
 
 // Every rendezvous time-out in one place (set by the job's first node, from --rdzv_conf).
 struct RendezvousTimeouts {
@@ -73,11 +75,12 @@ struct JobDesc {
   int max_nodes = 1;
   int max_restarts = 0;
   RendezvousTimeouts timeouts;
+  StragglerRule stragglers;  // judged over every rank by the master (steps 0: not judged)
 };
 
 // One message for one agent.
 struct ToAgent {
-  enum class Kind { kWaiting, kRound, kStop, kPeerFinished, kFinished, kRefused };
+  enum class Kind { kWaiting, kRound, kStop, kPeerFinished, kFinished, kRefused, kStraggler };
   NodeId node = 0;
   Kind kind = Kind::kWaiting;
   int nodes_waiting = 0;                    // kWaiting
@@ -93,6 +96,9 @@ struct ToAgent {
   int peer_node_rank = 0;                   // kPeerFinished
   int nodes_finished = 0;                   // kPeerFinished: members finished so far
   int num_nodes = 0;                        // kPeerFinished: members of the round
+  StragglerNews straggler;                  // kStraggler: about one of the node's ranks
+  int straggler_round = 0;                  // kStraggler
+  std::string log_line;                     // kStraggler: what the master logs (run and host)
   bool close_session = false;               // the master ends this session after the message
 };
 
@@ -115,7 +121,7 @@ struct PersistedRun {
 // One line of a run's recent history (the status page's timeline).
 struct RunEvent {
   std::chrono::steady_clock::time_point at;
-  std::string kind;  // round, failure, reforming, succeeded, failed, timeout
+  std::string kind;  // round, failure, reforming, succeeded, failed, timeout, straggler
   std::string text;
 };
 
@@ -126,6 +132,7 @@ struct MemberSnapshot {
   int node_rank = -1;
   std::string state;
   std::chrono::milliseconds since_last_seen{0};
+  std::vector<RankSnapshot> ranks;  // a running member's ranks that reported progress
 };
 struct RunSnapshot {
   std::string run_id;
@@ -169,7 +176,9 @@ class MasterState {
   // previous master, which died with it): the group re-forms at once instead of waiting a lease
   // for them. `why` appears in the other nodes' logs.
   Out AgentGone(Time now, const std::string& agent_id, const std::string& why);
-  Out Heartbeat(Time now, NodeId node);
+  // With the progress of the node's ranks in `round` (run_progress.h), which names stragglers:
+  // each is told to its node's agent (kStraggler) and kept in the run's history.
+  Out Heartbeat(Time now, NodeId node, int round = -1, const std::vector<RankReport>& ranks = {});
   Out ReportFailure(Time now, NodeId node, int round, const WorkerFailure& failure);
   Out ReportSucceeded(Time now, NodeId node, int round);
   // The session ended (stream closed or Leave). `why` appears in the other nodes' logs.
@@ -207,6 +216,7 @@ class MasterState {
     std::string stop_reason;               // of the last stop (told again to late resumers)
     std::map<std::string, long long> failures;  // by cause (RunSnapshot::failures)
     std::deque<RunEvent> history;               // the last kHistory events
+    RunProgress progress;                       // of the current round
     bool stop_restart = false;
     // Kept as nodes change, so that no event walks every node (a round of N joins would be
     // O(N^2)): how many nodes are in each state, and who asked for which node rank.
@@ -230,6 +240,7 @@ class MasterState {
   static bool IsMember(const Run& run, NodeId node);  // of the current round
   void MaybeCloseRound(Time now, Run& run, Out& out);
   void CloseRound(Run& run, std::vector<NodeId> waiting, Out& out);
+  static void TrackProgress(Run& run);  // the members' rank ranges, at a new or restored round
   void StopMembers(Time now, Run& run, const std::string& reason, bool restart, Out& out);
   void Finish(Time now, Run& run, bool success, const std::optional<WorkerFailure>& failure,
               Out& out);

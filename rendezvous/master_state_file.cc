@@ -50,6 +50,8 @@ std::string PersistedRunsToJson(const std::vector<PersistedRun>& runs) {
                 {"last_call_timeout_ms", Ms(r.job.timeouts.last_call_timeout)},
                 {"heartbeat_interval_ms", Ms(r.job.timeouts.heartbeat_interval)},
                 {"missed_heartbeats", r.job.timeouts.missed_heartbeats},
+                {"straggler_factor", r.job.stragglers.factor},
+                {"straggler_steps", r.job.stragglers.steps},
                 {"round", r.round},
                 {"restarts_spent", r.restarts_spent},
                 {"world_size", r.world_size},
@@ -89,6 +91,9 @@ absl::StatusOr<std::vector<PersistedRun>> PersistedRunsFromJson(const std::strin
       r.job.timeouts.heartbeat_interval =
           std::chrono::milliseconds(run.at("heartbeat_interval_ms").get<long long>());
       r.job.timeouts.missed_heartbeats = run.at("missed_heartbeats");
+      // Absent in a state kept before stragglers were judged by the master: not judged.
+      r.job.stragglers.factor = run.value("straggler_factor", 1.5);
+      r.job.stragglers.steps = run.value("straggler_steps", 0);
       r.round = run.at("round");
       r.restarts_spent = run.at("restarts_spent");
       r.world_size = run.at("world_size");

@@ -1,5 +1,6 @@
 #include "rendezvous/proto_convert.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace mxrun {
@@ -131,6 +132,8 @@ v1::JobSpec ToProto(const JobDesc& j) {
   p.set_last_call_timeout_s(Seconds(j.timeouts.last_call_timeout));
   p.set_heartbeat_interval_s(Seconds(j.timeouts.heartbeat_interval));
   p.set_missed_heartbeats(j.timeouts.missed_heartbeats);
+  p.set_straggler_factor(j.stragglers.factor);
+  p.set_straggler_steps(j.stragglers.steps);
   return p;
 }
 
@@ -143,6 +146,8 @@ JobDesc FromProto(const v1::JobSpec& p) {
   j.timeouts.last_call_timeout = Millis(p.last_call_timeout_s());
   j.timeouts.heartbeat_interval = Millis(p.heartbeat_interval_s());
   j.timeouts.missed_heartbeats = p.missed_heartbeats();
+  j.stragglers.factor = p.straggler_factor();
+  j.stragglers.steps = p.straggler_steps();
   return j;
 }
 
@@ -183,8 +188,48 @@ v1::MasterMessage ToProto(const ToAgent& m) {
       p.mutable_refused()->set_code(static_cast<int>(m.refusal.code()));
       p.mutable_refused()->set_message(std::string(m.refusal.message()));
       break;
+    case ToAgent::Kind::kStraggler: {
+      v1::StragglerNotice* notice = p.mutable_straggler();
+      notice->set_round(m.straggler_round);
+      notice->set_global_rank(m.straggler.rank);
+      notice->set_straggling(m.straggler.straggling);
+      notice->set_step_seconds(m.straggler.step_seconds);
+      notice->set_others_median_s(m.straggler.others_median);
+      notice->set_steps(m.straggler.steps);
+      break;
+    }
   }
   return p;
+}
+
+StragglerNews FromProto(const v1::StragglerNotice& notice) {
+  StragglerNews news;
+  news.rank = notice.global_rank();
+  news.straggling = notice.straggling();
+  news.step_seconds = notice.step_seconds();
+  news.others_median = notice.others_median_s();
+  news.steps = notice.steps();
+  return news;
+}
+
+v1::RankProgress ToProto(const RankProgress& progress, std::chrono::steady_clock::time_point now) {
+  v1::RankProgress p;
+  p.set_global_rank(progress.global_rank);
+  p.set_local_rank(progress.local_rank);
+  p.set_step(progress.step);
+  p.set_step_seconds(progress.step_seconds);
+  p.set_report_age_s(std::max(0.0, std::chrono::duration<double>(now - progress.at).count()));
+  return p;
+}
+
+std::vector<RankReport> FromProto(const v1::Heartbeat& heartbeat) {
+  std::vector<RankReport> ranks;
+  ranks.reserve(static_cast<size_t>(heartbeat.ranks_size()));
+  for (const v1::RankProgress& p : heartbeat.ranks()) {
+    ranks.push_back({p.global_rank(), p.local_rank(), p.step(), p.step_seconds(),
+                     p.report_age_s()});
+  }
+  return ranks;
 }
 
 }  // namespace mxrun

@@ -2,6 +2,10 @@
 // Conversions between the wire messages (mxrun.v1) and the domain types the agent and the master
 // state machine use. Kept in one place so that neither side handles protobuf details.
 
+#include <chrono>
+#include <vector>
+
+#include "common/straggler_watch.h"
 #include "common/worker_failure.h"
 #include "mxrun.pb.h"
 #include "rendezvous/master_state.h"
@@ -22,5 +26,10 @@ v1::JobSpec ToProto(const JobDesc& job);
 JobDesc FromProto(const v1::JobSpec& spec);
 
 v1::MasterMessage ToProto(const ToAgent& message);
+StragglerNews FromProto(const v1::StragglerNotice& notice);
+
+// A rank's progress for a heartbeat sent at `now` (its age is measured on the agent's clock).
+v1::RankProgress ToProto(const RankProgress& progress, std::chrono::steady_clock::time_point now);
+std::vector<RankReport> FromProto(const v1::Heartbeat& heartbeat);
 
 }  // namespace mxrun

@@ -8,10 +8,12 @@
 // Threading: calls come from the agent's thread only; an implementation may produce events on
 // other threads (it must then make EventFd() readable).
 
+#include <chrono>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/straggler_watch.h"
 #include "common/worker_failure.h"
 
 namespace mxrun {
@@ -32,6 +34,15 @@ struct RoundAssignment {
   bool use_agent_store = false;
 };
 
+// A rank's last progress report on this node (its worker's control channel).
+struct RankProgress {
+  int global_rank = 0;
+  int local_rank = 0;
+  long long step = 0;
+  double step_seconds = -1;  // negative: unknown
+  std::chrono::steady_clock::time_point at;  // when the agent received it
+};
+
 struct RendezvousEvent {
   enum class Kind {
     kRegistered,    // the rendezvous accepted this node's join; `reason` says what it waits for
@@ -42,6 +53,8 @@ struct RendezvousEvent {
     kJobSucceeded,  // every node's workers succeeded: exit 0
     kJobFailed,     // the budget is spent: exit 1 with `first_failure` in the summary
     kError,         // rendezvous failed (`error`): exit 3
+    kStraggler,     // the master named one of this node's ranks a straggler, or no longer
+                    // (`straggler`, about round `round.round`)
   };
   Kind kind = Kind::kError;
   RoundAssignment round;
@@ -53,6 +66,7 @@ struct RendezvousEvent {
   int max_restarts = 0;        // kRejoin, kJobFailed
   WorkerFailure first_failure; // kJobFailed: the first failure of the job's last attempt
   absl::Status error;          // kError
+  StragglerNews straggler;     // kStraggler
 };
 
 class Rendezvous {
@@ -66,6 +80,12 @@ class Rendezvous {
   virtual void ReportFailure(const WorkerFailure& failure) = 0;
   // Every worker on this node succeeded; answered by kJobSucceeded, or kRejoin if a peer failed.
   virtual void ReportSucceeded() = 0;
+  // The latest progress of this node's ranks in the running round, passed on to the master with
+  // the next heartbeat when the rendezvous judges stragglers over the whole job.
+  virtual void ReportProgress(const std::vector<RankProgress>& /*ranks*/) {}
+  // True when the rendezvous judges stragglers itself (and tells the agent with kStraggler);
+  // otherwise the agent judges its own ranks, which is all there is to judge in a one-node job.
+  virtual bool JudgesStragglers() const { return false; }
   // The agent is leaving for good (it was told to stop by a signal). Best effort, non-blocking.
   virtual void Leave() = 0;
 

@@ -179,7 +179,8 @@ void RendezvousService::OnMessage(NodeId node, const v1::AgentMessage& message) 
       return;
     }
     case v1::AgentMessage::kHeartbeat:
-      Deliver(state_.Heartbeat(now, node));
+      Deliver(state_.Heartbeat(now, node, message.heartbeat().round(),
+                               FromProto(message.heartbeat())));
       return;
     case v1::AgentMessage::kFailure:
       Deliver(state_.ReportFailure(now, node, message.failure().round(),
@@ -213,7 +214,13 @@ void RendezvousService::Deliver(const MasterState::Out& out) {
   if (!SaveState(clock_())) return;
   std::vector<ToAgent> deliver;
   deliver.swap(held_);
-  for (const ToAgent& message : deliver) Send(message);
+  for (const ToAgent& message : deliver) {
+    if (message.kind == ToAgent::Kind::kStraggler) {
+      // The master's own line (the agent that runs the rank logs its own).
+      std::fprintf(stderr, "mxrun-master: %s\n", message.log_line.c_str());
+    }
+    Send(message);
+  }
 }
 
 bool RendezvousService::SaveState(MasterState::Time now) {
@@ -331,6 +338,15 @@ grpc::ServerUnaryReactor* RendezvousService::GetStatus(grpc::CallbackServerConte
       s->set_local_world_size(m.desc.local_world_size);
       s->set_state(m.state);
       s->set_last_seen_s_ago(static_cast<double>(m.since_last_seen.count()) / 1000.0);
+      for (const RankSnapshot& rank : m.ranks) {
+        v1::RankStatus* r = s->add_ranks();
+        r->set_global_rank(rank.global_rank);
+        r->set_local_rank(rank.local_rank);
+        r->set_step(rank.step);
+        r->set_step_seconds(rank.step_seconds);
+        r->set_last_report_s_ago(rank.since_report_s);
+        r->set_straggler(rank.straggler);
+      }
     }
   }
   reactor->Finish(grpc::Status::OK);

@@ -21,12 +21,14 @@ const char* kStyle =
     "h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}"
     "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
     "text-align:left}th{background:#f2f2f2}.late{background:#ffe3c2}"
+    ".straggler{background:#ffd0d0;font-weight:bold}"
     ".phase-running{color:#11772d}.phase-failed{color:#b00020}.phase-waiting{color:#8a6d00}"
     ".timeline{position:relative;height:28px;border-bottom:2px solid #888;margin:1em 0 .3em}"
     ".mark{position:absolute;bottom:-7px;width:12px;height:12px;border-radius:6px;"
     "margin-left:-6px}"
     ".k-round{background:#2e7d32}.k-failure,.k-failed,.k-timeout{background:#c62828}"
     ".k-reforming{background:#ef6c00}.k-succeeded{background:#1565c0}"
+    ".k-straggler{background:#8e24aa}"
     "ol{padding-left:1.2em}li{margin:.15em 0}.muted{color:#777}";
 
 }  // namespace
@@ -91,8 +93,31 @@ std::string RenderStatusPage(const std::vector<RunSnapshot>& runs,
                       "</td><td>", ranks, "</td><td>", HtmlEscape(m->state), "</td><td>",
                       Seconds(seen), " ago</td></tr>");
     }
-    h += "</table><p class=\"muted\">Per-rank step rates and stragglers are in each agent's "
-         "metrics (--metrics_port); the master does not receive them yet.</p>";
+    h += "</table>";
+
+    // Ranks, from the progress their agents pass on with each heartbeat.
+    std::string ranks;
+    for (const MemberSnapshot& m : run.members) {
+      for (const RankSnapshot& r : m.ranks) {
+        char step_time[32] = "-";
+        char rate[32] = "-";
+        if (r.step_seconds >= 0) std::snprintf(step_time, sizeof step_time, "%.3f s", r.step_seconds);
+        if (r.step_seconds > 0) std::snprintf(rate, sizeof rate, "%.2f", 1.0 / r.step_seconds);
+        absl::StrAppend(&ranks, "<tr", r.straggler ? " class=\"straggler\"" : "", "><td>",
+                        r.global_rank, "</td><td>", HtmlEscape(m.desc.host), "</td><td>",
+                        r.local_rank, "</td><td>", r.step, "</td><td>", step_time, "</td><td>",
+                        rate, "</td><td>", Seconds(r.since_report_s), " ago</td><td>",
+                        r.straggler ? "straggler" : "", "</td></tr>");
+      }
+    }
+    if (ranks.empty()) {
+      h += "<p class=\"muted\">No rank has reported progress in this round (workers report "
+           "it on their control channel: see the README's Metrics section).</p>";
+    } else {
+      absl::StrAppend(&h, "<table><tr><th>rank</th><th>host</th><th>local rank</th><th>step</th>"
+                          "<th>step time</th><th>steps/s</th><th>last report</th><th></th></tr>",
+                      ranks, "</table>");
+    }
 
     // The timeline: each event placed along the span from the oldest shown to now.
     if (!run.history.empty()) {
@@ -118,6 +143,18 @@ std::string RenderStatusPage(const std::vector<RunSnapshot>& runs,
   }
   h += "</body></html>\n";
   return h;
+}
+
+std::string RenderStandbyPage(const std::string& leader) {
+  return absl::StrCat(
+      "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta http-equiv=\"refresh\" content=\"5\"><title>mxrun-master (standing by)</title>"
+      "<style>", kStyle, "</style></head><body><h1>mxrun-master: standing by</h1><p>This replica "
+      "does not lead the rendezvous now; ",
+      leader.empty() ? std::string("no elected master is known yet.")
+                     : absl::StrCat("the elected master serves the rendezvous at ",
+                                    HtmlEscape(leader), " (its own metrics port has the runs)."),
+      "</p></body></html>\n");
 }
 
 }  // namespace mxrun

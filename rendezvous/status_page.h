@@ -17,6 +17,10 @@ std::string RenderStatusPage(const std::vector<RunSnapshot>& runs,
                              std::chrono::steady_clock::time_point now);
 
 // Text made safe for HTML (&, <, >, ", ').
+// What an etcd-elected mxrun-master replica that does not lead serves at `/`: that it stands
+// by, and where the elected master serves (`leader`, "" while none is known).
+std::string RenderStandbyPage(const std::string& leader);
+
 std::string HtmlEscape(const std::string& text);
 
 }  // namespace mxrun

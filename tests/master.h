@@ -65,6 +65,8 @@ class Master {
     return out.substr(at, out.find("/metrics", at) - at);
   }
   pid_t pid() const { return process_->pid(); }
+  // What it printed so far, and waiting for a line on its stderr (its decisions' log).
+  Subprocess& process() { return *process_; }
 
  private:
   std::unique_ptr<Subprocess> process_;

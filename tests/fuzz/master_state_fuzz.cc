@@ -4,16 +4,20 @@
 //   - a running run's members hold node ranks 0..n-1, each once;
 //   - its world size is the sum of its members' workers;
 //   - the restart budget spent is between 0 and max_restarts;
-//   - no node is in two runs; every round message fits its round (rank < nodes, ranks < world).
+//   - no node is in two runs; every round message fits its round (rank < nodes, ranks < world);
+//   - heartbeats carry random rank progress: a member shows only ranks of its own range, and a
+//     straggler notice goes to the member that runs the rank it names.
 // A violated invariant aborts (a finding).
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "rendezvous/master_state.h"
 
@@ -50,6 +54,24 @@ void CheckMessages(const MasterState::Out& out) {
   }
 }
 
+// Each member's global rank range in the round it was last told.
+struct Range {
+  int first = 0;
+  int count = 0;
+};
+
+void CheckNotices(const MasterState::Out& out, const std::map<NodeId, Range>& ranges) {
+  for (const mxrun::ToAgent& m : out) {
+    if (m.kind != mxrun::ToAgent::Kind::kStraggler) continue;
+    auto it = ranges.find(m.node);
+    if (it == ranges.end()) Violated("straggler notice to a node that was never in a round");
+    if (m.straggler.rank < it->second.first ||
+        m.straggler.rank >= it->second.first + it->second.count) {
+      Violated("straggler notice about a rank the node does not run");
+    }
+  }
+}
+
 void CheckState(const MasterState& state, MasterState::Time now) {
   std::set<NodeId> seen;
   for (const mxrun::RunSnapshot& run : state.Snapshot(now, "")) {
@@ -65,6 +87,12 @@ void CheckState(const MasterState& state, MasterState::Time now) {
         ++members;
         workers += m.desc.local_world_size;
         if (!ranks.insert(m.node_rank).second) Violated("two members with one node rank");
+      }
+      for (const mxrun::RankSnapshot& r : m.ranks) {
+        if (r.global_rank < 0 || r.global_rank >= run.world_size) {
+          Violated("a rank shown beyond the world size");
+        }
+        if (!(r.since_report_s >= 0)) Violated("a rank's report age is negative");
       }
     }
     if (run.phase == "running") {
@@ -88,9 +116,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   job.timeouts.heartbeat_interval = std::chrono::seconds(1);
   job.timeouts.missed_heartbeats = 3;
   job.timeouts.finished_run_ttl = std::chrono::seconds(5);
+  job.stragglers = {1.5, 1 + in.Next() % 3};
   MasterState state;
   MasterState::Time now{};
   std::map<NodeId, int> rounds;  // the last round each node was told
+  std::map<NodeId, Range> ranges;  // and its ranks in it
   for (int events = 0; events < 400 && !in.empty(); ++events) {
     const uint8_t op = in.Next() % 8;
     const NodeId node = 1 + in.Next() % 8;
@@ -110,9 +140,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         out = state.Join(now, node, run_id, desc, job);
         break;
       }
-      case 2:
-        out = state.Heartbeat(now, node);
+      case 2: {
+        // Progress for ranks near the node's own (some outside it), with odd values too.
+        std::vector<mxrun::RankReport> reports;
+        const int n = in.Next() % 4;
+        for (int i = 0; i < n; ++i) {
+          mxrun::RankReport r;
+          r.global_rank = ranges[node].first + static_cast<int>(in.Next() % 6) - 1;
+          r.local_rank = in.Next() % 3;
+          r.step = static_cast<long long>(in.Next()) - 8;
+          const uint8_t t = in.Next();
+          r.step_seconds = t == 255   ? std::numeric_limits<double>::infinity()
+                           : t == 254 ? std::numeric_limits<double>::quiet_NaN()
+                                      : t / 50.0 - 0.5;
+          r.age_s = in.Next() / 100.0;
+          reports.push_back(r);
+        }
+        const int round = in.Next() % 5 == 0 ? rounds[node] + 1 : rounds[node];
+        out = state.Heartbeat(now, node, round, reports);
         break;
+      }
       case 3: {
         mxrun::WorkerFailure failure;
         failure.global_rank = in.Next() % 8;
@@ -141,9 +188,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
     }
     for (const mxrun::ToAgent& m : out) {
-      if (m.kind == mxrun::ToAgent::Kind::kRound) rounds[m.node] = m.round.round;
+      if (m.kind == mxrun::ToAgent::Kind::kRound) {
+        rounds[m.node] = m.round.round;
+        ranges[m.node] = {m.round.global_rank_base, m.round.local_world_size};
+      }
     }
     CheckMessages(out);
+    CheckNotices(out, ranges);
     CheckState(state, now);
   }
   return 0;

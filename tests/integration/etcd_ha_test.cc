@@ -14,6 +14,7 @@
 #include "rendezvous/etcd_config.h"
 #include "rendezvous/etcd_master_store.h"
 #include "tests/etcd_cluster.h"
+#include "tests/metrics_client.h"
 #include "tests/persisted_runs.h"
 #include "tests/subprocess.h"
 #include "tests/temp_dir.h"
@@ -69,6 +70,14 @@ std::unique_ptr<Subprocess> Replica(const EtcdCluster& etcd, const std::string& 
   return replica;
 }
 
+// "host:port" of a replica's metrics endpoint (each picks a free one: no --port given).
+std::string ReplicaMetrics(Subprocess& replica) {
+  REQUIRE(replica.WaitForStdout("metrics at http://", 1, 10s));
+  const std::string& out = replica.out();
+  const size_t at = out.find("metrics at http://") + 18;
+  return out.substr(at, out.find("/metrics", at) - at);
+}
+
 void CheckNoRestarts(const ProcessResult& r) {
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
@@ -115,8 +124,38 @@ TEST_CASE("etcd: the node hosting the master dies: the survivors re-form at worl
   CHECK(CountOccurrences(out, "ddp parameters identical on every rank") == 2);
 }
 
-TEST_CASE("etcd: a standby mxrun-master replica takes over from a killed one: no worker restarts",
-          "[etcd_ha]") {
+TEST_CASE("etcd: the agent elected master serves the master's metrics and page on its metrics "
+          "port, and the others say where it is",
+          "[etcd_ha][metrics]") {
+  EtcdCluster etcd(1);
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    agents.push_back(ChildAgent(EtcdJob(etcd, "elected-metrics", "2", {"--metrics_port=0"}),
+                                {"--ready", "--sleep=30"}));
+  }
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
+  const int host = Serving({agents[0].get(), agents[1].get()}, 5s);
+  REQUIRE(host >= 0);
+  using mxrun::testing::AgentMetricsEndpoint;
+  using mxrun::testing::Curl;
+  const std::string leader = "http://" + AgentMetricsEndpoint(*agents[host]);
+  const std::string other = "http://" + AgentMetricsEndpoint(*agents[1 - host]);
+  const std::string page = Curl(leader + "/metrics");
+  CHECK_THAT(page, Catch::Contains("\nmxrun_master_leading 1\n"));
+  CHECK_THAT(page, Catch::Contains("mxrun_run_world_size{run_id=\"elected-metrics\"} 2\n"));
+  CHECK_THAT(page, Catch::Contains("mxrun_agent_world_size{run_id=\"elected-metrics\""));
+  CHECK_THAT(Curl(leader + "/"), Catch::Contains("run elected-metrics: "));
+  const std::string idle = Curl(other + "/metrics");
+  CHECK_THAT(idle, Catch::Contains("mxrun_agent_world_size{run_id=\"elected-metrics\""));
+  CHECK_THAT(idle, !Catch::Contains("mxrun_master_leading"));
+  CHECK_THAT(Curl(other + "/"), Catch::Contains("the elected master serves the rendezvous at "));
+  for (auto& agent : agents) kill(agent->pid(), SIGTERM);
+  for (auto& agent : agents) CHECK(agent->Wait(30s).exit_code == 143);
+}
+
+TEST_CASE("etcd: a standby mxrun-master replica takes over from a killed one: no worker restarts, and "
+          "each replica's metrics say whether it leads, the leader's have the runs",
+          "[etcd_ha][metrics]") {
   EtcdCluster etcd(3);
   auto first = Replica(etcd, "svc");
   REQUIRE(first->WaitForStderr("serving on", 1, 10s));
@@ -125,7 +164,7 @@ TEST_CASE("etcd: a standby mxrun-master replica takes over from a killed one: no
   for (int i = 0; i < 2; ++i) {
     agents.push_back(ChildAgent(
         EtcdJob(etcd, "standby", "2", {"--rdzv_conf=master_service=svc"}),
-        {"--ready", "--sleep=8"}));
+        {"--ready", "--sleep=15"}));
   }
   for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
   CHECK_FALSE(standby->WaitForStderr("serving on", 1, 100ms));
@@ -136,9 +175,32 @@ TEST_CASE("etcd: a standby mxrun-master replica takes over from a killed one: no
   INFO(status.out << status.err);
   CHECK(status.exit_code == 0);
   CHECK_THAT(status.out, Catch::Contains("run standby: running, round 0, nodes 2:2, world size 2"));
+  // The leader's metrics and page have the run; the standby's say it stands by.
+  using mxrun::testing::Curl;
+  const std::string first_metrics = "http://" + ReplicaMetrics(*first);
+  const std::string standby_metrics = "http://" + ReplicaMetrics(*standby);
+  CHECK_THAT(Curl(first_metrics + "/metrics"), Catch::Contains("\nmxrun_master_leading 1\n"));
+  CHECK_THAT(Curl(first_metrics + "/metrics"),
+             Catch::Contains("mxrun_run_world_size{run_id=\"standby\"} 2\n"));
+  CHECK_THAT(Curl(first_metrics + "/"), Catch::Contains("run standby: "));
+  const std::string idle = Curl(standby_metrics + "/metrics");
+  CHECK_THAT(idle, Catch::Contains("\nmxrun_master_leading 0\n"));
+  CHECK_THAT(idle, !Catch::Contains("run_id=\"standby\""));
+  CHECK_THAT(Curl(standby_metrics + "/"),
+             Catch::Contains("does not lead the rendezvous now; the elected master serves the "
+                             "rendezvous at 127.0.0.1:"));
   REQUIRE(kill(first->pid(), SIGKILL) == 0);
   first->Wait(10s);
   REQUIRE(standby->WaitForStderr("serving on", 1, 10s));
+  // The new leader's metrics have the run once its agents are back (bounded wait).
+  std::string taken;
+  for (int i = 0; i < 50; ++i) {
+    taken = Curl(standby_metrics + "/metrics");
+    if (taken.find("mxrun_run_world_size{run_id=\"standby\"} 2\n") != std::string::npos) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK_THAT(taken, Catch::Contains("\nmxrun_master_leading 1\n"));
+  CHECK_THAT(taken, Catch::Contains("mxrun_run_world_size{run_id=\"standby\"} 2\n"));
   for (auto& agent : agents) CheckNoRestarts(agent->Wait(60s));
 }
 

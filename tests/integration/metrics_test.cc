@@ -2,11 +2,10 @@
 // two-node job's master and agents, and the values are read back through Prometheus's query API.
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
-#include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,10 +14,13 @@
 
 #include "rendezvous/net.h"
 #include "tests/master.h"
+#include "tests/metrics_client.h"
 #include "tests/prometheus_server.h"
 #include "tests/subprocess.h"
 
+using mxrun::testing::AgentMetricsEndpoint;
 using mxrun::testing::CountOccurrences;
+using mxrun::testing::Curl;
 using mxrun::testing::IntsAfter;
 using mxrun::testing::Master;
 using mxrun::testing::ProcessResult;
@@ -28,13 +30,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// "host:port" of an agent's metrics endpoint, from its log line.
-std::string AgentMetricsEndpoint(Subprocess& agent) {
-  REQUIRE(agent.WaitForStderr("serving Prometheus metrics at http://", 1, 30s));
-  const std::string& err = agent.err();
-  const size_t at = err.find("serving Prometheus metrics at http://") + 37;
-  return err.substr(at, err.find("/metrics", at) - at);
-}
 
 std::unique_ptr<Subprocess> MetricsAgent(const std::string& endpoint, const std::string& run_id) {
   return std::make_unique<Subprocess>(mxrun::testing::MxrunWithChild(
@@ -44,12 +39,6 @@ std::unique_ptr<Subprocess> MetricsAgent(const std::string& endpoint, const std:
       {"--ready", "--sleep=120", "--progress=0.2"}));
 }
 
-std::string Curl(const std::string& url, const std::string& accept = "") {
-  std::vector<std::string> argv{"curl", "-s", "--max-time", "5"};
-  if (!accept.empty()) argv.insert(argv.end(), {"-H", "Accept: " + accept});
-  argv.push_back(url);
-  return mxrun::testing::Run(argv, {}, 10s).out;
-}
 
 }  // namespace
 
@@ -206,32 +195,6 @@ TEST_CASE("mxrun-master serves its metrics over mutual TLS: Prometheus with the 
   CHECK(prometheus.WaitForValue("mxrun_master_runs{phase=\"running\"}", 0));
 }
 
-TEST_CASE("a straggler in a real job is named, and only it: a log line, the metric", "[metrics]") {
-  Subprocess job(mxrun::testing::MxrunWithChild(
-      {"--standalone", "--nproc_per_node=3", "--metrics_port=0", "--straggler_steps=5"},
-      {"--ready", "--sleep=3", "--progress=0.05", "--slow-rank=1"}));
-  const std::string endpoint = AgentMetricsEndpoint(job);
-  REQUIRE(job.WaitForStderr("is a straggler", 1, 30s));
-  const std::string page = Curl("http://" + endpoint + "/metrics");
-  INFO(page);
-  ProcessResult r = job.Wait(30s);
-  INFO(r.err);
-  CHECK(r.exit_code == 0);
-  CHECK(CountOccurrences(r.err, "is a straggler") == 1);
-  CHECK_THAT(r.err, Catch::Contains("rank 1 is a straggler: "));
-  CHECK_THAT(r.err, Catch::Contains("the other ranks' median"));
-  // One line per rank: 1 for rank 1 only.
-  std::map<std::string, std::string> straggler;  // rank -> value
-  std::istringstream lines(page);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("mxrun_worker_straggler{", 0) != 0) continue;
-    const size_t at = line.find("rank=\"") + 6;
-    straggler[line.substr(at, line.find('"', at) - at)] = line.substr(line.rfind(' ') + 1);
-  }
-  CHECK(straggler == std::map<std::string, std::string>{{"0", "0"}, {"1", "1"}, {"2", "0"}});
-  CHECK(CountOccurrences(page, "mxrun_agent_stragglers_total{") == 1);
-}
-
 TEST_CASE("mxrun status --json gives scripts the runs with failures by cause, --watch repeats it "
           "until interrupted",
           "[metrics]") {
@@ -285,6 +248,20 @@ TEST_CASE("the master's status page, rendered by a real headless Chromium, shows
   REQUIRE(pids.size() == 2);
   REQUIRE(kill(pids[0], SIGKILL) == 0);
   for (auto& agent : agents) REQUIRE(agent->WaitForStdout("attempt=1", 2, 60s));
+  // Every rank of the new round has reported progress through its agent's heartbeats.
+  size_t ranks = 0;
+  std::string last_status;
+  for (int i = 0; i < 60 && ranks < 4; ++i) {
+    ProcessResult status = mxrun::testing::Run(
+        {MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint(), "--json"}, {}, 20s);
+    last_status = status.out + status.err;
+    ranks = 0;
+    const nlohmann::json reply = nlohmann::json::parse(status.out);
+    for (const nlohmann::json& m : reply["runs"][0]["members"]) ranks += m["ranks"].size();
+    if (ranks < 4) usleep(250'000);
+  }
+  INFO(last_status);
+  REQUIRE(ranks == 4);
 
   // Chromium's profile in a folder of the test's own (never the machine's ~/.config).
   mxrun::testing::TempDir profile;
@@ -307,6 +284,10 @@ TEST_CASE("the master's status page, rendered by a real headless Chromium, shows
   CHECK_THAT(dom.out, Catch::Contains("failure: worker rank "));
   CHECK_THAT(dom.out, Catch::Contains("Signal 9 (SIGKILL)"));
   CHECK_THAT(dom.out, Catch::Contains("round: round 1 formed: 2 nodes, world size 4"));
+  // The ranks with their step rates and report ages; none a straggler.
+  CHECK_THAT(dom.out, Catch::Contains("<th>steps/s</th><th>last report</th>"));
+  CHECK(CountOccurrences(dom.out, " ago</td><td></td></tr>") == 4);
+  CHECK_THAT(dom.out, !Catch::Contains("class=\"straggler\""));
   std::vector<std::string> screenshot = chromium;
   screenshot.insert(screenshot.end(), {"--screenshot=" + shot, "http://" + endpoint + "/"});
   ProcessResult shot_run = mxrun::testing::Run(screenshot, {}, 60s);

@@ -38,6 +38,9 @@ std::string Render(const ToAgent& m) {
     case ToAgent::Kind::kRefused:
       return absl::StrCat(who, "refused ", absl::StatusCodeToString(m.refusal.code()), ": ",
                           m.refusal.message());
+    case ToAgent::Kind::kStraggler:
+      return absl::StrCat(who, "round ", m.straggler_round, " ",
+                          mxrun::DescribeStraggler(m.straggler));
   }
   return "?";
 }
@@ -474,4 +477,77 @@ TEST_CASE("a round of many nodes costs messages in proportion to its nodes", "[m
   CHECK(peer_news == kNodes - 2);  // the first success, told to the others; then nothing
   CHECK(finished == kNodes - 1);
   CHECK(s.state.run_count() == 1);
+}
+
+TEST_CASE("the master names a straggler among every node's ranks and tells its node only",
+          "[master][straggler]") {
+  Scenario s(2, 2, 1);
+  s.job.stragglers = {1.5, 4};
+  s.Join(1, "h1");
+  REQUIRE(s.Join(2, "h2").size() == 2);  // round 0: h1 ranks 0-1, h2 ranks 2-3
+  using mxrun::RankReport;
+  std::vector<std::string> notices;
+  for (long long step = 2; step <= 8; step += 2) {
+    s.now += 1s;
+    auto a = Scenario::Lines(s.state.Heartbeat(s.now, 1, 0, {{0, 0, step, 0.1, 0.2},
+                                                             {1, 1, step, 0.11, 0.2}}));
+    auto b = Scenario::Lines(s.state.Heartbeat(s.now, 2, 0, {{2, 0, step, 0.1, 0.2},
+                                                             {3, 1, step, 0.35, 0.2}}));
+    notices.insert(notices.end(), a.begin(), a.end());
+    notices.insert(notices.end(), b.begin(), b.end());
+  }
+  REQUIRE(notices.size() == 1);
+  CHECK(notices[0] ==
+        "n2: round 0 rank 3 is a straggler: 0.350 s a step, 3.5x the other ranks' median "
+        "(0.100 s), for 5 steps");  // judged once a second: 1 + 2 + 2 slow steps
+
+  auto snaps = s.state.Snapshot(s.now + 500ms, "");
+  REQUIRE(snaps.size() == 1);
+  REQUIRE(snaps[0].members.size() == 2);
+  const auto& h2 = snaps[0].members[1].ranks;
+  REQUIRE(h2.size() == 2);
+  CHECK(h2[1].global_rank == 3);
+  CHECK(h2[1].straggler);
+  CHECK_FALSE(h2[0].straggler);
+  CHECK(h2[1].since_report_s == Approx(0.7));  // 0.2 s old when sent, 0.5 s since
+  CHECK(snaps[0].history.back().kind == "straggler");
+  CHECK(snaps[0].history.back().text.find("(on h2, node 1)") != std::string::npos);
+
+  // Reports the round does not own are ignored: another node's rank, another round.
+  s.now += 1s;
+  CHECK(s.state.Heartbeat(s.now, 1, 0, {{3, 1, 100, 0.01, 0}}).empty());
+  CHECK(s.state.Heartbeat(s.now, 2, 7, {{3, 1, 100, 0.01, 0}}).empty());
+  CHECK(s.state.Snapshot(s.now, "")[0].members[1].ranks[1].step == 8);
+
+  // A new round forgets the ranks and their verdicts.
+  s.Fail(1, 0, 0);
+  s.Join(1, "h1");
+  REQUIRE(s.Join(2, "h2").size() == 2);  // round 1
+  for (const auto& m : s.state.Snapshot(s.now, "")[0].members) CHECK(m.ranks.empty());
+  s.now += 1s;
+  CHECK(s.state.Heartbeat(s.now, 2, 1, {{3, 1, 1, 0.35, 0}}).empty());
+  CHECK_FALSE(s.state.Snapshot(s.now, "")[0].members[1].ranks.at(0).straggler);
+}
+
+TEST_CASE("the master judges no stragglers when the job's rule says 0 steps", "[master][straggler]") {
+  Scenario s;
+  s.job.stragglers = {1.5, 0};
+  s.Join(1, "h1", 1);
+  s.Join(2, "h2", 1);
+  for (long long step = 1; step <= 50; ++step) {
+    s.now += 1s;
+    CHECK(s.state.Heartbeat(s.now, 1, 0, {{0, 0, step, 0.1, 0}}).empty());
+    CHECK(s.state.Heartbeat(s.now, 2, 0, {{1, 0, step, 9.0, 0}}).empty());
+  }
+  // The progress is still shown.
+  CHECK(s.state.Snapshot(s.now, "")[0].members[1].ranks.at(0).step_seconds == 9.0);
+}
+
+TEST_CASE("a job whose straggler rule is impossible is refused", "[master][straggler]") {
+  Scenario s;
+  s.job.stragglers = {0.5, 10};
+  auto lines = s.Join(1, "h1");
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("refused INVALID_ARGUMENT: straggler rule is not valid") !=
+        std::string::npos);
 }

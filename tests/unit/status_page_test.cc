@@ -27,6 +27,16 @@ TEST_CASE("the status page: runs, nodes with their ranks, late nodes marked, the
     m.desc.local_world_size = 2;
     m.state = "running";
     m.since_last_seen = milliseconds(i == 0 ? 400 : 4500);
+    for (int local = 0; local < 2; ++local) {
+      mxrun::RankSnapshot r;
+      r.global_rank = 2 * i + local;
+      r.local_rank = local;
+      r.step = 120 + local;
+      r.step_seconds = r.global_rank == 3 ? 0.5 : 0.125;
+      r.since_report_s = 0.3;
+      r.straggler = r.global_rank == 3;
+      m.ranks.push_back(r);
+    }
     run.members.push_back(m);
   }
   run.history = {{now - seconds(60), "round", "round 0 formed: 2 nodes, world size 4"},
@@ -40,6 +50,12 @@ TEST_CASE("the status page: runs, nodes with their ranks, late nodes marked, the
   CHECK_THAT(page, Catch::Contains("<td>node-a</td><td>10.0.0.1</td><td>0-1</td>"));
   CHECK_THAT(page, Catch::Contains("<tr class=\"late\"><td>1</td><td>node-b</td><td>10.0.0.2</td>"
                                    "<td>2-3</td>"));
+  // Ranks with their step rates and report ages; the straggler marked.
+  CHECK_THAT(page, Catch::Contains("<tr><td>0</td><td>node-a</td><td>0</td><td>120</td>"
+                                   "<td>0.125 s</td><td>8.00</td><td>0.3 s ago</td><td></td></tr>"));
+  CHECK_THAT(page, Catch::Contains("<tr class=\"straggler\"><td>3</td><td>node-b</td><td>1</td>"
+                                   "<td>121</td><td>0.500 s</td><td>2.00</td><td>0.3 s ago</td>"
+                                   "<td>straggler</td></tr>"));
   // Newest first, with how long ago.
   const size_t newest = page.find("19 s ago, round: round 1 formed");
   const size_t failure = page.find("20 s ago, failure: worker rank 3 on node-b failed");

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "agent/straggler_watch.h"
+#include "common/straggler_watch.h"
 
 using mxrun::StragglerWatch;
 
@@ -48,4 +48,49 @@ TEST_CASE("stragglers: a fast step breaks the run, a report of several steps cou
   watch.Reset();
   CHECK(watch.Stragglers().empty());
   CHECK_FALSE(watch.Report(1, 21, 9.0).has_value());   // alone after a reset: nobody to compare
+}
+
+TEST_CASE("stragglers: Record and Judge name the same ranks as Report, judging all at once",
+          "[straggler]") {
+  // 64 ranks as a master sees them: reports of 4 steps at a time, judged once per batch. Rank 17
+  // is 3x slower, rank 40 only 1.4x; every rank of the batch is judged against the same medians.
+  StragglerWatch batch({1.5, 8});
+  StragglerWatch one_by_one({1.5, 8});
+  std::vector<int> named;
+  for (long long step = 4; step <= 16; step += 4) {
+    for (int rank = 0; rank < 64; ++rank) {
+      const double seconds = rank == 17 ? 0.3 : rank == 40 ? 0.14 : 0.1 + 0.0001 * (rank % 3);
+      batch.Record(rank, step, seconds);
+      one_by_one.Report(rank, step, seconds);
+    }
+    for (const mxrun::StragglerNews& news : batch.Judge()) {
+      CHECK(news.straggling);
+      CHECK(news.steps == 9);  // the first report counts 1 step, then 4 a report
+      CHECK(news.others_median == Approx(0.1001).epsilon(0.01));
+      named.push_back(news.rank);
+    }
+  }
+  CHECK(named == std::vector<int>{17});
+  CHECK(batch.Stragglers() == one_by_one.Stragglers());
+  CHECK(batch.IsStraggler(17));
+  CHECK_FALSE(batch.IsStraggler(40));
+  CHECK(batch.Judge().empty());  // nothing new since the last judgement
+  batch.Forget(17);
+  CHECK(batch.Stragglers().empty());
+}
+
+TEST_CASE("stragglers: the median leaves out the judged rank, whatever ties there are",
+          "[straggler]") {
+  // Others of rank 0 (0.3): {0.1, 0.1, 0.3} -> median 0.1; it is named. Rank 3 (0.3) the same.
+  StragglerWatch watch({1.5, 1});
+  watch.Record(0, 1, 0.3);
+  watch.Record(1, 1, 0.1);
+  watch.Record(2, 1, 0.1);
+  watch.Record(3, 1, 0.3);
+  const std::vector<mxrun::StragglerNews> news = watch.Judge();
+  REQUIRE(news.size() == 2);
+  CHECK(news[0].rank == 0);
+  CHECK(news[0].others_median == Approx(0.1));
+  CHECK(news[1].rank == 3);
+  CHECK(news[1].others_median == Approx(0.1));
 }

@@ -2,11 +2,17 @@
 // Names stragglers: a rank whose step time stays above `factor` times the median of the other
 // ranks' latest step times for `steps` consecutive steps. Pure: fed each rank's progress reports
 // (step number and step time), it says when a rank becomes a straggler and when it stops being
-// one. Nothing here touches the job.
+// one. Nothing here touches the job. The agent judges its own ranks when its node is the whole
+// job; the rendezvous master judges every rank of a multi-node job from the agents' heartbeats.
 //
 // The median of the *other* ranks, not of all: in a small group a slow rank pulls the median of
 // all towards itself (with 2 ranks it is half the gap). A report that covers several steps (the
-// trainer reports at most every 50 ms) counts for all of them.
+// trainer reports at most every 50 ms, agents pass reports on once a heartbeat) counts for all
+// of them.
+//
+// Cost: Report() judges one rank against the others (sorting them: for a node's few ranks);
+// Record() only stores, and Judge() then judges every rank with news against one sorted copy,
+// O(R log R) for R ranks, which is what the master does once a heartbeat interval.
 
 #include <map>
 #include <optional>
@@ -17,7 +23,7 @@ namespace mxrun {
 
 struct StragglerRule {
   double factor = 1.5;  // --straggler_factor: slower than this times the others' median
-  int steps = 20;       // --straggler_steps: for this many consecutive steps
+  int steps = 20;       // --straggler_steps: for this many consecutive steps (0: never judged)
 };
 
 struct StragglerNews {
@@ -34,18 +40,32 @@ class StragglerWatch {
 
   // A new round: forget every rank (ranks and speeds may have changed).
   void Reset() { ranks_.clear(); }
-  // Rank `rank` completed `step`, its steps taking `step_seconds` each (negative: unknown).
+  // Rank `rank` completed `step`, its steps taking `step_seconds` each (negative: unknown); judged
+  // at once against the other ranks' latest times.
   std::optional<StragglerNews> Report(int rank, long long step, double step_seconds);
+  // The same report, judged at the next Judge().
+  void Record(int rank, long long step, double step_seconds);
+  // Judges every rank with steps recorded since it was last judged; the news, by rank.
+  std::vector<StragglerNews> Judge();
+  // A rank that is no longer in the group (its node left): forgotten.
+  void Forget(int rank) { ranks_.erase(rank); }
   std::vector<int> Stragglers() const;
+  bool IsStraggler(int rank) const;
   const StragglerRule& rule() const { return rule_; }
 
  private:
   struct Rank {
     long long step = -1;
     double step_seconds = -1;
+    long long unjudged_steps = 0;  // steps with a known time since the rank was last judged
     long long slow_steps = 0;
     bool straggling = false;
   };
+  // `sorted`: every rank's latest known step time, ascending (this rank's among them).
+  std::optional<StragglerNews> JudgeRank(int rank_id, Rank& rank,
+                                         const std::vector<double>& sorted);
+  std::vector<double> SortedTimes() const;
+
   StragglerRule rule_;
   std::map<int, Rank> ranks_;
 };

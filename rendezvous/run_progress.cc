@@ -1,0 +1,93 @@
+#include "rendezvous/run_progress.h"
+
+#include <cmath>
+
+namespace mxrun {
+
+namespace {
+
+// A day a step, or a report a day old: anything beyond is a broken agent, not a slow rank.
+constexpr double kMaxSeconds = 86'400;
+
+bool Plausible(const RankReport& r) {
+  return r.step >= 0 && std::isfinite(r.step_seconds) && r.step_seconds <= kMaxSeconds &&
+         std::isfinite(r.age_s) && r.age_s >= 0 && r.age_s <= kMaxSeconds && r.local_rank >= 0;
+}
+
+}  // namespace
+
+void RunProgress::NewRound(int round, std::map<NodeId, Ranks> owners) {
+  round_ = round;
+  owners_ = std::move(owners);
+  ranks_.clear();
+  owner_of_rank_.clear();
+  for (const auto& [node, range] : owners_) {
+    for (int r = range.first; r < range.first + range.count; ++r) owner_of_rank_[r] = node;
+  }
+  stragglers_.Reset();
+}
+
+void RunProgress::MoveNode(NodeId from, NodeId to) {
+  auto it = owners_.find(from);
+  if (it == owners_.end()) return;
+  owners_[to] = it->second;
+  owners_.erase(it);
+  if (auto r = ranks_.find(from); r != ranks_.end()) {
+    ranks_[to] = std::move(r->second);
+    ranks_.erase(r);
+  }
+  for (auto& [rank, node] : owner_of_rank_) {
+    if (node == from) node = to;
+  }
+}
+
+void RunProgress::Report(Time now, NodeId node, int round, const std::vector<RankReport>& ranks) {
+  if (round != round_ || ranks.empty()) return;
+  auto owner = owners_.find(node);
+  if (owner == owners_.end()) return;
+  const Ranks& range = owner->second;
+  std::map<int, Rank>& mine = ranks_[node];
+  for (const RankReport& r : ranks) {
+    if (r.global_rank < range.first || r.global_rank >= range.first + range.count ||
+        !Plausible(r)) {
+      continue;
+    }
+    Rank& kept = mine[r.global_rank];
+    const bool news = kept.received == Time{} || r.step != kept.report.step;
+    kept.report = r;
+    kept.received = now;
+    // The same report again (no step since the last heartbeat) is no new evidence.
+    if (news) stragglers_.Record(r.global_rank, r.step, r.step_seconds);
+  }
+}
+
+std::vector<StragglerVerdict> RunProgress::Judge(Time now, std::chrono::milliseconds every) {
+  std::vector<StragglerVerdict> verdicts;
+  if (stragglers_.rule().steps <= 0 || now < next_judgement_) return verdicts;
+  next_judgement_ = now + every;
+  for (const StragglerNews& news : stragglers_.Judge()) {
+    auto owner = owner_of_rank_.find(news.rank);
+    if (owner != owner_of_rank_.end()) verdicts.push_back({owner->second, news});
+  }
+  return verdicts;
+}
+
+std::vector<RankSnapshot> RunProgress::RanksOf(NodeId node, Time now) const {
+  std::vector<RankSnapshot> out;
+  auto it = ranks_.find(node);
+  if (it == ranks_.end()) return out;
+  for (const auto& [global_rank, rank] : it->second) {
+    RankSnapshot s;
+    s.global_rank = global_rank;
+    s.local_rank = rank.report.local_rank;
+    s.step = rank.report.step;
+    s.step_seconds = rank.report.step_seconds;
+    s.since_report_s =
+        rank.report.age_s + std::chrono::duration<double>(now - rank.received).count();
+    s.straggler = stragglers_.IsStraggler(global_rank);
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace mxrun

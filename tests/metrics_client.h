@@ -1,0 +1,55 @@
+#pragma once
+// Reading metrics endpoints in integration tests: an agent's endpoint from its log line, and a
+// page fetched with curl (a real HTTP client, with the Accept header Prometheus sends).
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "tests/subprocess.h"
+
+namespace mxrun::testing {
+
+// "host:port" of an agent's metrics endpoint, from its log line.
+inline std::string AgentMetricsEndpoint(Subprocess& agent) {
+  REQUIRE(agent.WaitForStderr("serving Prometheus metrics at http://", 1,
+                              std::chrono::seconds(30)));
+  const std::string& err = agent.err();
+  const size_t at = err.find("serving Prometheus metrics at http://") + 37;
+  return err.substr(at, err.find("/metrics", at) - at);
+}
+
+inline std::string Curl(const std::string& url, const std::string& accept = "") {
+  std::vector<std::string> argv{"curl", "-s", "--max-time", "5"};
+  if (!accept.empty()) argv.insert(argv.end(), {"-H", "Accept: " + accept});
+  argv.push_back(url);
+  return Run(argv, {}, std::chrono::seconds(10)).out;
+}
+
+// The value of each sample of `family` on a text-format page, by the value of its `label`.
+inline std::map<std::string, std::string> SamplesByLabel(const std::string& page,
+                                                         const std::string& family,
+                                                         const std::string& label) {
+  std::map<std::string, std::string> out;
+  size_t at = 0;
+  while ((at = page.find(family + "{", at)) != std::string::npos) {
+    if (at > 0 && page[at - 1] != '\n') {  // part of a longer name or a comment
+      at += family.size();
+      continue;
+    }
+    const size_t end = page.find('\n', at);
+    const std::string line = page.substr(at, end - at);
+    const size_t l = line.find(label + "=\"");
+    if (l != std::string::npos) {
+      const size_t v = l + label.size() + 2;
+      out[line.substr(v, line.find('"', v) - v)] = line.substr(line.rfind(' ') + 1);
+    }
+    at = end == std::string::npos ? page.size() : end;
+  }
+  return out;
+}
+
+}  // namespace mxrun::testing
