@@ -3,7 +3,8 @@
 //
 //   mxrun-master [--host=ADDR] [--port=29400] [--bind_all] [--token_file=PATH] [--state_dir=DIR]
 //                [--cert=PEM --key=PEM --cacert=PEM]   (mutual TLS; SIGHUP checks replaced files)
-//                [--metrics_port=29401|0|off] [--metrics_tls]   (Prometheus metrics at /metrics)
+//                [--metrics_port=29401|0|off] [--metrics_tls]   (Prometheus metrics at /metrics;
+//                 the port also as MXRUN_MASTER_METRICS_PORT)
 //   mxrun-master --rdzv_backend=etcd --rdzv_endpoint=ETCD[,ETCD...] [--service=NAME]
 //                [--rdzv_conf=protocol=https,cacert=...,cert=...,key=...,lease_ttl=2,etcd_prefix=/mxrun]
 //                [--host=ADDR] [--port=0] [--bind_all] [--token_file=PATH]
@@ -198,7 +199,8 @@ int main(int argc, char** argv) {
   app.add_option("--metrics_port,--metrics-port", metrics_port_text,
                  "serve Prometheus metrics and the status page on this port (default " +
                      std::to_string(mxrun::kDefaultMasterMetricsPort) +
-                     ", or a free one with --port=0; 0: a free one; off: none)");
+                     ", or a free one with --port=0; 0: a free one; off: none)")
+      ->envname("MXRUN_MASTER_METRICS_PORT");
   app.add_flag("--metrics_tls,--metrics-tls", metrics_tls,
                "serve the metrics over HTTPS with --cert, --key and --cacert (scrapers must "
                "present a certificate from the CA)");
@@ -241,8 +243,9 @@ int main(int argc, char** argv) {
     metrics_port = -1;
   } else if (metrics_port_given && (!absl::SimpleAtoi(metrics_port_text, &metrics_port) ||
                                     metrics_port < 0 || metrics_port > 65535)) {
-    std::fprintf(stderr, "mxrun-master: error: --metrics_port=%s is not valid; accepted: a port "
-                 "from 1 to 65535, 0 for a free one, or off\n", metrics_port_text.c_str());
+    std::fprintf(stderr, "mxrun-master: error: --metrics_port=%s (or MXRUN_MASTER_METRICS_PORT) is "
+                 "not valid; accepted: a port from 1 to 65535, 0 for a free one, or off\n",
+                 metrics_port_text.c_str());
     return 2;
   }
   if (metrics_tls && (!tls.enabled() || metrics_port < 0)) {

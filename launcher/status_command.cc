@@ -114,8 +114,14 @@ std::string StatusJson(const v1::StatusReply& reply, const std::string& address)
                     {"restarts_spent", run.restarts_spent()},
                     {"max_restarts", run.max_restarts()},
                     {"failures", failures},
+                    {"last_recovery_s", nullptr},
                     {"stragglers", stragglers},
                     {"members", members}});
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (reply.runs(static_cast<int>(i)).last_recovery_s() >= 0) {
+      runs[i]["last_recovery_s"] = reply.runs(static_cast<int>(i)).last_recovery_s();
+    }
   }
   nlohmann::json out{{"master", address}, {"runs", runs}};
   if (!reply.serves_only_run_id().empty()) out["serves_only_run_id"] = reply.serves_only_run_id();
@@ -290,7 +296,12 @@ int ShowStatus(v1::Rendezvous::Stub& stub, const std::string& address, const std
                                                                       run.failures().end())) {
       absl::StrAppend(&failures, failures.empty() ? "" : ", ", cause, " ", count);
     }
-    if (!failures.empty()) std::printf("  failures: %s\n", failures.c_str());
+    if (!failures.empty()) {
+      std::printf("  failures: %s%s\n", failures.c_str(),
+                  run.last_recovery_s() >= 0
+                      ? absl::StrFormat("; the last recovered in %.1f s", run.last_recovery_s()).c_str()
+                      : "");
+    }
     std::printf("  %-9s %-24s %-24s %-7s %-10s %s\n", "node_rank", "host", "address", "workers",
                 "state", "last seen");
     for (const v1::MemberStatus& m : run.members()) {

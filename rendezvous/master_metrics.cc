@@ -68,6 +68,12 @@ std::string RenderMasterMetrics(const std::vector<RunSnapshot>& runs, Exposition
                it == run.failures.end() ? 0 : static_cast<double>(it->second));
     }
   }
+  w.Family("mxrun_run_last_recovery_seconds", MetricType::kGauge,
+           "Seconds from the run's last failure (a worker's, or a node lost) to the re-formed "
+           "group's first reported step (absent before the first recovery).");
+  for (const RunSnapshot& run : runs) {
+    if (run.last_recovery_s >= 0) w.Sample(run_labels(run), run.last_recovery_s);
+  }
   w.Family("mxrun_node_heartbeat_age_seconds", MetricType::kGauge,
            "Seconds since the master last heard from a node of the current round (its lease "
            "ends at heartbeat_interval x missed_heartbeats).");

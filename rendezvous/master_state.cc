@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "rendezvous/validation.h"
 
 namespace mxrun {
@@ -265,6 +266,17 @@ MasterState::Out MasterState::Heartbeat(Time now, NodeId node, int round,
   if (auto it = run->nodes.find(node); it != run->nodes.end()) Seen(*run, it->second, now);
   if (run->phase != Phase::kRunning || !IsMember(*run, node)) return out;
   run->progress.Report(now, node, round, ranks);
+  if (run->failed_at) {
+    if (std::optional<Time> first = run->progress.first_report_at()) {
+      // The group's first step after the failure: what the failure cost until training resumed.
+      run->last_recovery = *first - *run->failed_at;
+      Record(*run, now, "recovered",
+             absl::StrFormat("round %d reported its first steps %.1f s after the failure",
+                             run->round,
+                             std::chrono::duration<double>(*run->last_recovery).count()));
+      run->failed_at.reset();
+    }
+  }
   for (const StragglerVerdict& v : run->progress.Judge(now, run->job.timeouts.heartbeat_interval)) {
     const Node& n = run->nodes.at(v.node);
     const std::string text = absl::StrCat(DescribeStraggler(v.news), " (on ", n.desc.host,
@@ -291,6 +303,7 @@ MasterState::Out MasterState::ReportFailure(Time now, NodeId node, int round,
     return out;  // stale: that round was already stopped
   }
   ++run->failures[FailureCause(failure)];
+  if (!run->failed_at) run->failed_at = now;  // recovery counts from the first failure
   if (run->restarts_spent < run->job.max_restarts) {
     ++run->restarts_spent;
     StopMembers(now, *run,
@@ -344,6 +357,7 @@ MasterState::Out MasterState::NodeGone(Time now, NodeId node, const std::string&
   RemoveNode(*run, node);
   if (run->phase == Phase::kRunning && member) {
     ++run->failures["node_lost"];
+    if (!run->failed_at) run->failed_at = now;
     StopMembers(now, *run, absl::StrCat(host, " left (", why, ")"), false, out);
   }
   if (run->phase == Phase::kWaiting) MaybeCloseRound(now, *run, out);
@@ -636,6 +650,9 @@ std::vector<RunSnapshot> MasterState::Snapshot(Time now, const std::string& run_
     s.job = run.job;
     s.world_size = run.phase == Phase::kRunning ? run.world_size : 0;
     s.failures = run.failures;
+    if (run.last_recovery) {
+      s.last_recovery_s = std::chrono::duration<double>(*run.last_recovery).count();
+    }
     s.history.assign(run.history.begin(), run.history.end());
     for (const auto& [node, n] : run.nodes) {
       MemberSnapshot m;

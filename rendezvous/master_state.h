@@ -121,7 +121,8 @@ struct PersistedRun {
 // One line of a run's recent history (the status page's timeline).
 struct RunEvent {
   std::chrono::steady_clock::time_point at;
-  std::string kind;  // round, failure, reforming, succeeded, failed, timeout, straggler
+  std::string kind;  // round, failure, reforming, recovered, succeeded, failed, timeout,
+                     // straggler
   std::string text;
 };
 
@@ -147,6 +148,9 @@ struct RunSnapshot {
   // rendezvous_timeout (the join timeout ended a round that never formed).
   std::map<std::string, long long> failures;
   std::vector<RunEvent> history;  // oldest first, at most kHistory
+  // Seconds from the last failure (a worker's, or a node lost) to the re-formed group's first
+  // reported step; negative before any recovery.
+  double last_recovery_s = -1;
 };
 
 class MasterState {
@@ -217,6 +221,8 @@ class MasterState {
     std::map<std::string, long long> failures;  // by cause (RunSnapshot::failures)
     std::deque<RunEvent> history;               // the last kHistory events
     RunProgress progress;                       // of the current round
+    std::optional<Time> failed_at;              // a failure the group has not recovered from
+    std::optional<Time::duration> last_recovery;  // the last failure to the first step after it
     bool stop_restart = false;
     // Kept as nodes change, so that no event walks every node (a round of N joins would be
     // O(N^2)): how many nodes are in each state, and who asked for which node rank.

@@ -21,6 +21,7 @@ void RunProgress::NewRound(int round, std::map<NodeId, Ranks> owners) {
   owners_ = std::move(owners);
   ranks_.clear();
   owner_of_rank_.clear();
+  first_report_at_.reset();
   for (const auto& [node, range] : owners_) {
     for (int r = range.first; r < range.first + range.count; ++r) owner_of_rank_[r] = node;
   }
@@ -52,6 +53,9 @@ void RunProgress::Report(Time now, NodeId node, int round, const std::vector<Ran
         !Plausible(r)) {
       continue;
     }
+    const Time made = now - std::chrono::duration_cast<Time::duration>(
+                                 std::chrono::duration<double>(r.age_s));
+    if (!first_report_at_ || made < *first_report_at_) first_report_at_ = made;
     Rank& kept = mine[r.global_rank];
     const bool news = kept.received == Time{} || r.step != kept.report.step;
     kept.report = r;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "common/straggler_watch.h"
@@ -60,6 +61,9 @@ class RunProgress {
   std::vector<StragglerVerdict> Judge(Time now, std::chrono::milliseconds every);
 
   std::vector<RankSnapshot> RanksOf(NodeId node, Time now) const;
+  // When the round's first reported step was made (on the master's clock: received minus the
+  // report's age); nullopt before any.
+  std::optional<Time> first_report_at() const { return first_report_at_; }
   const StragglerRule& rule() const { return stragglers_.rule(); }
 
  private:
@@ -73,6 +77,7 @@ class RunProgress {
   std::map<int, NodeId> owner_of_rank_;
   StragglerWatch stragglers_;
   Time next_judgement_ = Time::min();
+  std::optional<Time> first_report_at_;
 };
 
 }  // namespace mxrun

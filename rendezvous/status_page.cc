@@ -27,7 +27,7 @@ const char* kStyle =
     ".mark{position:absolute;bottom:-7px;width:12px;height:12px;border-radius:6px;"
     "margin-left:-6px}"
     ".k-round{background:#2e7d32}.k-failure,.k-failed,.k-timeout{background:#c62828}"
-    ".k-reforming{background:#ef6c00}.k-succeeded{background:#1565c0}"
+    ".k-reforming{background:#ef6c00}.k-succeeded{background:#1565c0}.k-recovered{background:#00897b}"
     ".k-straggler{background:#8e24aa}"
     "ol{padding-left:1.2em}li{margin:.15em 0}.muted{color:#777}";
 

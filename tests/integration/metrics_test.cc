@@ -121,8 +121,20 @@ TEST_CASE("metrics flags: bad values are refused with what is accepted", "[metri
   ProcessResult master_bad =
       mxrun::testing::Run({MXRUN_MASTER_BIN, "--port=0", "--metrics_port=x"}, {}, 20s);
   CHECK(master_bad.exit_code == 2);
-  CHECK_THAT(master_bad.err, Catch::Contains("--metrics_port=x is not valid; accepted: a port "
-                                             "from 1 to 65535, 0 for a free one, or off"));
+  CHECK_THAT(master_bad.err, Catch::Contains("--metrics_port=x (or MXRUN_MASTER_METRICS_PORT) is "
+                                             "not valid; accepted: a port from 1 to 65535, 0 for "
+                                             "a free one, or off"));
+  // The environment form, for a service unit: the same check, and a port when it is one.
+  ProcessResult env_bad = mxrun::testing::Run({MXRUN_MASTER_BIN, "--port=0"},
+                                              {{"MXRUN_MASTER_METRICS_PORT", "x"}}, 20s);
+  CHECK(env_bad.exit_code == 2);
+  CHECK_THAT(env_bad.err, Catch::Contains("(or MXRUN_MASTER_METRICS_PORT) is not valid"));
+  Subprocess env_off({MXRUN_MASTER_BIN, "--port=0"}, {{"MXRUN_MASTER_METRICS_PORT", "off"}});
+  REQUIRE(env_off.WaitForStdout("listening on", 1, 10s));
+  kill(env_off.pid(), SIGTERM);
+  ProcessResult off = env_off.Wait(10s);
+  CHECK(off.exit_code == 0);
+  CHECK_THAT(off.out, !Catch::Contains("metrics at"));  // without it: a free port (--port=0)
 }
 
 TEST_CASE("a single-node job with --metrics_port serves its workers' progress and ends cleanly",
@@ -224,7 +236,18 @@ TEST_CASE("mxrun status --json gives scripts the runs with failures by cause, --
   // The text form says the same.
   ProcessResult text = mxrun::testing::Run(
       {MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint()}, {}, 20s);
-  CHECK_THAT(text.out, Catch::Contains("  failures: signal 1\n"));
+  CHECK_THAT(text.out, Catch::Contains("  failures: signal 1"));
+  // The recovery: the re-formed group's first reported step, seconds after the failure.
+  double recovered = -1;
+  for (int i = 0; i < 50 && recovered < 0; ++i) {
+    ProcessResult again = mxrun::testing::Run(
+        {MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint(), "--json"}, {}, 20s);
+    const nlohmann::json r = nlohmann::json::parse(again.out)["runs"][0];
+    if (r["last_recovery_s"].is_number()) recovered = r["last_recovery_s"].get<double>();
+    if (recovered < 0) usleep(200'000);
+  }
+  CHECK(recovered > 0);
+  CHECK(recovered < 30);
   // --watch: shown again and again until SIGINT, then exit 0.
   Subprocess watch({MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint(), "--json",
                     "--watch=0.2"});
@@ -284,6 +307,7 @@ TEST_CASE("the master's status page, rendered by a real headless Chromium, shows
   CHECK_THAT(dom.out, Catch::Contains("failure: worker rank "));
   CHECK_THAT(dom.out, Catch::Contains("Signal 9 (SIGKILL)"));
   CHECK_THAT(dom.out, Catch::Contains("round: round 1 formed: 2 nodes, world size 4"));
+  CHECK_THAT(dom.out, Catch::Contains("recovered: round 1 reported its first steps "));
   // The ranks with their step rates and report ages; none a straggler.
   CHECK_THAT(dom.out, Catch::Contains("<th>steps/s</th><th>last report</th>"));
   CHECK(CountOccurrences(dom.out, " ago</td><td></td></tr>") == 4);

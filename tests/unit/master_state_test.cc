@@ -551,3 +551,29 @@ TEST_CASE("a job whose straggler rule is impossible is refused", "[master][strag
   CHECK(lines[0].find("refused INVALID_ARGUMENT: straggler rule is not valid") !=
         std::string::npos);
 }
+
+TEST_CASE("a recovery is timed from the failure to the re-formed group's first reported step",
+          "[master]") {
+  Scenario s(2, 2, 1);
+  s.Join(1, "h1", 1);
+  s.Join(2, "h2", 1);
+  s.now += 1s;
+  s.Fail(2, 0, 1);  // at t=1 s
+  s.now += 2s;
+  s.Join(1, "h1", 1);
+  REQUIRE(s.Join(2, "h2", 1).size() == 2);  // round 1 at t=3 s
+  s.now += 4s;
+  s.state.Heartbeat(s.now, 1, 1, {});  // no progress yet: no recovery
+  CHECK(s.state.Snapshot(s.now, "")[0].last_recovery_s < 0);
+  s.now += 1s;  // t=8 s: a step reported 0.5 s ago, made at 7.5 s
+  s.state.Heartbeat(s.now, 1, 1, {{0, 0, 1, 0.2, 0.5}});
+  const mxrun::RunSnapshot run = s.state.Snapshot(s.now, "")[0];
+  CHECK(run.last_recovery_s == Approx(6.5));
+  CHECK(run.history.back().kind == "recovered");
+  CHECK(run.history.back().text == "round 1 reported its first steps 6.5 s after the failure");
+  // Told once: later steps are no new recovery.
+  s.now += 1s;
+  s.state.Heartbeat(s.now, 2, 1, {{1, 0, 3, 0.2, 0}});
+  CHECK(s.state.Snapshot(s.now, "")[0].history.back().kind == "recovered");
+  CHECK(s.state.Snapshot(s.now, "")[0].history.size() == run.history.size());
+}
