@@ -77,7 +77,7 @@ std::string FormatFailureSummary(const WorkerFailure& f, const SummaryContext& c
   absl::StrAppend(&out, "  pid        : ", f.pid, "\n");
   absl::StrAppend(&out, "  attempt    : ", f.attempt, "\n");
   absl::StrAppend(&out, "  exit       : ", DescribeExit(f), "\n");
-  if (f.hang.hung()) {
+  if (f.hang.hung() && f.hang.rule != kStragglerRule) {  // a straggler is slow, not stuck
     absl::StrAppend(&out, "  diagnostics: ",
                     f.hang.diagnostics_dir.empty() ? "<not written>" : f.hang.diagnostics_dir,
                     f.hang.diagnostics_dir.empty() ? "" : " (on that host)", "\n");

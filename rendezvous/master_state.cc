@@ -269,7 +269,8 @@ MasterState::Out MasterState::Heartbeat(Time now, NodeId node, int round,
   if (run->failed_at) {
     if (std::optional<Time> first = run->progress.first_report_at()) {
       // The group's first step after the failure: what the failure cost until training resumed.
-      run->last_recovery = *first - *run->failed_at;
+      // A report's age is the agent's estimate: never before the failure it recovers from.
+      run->last_recovery = std::max(*first - *run->failed_at, Time::duration::zero());
       Record(*run, now, "recovered",
              absl::StrFormat("round %d reported its first steps %.1f s after the failure",
                              run->round,

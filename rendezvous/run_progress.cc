@@ -1,6 +1,8 @@
 #include "rendezvous/run_progress.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 namespace mxrun {
 
@@ -20,11 +22,12 @@ void RunProgress::NewRound(int round, std::map<NodeId, Ranks> owners) {
   round_ = round;
   owners_ = std::move(owners);
   ranks_.clear();
-  owner_of_rank_.clear();
   first_report_at_.reset();
-  for (const auto& [node, range] : owners_) {
-    for (int r = range.first; r < range.first + range.count; ++r) owner_of_rank_[r] = node;
-  }
+  owner_ranges_.clear();
+  owner_ranges_.reserve(owners_.size());
+  for (const auto& [node, range] : owners_) owner_ranges_.push_back({range.first, range.count, node});
+  std::sort(owner_ranges_.begin(), owner_ranges_.end(),
+            [](const Owner& a, const Owner& b) { return a.first < b.first; });
   stragglers_.Reset();
 }
 
@@ -37,8 +40,8 @@ void RunProgress::MoveNode(NodeId from, NodeId to) {
     ranks_[to] = std::move(r->second);
     ranks_.erase(r);
   }
-  for (auto& [rank, node] : owner_of_rank_) {
-    if (node == from) node = to;
+  for (Owner& owner : owner_ranges_) {
+    if (owner.node == from) owner.node = to;
   }
 }
 
@@ -70,10 +73,18 @@ std::vector<StragglerVerdict> RunProgress::Judge(Time now, std::chrono::millisec
   if (stragglers_.rule().steps <= 0 || now < next_judgement_) return verdicts;
   next_judgement_ = now + every;
   for (const StragglerNews& news : stragglers_.Judge()) {
-    auto owner = owner_of_rank_.find(news.rank);
-    if (owner != owner_of_rank_.end()) verdicts.push_back({owner->second, news});
+    if (std::optional<NodeId> owner = OwnerOf(news.rank)) verdicts.push_back({*owner, news});
   }
   return verdicts;
+}
+
+std::optional<NodeId> RunProgress::OwnerOf(int rank) const {
+  auto after = std::upper_bound(owner_ranges_.begin(), owner_ranges_.end(), rank,
+                                [](int r, const Owner& o) { return r < o.first; });
+  if (after == owner_ranges_.begin()) return std::nullopt;
+  const Owner& owner = *std::prev(after);
+  if (rank >= owner.first + owner.count) return std::nullopt;
+  return owner.node;
 }
 
 std::vector<RankSnapshot> RunProgress::RanksOf(NodeId node, Time now) const {

@@ -74,7 +74,15 @@ class RunProgress {
   int round_ = -1;
   std::map<NodeId, Ranks> owners_;
   std::map<NodeId, std::map<int, Rank>> ranks_;  // by node, then global rank
-  std::map<int, NodeId> owner_of_rank_;
+  // The members' rank ranges by first rank, for finding a rank's node: O(members) to build at
+  // each round (a map of every rank cost 131,072 insertions a round at 16,384 nodes of 8).
+  struct Owner {
+    int first = 0;
+    int count = 0;
+    NodeId node = 0;
+  };
+  std::vector<Owner> owner_ranges_;
+  std::optional<NodeId> OwnerOf(int rank) const;
   StragglerWatch stragglers_;
   Time next_judgement_ = Time::min();
   std::optional<Time> first_report_at_;

@@ -24,12 +24,19 @@
 # by this script (GET /metrics, as Prometheus does), interleaved run by run with the master
 # without metrics (`--metrics_port=off`). Target (issue 26): formation within 10% of without.
 #
+# With PROGRESS=both (needs HEARTBEAT_S) every case also runs with each session standing for a node
+# of RANKS workers (default 8) whose heartbeats carry their progress (step and step time per rank,
+# as agents pass their workers' reports on), interleaved run by run with empty heartbeats: the
+# master keeps every rank's progress and judges stragglers over all of them once a heartbeat
+# interval (issue 26). The table adds the master's CPU while heartbeating, both ways.
+#
 # With PIN=1 the master runs on CPU 0 and the clients (the load generator, the agents) on CPU 1
 # (taskset), so that the two sides do not take each other's CPU, as on separate machines. The
 # table's "master CPU" column is the master's own CPU time over the whole run (user + system).
 #
 # Environment: RUNS (default 3), NODES (default "1024 4096 16384"), TLS (off | both; default
-# off), HEARTBEAT_S (default 0), AGENTS (default 32, with TLS=both), MXRUN, MXRUN_MASTER, RDZV_LOADGEN (default
+# off), HEARTBEAT_S (default 0), PROGRESS (off | both), RANKS (default 8), AGENTS (default 32, with
+# TLS=both), MXRUN, MXRUN_MASTER, RDZV_LOADGEN (default
 # <repo>/build/bin/...), PYTHON (default <repo>/.venv/bin/python3, the project's venv).
 # Prints a Markdown table of medians on stdout; progress on stderr. Every process it starts is
 # stopped by pid.
@@ -44,9 +51,16 @@ MXRUN="${MXRUN:-$repo_root/build/bin/mxrun}"
 TLS="${TLS:-off}"
 SCRAPE="${SCRAPE:-off}"
 case "$SCRAPE" in off|both) ;; *) echo "master_scale.sh: SCRAPE must be off or both" >&2; exit 2;; esac
-if [ "$TLS" = both ] && [ "$SCRAPE" = both ]; then echo "master_scale.sh: TLS=both and SCRAPE=both: one comparison at a time" >&2; exit 2; fi
+PROGRESS="${PROGRESS:-off}"
+RANKS="${RANKS:-8}"
+case "$PROGRESS" in off|both) ;; *) echo "master_scale.sh: PROGRESS must be off or both" >&2; exit 2;; esac
+case "$RANKS" in ''|*[!0-9]*|0) echo "master_scale.sh: RANKS must be a positive whole number" >&2; exit 2;; esac
+comparisons=0
+for c in "$TLS" "$SCRAPE" "$PROGRESS"; do [ "$c" = both ] && comparisons=$((comparisons + 1)); done
+if [ "$comparisons" -gt 1 ]; then echo "master_scale.sh: TLS, SCRAPE and PROGRESS: one comparison (=both) at a time" >&2; exit 2; fi
 HEARTBEAT_S="${HEARTBEAT_S:-0}"
 case "$HEARTBEAT_S" in ''|*[!0-9]*) echo "master_scale.sh: HEARTBEAT_S must be a whole number of seconds" >&2; exit 2;; esac
+if [ "$PROGRESS" = both ] && [ "$HEARTBEAT_S" = 0 ]; then echo "master_scale.sh: PROGRESS=both needs HEARTBEAT_S (progress rides on heartbeats)" >&2; exit 2; fi
 AGENTS="${AGENTS:-32}"
 PIN="${PIN:-0}"
 CHANNELS="${CHANNELS:-32}"
@@ -79,20 +93,22 @@ python_override=""
 [ "$PYTHON" != "$repo_root/.venv/bin/python3" ] && python_override=" PYTHON=$PYTHON"
 echo "## The rendezvous master at scale"
 echo
-echo "- command: \`RUNS=$RUNS NODES=\"$NODES\" TLS=$TLS AGENTS=$AGENTS HEARTBEAT_S=$HEARTBEAT_S PIN=$PIN CHANNELS=$CHANNELS SCRAPE=$SCRAPE$python_override $0\`"
+echo "- command: \`RUNS=$RUNS NODES=\"$NODES\" TLS=$TLS AGENTS=$AGENTS HEARTBEAT_S=$HEARTBEAT_S PIN=$PIN CHANNELS=$CHANNELS SCRAPE=$SCRAPE PROGRESS=$PROGRESS RANKS=$RANKS$python_override $0\`"
 echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); nproc=$(nproc); repo at $(git -C "$repo_root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "- master: \`$MXRUN_MASTER\` (sha256 $(sha256sum "$workdir/mxrun-master" | cut -c1-12)...)"
 echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
-"$PYTHON" - "$workdir" "$RUNS" "$NODES" "$TLS" "$AGENTS" "$MXRUN" "$HEARTBEAT_S" "$PIN" "$CHANNELS" "$SCRAPE" <<'PY'
+"$PYTHON" - "$workdir" "$RUNS" "$NODES" "$TLS" "$AGENTS" "$MXRUN" "$HEARTBEAT_S" "$PIN" "$CHANNELS" "$SCRAPE" "$PROGRESS" "$RANKS" <<'PY'
 import os, re, resource, signal, statistics, subprocess, sys, threading, time, urllib.request
 
 work, runs, nodes = sys.argv[1], int(sys.argv[2]), [int(n) for n in sys.argv[3].split()]
 tls_modes = [False, True] if sys.argv[4] == "both" else [False]
 scrape_both = sys.argv[10] == "both"
-if scrape_both:
-    tls_modes = [False, True]  # here: "with the metrics scraped" (no TLS)
+progress_both = sys.argv[11] == "both"
+ranks_per_node = int(sys.argv[12])
+if scrape_both or progress_both:
+    tls_modes = [False, True]  # here: "with the metrics scraped" or "with progress" (no TLS)
 agents = int(sys.argv[5]) if sys.argv[4] == "both" else 0
 master_bin = os.path.join(work, "mxrun-master")
 loadgen_bin = os.path.join(work, "rdzv_loadgen")
@@ -134,6 +150,8 @@ def start_master(label, tls):
     out_path = os.path.join(work, f"master_{label}.out")
     if scrape_both:
         extra = ["--metrics_port=0"] if tls else ["--metrics_port=off"]
+    elif progress_both:
+        extra = ["--metrics_port=off"]
     else:
         extra = (TLS_FLAGS if tls else []) + ["--metrics_port=off"]
     with open(out_path, "wb") as out:
@@ -231,7 +249,8 @@ def one(n, idx, tls=False):
             return None
         lg = subprocess.run(CLIENT_PIN + [loadgen_bin, f"--endpoint=127.0.0.1:{port}", f"--nodes={n}",
                              f"--channels={channels_of(n)}", f"--run_id=scale{n}x{idx}", f"--timeout={100 + heartbeat_s}",
-                             "--reform"] + (TLS_FLAGS if tls and not scrape_both else []) +
+                             "--reform"] + (TLS_FLAGS if tls and not (scrape_both or progress_both) else []) +
+                            ([f"--ranks_per_node={ranks_per_node}"] if progress_both and tls else []) +
                             ([f"--heartbeat_s={heartbeat_s}", f"--master_pid={master.pid}"]
                              if heartbeat_s else []),
                             capture_output=True, text=True, timeout=150 + heartbeat_s)
@@ -272,7 +291,8 @@ for n in nodes:
         rows.append((n, tls, results[tls]))
 
 hb_head = " master CPU while heartbeating | heartbeats answered |" if heartbeat_s else ""
-variant_name = "metrics scraped 1/s" if scrape_both else "mutual TLS"
+variant_name = ("metrics scraped 1/s" if scrape_both else
+                f"{ranks_per_node} ranks' progress in heartbeats" if progress_both else "mutual TLS")
 print(f"| sessions | {variant_name} | formation | re-formation after one loss | to the job's end | master peak RSS | master CPU |" + hb_head + " runs (formation / re-formation, s) |")
 print("|---:|:---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if heartbeat_s else "") + "---|")
 medians = {}
@@ -281,20 +301,23 @@ for n, tls, results in rows:
         print(f"| {n} | {'yes' if tls else 'no'} | n/a | n/a | n/a | n/a | n/a |" + (" n/a | n/a |" if heartbeat_s else "") + " |")
         continue
     med = lambda i: statistics.median(r[i] for r in results)
-    medians[(n, tls)] = (med(0), med(1), med(6))
+    medians[(n, tls)] = (med(0), med(1), med(6), med(4) if heartbeat_s else None)
     runs_text = ", ".join(f"{r[0]:.2f} / {r[1]:.2f}" for r in results)
     hb = f" {med(4):.2f} CPU | {100 * med(5):.1f}% |" if heartbeat_s else ""
     print(f"| {n} | {'yes' if tls else 'no'} | {med(0):.2f} s | {med(1):.2f} s | {med(2):.2f} s | {med(3) / 1024:.0f} MiB | {med(6):.2f} s |{hb} {runs_text} |")
 if len(tls_modes) == 2:
     title, target = (("metrics scraped 1/s against off", "formation < 1.10x") if scrape_both
-                     else ("mutual TLS against plaintext", "< 1.20x"))
+                     else ("progress in heartbeats against empty ones", "none set (measured)")
+                     if progress_both else ("mutual TLS against plaintext", "< 1.20x"))
+    hb_ratio = " master CPU while heartbeating |" if heartbeat_s else ""
     print()
-    print(f"| {title} | formation | re-formation | master CPU | target |")
-    print("|---|---:|---:|---:|---|")
+    print(f"| {title} | formation | re-formation | master CPU |{hb_ratio} target |")
+    print("|---|---:|---:|---:|" + ("---:|" if heartbeat_s else "") + "---|")
     for n in nodes:
         if (n, True) in medians and (n, False) in medians:
             a, b = medians[(n, True)], medians[(n, False)]
-            print(f"| {n} sessions | {a[0] / b[0]:.2f}x | {a[1] / b[1]:.2f}x | {a[2] / b[2]:.2f}x | {target} |")
+            hb = f" {a[3]:.2f} / {b[3]:.2f} CPU ({a[3] / max(b[3], 1e-9):.2f}x) |" if heartbeat_s else ""
+            print(f"| {n} sessions | {a[0] / b[0]:.2f}x | {a[1] / b[1]:.2f}x | {a[2] / b[2]:.2f}x |{hb} {target} |")
     if agents and not scrape_both:
         times = {False: [], True: []}
         for idx in range(runs):

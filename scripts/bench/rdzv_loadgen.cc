@@ -69,14 +69,14 @@ struct Shared {
 class Session final : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mxrun::v1::MasterMessage> {
  public:
   Session(mxrun::v1::Rendezvous::Stub* stub, Shared* shared, const std::string& run_id, int index,
-          int nodes, bool reform)
-      : shared_(shared) {
+          int nodes, bool reform, int ranks)
+      : shared_(shared), ranks_(ranks), index_(index) {
     auto* join = out_.mutable_join();
     join->set_protocol_version(1);
     join->set_run_id(run_id);
     join->mutable_node()->set_host("load" + std::to_string(index));
     join->mutable_node()->set_address("127.0.0.1");
-    join->mutable_node()->set_local_world_size(1);
+    join->mutable_node()->set_local_world_size(ranks > 0 ? ranks : 1);
     join->mutable_node()->set_node_rank(-1);
     join->mutable_node()->set_master_port(20000 + index % 10000);
     auto* job = join->mutable_job();
@@ -86,6 +86,8 @@ class Session final : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mx
     job->set_last_call_timeout_s(30);
     job->set_heartbeat_interval_s(30);  // the generator does not heartbeat; keep leases long
     job->set_missed_heartbeats(10);
+    job->set_straggler_factor(1.5);  // the master judges the ranks' progress (--ranks_per_node)
+    job->set_straggler_steps(20);
     stub->async()->Session(&context_, this);
     StartWrite(&out_);
     StartRead(&in_);
@@ -98,6 +100,7 @@ class Session final : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mx
     if (in_.has_alive()) ++shared_->alive;
     if (in_.has_round()) {
       round_ = in_.round().round();
+      rank_base_ = in_.round().global_rank_base();
       {
         std::lock_guard<std::mutex> lock(shared_->mutex);
         if (round_ == 0) {
@@ -140,7 +143,22 @@ class Session final : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mx
   bool Idle() const { return !writing_; }
   bool Beat() {
     if (writing_.exchange(true)) return false;
-    beat_.mutable_heartbeat();
+    auto* heartbeat = beat_.mutable_heartbeat();
+    if (ranks_ > 0) {
+      // Every rank one step further each beat, 0.1 s a step (a little noise so that medians
+      // and sorting do real work), as an agent passes its workers' reports on.
+      heartbeat->Clear();
+      heartbeat->set_round(round_);
+      ++step_;
+      for (int r = 0; r < ranks_; ++r) {
+        auto* p = heartbeat->add_ranks();
+        p->set_global_rank(rank_base_ + r);
+        p->set_local_rank(r);
+        p->set_step(step_);
+        p->set_step_seconds(0.1 + 0.001 * ((index_ * 7 + r) % 13));
+        p->set_report_age_s(0.05);
+      }
+    }
     StartWrite(&beat_);
     return true;
   }
@@ -154,6 +172,10 @@ class Session final : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mx
   std::atomic<bool> writing_{true};  // the join is the first write
   mxrun::v1::MasterMessage in_;
   int round_ = 0;
+  const int ranks_;  // workers whose progress each heartbeat carries (0: none)
+  const int index_;
+  int rank_base_ = 0;
+  long long step_ = 0;
 };
 
 }  // namespace
@@ -182,6 +204,12 @@ int main(int argc, char** argv) {
                  "then heartbeat once a second from every session for this many seconds")
       ->check(CLI::Range(0.0, 600.0));
   app.add_option("--master_pid", master_pid, "with --heartbeat_s: the master's pid (its CPU time)");
+  int ranks_per_node = 0;
+  app.add_option("--ranks_per_node", ranks_per_node,
+                 "each session has this many workers, and its heartbeats carry their progress "
+                 "(the master keeps it and judges stragglers over every rank); 0: one worker, "
+                 "empty heartbeats")
+      ->check(CLI::Range(0, 64));
   CLI11_PARSE(app, argc, argv);
 
   std::vector<std::unique_ptr<mxrun::v1::Rendezvous::Stub>> stubs;
@@ -197,7 +225,8 @@ int main(int argc, char** argv) {
   const auto start = Clock::now();
   for (int i = 0; i < nodes; ++i) {
     sessions.push_back(
-        std::make_unique<Session>(stubs[i % channels].get(), &shared, run_id, i, nodes, reform));
+        std::make_unique<Session>(stubs[i % channels].get(), &shared, run_id, i, nodes, reform,
+                                  ranks_per_node));
   }
   const auto deadline = start + std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
   std::unique_lock<std::mutex> lock(shared.mutex);
