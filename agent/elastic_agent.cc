@@ -233,6 +233,13 @@ int ElasticAgent::JobFailed(const RendezvousEvent& event) {
       !WriteAgentErrorFile(config_.agent_error_file, event.first_failure)) {
     spdlog::warn("cannot write the error file {}", config_.agent_error_file);
   }
+  if (event.same_failure_every_attempt && config_.do_not_requeue_exit_code > 0) {
+    spdlog::error("every attempt ({} of them) failed the same way ({}): a requeue would too; "
+                  "exit code {} (do not requeue; --do_not_requeue_exit_code=0 exits 1 instead)",
+                  event.restarts_spent + 1, event.failure_signature,
+                  config_.do_not_requeue_exit_code);
+    return config_.do_not_requeue_exit_code;
+  }
   return kExitWorkersFailed;
 }
 

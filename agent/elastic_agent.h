@@ -32,6 +32,14 @@
 
 namespace mxrun {
 
+// mxrun's exit codes (docs/CONTRACT.md). 2 and kExitDoNotRequeue are the ones a requeue cannot
+// fix; 1, 3 and 128+N (a signal) may go another way the next time.
+inline constexpr int kExitSuccess = 0;
+inline constexpr int kExitWorkersFailed = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitRendezvousFailed = 3;
+inline constexpr int kExitDoNotRequeue = 93;  // the default of --do_not_requeue_exit_code
+
 struct AgentConfig {
   WorkerSpec worker;
   std::string entrypoint_name;              // for the summary's headline
@@ -50,12 +58,11 @@ struct AgentConfig {
   AgentObserver* observer = nullptr;        // told what happens (the metrics); not owned
   StragglerRule stragglers;                 // --straggler_factor, --straggler_steps
   bool straggler_restart = false;           // --straggler_restart: a straggler fails the group
+  // --do_not_requeue_exit_code: the exit code when every attempt failed the same deterministic
+  // way (common/repeated_failure.h); 0: exit 1 as for any failure.
+  int do_not_requeue_exit_code = kExitDoNotRequeue;
 };
 
-inline constexpr int kExitSuccess = 0;
-inline constexpr int kExitWorkersFailed = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitRendezvousFailed = 3;
 
 // Handled signals that are passed on to every worker while the job goes on, instead of stopping
 // it: Slurm's `--signal=USR1@60` warns of the time limit, and the workers checkpoint.

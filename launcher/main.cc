@@ -387,6 +387,7 @@ int Main(int argc, char** argv) {
   config.rendezvous_description = rdzv->description;
   config.stragglers = {options.straggler_factor, options.straggler_steps};
   config.straggler_restart = options.straggler_restart;
+  config.do_not_requeue_exit_code = options.do_not_requeue_exit_code;
   std::unique_ptr<AgentMetrics> metrics;
   std::unique_ptr<HttpServer> metrics_server;
   if (options.metrics_port >= 0) {

@@ -105,6 +105,9 @@ const std::vector<Flag>& Flags() {
        "median (progress reports; the master judges every rank of a multi-node job)", "1.5"},
       {"straggler_steps", "", false,
        "... for this many consecutive steps (0: never judge)", "20"},
+      {"do_not_requeue_exit_code", "", false,
+       "exit with this code, not 1, when every attempt failed the same way (same exit code and "
+       "error): a scheduler should not requeue the job (0: exit 1 as for any failure)", "93"},
       {"straggler_restart", "", true,
        "restart the worker group when a rank is named a straggler (spends a restart; default: "
        "only name it)", ""},
@@ -633,6 +636,16 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   }
   o.metrics_bind_all = ToBool(values["metrics_bind_all"]);
   o.straggler_restart = ToBool(values["straggler_restart"]);
+  {
+    absl::StatusOr<int> code = ToInt(values["do_not_requeue_exit_code"], 0, 125,
+                                     "0 (off) or an exit code from 4 to 125");
+    if (!code.ok()) return code.status();
+    if (*code >= 1 && *code <= 3) {
+      return Invalid(values["do_not_requeue_exit_code"], "taken by another meaning (1 failed, 2 "
+                     "usage, 3 rendezvous)", "0 (off) or an exit code from 4 to 125");
+    }
+    o.do_not_requeue_exit_code = *code;
+  }
   if (o.straggler_restart && o.straggler_steps == 0) {
     return absl::InvalidArgumentError(
         "--straggler_restart needs stragglers to be judged: --straggler_steps must be above 0");

@@ -446,6 +446,8 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
       event.first_failure = FromProto(message.finished().first_failure());
       event.restarts_spent = message.finished().restarts_spent();
       event.max_restarts = message.finished().max_restarts();
+      event.same_failure_every_attempt = message.finished().same_failure();
+      event.failure_signature = message.finished().failure_signature();
       break;
     case v1::MasterMessage::kRefused:
       finished_ = true;

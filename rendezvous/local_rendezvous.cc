@@ -38,6 +38,7 @@ void LocalRendezvous::Join() {
 void LocalRendezvous::ReportFailure(const WorkerFailure& failure) {
   RendezvousEvent event;
   event.max_restarts = config_.max_restarts;
+  failures_.Add(failure);
   if (restarts_spent_ < config_.max_restarts) {
     ++restarts_spent_;
     event.kind = RendezvousEvent::Kind::kRejoin;
@@ -46,6 +47,8 @@ void LocalRendezvous::ReportFailure(const WorkerFailure& failure) {
   } else {
     event.kind = RendezvousEvent::Kind::kJobFailed;
     event.first_failure = failure;
+    event.same_failure_every_attempt = failures_.AllSame();
+    event.failure_signature = failures_.signature();
   }
   event.restarts_spent = restarts_spent_;
   events_.Post(std::move(event));

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "rendezvous/event_queue.h"
+#include "common/repeated_failure.h"
 #include "rendezvous/rendezvous.h"
 
 namespace mxrun {
@@ -34,6 +35,7 @@ class LocalRendezvous final : public Rendezvous {
   RendezvousEventQueue events_;
   int round_ = 0;
   int restarts_spent_ = 0;
+  RepeatedFailures failures_;  // every attempt's failure: the same each time?
 };
 
 }  // namespace mxrun

@@ -304,6 +304,7 @@ MasterState::Out MasterState::ReportFailure(Time now, NodeId node, int round,
     return out;  // stale: that round was already stopped
   }
   ++run->failures[FailureCause(failure)];
+  run->repeated.Add(failure);
   if (!run->failed_at) run->failed_at = now;  // recovery counts from the first failure
   if (run->restarts_spent < run->job.max_restarts) {
     ++run->restarts_spent;
@@ -358,6 +359,7 @@ MasterState::Out MasterState::NodeGone(Time now, NodeId node, const std::string&
   RemoveNode(*run, node);
   if (run->phase == Phase::kRunning && member) {
     ++run->failures["node_lost"];
+    run->repeated.AddOther();
     if (!run->failed_at) run->failed_at = now;
     StopMembers(now, *run, absl::StrCat(host, " left (", why, ")"), false, out);
   }
@@ -505,6 +507,10 @@ void MasterState::Finish(Time now, Run& run, bool success,
     ToAgent done = Message(node, ToAgent::Kind::kFinished);
     done.success = success;
     done.first_failure = failure;
+    if (!success && run.repeated.AllSame()) {
+      done.same_failure = true;
+      done.failure_signature = run.repeated.signature();
+    }
     done.restarts_spent = run.restarts_spent;
     done.max_restarts = run.job.max_restarts;
     done.close_session = true;

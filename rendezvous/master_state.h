@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/repeated_failure.h"
 #include "common/straggler_watch.h"
 #include "common/worker_failure.h"
 #include "rendezvous/rendezvous.h"
@@ -91,6 +92,8 @@ struct ToAgent {
   int max_restarts = 0;                     // kStop, kFinished
   bool success = false;                     // kFinished
   std::optional<WorkerFailure> first_failure;  // kFinished (failed)
+  bool same_failure = false;                // kFinished (failed): every attempt failed alike
+  std::string failure_signature;            // kFinished (failed), with same_failure
   absl::Status refusal;                     // kRefused
   std::string peer_host;                    // kPeerFinished: the member whose workers all exited 0
   int peer_node_rank = 0;                   // kPeerFinished
@@ -221,6 +224,7 @@ class MasterState {
     std::map<std::string, long long> failures;  // by cause (RunSnapshot::failures)
     std::deque<RunEvent> history;               // the last kHistory events
     RunProgress progress;                       // of the current round
+    RepeatedFailures repeated;                  // every attempt's failure: the same each time?
     std::optional<Time> failed_at;              // a failure the group has not recovered from
     std::optional<Time::duration> last_recovery;  // the last failure to the first step after it
     bool stop_restart = false;

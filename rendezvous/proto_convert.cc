@@ -182,6 +182,8 @@ v1::MasterMessage ToProto(const ToAgent& m) {
       if (m.first_failure) *done->mutable_first_failure() = ToProto(*m.first_failure);
       done->set_restarts_spent(m.restarts_spent);
       done->set_max_restarts(m.max_restarts);
+      done->set_same_failure(m.same_failure);
+      done->set_failure_signature(m.failure_signature);
       break;
     }
     case ToAgent::Kind::kRefused:

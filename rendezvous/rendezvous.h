@@ -65,6 +65,10 @@ struct RendezvousEvent {
   int restarts_spent = 0;      // kRejoin, kJobFailed
   int max_restarts = 0;        // kRejoin, kJobFailed
   WorkerFailure first_failure; // kJobFailed: the first failure of the job's last attempt
+  // kJobFailed: every attempt failed the same deterministic way (common/repeated_failure.h),
+  // `failure_signature` says how; a requeue would fail the same way.
+  bool same_failure_every_attempt = false;
+  std::string failure_signature;
   absl::Status error;          // kError
   StragglerNews straggler;     // kStraggler
 };

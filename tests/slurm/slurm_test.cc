@@ -278,7 +278,64 @@ TEST_CASE("the example sbatch script runs unchanged on CPU nodes", "[slurm]") {
   const std::string metrics = ReadFile(cluster.jobs() + "/metrics-" + job + ".jsonl");
   CHECK_THAT(metrics, Catch::Contains("\"world_size\":2") || Catch::Contains("\"world_size\": 2"));
 }
+
+TEST_CASE("the example sbatch script does not requeue a job that failed the same way on every "
+          "attempt (exit 93)",
+          "[slurm]") {
+  SlurmCluster cluster;
+  const std::string out = cluster.jobs() + "/same.out";
+  // A model the trainer does not know: every attempt fails with the same error.
+  ProcessResult r = Run({"sbatch", "--wait", "--output=" + out, "--chdir=" + cluster.jobs(),
+                         std::string(SCRIPTS_DIR) + "/slurm/train.sbatch", "--model", "resnet7",
+                         "--epochs", "1", "--synthetic_train", "64", "--threads", "1"},
+                        {{"MXRUN", kMxrun}, {"CKPT_DIR", cluster.jobs() + "/ckpt"}}, 300s);
+  const std::string log = ReadFile(out);
+  INFO(mxrun::testing::Describe(r) << "\njob output:\n" << log);
+  const std::string job = SubmittedId(r);
+  REQUIRE_FALSE(job.empty());
+  CHECK_THAT(log, Catch::Contains("every attempt (4 of them) failed the same way"));
+  CHECK_THAT(log, Catch::Contains("mxrun exited 93: a requeue would fail the same way; not "
+                                  "requeued"));
+  CHECK(cluster.JobField(job, "ExitCode") == "93:0");
+  CHECK(cluster.JobField(job, "Restarts") == "0");
+}
 #endif  // MXRUN_SLURM_TRAINER_TESTS
+
+TEST_CASE("the example sbatch script requeues a failure a requeue may fix, up to MAX_REQUEUES",
+          "[slurm]") {
+  SlurmCluster cluster;
+  // mxrun's exit 1 (failed, budget spent) stands in for any retryable failure here: the decision
+  // is the script's.
+  const std::string fake = cluster.jobs() + "/fake-mxrun";
+  std::ofstream(fake) << "#!/bin/sh\necho \"fake mxrun $SLURM_NODEID attempt "
+                         "${SLURM_RESTART_COUNT:-0}\"\nexit 1\n";
+  REQUIRE(chmod(fake.c_str(), 0755) == 0);
+  const std::string out = cluster.jobs() + "/retry.out";
+  ProcessResult r = Run({"sbatch", "--output=" + out, "--open-mode=append",
+                         "--chdir=" + cluster.jobs(),
+                         std::string(SCRIPTS_DIR) + "/slurm/train.sbatch"},
+                        {{"MXRUN", fake}, {"MAX_REQUEUES", "1"}}, 30s);
+  INFO(mxrun::testing::Describe(r));
+  const std::string job = SubmittedId(r);
+  REQUIRE_FALSE(job.empty());
+  // Requeued once: Slurm holds a requeued job back (BeginTime); start it now, as a busy
+  // cluster's scheduler would.
+  REQUIRE(WaitForLines(out, "requeueing (1 of 1)", 1));
+  bool requeued = false;
+  for (int i = 0; i < 600 && !requeued; ++i) {  // up to 60 s
+    requeued = cluster.JobField(job, "Restarts") == "1" &&
+               cluster.JobField(job, "JobState") == "PENDING";
+    if (!requeued) std::this_thread::sleep_for(100ms);
+  }
+  REQUIRE(requeued);
+  Run({"scontrol", "update", "JobId=" + job, "StartTime=now"}, {}, 30s);
+  CHECK(cluster.WaitForJobState(job, {"COMPLETED", "FAILED", "CANCELLED"}, 120s) == "FAILED");
+  const std::string log = ReadFile(out);
+  INFO(log);
+  CHECK(cluster.JobField(job, "Restarts") == "1");
+  CHECK_THAT(log, Catch::Contains("fake mxrun 0 attempt 1"));
+  CHECK_THAT(log, Catch::Contains("mxrun exited 1: requeued 1 time(s) already; not again"));
+}
 
 TEST_CASE("scancel mid-run: no process of the job is left", "[slurm]") {
   SlurmCluster cluster;

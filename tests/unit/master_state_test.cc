@@ -577,3 +577,32 @@ TEST_CASE("a recovery is timed from the failure to the re-formed group's first r
   CHECK(s.state.Snapshot(s.now, "")[0].history.back().kind == "recovered");
   CHECK(s.state.Snapshot(s.now, "")[0].history.size() == run.history.size());
 }
+
+TEST_CASE("the master tells the agents when every attempt failed the same way", "[master]") {
+  Scenario s(2, 2, 1);
+  s.Join(1, "h1", 1);
+  s.Join(2, "h2", 1);
+  mxrun::WorkerFailure f;
+  f.exit_code = 1;
+  f.message = "ValueError: bad config";
+  s.state.ReportFailure(s.now, 2, 0, f);  // restart 1 of 1
+  s.Join(1, "h1", 1);
+  s.Join(2, "h2", 1);
+  f.global_rank = 0;  // another rank first this time: the same error
+  MasterState::Out out = s.state.ReportFailure(s.now, 1, 1, f);
+  REQUIRE(out.size() == 2);
+  for (const ToAgent& m : out) {
+    CHECK(m.kind == ToAgent::Kind::kFinished);
+    CHECK(m.same_failure);
+    CHECK(m.failure_signature == "exit code 1: ValueError: bad config");
+  }
+
+  Scenario t(2, 2, 1);  // the second failure differs: a requeue may help
+  t.Join(1, "h1", 1);
+  t.Join(2, "h2", 1);
+  t.state.ReportFailure(t.now, 2, 0, f);
+  t.Join(1, "h1", 1);
+  t.Join(2, "h2", 1);
+  f.exit_code = 7;
+  for (const ToAgent& m : t.state.ReportFailure(t.now, 1, 1, f)) CHECK_FALSE(m.same_failure);
+}
