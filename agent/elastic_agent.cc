@@ -247,6 +247,12 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
   using Kind = RendezvousEvent::Kind;
   switch (event.kind) {
     case Kind::kRegistered:
+      if (event.excluded && event.reason != waiting_reason_) {
+        spdlog::warn("{}; this agent waits and is admitted again when it ends", event.reason);
+      } else if (!event.excluded && excluded_) {
+        spdlog::info("the master admits this node again: its back-off ended");
+      }
+      excluded_ = event.excluded;
       waiting_reason_ = event.reason;
       config_.notifier.Ready(event.reason);
       return std::nullopt;
@@ -331,10 +337,12 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       }
       return std::nullopt;
     case Kind::kJobSucceeded:
+      NoteExcluded(event);
       config_.notifier.Stopping("job succeeded");
       StopGroup(SIGTERM);  // normally already gone
       return Exit(kExitSuccess);
     case Kind::kJobFailed:
+      NoteExcluded(event);
       config_.notifier.Stopping("job failed: the restart budget is spent");
       StopGroup(SIGTERM);
       return Exit(JobFailed(event));
@@ -346,6 +354,12 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
                   absl::StrCat("rendezvous failed: ", event.error.message()));
   }
   return std::nullopt;
+}
+
+void ElasticAgent::NoteExcluded(const RendezvousEvent& event) {
+  for (const std::string& line : event.excluded_nodes) {
+    spdlog::warn("left out of the job's rounds during the job: {}", line);
+  }
 }
 
 void ElasticAgent::Join() {

@@ -94,6 +94,8 @@ class ElasticAgent {
   // Checks the running group; reports to the rendezvous when its workers have ended.
   void CheckGroup();
   int JobFailed(const RendezvousEvent& event);
+  // The end-of-job summary's word on the nodes the master left out (repeat offenders).
+  void NoteExcluded(const RendezvousEvent& event);
   // The agent's last event record (event_log.h), then its exit code.
   int Exit(int exit_code, std::optional<std::string> why_failed = std::nullopt);
 
@@ -112,6 +114,7 @@ class ElasticAgent {
   EventLoop::Deadline joined_at_{};      // when the last Join() was asked
   EventLoop::Deadline next_waiting_note_{};
   std::string waiting_reason_;           // the rendezvous' last word on what it waits for
+  bool excluded_ = false;                // the master leaves this node out of rounds for now
   GoodputClock goodput_{AgentObserver::Time::clock::now()};  // where this node's time went
   // Stragglers among this node's ranks, judged here when the rendezvous does not judge them over
   // the whole job (the local rendezvous of a one-node job; a master judges every rank).

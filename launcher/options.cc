@@ -105,6 +105,14 @@ const std::vector<Flag>& Flags() {
        "median (progress reports; the master judges every rank of a multi-node job)", "1.5"},
       {"straggler_steps", "", false,
        "... for this many consecutive steps (0: never judge)", "20"},
+      {"exclude_after", "", false,
+       "a multi-node job leaves a node out of its next rounds after this many worker failures "
+       "there within --exclude_window, while the others meet the minimum of --nnodes (0: never)",
+       "2"},
+      {"exclude_window", "", false, "... within this many seconds", "3600"},
+      {"exclude_backoff", "", false,
+       "seconds a node is left out; doubled at each exclusion of the same node; it is admitted "
+       "again after", "300"},
       {"do_not_requeue_exit_code", "", false,
        "exit with this code, not 1, when every attempt failed the same way (same exit code and "
        "error): a scheduler should not requeue the job (0: exit 1 as for any failure)", "93"},
@@ -636,6 +644,24 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   }
   o.metrics_bind_all = ToBool(values["metrics_bind_all"]);
   o.straggler_restart = ToBool(values["straggler_restart"]);
+  {
+    absl::StatusOr<int> after =
+        ToInt(values["exclude_after"], 0, 1000, "0 (never) to 1000 failures");
+    if (!after.ok()) return after.status();
+    o.exclude_after = *after;
+    absl::StatusOr<double> window = ToSeconds(values["exclude_window"]);
+    if (!window.ok()) return window.status();
+    absl::StatusOr<double> backoff = ToSeconds(values["exclude_backoff"]);
+    if (!backoff.ok()) return backoff.status();
+    if (*window <= 0 || *backoff <= 0 || *backoff > 7 * 86400) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--exclude_window=", values["exclude_window"].text, " --exclude_backoff=",
+          values["exclude_backoff"].text, " are not valid; accepted: a window above 0 s and a "
+          "back-off above 0 s, at most a week (604800)"));
+    }
+    o.exclude_window_s = *window;
+    o.exclude_backoff_s = *backoff;
+  }
   {
     absl::StatusOr<int> code = ToInt(values["do_not_requeue_exit_code"], 0, 125,
                                      "0 (off) or an exit code from 4 to 125");

@@ -162,6 +162,11 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
   config.job.max_restarts = options.max_restarts;
   config.job.timeouts = settings.timeouts;
   config.job.stragglers = {options.straggler_factor, options.straggler_steps};
+  config.job.exclusion.after_failures = options.exclude_after;
+  config.job.exclusion.window =
+      std::chrono::milliseconds(static_cast<long long>(options.exclude_window_s * 1000));
+  config.job.exclusion.backoff =
+      std::chrono::milliseconds(static_cast<long long>(options.exclude_backoff_s * 1000));
   config.node.host = host_name;
   config.node.address = options.local_addr;
   config.node.local_world_size = local_world_size;

@@ -102,6 +102,7 @@ std::string StatusJson(const v1::StatusReply& reply, const std::string& address)
                          {"state", m.state()},
                          {"last_seen_s_ago", m.last_seen_s_ago()},
                          {"ranks", std::move(ranks)}});
+      if (!m.note().empty()) members.back()["note"] = m.note();
     }
     nlohmann::json failures = nlohmann::json::object();
     for (const auto& [cause, count] : run.failures()) failures[cause] = count;
@@ -309,6 +310,7 @@ int ShowStatus(v1::Rendezvous::Stub& stub, const std::string& address, const std
       std::printf("  %-9s %-24s %-24s %-7d %-10s %.1fs ago\n", rank.c_str(), m.host().c_str(),
                   m.address().c_str(), m.local_world_size(), m.state().c_str(),
                   m.last_seen_s_ago());
+      if (!m.note().empty()) std::printf("            %s: %s\n", m.state().c_str(), m.note().c_str());
     }
     PrintRanks(run);
   }

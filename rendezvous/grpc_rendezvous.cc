@@ -414,6 +414,11 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
       event.reason = absl::StrCat("registered; ", message.waiting().nodes_waiting(),
                                   " node(s) waiting, ", config_.job.min_nodes, " to ",
                                   config_.job.max_nodes, " needed");
+      if (!message.waiting().excluded().empty()) {
+        event.excluded = true;
+        event.reason = absl::StrCat("the master leaves this node out of the job's rounds: ",
+                                    message.waiting().excluded());
+      }
       break;
     case v1::MasterMessage::kRound:
       if (message.round().durable()) durable_ = true;
@@ -447,6 +452,8 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
       event.restarts_spent = message.finished().restarts_spent();
       event.max_restarts = message.finished().max_restarts();
       event.same_failure_every_attempt = message.finished().same_failure();
+      event.excluded_nodes.assign(message.finished().excluded_nodes().begin(),
+                                  message.finished().excluded_nodes().end());
       event.failure_signature = message.finished().failure_signature();
       break;
     case v1::MasterMessage::kRefused:

@@ -87,6 +87,15 @@ absl::Status ValidateJoin(const NodeDesc& desc, const JobDesc& job) {
     return absl::InvalidArgumentError(
         "time-outs must be positive (heartbeat interval, missed heartbeats, join timeout)");
   }
+  const ExclusionRule& exclusion = job.exclusion;
+  if (exclusion.after_failures < 0 || exclusion.after_failures > 1000 ||
+      (exclusion.after_failures > 0 &&
+       (exclusion.window.count() <= 0 || exclusion.backoff.count() <= 0 ||
+        exclusion.backoff > std::chrono::hours(24 * 7)))) {
+    return absl::InvalidArgumentError(
+        "exclusion rule is not valid; accepted: 0 to 1000 failures, and with failures a positive "
+        "window and a back-off of at most a week");
+  }
   const StragglerRule& stragglers = job.stragglers;
   if (stragglers.steps < 0 ||
       (stragglers.steps > 0 && !(stragglers.factor > 1 && stragglers.factor <= 1000))) {
@@ -116,7 +125,8 @@ void MasterState::Count(Run& run, NodeState state, int delta) {
     case NodeState::kWaiting: run.waiting += delta; break;
     case NodeState::kStopping: run.stopping += delta; break;
     case NodeState::kSucceeded: run.succeeded += delta; break;
-    case NodeState::kRunning: break;
+    case NodeState::kRunning:
+    case NodeState::kExcluded: break;
   }
 }
 
@@ -160,6 +170,7 @@ std::string MasterState::NodeStateName(NodeState state) {
     case NodeState::kRunning: return "running";
     case NodeState::kSucceeded: return "succeeded";
     case NodeState::kStopping: return "stopping";
+    case NodeState::kExcluded: return "excluded";
   }
   return "?";
 }
@@ -187,6 +198,7 @@ MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run
     run.job = job;
     run.waiting_since = now;
     run.progress = RunProgress(job.stragglers);
+    run.exclusion = NodeExclusion(job.exclusion);
   }
   if (run.phase == Phase::kSucceeded || run.phase == Phase::kFailed) {
     out.push_back(Refusal(node, absl::FailedPreconditionError(absl::StrCat(
@@ -230,11 +242,12 @@ MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run
   if (desc.requested_rank >= 0) run.requested_ranks[desc.requested_rank] = node;
   n.desc = desc;
   Seen(run, n, now);
-  SetState(run, n, NodeState::kWaiting);
+  const bool excluded = run.exclusion.Excluded(desc.agent_id);
+  SetState(run, n, excluded ? NodeState::kExcluded : NodeState::kWaiting);
   n.node_rank = -1;
   node_runs_[node] = run_id;
 
-  if (run.phase == Phase::kRunning) {
+  if (run.phase == Phase::kRunning && !excluded) {
     const bool member = IsMember(run, node);
     if (member) changed_ = true;  // a member's description and state are kept
     if (member && previous != NodeState::kStopping) {
@@ -250,9 +263,10 @@ MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run
     }
   }
   MaybeCloseRound(now, run, out);
-  if (n.state == NodeState::kWaiting) {
+  if (n.state == NodeState::kWaiting || n.state == NodeState::kExcluded) {
     ToAgent ack = Message(node, ToAgent::Kind::kWaiting);
     ack.nodes_waiting = run.waiting;
+    ack.excluded = run.exclusion.Why(desc.agent_id);
     out.push_back(ack);
   }
   return out;
@@ -312,6 +326,7 @@ MasterState::Out MasterState::ReportFailure(Time now, NodeId node, int round,
                 absl::StrCat("worker rank ", failure.global_rank, " on ", failure.host,
                              " failed (", DescribeExit(failure), ")"),
                 /*restart=*/true, out);
+    MaybeExclude(now, *run, node, out);
     MaybeCloseRound(now, *run, out);
   } else {
     Finish(now, *run, /*success=*/false, failure, out);
@@ -405,7 +420,10 @@ MasterState::Out MasterState::Tick(Time now) {
         if (runs_.find(id) == runs_.end()) break;
       }
     }
-    if (auto again = runs_.find(id); again != runs_.end()) MaybeCloseRound(now, again->second, out);
+    if (auto again = runs_.find(id); again != runs_.end()) {
+      Readmit(now, again->second, out);
+      MaybeCloseRound(now, again->second, out);
+    }
   }
   return out;
 }
@@ -507,6 +525,7 @@ void MasterState::Finish(Time now, Run& run, bool success,
     ToAgent done = Message(node, ToAgent::Kind::kFinished);
     done.success = success;
     done.first_failure = failure;
+    done.excluded_nodes = run.exclusion.history();
     if (!success && run.repeated.AllSame()) {
       done.same_failure = true;
       done.failure_signature = run.repeated.signature();
@@ -634,6 +653,49 @@ void MasterState::CloseRound(Run& run, std::vector<NodeId> waiting, Out& out) {
   TrackProgress(run);
 }
 
+void MasterState::MaybeExclude(Time now, Run& run, NodeId node, Out& out) {
+  const Node& n = run.nodes.at(node);
+  // The job must still meet its minimum without it: count the others that are not left out.
+  int others = 0;
+  for (const auto& [id, other] : run.nodes) {
+    if (id != node && other.state != NodeState::kExcluded &&
+        !run.exclusion.Excluded(other.desc.agent_id)) {
+      ++others;
+    }
+  }
+  const std::optional<std::string> why =
+      run.exclusion.Failed(now, n.desc.agent_id, n.desc.host, others >= run.job.min_nodes);
+  if (!why) return;
+  Record(run, now, "excluded", absl::StrCat(n.desc.host, " (node ", n.node_rank, "): ", *why));
+  for (ToAgent& m : out) {  // its stop says so in the master's log
+    if (m.node == node && m.kind == ToAgent::Kind::kStop) {
+      m.log_line = absl::StrCat("run '", run.id, "': leaving ", n.desc.host, " out of the next "
+                                "rounds: ", *why);
+    }
+  }
+}
+
+void MasterState::Readmit(Time now, Run& run, Out& out) {
+  const std::optional<Time> next = run.exclusion.NextEnd();
+  if (!next || now < *next) return;
+  for (const std::string& agent : run.exclusion.TakeEnded(now)) {
+    for (auto& [id, n] : run.nodes) {
+      if (n.desc.agent_id != agent || n.state != NodeState::kExcluded) continue;
+      SetState(run, n, NodeState::kWaiting);
+      Record(run, now, "readmitted", absl::StrCat(n.desc.host, ": its back-off ended"));
+      ToAgent ack = Message(id, ToAgent::Kind::kWaiting);
+      ack.nodes_waiting = run.waiting;
+      out.push_back(ack);  // an empty `excluded`: it waits like any node again
+      if (run.phase == Phase::kRunning && run.succeeded == 0 &&
+          static_cast<int>(run.members.size()) < run.job.max_nodes) {
+        StopMembers(now, run,
+                    absl::StrCat(n.desc.host, "'s exclusion ended; re-forming the group to admit it"),
+                    false, out);
+      }
+    }
+  }
+}
+
 void MasterState::TrackProgress(Run& run) {
   std::map<NodeId, RunProgress::Ranks> owners;
   int base = 0;
@@ -668,6 +730,7 @@ std::vector<RunSnapshot> MasterState::Snapshot(Time now, const std::string& run_
       m.node_rank = n.state == NodeState::kWaiting ? -1 : n.node_rank;
       m.state = NodeStateName(n.state);
       m.since_last_seen = std::chrono::duration_cast<std::chrono::milliseconds>(now - n.last_seen);
+      if (n.state == NodeState::kExcluded) m.note = run.exclusion.Why(n.desc.agent_id);
       if (n.member) m.ranks = run.progress.RanksOf(node, now);
       s.members.push_back(m);
     }
@@ -772,6 +835,7 @@ void MasterState::Restore(Time now, const std::vector<PersistedRun>& runs) {
       run.members.push_back(id);
     }
     run.progress = RunProgress(run.job.stragglers);
+    run.exclusion = NodeExclusion(run.job.exclusion);  // exclusions are not kept across restarts
     TrackProgress(run);
   }
 }

@@ -43,6 +43,7 @@
 #include "common/repeated_failure.h"
 #include "common/straggler_watch.h"
 #include "common/worker_failure.h"
+#include "rendezvous/node_exclusion.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/run_progress.h"
 
@@ -77,6 +78,7 @@ struct JobDesc {
   int max_restarts = 0;
   RendezvousTimeouts timeouts;
   StragglerRule stragglers;  // judged over every rank by the master (steps 0: not judged)
+  ExclusionRule exclusion;   // repeat offenders left out (node_exclusion.h; after 0: never)
 };
 
 // One message for one agent.
@@ -85,6 +87,7 @@ struct ToAgent {
   NodeId node = 0;
   Kind kind = Kind::kWaiting;
   int nodes_waiting = 0;                    // kWaiting
+  std::string excluded;                     // kWaiting: why this node is left out of rounds
   RoundAssignment round;                    // kRound
   std::string reason;                       // kStop
   bool restart = false;                     // kStop: a failure spent the budget
@@ -92,6 +95,7 @@ struct ToAgent {
   int max_restarts = 0;                     // kStop, kFinished
   bool success = false;                     // kFinished
   std::optional<WorkerFailure> first_failure;  // kFinished (failed)
+  std::vector<std::string> excluded_nodes;  // kFinished: every exclusion of the job, why
   bool same_failure = false;                // kFinished (failed): every attempt failed alike
   std::string failure_signature;            // kFinished (failed), with same_failure
   absl::Status refusal;                     // kRefused
@@ -101,7 +105,7 @@ struct ToAgent {
   int num_nodes = 0;                        // kPeerFinished: members of the round
   StragglerNews straggler;                  // kStraggler: about one of the node's ranks
   int straggler_round = 0;                  // kStraggler
-  std::string log_line;                     // kStraggler: what the master logs (run and host)
+  std::string log_line;                     // what the master logs with it (run and host); "": nothing
   bool close_session = false;               // the master ends this session after the message
 };
 
@@ -137,6 +141,7 @@ struct MemberSnapshot {
   std::string state;
   std::chrono::milliseconds since_last_seen{0};
   std::vector<RankSnapshot> ranks;  // a running member's ranks that reported progress
+  std::string note;                 // an excluded node: why, and for how long
 };
 struct RunSnapshot {
   std::string run_id;
@@ -198,7 +203,8 @@ class MasterState {
   bool HasNode(NodeId node) const { return node_runs_.count(node) > 0; }
 
  private:
-  enum class NodeState { kWaiting, kRunning, kSucceeded, kStopping };
+  // kExcluded: waiting, but left out of rounds until its back-off ends (node_exclusion.h).
+  enum class NodeState { kWaiting, kRunning, kSucceeded, kStopping, kExcluded };
   enum class Phase { kWaiting, kRunning, kSucceeded, kFailed };
   struct Node {
     NodeDesc desc;
@@ -225,6 +231,7 @@ class MasterState {
     std::deque<RunEvent> history;               // the last kHistory events
     RunProgress progress;                       // of the current round
     RepeatedFailures repeated;                  // every attempt's failure: the same each time?
+    NodeExclusion exclusion;                    // repeat offenders left out
     std::optional<Time> failed_at;              // a failure the group has not recovered from
     std::optional<Time::duration> last_recovery;  // the last failure to the first step after it
     bool stop_restart = false;
@@ -251,6 +258,11 @@ class MasterState {
   void MaybeCloseRound(Time now, Run& run, Out& out);
   void CloseRound(Run& run, std::vector<NodeId> waiting, Out& out);
   static void TrackProgress(Run& run);  // the members' rank ranges, at a new or restored round
+  // A member's worker failed and a restart follows: a repeat offender is left out of the next
+  // rounds when the others can go on without it (node_exclusion.h).
+  void MaybeExclude(Time now, Run& run, NodeId node, Out& out);
+  // Excluded nodes whose back-off has ended wait again; a running group re-forms to admit them.
+  void Readmit(Time now, Run& run, Out& out);
   void StopMembers(Time now, Run& run, const std::string& reason, bool restart, Out& out);
   void Finish(Time now, Run& run, bool success, const std::optional<WorkerFailure>& failure,
               Out& out);

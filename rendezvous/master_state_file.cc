@@ -52,6 +52,9 @@ std::string PersistedRunsToJson(const std::vector<PersistedRun>& runs) {
                 {"missed_heartbeats", r.job.timeouts.missed_heartbeats},
                 {"straggler_factor", r.job.stragglers.factor},
                 {"straggler_steps", r.job.stragglers.steps},
+                {"exclude_after", r.job.exclusion.after_failures},
+                {"exclude_window_ms", Ms(r.job.exclusion.window)},
+                {"exclude_backoff_ms", Ms(r.job.exclusion.backoff)},
                 {"round", r.round},
                 {"restarts_spent", r.restarts_spent},
                 {"world_size", r.world_size},
@@ -94,6 +97,11 @@ absl::StatusOr<std::vector<PersistedRun>> PersistedRunsFromJson(const std::strin
       // Absent in a state kept before stragglers were judged by the master: not judged.
       r.job.stragglers.factor = run.value("straggler_factor", 1.5);
       r.job.stragglers.steps = run.value("straggler_steps", 0);
+      r.job.exclusion.after_failures = run.value("exclude_after", 0);
+      r.job.exclusion.window =
+          std::chrono::milliseconds(run.value("exclude_window_ms", 3'600'000LL));
+      r.job.exclusion.backoff =
+          std::chrono::milliseconds(run.value("exclude_backoff_ms", 300'000LL));
       r.round = run.at("round");
       r.restarts_spent = run.at("restarts_spent");
       r.world_size = run.at("world_size");

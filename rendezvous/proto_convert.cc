@@ -134,6 +134,9 @@ v1::JobSpec ToProto(const JobDesc& j) {
   p.set_missed_heartbeats(j.timeouts.missed_heartbeats);
   p.set_straggler_factor(j.stragglers.factor);
   p.set_straggler_steps(j.stragglers.steps);
+  p.set_exclude_after_failures(j.exclusion.after_failures);
+  p.set_exclude_window_s(Seconds(j.exclusion.window));
+  p.set_exclude_backoff_s(Seconds(j.exclusion.backoff));
   return p;
 }
 
@@ -148,6 +151,9 @@ JobDesc FromProto(const v1::JobSpec& p) {
   j.timeouts.missed_heartbeats = p.missed_heartbeats();
   j.stragglers.factor = p.straggler_factor();
   j.stragglers.steps = p.straggler_steps();
+  j.exclusion.after_failures = p.exclude_after_failures();
+  j.exclusion.window = Millis(p.exclude_window_s());
+  j.exclusion.backoff = Millis(p.exclude_backoff_s());
   return j;
 }
 
@@ -156,6 +162,7 @@ v1::MasterMessage ToProto(const ToAgent& m) {
   switch (m.kind) {
     case ToAgent::Kind::kWaiting:
       p.mutable_waiting()->set_nodes_waiting(m.nodes_waiting);
+      p.mutable_waiting()->set_excluded(m.excluded);
       break;
     case ToAgent::Kind::kRound:
       *p.mutable_round() = ToProto(m.round);
@@ -184,6 +191,7 @@ v1::MasterMessage ToProto(const ToAgent& m) {
       done->set_max_restarts(m.max_restarts);
       done->set_same_failure(m.same_failure);
       done->set_failure_signature(m.failure_signature);
+      for (const std::string& line : m.excluded_nodes) done->add_excluded_nodes(line);
       break;
     }
     case ToAgent::Kind::kRefused:

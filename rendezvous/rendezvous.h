@@ -69,6 +69,11 @@ struct RendezvousEvent {
   // `failure_signature` says how; a requeue would fail the same way.
   bool same_failure_every_attempt = false;
   std::string failure_signature;
+  // kRegistered: the master leaves this node out of the run's rounds for now (`reason` says why
+  // and for how long); it is admitted again when its back-off ends.
+  bool excluded = false;
+  // kJobSucceeded, kJobFailed: the nodes left out during the job, and why (one line each).
+  std::vector<std::string> excluded_nodes;
   absl::Status error;          // kError
   StragglerNews straggler;     // kStraggler
 };

@@ -215,8 +215,8 @@ void RendezvousService::Deliver(const MasterState::Out& out) {
   std::vector<ToAgent> deliver;
   deliver.swap(held_);
   for (const ToAgent& message : deliver) {
-    if (message.kind == ToAgent::Kind::kStraggler) {
-      // The master's own line (the agent that runs the rank logs its own).
+    if (!message.log_line.empty()) {
+      // The master's own line (a straggler named, a node left out; the agent logs its own).
       std::fprintf(stderr, "mxrun-master: %s\n", message.log_line.c_str());
     }
     Send(message);
@@ -339,6 +339,7 @@ grpc::ServerUnaryReactor* RendezvousService::GetStatus(grpc::CallbackServerConte
       s->set_local_world_size(m.desc.local_world_size);
       s->set_state(m.state);
       s->set_last_seen_s_ago(static_cast<double>(m.since_last_seen.count()) / 1000.0);
+      s->set_note(m.note);
       for (const RankSnapshot& rank : m.ranks) {
         v1::RankStatus* r = s->add_ranks();
         r->set_global_rank(rank.global_rank);

@@ -28,7 +28,8 @@ const char* kStyle =
     "margin-left:-6px}"
     ".k-round{background:#2e7d32}.k-failure,.k-failed,.k-timeout{background:#c62828}"
     ".k-reforming{background:#ef6c00}.k-succeeded{background:#1565c0}.k-recovered{background:#00897b}"
-    ".k-straggler{background:#8e24aa}"
+    ".k-straggler{background:#8e24aa}.k-excluded{background:#5d4037}"
+    ".k-readmitted{background:#78909c}"
     "ol{padding-left:1.2em}li{margin:.15em 0}.muted{color:#777}";
 
 }  // namespace
@@ -90,7 +91,8 @@ std::string RenderStatusPage(const std::vector<RunSnapshot>& runs,
       absl::StrAppend(&h, "<tr", seen > kLateSeconds ? " class=\"late\"" : "", "><td>",
                       m->node_rank >= 0 ? std::to_string(m->node_rank) : "-", "</td><td>",
                       HtmlEscape(m->desc.host), "</td><td>", HtmlEscape(m->desc.address),
-                      "</td><td>", ranks, "</td><td>", HtmlEscape(m->state), "</td><td>",
+                      "</td><td>", ranks, "</td><td>", HtmlEscape(m->state),
+                      m->note.empty() ? "" : absl::StrCat(": ", HtmlEscape(m->note)), "</td><td>",
                       Seconds(seen), " ago</td></tr>");
     }
     h += "</table>";

@@ -606,3 +606,85 @@ TEST_CASE("the master tells the agents when every attempt failed the same way", 
   f.exit_code = 7;
   for (const ToAgent& m : t.state.ReportFailure(t.now, 1, 1, f)) CHECK_FALSE(m.same_failure);
 }
+
+TEST_CASE("a repeat offender is left out while the others meet the minimum, and admitted again "
+          "after a back-off that doubles",
+          "[master][exclusion]") {
+  Scenario s(2, 3, 10);
+  s.job.exclusion = {2, 3600s, 10s};
+  s.Join(1, "h1", 1);
+  s.Join(2, "h2", 1);
+  s.Join(3, "h3", 1);  // round 0 at max: h3 has rank 2
+  CHECK(s.Fail(3, 0, 2).size() == 3);  // one failure: everybody re-forms
+  s.Join(1, "h1", 1);
+  s.Join(2, "h2", 1);
+  s.Join(3, "h3", 1);  // round 1
+  MasterState::Out out = s.state.ReportFailure(s.now, 3, 1, [] {
+    mxrun::WorkerFailure f;
+    f.global_rank = 2;
+    f.host = "h3";
+    f.exit_code = 1;
+    return f;
+  }());
+  bool logged = false;
+  for (const ToAgent& m : out) {
+    if (m.node == 3) {
+      CHECK(m.log_line == "run 'job1': leaving h3 out of the next rounds: 2 worker failures within "
+                          "3600 s: left out for 10 s (exclusion 1; --exclude_after=2)");
+      logged = true;
+    } else {
+      CHECK(m.log_line.empty());
+    }
+  }
+  CHECK(logged);
+  // h3 re-joins and is told it is left out; the round closes without it once the others are back.
+  auto h3 = s.Join(3, "h3", 1);
+  REQUIRE(h3.size() == 1);
+  CHECK(h3[0] == "n3: waiting 0");
+  s.Join(1, "h1", 1);
+  CHECK(s.Join(2, "h2", 1) == Lines{"n1: round 2 rank 0/2 base 0 world 2 master a1:5001 restarts 2",
+                                    "n2: round 2 rank 1/2 base 1 world 2 master a1:5001 restarts 2"});
+  auto snap = s.state.Snapshot(s.now, "")[0];
+  REQUIRE(snap.members.size() == 3);
+  CHECK(snap.members[2].state == "excluded");
+  CHECK(snap.members[2].note.find("left out for 10 s") != std::string::npos);
+  CHECK(snap.history.back().kind == "round");
+  // Heartbeats keep it; after the back-off the group re-forms to admit it.
+  for (int i = 0; i < 9; ++i) {
+    s.Beat({1, 2, 3});
+    CHECK(s.Advance(1s).empty());
+  }
+  s.Beat({1, 2, 3});
+  auto readmit = s.Advance(1500ms);
+  CHECK(readmit == Lines{"n3: waiting 1", "n1: stop 2/10: h3's exclusion ended; re-forming the "
+                                          "group to admit it",
+                         "n2: stop 2/10: h3's exclusion ended; re-forming the group to admit it"});
+  s.Join(1, "h1", 1);
+  CHECK(s.Join(2, "h2", 1).size() == 3);  // round 3 with all three
+  // Two more failures: left out again, for twice as long.
+  s.Fail(3, 3, 2);
+  s.Join(1, "h1", 1);
+  s.Join(2, "h2", 1);
+  s.Join(3, "h3", 1);
+  s.Fail(3, 4, 2);
+  CHECK(s.state.Snapshot(s.now, "")[0].history.back().text.find("left out for 20 s (exclusion 2") !=
+        std::string::npos);
+}
+
+TEST_CASE("no node is left out when the job would fall below its minimum", "[master][exclusion]") {
+  Scenario s(3, 3, 10);
+  s.job.exclusion = {1, 3600s, 10s};
+  s.Join(1, "h1", 1);
+  s.Join(2, "h2", 1);
+  s.Join(3, "h3", 1);
+  for (const ToAgent& m : s.state.ReportFailure(s.now, 3, 0, [] {
+         mxrun::WorkerFailure f;
+         f.exit_code = 1;
+         return f;
+       }())) {
+    CHECK(m.log_line.empty());
+  }
+  s.Join(1, "h1", 1);
+  s.Join(2, "h2", 1);
+  CHECK(s.Join(3, "h3", 1).size() == 3);  // all three in the next round
+}
