@@ -248,6 +248,8 @@ class MasterState {
   };
 
   static constexpr size_t kHistory = 50;
+  static ToAgent Message(NodeId node, ToAgent::Kind kind);
+  static ToAgent Refusal(NodeId node, absl::Status status);  // closes the session
   static void Record(Run& run, Time now, std::string kind, std::string text);
   Run* FindRunOf(NodeId node);
   static void SetState(Run& run, Node& node, NodeState state);

@@ -5,6 +5,7 @@
 //   - its world size is the sum of its members' workers;
 //   - the restart budget spent is between 0 and max_restarts;
 //   - no node is in two runs; every round message fits its round (rank < nodes, ranks < world);
+//   - a node left out (excluded) holds no rank in a running round;
 //   - heartbeats carry random rank progress: a member shows only ranks of its own range, and a
 //     straggler notice goes to the member that runs the rank it names.
 // A violated invariant aborts (a finding).
@@ -83,6 +84,9 @@ void CheckState(const MasterState& state, MasterState::Time now) {
     int members = 0;
     for (const mxrun::MemberSnapshot& m : run.members) {
       if (!seen.insert(m.node).second) Violated("a node in two runs");
+      if (m.state == "excluded" && m.node_rank >= 0 && run.phase == "running") {
+        Violated("an excluded node holds a rank in a running round");
+      }
       if (run.phase == "running" && (m.state == "running" || m.state == "succeeded")) {
         ++members;
         workers += m.desc.local_world_size;
@@ -117,6 +121,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   job.timeouts.missed_heartbeats = 3;
   job.timeouts.finished_run_ttl = std::chrono::seconds(5);
   job.stragglers = {1.5, 1 + in.Next() % 3};
+  // Repeat offenders left out after 1 or 2 failures, for a second or two (then admitted again).
+  job.exclusion = {1 + in.Next() % 2, std::chrono::seconds(10), std::chrono::seconds(1)};
   MasterState state;
   MasterState::Time now{};
   std::map<NodeId, int> rounds;  // the last round each node was told
