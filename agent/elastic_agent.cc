@@ -1,10 +1,13 @@
 #include "agent/elastic_agent.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "agent/cancel_summary.h"
@@ -155,6 +158,10 @@ std::vector<WorkerGroup::WorkerStatus> ElasticAgent::StopGroup(int signo) {
     events_.Worker("TERMINATED", worker.local_rank, worker.pid);
   }
   std::vector<WorkerGroup::WorkerStatus> ended = group_->Workers();
+  ended_workers_.clear();
+  for (const WorkerGroup::WorkerStatus& worker : ended) {
+    if (worker.pid > 0) ended_workers_[worker.pid] = worker.global_rank;
+  }
   group_.reset();
   return ended;
 }
@@ -264,6 +271,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
                                                   config_.term_timeout, [this] { ReapChildren(); });
         spdlog::warn("round {}: in-process restart: {}", event.round.round, what);
       } else {
+        ReclaimGpuMemory();
         group_ = std::make_unique<WorkerGroup>(config_.worker, *loop_, guardian_);
         group_->Start(event.round, failure_time_);
       }
@@ -359,6 +367,36 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
 void ElasticAgent::NoteExcluded(const RendezvousEvent& event) {
   for (const std::string& line : event.excluded_nodes) {
     spdlog::warn("left out of the job's rounds during the job: {}", line);
+  }
+}
+
+void ElasticAgent::ReclaimGpuMemory() {
+  std::map<pid_t, int> ended = std::exchange(ended_workers_, {});
+  if (ended.empty() || config_.gpu_entries.empty() || config_.gpu_reclaim.timeout.count() <= 0) {
+    return;
+  }
+  if (!gpu_reader_) gpu_reader_ = std::make_unique<NvmlGpuReader>();
+  GpuReclaimHooks hooks;
+  hooks.now = [] { return std::chrono::steady_clock::now(); };
+  hooks.sleep = [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
+  // The loop is not running while this waits: a stop signal is seen pending, and ends the wait.
+  hooks.stop = [this] {
+    sigset_t pending;
+    sigemptyset(&pending);
+    if (sigpending(&pending) != 0) return false;
+    for (int signo : config_.handled_signals) {
+      if (!IsForwardOnlySignal(signo) && sigismember(&pending, signo) == 1) return true;
+    }
+    return false;
+  };
+  hooks.describe_pid = DescribeProcessState;
+  const GpuReclaimOutcome outcome =
+      WaitForGpuMemory(*gpu_reader_, config_.gpu_entries, ended, config_.gpu_reclaim, hooks);
+  if (outcome.text.empty()) return;
+  if (outcome.released) {
+    spdlog::info("{}", outcome.text);
+  } else {
+    spdlog::warn("{}", outcome.text);
   }
 }
 

@@ -25,6 +25,7 @@
 #include "agent/event_log.h"
 #include "agent/file_timer.h"
 #include "agent/hang_monitor.h"
+#include "agent/gpu_reclaim.h"
 #include "common/straggler_watch.h"
 #include "agent/worker_group.h"
 #include "common/service_notify.h"
@@ -61,6 +62,10 @@ struct AgentConfig {
   // --do_not_requeue_exit_code: the exit code when every attempt failed the same deterministic
   // way (common/repeated_failure.h); 0: exit 1 as for any failure.
   int do_not_requeue_exit_code = kExitDoNotRequeue;
+  // GPU memory reclaimed before a respawn (gpu_reclaim.h): the GPUs of this node's local ranks,
+  // as CUDA_VISIBLE_DEVICES entries (empty: none), and how long to wait for them.
+  std::vector<std::string> gpu_entries;
+  GpuReclaimConfig gpu_reclaim;
 };
 
 
@@ -96,6 +101,9 @@ class ElasticAgent {
   int JobFailed(const RendezvousEvent& event);
   // The end-of-job summary's word on the nodes the master left out (repeat offenders).
   void NoteExcluded(const RendezvousEvent& event);
+  // Before a new group starts where the last one ran: waits (bounded) until the GPUs its workers
+  // used have let their memory go (gpu_reclaim.h), and says what it waited for.
+  void ReclaimGpuMemory();
   // The agent's last event record (event_log.h), then its exit code.
   int Exit(int exit_code, std::optional<std::string> why_failed = std::nullopt);
 
@@ -115,6 +123,8 @@ class ElasticAgent {
   EventLoop::Deadline next_waiting_note_{};
   std::string waiting_reason_;           // the rendezvous' last word on what it waits for
   bool excluded_ = false;                // the master leaves this node out of rounds for now
+  std::map<pid_t, int> ended_workers_;   // pid -> global rank of the last group that was stopped
+  std::unique_ptr<GpuReader> gpu_reader_;  // NVML, loaded at the first respawn
   GoodputClock goodput_{AgentObserver::Time::clock::now()};  // where this node's time went
   // Stragglers among this node's ranks, judged here when the rendezvous does not judge them over
   // the whole job (the local rendezvous of a one-node job; a master judges every rank).

@@ -388,6 +388,19 @@ int Main(int argc, char** argv) {
   config.stragglers = {options.straggler_factor, options.straggler_steps};
   config.straggler_restart = options.straggler_restart;
   config.do_not_requeue_exit_code = options.do_not_requeue_exit_code;
+  // The GPUs this node's workers drive (CUDA_VISIBLE_DEVICES' entries, or their local ranks):
+  // asked through NVML before a respawn, and nothing is waited for where NVML is absent.
+  for (int rank = 0; rank < *nproc; ++rank) {
+    if (std::optional<std::string> entry = DeviceOfLocalRank(env, rank)) {
+      config.gpu_entries.push_back(*entry);
+    }
+  }
+  config.gpu_reclaim.timeout = std::chrono::milliseconds(
+      static_cast<long long>(options.gpu_reclaim_timeout_s * 1000));
+  config.gpu_reclaim.threshold_bytes =
+      static_cast<unsigned long long>(options.gpu_reclaim_threshold_mib) << 20;
+  config.gpu_reclaim.interval = std::chrono::milliseconds(
+      static_cast<long long>(options.gpu_reclaim_interval_s * 1000));
   std::unique_ptr<AgentMetrics> metrics;
   std::unique_ptr<HttpServer> metrics_server;
   if (options.metrics_port >= 0) {

@@ -113,6 +113,13 @@ const std::vector<Flag>& Flags() {
       {"exclude_backoff", "", false,
        "seconds a node is left out; doubled at each exclusion of the same node; it is admitted "
        "again after", "300"},
+      {"gpu_reclaim_timeout", "", false,
+       "before a new group starts on GPUs the last one used, wait at most this many seconds for "
+       "the old workers' memory there to be released (NVML; 0: never wait)", "50"},
+      {"gpu_reclaim_threshold", "", false,
+       "... until each GPU's used memory is at most this many MiB (when no other process is "
+       "listed there) and no old worker holds any", "512"},
+      {"gpu_reclaim_interval", "", false, "... asking NVML every this many seconds", "2"},
       {"do_not_requeue_exit_code", "", false,
        "exit with this code, not 1, when every attempt failed the same way (same exit code and "
        "error): a scheduler should not requeue the job (0: exit 1 as for any failure)", "93"},
@@ -661,6 +668,21 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
     }
     o.exclude_window_s = *window;
     o.exclude_backoff_s = *backoff;
+  }
+  {
+    absl::StatusOr<double> timeout = ToSeconds(values["gpu_reclaim_timeout"]);
+    if (!timeout.ok()) return timeout.status();
+    absl::StatusOr<int> threshold = ToInt(values["gpu_reclaim_threshold"], 0, 10'000'000,
+                                          "0 to 10000000 MiB");
+    if (!threshold.ok()) return threshold.status();
+    absl::StatusOr<double> interval = ToSeconds(values["gpu_reclaim_interval"]);
+    if (!interval.ok()) return interval.status();
+    if (*interval < 0.01 || *interval > 60) {
+      return Invalid(values["gpu_reclaim_interval"], "out of range", "0.01 to 60 seconds");
+    }
+    o.gpu_reclaim_timeout_s = *timeout;
+    o.gpu_reclaim_threshold_mib = *threshold;
+    o.gpu_reclaim_interval_s = *interval;
   }
   {
     absl::StatusOr<int> code = ToInt(values["do_not_requeue_exit_code"], 0, 125,

@@ -92,7 +92,10 @@ struct LaunchOptions {
   int do_not_requeue_exit_code = 93;
   int exclude_after = 2;              // a node's worker failures that leave it out (0: never)
   double exclude_window_s = 3600;     // ... within this many seconds
-  double exclude_backoff_s = 300;     // left out this long, doubled at each exclusion  // every attempt failed alike (0: exit 1 as for any failure)
+  double exclude_backoff_s = 300;     // left out this long, doubled at each exclusion
+  double gpu_reclaim_timeout_s = 50;  // wait for the old workers' GPU memory (0: never)
+  int gpu_reclaim_threshold_mib = 512;
+  double gpu_reclaim_interval_s = 2;  // every attempt failed alike (0: exit 1 as for any failure)
   int metrics_port = -1;              // --metrics_port: -1 off, 0 a free port (agent_metrics.h)
   bool metrics_bind_all = false;
   bool metrics_tls = false;           // HTTPS with the job's --rdzv_conf certificates

@@ -3,12 +3,16 @@
 // mxrun makes (launcher/nproc.cc, agent/gpu_devices.cc) from FAKE_NVML_DEVICES:
 //   FAKE_NVML_DEVICES="GPU-<uuid>@<pci bus id>[+MIG-<uuid>],..."   in NVML's index order
 // e.g. "GPU-aaaa@0000:00:03.0,GPU-bbbb@0000:00:02.0+MIG-cccc". Return codes are NVML's
-// (0 success, 2 invalid argument, 6 not found). Only what mxrun uses is here.
+// (0 success, 2 invalid argument, 6 not found, 7 insufficient size). Only what mxrun uses is here.
+// Memory and processes come from the file FAKE_NVML_STATE names, read again at every call so
+// that a test can change them while mxrun polls; one line per GPU:
+//   <uuid> used_mib=<N> pids=<pid>[:<MiB>],...      (a GPU not listed: 0 used, no process)
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -51,6 +55,55 @@ struct PciInfo {
 };
 
 long HandleValue(void* handle) { return reinterpret_cast<long>(handle); }
+
+struct Usage {
+  unsigned long long used = 0;
+  std::vector<std::pair<unsigned, unsigned long long>> processes;  // pid, bytes
+};
+
+// The line of FAKE_NVML_STATE for GPU `uuid`, read now.
+Usage UsageOf(const std::string& uuid) {
+  Usage usage;
+  const char* path = std::getenv("FAKE_NVML_STATE");
+  if (path == nullptr) return usage;
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return usage;
+  char line[4096];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    std::string text = line;
+    if (text.compare(0, uuid.size() + 1, uuid + " ") != 0) continue;
+    const size_t used = text.find("used_mib=");
+    if (used != std::string::npos) usage.used = std::strtoull(text.c_str() + used + 9, nullptr, 10) << 20;
+    const size_t pids = text.find("pids=");
+    if (pids != std::string::npos) {
+      std::string list = text.substr(pids + 5);
+      size_t at = 0;
+      while (at < list.size() && list[at] >= '0' && list[at] <= '9') {
+        char* end = nullptr;
+        const unsigned pid = static_cast<unsigned>(std::strtoul(list.c_str() + at, &end, 10));
+        unsigned long long bytes = 0;
+        at = static_cast<size_t>(end - list.c_str());
+        if (at < list.size() && list[at] == ':') {
+          bytes = std::strtoull(list.c_str() + at + 1, &end, 10) << 20;
+          at = static_cast<size_t>(end - list.c_str());
+        }
+        usage.processes.emplace_back(pid, bytes);
+        if (at < list.size() && list[at] == ',') ++at;
+      }
+    }
+  }
+  std::fclose(f);
+  return usage;
+}
+
+struct Memory {
+  unsigned long long total, free, used;
+};
+struct ProcessInfo {
+  unsigned int pid;
+  unsigned long long used_gpu_memory;
+  unsigned int gpu_instance_id, compute_instance_id;
+};
 
 }  // namespace
 
@@ -111,6 +164,29 @@ int nvmlDeviceGetPciInfo_v3(void* handle, PciInfo* info) {
   info->bus = d.bus;
   info->device = d.dev;
   std::snprintf(info->bus_id, sizeof info->bus_id, "%08x:%02x:%02x.0", d.domain, d.bus, d.dev);
+  return 0;
+}
+
+int nvmlDeviceGetMemoryInfo(void* handle, Memory* memory) {
+  const long value = HandleValue(handle);
+  if (value < 1 || value > static_cast<long>(Devices().size())) return 2;
+  const Usage usage = UsageOf(Devices()[value - 1].uuid);
+  memory->total = 80ull << 30;
+  memory->used = usage.used;
+  memory->free = memory->total > usage.used ? memory->total - usage.used : 0;
+  return 0;
+}
+
+int nvmlDeviceGetComputeRunningProcesses_v3(void* handle, unsigned int* count, ProcessInfo* infos) {
+  const long value = HandleValue(handle);
+  if (value < 1 || value > static_cast<long>(Devices().size())) return 2;
+  const Usage usage = UsageOf(Devices()[value - 1].uuid);
+  const unsigned int room = *count;
+  *count = static_cast<unsigned int>(usage.processes.size());
+  if (usage.processes.size() > room) return 7;
+  for (size_t i = 0; i < usage.processes.size(); ++i) {
+    infos[i] = {usage.processes[i].first, usage.processes[i].second, 0, 0};
+  }
   return 0;
 }
 
