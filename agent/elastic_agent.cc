@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/cancel_summary.h"
 #include "agent/failure_report.h"
 #include "common/signal_names.h"
@@ -332,7 +333,10 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
         KeepOrStopGroup();
       }
       phase_ = Phase::kJoining;
-      Join();
+      if (!Join()) {
+        StopGroup(SIGTERM);
+        return Exit(UnhealthyExit(), "the node is unhealthy");
+      }
       return std::nullopt;
     case Kind::kStraggler:
       if (event.round.round == round_.round) OnStraggler(event.straggler);
@@ -400,12 +404,32 @@ void ElasticAgent::ReclaimGpuMemory() {
   }
 }
 
-void ElasticAgent::Join() {
+bool ElasticAgent::Healthy() {
+  if (!health_) health_ = std::make_unique<HealthChecker>(config_.health);
+  const std::vector<std::string> problems = health_->Check();
+  if (problems.empty()) return true;
+  const std::string why = absl::StrJoin(problems, "; ");
+  Announce(config_.notifier, spdlog::level::err,
+           absl::StrCat("this node is unhealthy: ", why, "; it does not join the job (exit ",
+                        UnhealthyExit(), ", do not requeue here)"),
+           /*stopping=*/true);
+  rendezvous_.ReportUnhealthy(why);
+  return false;
+}
+
+int ElasticAgent::UnhealthyExit() {
+  return config_.do_not_requeue_exit_code > 0 ? config_.do_not_requeue_exit_code
+                                              : kExitWorkersFailed;
+}
+
+bool ElasticAgent::Join() {
+  if (!Healthy()) return false;
   Account([](GoodputClock& clock, AgentObserver::Time now) { clock.Joining(now); });
   joined_at_ = EventLoop::Deadline::clock::now();
   next_waiting_note_ = joined_at_ + config_.waiting_notice_after;
   waiting_reason_.clear();
   rendezvous_.Join();
+  return true;
 }
 
 std::optional<EventLoop::Deadline> ElasticAgent::NoteWaiting() {
@@ -440,7 +464,7 @@ int ElasticAgent::Run() {
   });
 
   phase_ = Phase::kJoining;
-  Join();
+  if (!Join()) return Exit(UnhealthyExit(), "the node is unhealthy");
   while (true) {
     if (stop_signal_ != 0) {
       config_.notifier.Stopping(absl::StrCat("stopping the workers on ", SignalName(stop_signal_)));
@@ -454,6 +478,17 @@ int ElasticAgent::Run() {
       spdlog::warn("{}", FormatCancellation(stop_signal_, config_.term_timeout, std::move(stopped),
                                             exit_code));
       return Exit(exit_code, absl::StrCat("received ", SignalName(stop_signal_)));
+    }
+    if (phase_ == Phase::kRunning && config_.health.interval.count() > 0 &&
+        next_health_check_ > joined_at_ &&
+        EventLoop::Deadline::clock::now() >= next_health_check_) {
+      next_health_check_ = EventLoop::Deadline::clock::now() + config_.health.interval;
+      if (!Healthy()) {
+        // Its workers would fail on it: they stop, the node leaves, the others re-form.
+        StopGroup(SIGTERM);
+        rendezvous_.Leave();
+        return Exit(UnhealthyExit(), "the node became unhealthy");
+      }
     }
     hangs_->Check();  // a hung worker fails the group, which CheckGroup then reports
     CheckGroup();
@@ -470,6 +505,12 @@ int ElasticAgent::Run() {
     }
     if (std::optional<EventLoop::Deadline> hang_wake = hangs_->NextWake()) {
       if (!wake || *hang_wake < *wake) wake = hang_wake;
+    }
+    if (phase_ == Phase::kRunning && config_.health.interval.count() > 0) {
+      if (next_health_check_ <= joined_at_) {  // the first check of this round: one period on
+        next_health_check_ = EventLoop::Deadline::clock::now() + config_.health.interval;
+      }
+      if (!wake || next_health_check_ < *wake) wake = next_health_check_;
     }
     loop_->RunOnce(wake);
     config_.notifier.Tick(ServiceNotifier::Clock::now());

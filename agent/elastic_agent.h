@@ -26,6 +26,7 @@
 #include "agent/file_timer.h"
 #include "agent/hang_monitor.h"
 #include "agent/gpu_reclaim.h"
+#include "agent/health_check.h"
 #include "common/straggler_watch.h"
 #include "agent/worker_group.h"
 #include "common/service_notify.h"
@@ -66,6 +67,7 @@ struct AgentConfig {
   // as CUDA_VISIBLE_DEVICES entries (empty: none), and how long to wait for them.
   std::vector<std::string> gpu_entries;
   GpuReclaimConfig gpu_reclaim;
+  HealthCheckConfig health;                 // health_check.h: before each join, and on a period
 };
 
 
@@ -86,7 +88,13 @@ class ElasticAgent {
   void Account(const std::function<void(GoodputClock&, AgentObserver::Time)>& event);
 
   void OnSignal(int signo);
-  void Join();  // asks the rendezvous for a place, and starts the clock of the waiting notice
+  // Checks the node's health, then asks the rendezvous for a place and starts the clock of the
+  // waiting notice; false when the node is unhealthy (said, and told to the rendezvous): the
+  // agent exits with UnhealthyExit().
+  bool Join();
+  // The health checks now (health_check.h); false, with the line said, when unhealthy.
+  bool Healthy();
+  int UnhealthyExit();
   std::optional<EventLoop::Deadline> NoteWaiting();
   void ReapChildren();
   // Stops the group (if any) and returns how each of its workers ended.
@@ -125,6 +133,8 @@ class ElasticAgent {
   bool excluded_ = false;                // the master leaves this node out of rounds for now
   std::map<pid_t, int> ended_workers_;   // pid -> global rank of the last group that was stopped
   std::unique_ptr<GpuReader> gpu_reader_;  // NVML, loaded at the first respawn
+  std::unique_ptr<HealthChecker> health_;
+  EventLoop::Deadline next_health_check_{};  // while workers run, with --health_check_interval
   GoodputClock goodput_{AgentObserver::Time::clock::now()};  // where this node's time went
   // Stragglers among this node's ranks, judged here when the rendezvous does not judge them over
   // the whole job (the local rendezvous of a one-node job; a master judges every rank).

@@ -33,6 +33,9 @@ Nvml::Nvml() {
   memory_ = Load<int (*)(Device, Memory*)>("nvmlDeviceGetMemoryInfo");
   processes_ =
       Load<int (*)(Device, unsigned int*, ProcessInfo*)>("nvmlDeviceGetComputeRunningProcesses_v3");
+  retired_pending_ = Load<int (*)(Device, int*)>("nvmlDeviceGetRetiredPagesPendingStatus");
+  remapped_rows_ = Load<int (*)(Device, unsigned int*, unsigned int*, unsigned int*, unsigned int*)>(
+      "nvmlDeviceGetRemappedRows");
   ready_ = init_ != nullptr && by_index_ != nullptr && init_() == 0;
 }
 
@@ -90,6 +93,27 @@ std::optional<unsigned long long> Nvml::UsedBytes(Device device) const {
   Memory memory{};
   if (memory_ == nullptr || memory_(device, &memory) != 0) return std::nullopt;
   return memory.used;
+}
+
+std::optional<unsigned long long> Nvml::FreeBytes(Device device) const {
+  Memory memory{};
+  if (memory_ == nullptr || memory_(device, &memory) != 0) return std::nullopt;
+  return memory.free;
+}
+
+std::optional<bool> Nvml::RetiredPagesPending(Device device) const {
+  int pending = 0;  // nvmlEnableState_t
+  if (retired_pending_ == nullptr || retired_pending_(device, &pending) != 0) return std::nullopt;
+  return pending != 0;
+}
+
+std::optional<Nvml::RemappedRows> Nvml::RowRemapping(Device device) const {
+  unsigned int corrected = 0, uncorrected = 0, pending = 0, failed = 0;
+  if (remapped_rows_ == nullptr ||
+      remapped_rows_(device, &corrected, &uncorrected, &pending, &failed) != 0) {
+    return std::nullopt;
+  }
+  return RemappedRows{pending != 0, failed != 0};
 }
 
 std::optional<std::vector<GpuProcess>> Nvml::ComputeProcesses(Device device) const {

@@ -33,6 +33,16 @@ class Nvml {
   // "0000:03:00.0" of the device (a MIG instance: of its GPU); "" when unknown.
   std::string BusIdOf(const std::string& entry) const;
   std::optional<unsigned long long> UsedBytes(Device device) const;
+  std::optional<unsigned long long> FreeBytes(Device device) const;
+  // Memory pages retired (ECC) and waiting for a driver reload to take effect: true/false;
+  // nullopt when the GPU does not say (not supported).
+  std::optional<bool> RetiredPagesPending(Device device) const;
+  // Row remapping (A100 and later): a remap pending a reset, or a remap that failed.
+  struct RemappedRows {
+    bool pending = false;
+    bool failed = false;
+  };
+  std::optional<RemappedRows> RowRemapping(Device device) const;
   std::optional<std::vector<GpuProcess>> ComputeProcesses(Device device) const;
 
  private:
@@ -73,6 +83,8 @@ class Nvml {
   int (*parent_)(Device, Device*) = nullptr;
   int (*memory_)(Device, Memory*) = nullptr;
   int (*processes_)(Device, unsigned int*, ProcessInfo*) = nullptr;
+  int (*retired_pending_)(Device, int*) = nullptr;
+  int (*remapped_rows_)(Device, unsigned int*, unsigned int*, unsigned int*, unsigned int*) = nullptr;
 };
 
 }  // namespace mxrun

@@ -401,6 +401,20 @@ int Main(int argc, char** argv) {
       static_cast<unsigned long long>(options.gpu_reclaim_threshold_mib) << 20;
   config.gpu_reclaim.interval = std::chrono::milliseconds(
       static_cast<long long>(options.gpu_reclaim_interval_s * 1000));
+  config.health.enabled = options.health_checks;
+  config.health.command = options.health_check;
+  config.health.command_timeout = std::chrono::milliseconds(
+      static_cast<long long>(options.health_check_timeout_s * 1000));
+  config.health.interval = std::chrono::milliseconds(
+      static_cast<long long>(options.health_check_interval_s * 1000));
+  if (!options.log_dir.empty()) config.health.folders.push_back(options.log_dir);
+  for (const std::string& folder : options.health_folders) config.health.folders.push_back(folder);
+  config.health.min_free_disk_bytes = static_cast<unsigned long long>(options.health_min_disk_mib)
+                                      << 20;
+  config.health.min_free_gpu_bytes =
+      static_cast<unsigned long long>(options.health_min_gpu_free_mib) << 20;
+  config.health.address = options.local_addr;
+  config.health.gpu_entries = config.gpu_entries;
   std::unique_ptr<AgentMetrics> metrics;
   std::unique_ptr<HttpServer> metrics_server;
   if (options.metrics_port >= 0) {

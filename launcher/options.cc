@@ -113,6 +113,21 @@ const std::vector<Flag>& Flags() {
       {"exclude_backoff", "", false,
        "seconds a node is left out; doubled at each exclusion of the same node; it is admitted "
        "again after", "300"},
+      {"health_checks", "", false,
+       "check the node before each join (its GPUs through NVML, its folders, --local_addr, "
+       "--health_check); an unhealthy node does not join and exits 93: on or off", "on"},
+      {"health_check", "", false,
+       "a command (sh -c) that checks the node too: exit 0 healthy, else unhealthy (its last "
+       "output line says why), as Slurm's HealthCheckProgram", ""},
+      {"health_check_timeout", "", false, "seconds --health_check may take (else unhealthy)",
+       "60"},
+      {"health_check_interval", "", false,
+       "also check every this many seconds while the workers run (0: before joins only)", "0"},
+      {"health_folders", "", false,
+       "folders that must be writable with --health_min_disk free (comma-separated; --log_dir "
+       "always is), such as the checkpoint folder", ""},
+      {"health_min_disk", "", false, "MiB free needed in those folders", "1024"},
+      {"health_min_gpu_free", "", false, "MiB of free memory needed on each GPU", "1024"},
       {"gpu_reclaim_timeout", "", false,
        "before a new group starts on GPUs the last one used, wait at most this many seconds for "
        "the old workers' memory there to be released (NVML; 0: never wait)", "50"},
@@ -681,6 +696,32 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
       return Invalid(values["gpu_reclaim_interval"], "out of range", "0.01 to 60 seconds");
     }
     o.gpu_reclaim_timeout_s = *timeout;
+    const std::string on = absl::AsciiStrToLower(absl::StripAsciiWhitespace(values["health_checks"].text));
+    if (on != "on" && on != "off") {
+      return Invalid(values["health_checks"], "neither on nor off", "on or off");
+    }
+    o.health_checks = on == "on";
+    o.health_check = std::string(absl::StripAsciiWhitespace(values["health_check"].text));
+    absl::StatusOr<double> check_timeout = ToSeconds(values["health_check_timeout"]);
+    if (!check_timeout.ok()) return check_timeout.status();
+    if (*check_timeout <= 0) {
+      return Invalid(values["health_check_timeout"], "not above 0", "seconds above 0");
+    }
+    absl::StatusOr<double> check_interval = ToSeconds(values["health_check_interval"]);
+    if (!check_interval.ok()) return check_interval.status();
+    o.health_check_timeout_s = *check_timeout;
+    o.health_check_interval_s = *check_interval;
+    for (absl::string_view folder :
+         absl::StrSplit(values["health_folders"].text, ',', absl::SkipWhitespace())) {
+      o.health_folders.emplace_back(absl::StripAsciiWhitespace(folder));
+    }
+    absl::StatusOr<int> disk = ToInt(values["health_min_disk"], 0, 100'000'000, "0 to 100000000 MiB");
+    if (!disk.ok()) return disk.status();
+    absl::StatusOr<int> gpu_free =
+        ToInt(values["health_min_gpu_free"], 0, 10'000'000, "0 to 10000000 MiB");
+    if (!gpu_free.ok()) return gpu_free.status();
+    o.health_min_disk_mib = *disk;
+    o.health_min_gpu_free_mib = *gpu_free;
     o.gpu_reclaim_threshold_mib = *threshold;
     o.gpu_reclaim_interval_s = *interval;
   }

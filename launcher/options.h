@@ -95,7 +95,14 @@ struct LaunchOptions {
   double exclude_backoff_s = 300;     // left out this long, doubled at each exclusion
   double gpu_reclaim_timeout_s = 50;  // wait for the old workers' GPU memory (0: never)
   int gpu_reclaim_threshold_mib = 512;
-  double gpu_reclaim_interval_s = 2;  // every attempt failed alike (0: exit 1 as for any failure)
+  double gpu_reclaim_interval_s = 2;
+  bool health_checks = true;          // --health_checks=on|off (agent/health_check.h)
+  std::string health_check;           // the user's check: a shell command, exit 0 = healthy
+  double health_check_timeout_s = 60;
+  double health_check_interval_s = 0;  // 0: before joins only
+  std::vector<std::string> health_folders;
+  int health_min_disk_mib = 1024;
+  int health_min_gpu_free_mib = 1024;  // every attempt failed alike (0: exit 1 as for any failure)
   int metrics_port = -1;              // --metrics_port: -1 off, 0 a free port (agent_metrics.h)
   bool metrics_bind_all = false;
   bool metrics_tls = false;           // HTTPS with the job's --rdzv_conf certificates

@@ -116,6 +116,8 @@ std::string StatusJson(const v1::StatusReply& reply, const std::string& address)
                     {"max_restarts", run.max_restarts()},
                     {"failures", failures},
                     {"last_recovery_s", nullptr},
+                    {"unhealthy", std::vector<std::string>(run.unhealthy().begin(),
+                                                           run.unhealthy().end())},
                     {"stragglers", stragglers},
                     {"members", members}});
   }
@@ -312,6 +314,7 @@ int ShowStatus(v1::Rendezvous::Stub& stub, const std::string& address, const std
                   m.last_seen_s_ago());
       if (!m.note().empty()) std::printf("            %s: %s\n", m.state().c_str(), m.note().c_str());
     }
+    for (const std::string& line : run.unhealthy()) std::printf("  unhealthy: %s\n", line.c_str());
     PrintRanks(run);
   }
   return 0;

@@ -373,6 +373,25 @@ void GrpcRendezvous::Join() {
   Send(std::move(message));
 }
 
+void GrpcRendezvous::ReportUnhealthy(const std::string& why) {
+  NodeDesc node = config_.node;
+  if (node.address.empty()) node.address = "unknown";  // not joining: no address to work out
+  node.unhealthy = why;
+  v1::AgentMessage message;
+  v1::Join* join = message.mutable_join();
+  join->set_protocol_version(1);
+  join->set_run_id(config_.run_id);
+  *join->mutable_node() = ToProto(node);
+  *join->mutable_job() = ToProto(config_.job);
+  Send(std::move(message));
+  // The agent exits next: wait (bounded) until the report is written, so that the master hears
+  // it even when the session was still being opened.
+  std::unique_lock<std::mutex> lock(mutex_);
+  wake_.wait_for(lock, std::chrono::seconds(5), [&] {
+    return error_posted_ || finished_ || (connected_ && outgoing_.empty() && !writing_);
+  });
+}
+
 void GrpcRendezvous::ReportFailure(const WorkerFailure& failure) {
   v1::AgentMessage message;
   message.mutable_failure()->set_round(round_);

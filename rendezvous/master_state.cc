@@ -218,6 +218,17 @@ MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run
     if (run.nodes.empty() && created) runs_.erase(it);
     return out;
   }
+  if (!desc.unhealthy.empty()) {
+    // A node that found itself unhealthy: listed in the run's status, never a member.
+    const std::string line = absl::StrCat(desc.host, ": ", desc.unhealthy);
+    run.unhealthy.push_back(line);
+    if (run.unhealthy.size() > kHistory) run.unhealthy.erase(run.unhealthy.begin());
+    Record(run, now, "unhealthy", line);
+    out.push_back(Refusal(node, absl::FailedPreconditionError(
+                                    "this node reported itself unhealthy; it does not join")));
+    if (run.nodes.empty() && created) run.waiting_since = now;
+    return out;
+  }
   if (desc.requested_rank >= 0) {
     if (auto taken = run.requested_ranks.find(desc.requested_rank);
         taken != run.requested_ranks.end() && taken->second != node) {
@@ -495,6 +506,7 @@ void MasterState::Finish(Time now, Run& run, bool success,
     done.success = success;
     done.first_failure = failure;
     done.excluded_nodes = run.exclusion.history();
+    for (const std::string& line : run.unhealthy) done.excluded_nodes.push_back("unhealthy: " + line);
     if (!success && run.repeated.AllSame()) {
       done.same_failure = true;
       done.failure_signature = run.repeated.signature();
@@ -688,6 +700,7 @@ std::vector<RunSnapshot> MasterState::Snapshot(Time now, const std::string& run_
     s.job = run.job;
     s.world_size = run.phase == Phase::kRunning ? run.world_size : 0;
     s.failures = run.failures;
+    s.unhealthy = run.unhealthy;
     if (run.last_recovery) {
       s.last_recovery_s = std::chrono::duration<double>(*run.last_recovery).count();
     }

@@ -70,6 +70,7 @@ struct NodeDesc {
   bool hosts_master = false;
   int master_port = 0;        // free port on `address` for the workers' TCPStore
   std::string agent_id;       // stable for the agent process (recognised after a master restart)
+  std::string unhealthy;      // the node found itself unhealthy: why (it does not join)
 };
 
 struct JobDesc {
@@ -159,6 +160,7 @@ struct RunSnapshot {
   // Seconds from the last failure (a worker's, or a node lost) to the re-formed group's first
   // reported step; negative before any recovery.
   double last_recovery_s = -1;
+  std::vector<std::string> unhealthy;  // "host: why" of the nodes that found themselves unhealthy
 };
 
 class MasterState {
@@ -232,6 +234,7 @@ class MasterState {
     RunProgress progress;                       // of the current round
     RepeatedFailures repeated;                  // every attempt's failure: the same each time?
     NodeExclusion exclusion;                    // repeat offenders left out
+    std::vector<std::string> unhealthy;         // "host: why", the last kHistory
     std::optional<Time> failed_at;              // a failure the group has not recovered from
     std::optional<Time::duration> last_recovery;  // the last failure to the first step after it
     bool stop_restart = false;

@@ -108,6 +108,7 @@ v1::NodeInfo ToProto(const NodeDesc& d) {
   p.set_hosts_master(d.hosts_master);
   p.set_master_port(d.master_port);
   p.set_agent_id(d.agent_id);
+  p.set_unhealthy(d.unhealthy);
   return p;
 }
 
@@ -120,6 +121,7 @@ NodeDesc FromProto(const v1::NodeInfo& p) {
   d.hosts_master = p.hosts_master();
   d.master_port = p.master_port();
   d.agent_id = p.agent_id();
+  d.unhealthy = p.unhealthy();
   return d;
 }
 

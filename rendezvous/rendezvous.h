@@ -95,6 +95,9 @@ class Rendezvous {
   // True when the rendezvous judges stragglers itself (and tells the agent with kStraggler);
   // otherwise the agent judges its own ranks, which is all there is to judge in a one-node job.
   virtual bool JudgesStragglers() const { return false; }
+  // This node found itself unhealthy (`why`): it does not join; the rendezvous tells the master,
+  // whose status lists it. Best effort; the agent exits next.
+  virtual void ReportUnhealthy(const std::string& /*why*/) {}
   // The agent is leaving for good (it was told to stop by a signal). Best effort, non-blocking.
   virtual void Leave() = 0;
 

@@ -331,6 +331,7 @@ grpc::ServerUnaryReactor* RendezvousService::GetStatus(grpc::CallbackServerConte
     r->set_world_size(run.world_size);
     for (const auto& [cause, count] : run.failures) (*r->mutable_failures())[cause] = count;
     r->set_last_recovery_s(run.last_recovery_s);
+    for (const std::string& line : run.unhealthy) r->add_unhealthy(line);
     for (const MemberSnapshot& m : run.members) {
       v1::MemberStatus* s = r->add_members();
       s->set_host(m.desc.host);

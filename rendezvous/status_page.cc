@@ -29,7 +29,7 @@ const char* kStyle =
     ".k-round{background:#2e7d32}.k-failure,.k-failed,.k-timeout{background:#c62828}"
     ".k-reforming{background:#ef6c00}.k-succeeded{background:#1565c0}.k-recovered{background:#00897b}"
     ".k-straggler{background:#8e24aa}.k-excluded{background:#5d4037}"
-    ".k-readmitted{background:#78909c}"
+    ".k-readmitted{background:#78909c}.k-unhealthy{background:#000}"
     "ol{padding-left:1.2em}li{margin:.15em 0}.muted{color:#777}";
 
 }  // namespace
@@ -72,6 +72,9 @@ std::string RenderStatusPage(const std::vector<RunSnapshot>& runs,
       absl::StrAppend(&failures, failures.empty() ? "" : ", ", HtmlEscape(cause), " ", count);
     }
     absl::StrAppend(&h, failures.empty() ? "; no failures" : "; failures: " + failures, "</p>");
+    for (const std::string& line : run.unhealthy) {
+      absl::StrAppend(&h, "<p class=\"late\">unhealthy: ", HtmlEscape(line), "</p>");
+    }
 
     // Nodes, with the global ranks each holds (ranks follow node ranks).
     h += "<table><tr><th>node</th><th>host</th><th>address</th><th>ranks</th><th>state</th>"

@@ -6,7 +6,8 @@
 // (0 success, 2 invalid argument, 6 not found, 7 insufficient size). Only what mxrun uses is here.
 // Memory and processes come from the file FAKE_NVML_STATE names, read again at every call so
 // that a test can change them while mxrun polls; one line per GPU:
-//   <uuid> used_mib=<N> pids=<pid>[:<MiB>],...      (a GPU not listed: 0 used, no process)
+//   <uuid> used_mib=<N> pids=<pid>[:<MiB>],... [retired_pending=1] [remap_pending=1]
+//          [remap_failed=1]                         (a GPU not listed: 0 used, no process)
 
 #include <cstdio>
 #include <cstdlib>
@@ -57,6 +58,7 @@ struct PciInfo {
 long HandleValue(void* handle) { return reinterpret_cast<long>(handle); }
 
 struct Usage {
+  bool retired_pending = false, remap_pending = false, remap_failed = false;
   unsigned long long used = 0;
   std::vector<std::pair<unsigned, unsigned long long>> processes;  // pid, bytes
 };
@@ -72,6 +74,9 @@ Usage UsageOf(const std::string& uuid) {
   while (std::fgets(line, sizeof line, f) != nullptr) {
     std::string text = line;
     if (text.compare(0, uuid.size() + 1, uuid + " ") != 0) continue;
+    usage.retired_pending = text.find("retired_pending=1") != std::string::npos;
+    usage.remap_pending = text.find("remap_pending=1") != std::string::npos;
+    usage.remap_failed = text.find("remap_failed=1") != std::string::npos;
     const size_t used = text.find("used_mib=");
     if (used != std::string::npos) usage.used = std::strtoull(text.c_str() + used + 9, nullptr, 10) << 20;
     const size_t pids = text.find("pids=");
@@ -187,6 +192,25 @@ int nvmlDeviceGetComputeRunningProcesses_v3(void* handle, unsigned int* count, P
   for (size_t i = 0; i < usage.processes.size(); ++i) {
     infos[i] = {usage.processes[i].first, usage.processes[i].second, 0, 0};
   }
+  return 0;
+}
+
+int nvmlDeviceGetRetiredPagesPendingStatus(void* handle, int* pending) {
+  const long value = HandleValue(handle);
+  if (value < 1 || value > static_cast<long>(Devices().size())) return 2;
+  *pending = UsageOf(Devices()[value - 1].uuid).retired_pending ? 1 : 0;
+  return 0;
+}
+
+int nvmlDeviceGetRemappedRows(void* handle, unsigned int* corrected, unsigned int* uncorrected,
+                              unsigned int* pending, unsigned int* failed) {
+  const long value = HandleValue(handle);
+  if (value < 1 || value > static_cast<long>(Devices().size())) return 2;
+  const Usage usage = UsageOf(Devices()[value - 1].uuid);
+  *corrected = 0;
+  *uncorrected = usage.remap_pending || usage.remap_failed ? 1 : 0;
+  *pending = usage.remap_pending ? 1 : 0;
+  *failed = usage.remap_failed ? 1 : 0;
   return 0;
 }
 

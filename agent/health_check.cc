@@ -1,0 +1,212 @@
+#include "agent/health_check.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+extern char** environ;
+
+namespace mxrun {
+
+namespace {
+
+std::string MiB(unsigned long long bytes) {
+  return absl::StrFormat("%.0f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+}  // namespace
+
+HealthChecker::HealthChecker(HealthCheckConfig config) : config_(std::move(config)) {}
+HealthChecker::~HealthChecker() = default;
+
+std::vector<std::string> HealthChecker::Check() {
+  std::vector<std::string> problems;
+  if (!config_.enabled) return problems;
+  CheckGpus(problems);
+  CheckFolders(problems);
+  CheckAddress(problems);
+  RunCommand(problems);
+  return problems;
+}
+
+void HealthChecker::CheckGpus(std::vector<std::string>& problems) {
+  if (config_.gpu_entries.empty()) return;
+  if (!nvml_) nvml_ = std::make_unique<Nvml>();
+  if (!nvml_->ready()) return;  // no driver: a CPU node, nothing to ask
+  for (const std::string& entry : config_.gpu_entries) {
+    std::optional<Nvml::Device> device = nvml_->Find(entry);
+    if (!device) {
+      problems.push_back(absl::StrCat("GPU ", entry, ": not visible through NVML"));
+      continue;
+    }
+    if (nvml_->RetiredPagesPending(*device).value_or(false)) {
+      problems.push_back(absl::StrCat("GPU ", entry, ": retired memory pages pending (the GPU "
+                                      "needs a reset or a driver reload)"));
+    }
+    if (std::optional<Nvml::RemappedRows> rows = nvml_->RowRemapping(*device)) {
+      if (rows->failed) {
+        problems.push_back(absl::StrCat("GPU ", entry, ": a memory row remap failed (the GPU "
+                                        "should be replaced)"));
+      } else if (rows->pending) {
+        problems.push_back(absl::StrCat("GPU ", entry, ": a memory row remap is pending (the "
+                                        "GPU needs a reset)"));
+      }
+    }
+    if (std::optional<unsigned long long> free = nvml_->FreeBytes(*device);
+        free && *free < config_.min_free_gpu_bytes) {
+      problems.push_back(absl::StrCat("GPU ", entry, ": ", MiB(*free), " free, ",
+                                      MiB(config_.min_free_gpu_bytes), " needed "
+                                      "(--health_min_gpu_free)"));
+    }
+  }
+}
+
+void HealthChecker::CheckFolders(std::vector<std::string>& problems) const {
+  for (const std::string& folder : config_.folders) {
+    if (folder.empty()) continue;
+    const std::string probe = absl::StrCat(folder, "/.mxrun-health-", getpid());
+    const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      problems.push_back(absl::StrCat("folder ", folder, ": cannot write there (",
+                                      std::strerror(errno), ")"));
+      continue;
+    }
+    close(fd);
+    unlink(probe.c_str());
+    struct statvfs fs {};
+    if (statvfs(folder.c_str(), &fs) == 0) {
+      const unsigned long long free = static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize;
+      if (free < config_.min_free_disk_bytes) {
+        problems.push_back(absl::StrCat("folder ", folder, ": ", MiB(free), " free, ",
+                                        MiB(config_.min_free_disk_bytes),
+                                        " needed (--health_min_disk)"));
+      }
+    }
+  }
+}
+
+void HealthChecker::CheckAddress(std::vector<std::string>& problems) const {
+  if (config_.address.empty()) return;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(config_.address.c_str(), "0", &hints, &found) != 0 || found == nullptr) {
+    problems.push_back(absl::StrCat("address ", config_.address, " (--local_addr): does not "
+                                    "resolve"));
+    return;
+  }
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool bound = fd >= 0 && bind(fd, found->ai_addr, found->ai_addrlen) == 0;
+  const int error = errno;
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  if (!bound) {
+    problems.push_back(absl::StrCat("address ", config_.address, " (--local_addr): not an "
+                                    "address of this machine (", std::strerror(error), ")"));
+  }
+}
+
+void HealthChecker::RunCommand(std::vector<std::string>& problems) const {
+  if (config_.command.empty()) return;
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    problems.push_back(absl::StrCat("--health_check: cannot run it (", std::strerror(errno), ")"));
+    return;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDERR_FILENO);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setpgroup(&attr, 0);  // its own group: a time-out kills all it started
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  const std::string shell_command = config_.command;
+  char* argv[] = {const_cast<char*>("sh"), const_cast<char*>("-c"),
+                  const_cast<char*>(shell_command.c_str()), nullptr};
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, "/bin/sh", &actions, &attr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(out[1]);
+  if (spawned != 0) {
+    close(out[0]);
+    problems.push_back(absl::StrCat("--health_check: cannot run it (", std::strerror(spawned), ")"));
+    return;
+  }
+  // Read its output until it closes it or the time is up (bounded either way).
+  std::string output;
+  const auto deadline = std::chrono::steady_clock::now() + config_.command_timeout;
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{out[0], POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000))) < 0 && errno != EINTR) {
+      break;
+    }
+    if (p.revents == 0) continue;
+    char buffer[4096];
+    const ssize_t n = read(out[0], buffer, sizeof buffer);
+    if (n <= 0) break;  // closed: it ended (or handed its output to nobody)
+    output.append(buffer, static_cast<size_t>(n));
+    if (output.size() > 65536) output.erase(0, output.size() - 65536);
+  }
+  close(out[0]);
+  int status = 0;
+  if (timed_out) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    problems.push_back(absl::StrCat("--health_check '", config_.command, "' did not finish in ",
+                                    config_.command_timeout.count() / 1000.0,
+                                    " s (--health_check_timeout)"));
+    return;
+  }
+  // Its output closed; it ends now (a child of its may hold the pipe past it: bounded wait).
+  pid_t reaped = 0;
+  for (int i = 0; i < 500 && (reaped = waitpid(pid, &status, WNOHANG)) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (reaped == 0) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  std::string last;
+  for (absl::string_view line : absl::StrSplit(output, '\n', absl::SkipWhitespace())) {
+    last = std::string(absl::StripAsciiWhitespace(line));
+  }
+  problems.push_back(absl::StrCat(
+      "--health_check '", config_.command, "' ",
+      WIFEXITED(status) ? absl::StrCat("exited ", WEXITSTATUS(status))
+                        : absl::StrCat("was killed by signal ", WTERMSIG(status)),
+      last.empty() ? std::string() : absl::StrCat(": ", last)));
+}
+
+}  // namespace mxrun
