@@ -75,8 +75,8 @@ TEST_CASE("the next attempt's worker starts only once the dead worker's GPU memo
                                     "9000 MiB)"));
 }
 
-TEST_CASE("GPU memory never released: the holder is named and the job goes on; off and without a "
-          "GPU nothing is waited for",
+TEST_CASE("GPU memory never released: the holder is named and the job goes on, and off or without "
+          "a GPU nothing is waited for",
           "[gpu_reclaim]") {
   mxrun::testing::TempDir dir;
   const std::string state = dir.path() + "/nvml";
