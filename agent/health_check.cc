@@ -48,14 +48,26 @@ std::vector<std::string> HealthChecker::Check() {
 
 void HealthChecker::CheckGpus(std::vector<std::string>& problems) {
   if (config_.gpu_entries.empty()) return;
+  const bool first = !nvml_;
   if (!nvml_) nvml_ = std::make_unique<Nvml>();
   if (!nvml_->ready()) return;  // no driver: a CPU node, nothing to ask
+  // XIDs since the last check; the first check starts watching them.
+  for (const auto& [device, xid] : nvml_->TakeXids()) {
+    // Faults an application causes (a bad kernel, a bad address): not the node's health.
+    if (xid == 13 || xid == 31 || xid == 43 || xid == 45) continue;
+    std::string name = "?";
+    for (const auto& [watched, entry] : watched_) {
+      if (watched == device) name = entry;
+    }
+    problems.push_back(absl::StrCat("GPU ", name, ": XID ", xid, " reported since the last check"));
+  }
   for (const std::string& entry : config_.gpu_entries) {
     std::optional<Nvml::Device> device = nvml_->Find(entry);
     if (!device) {
       problems.push_back(absl::StrCat("GPU ", entry, ": not visible through NVML"));
       continue;
     }
+    if (first && nvml_->WatchXids(*device)) watched_.emplace_back(*device, entry);
     if (nvml_->RetiredPagesPending(*device).value_or(false)) {
       problems.push_back(absl::StrCat("GPU ", entry, ": retired memory pages pending (the GPU "
                                       "needs a reset or a driver reload)"));

@@ -4,8 +4,9 @@
 // line, tells the master (whose status lists it), and exits with the "do not requeue" code. The
 // checks, each skipped where it does not apply:
 //   - the GPUs of its workers (CUDA_VISIBLE_DEVICES, or the local ranks) through NVML: visible,
-//     no retired memory pages pending, no row remap pending or failed, enough free memory; with
-//     no NVML or no GPU nothing is asked;
+//     no retired memory pages pending, no row remap pending or failed, enough free memory, no XID
+//     error reported since the last check (from the first check on; XIDs an application causes,
+//     13, 31, 43 and 45, do not count); with no NVML or no GPU nothing is asked;
 //   - the folders it writes (--log_dir, --health_folders): a file can be made there, and there is
 //     free space;
 //   - the address it advertises (--local_addr): it belongs to this machine (a socket binds to it);
@@ -51,6 +52,7 @@ class HealthChecker {
 
   HealthCheckConfig config_;
   std::unique_ptr<Nvml> nvml_;  // loaded at the first check that has GPUs to ask about
+  std::vector<std::pair<Nvml::Device, std::string>> watched_;  // devices whose XIDs are watched
 };
 
 }  // namespace mxrun

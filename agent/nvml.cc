@@ -36,10 +36,15 @@ Nvml::Nvml() {
   retired_pending_ = Load<int (*)(Device, int*)>("nvmlDeviceGetRetiredPagesPendingStatus");
   remapped_rows_ = Load<int (*)(Device, unsigned int*, unsigned int*, unsigned int*, unsigned int*)>(
       "nvmlDeviceGetRemappedRows");
+  event_set_create_ = Load<int (*)(void**)>("nvmlEventSetCreate");
+  event_set_free_ = Load<int (*)(void*)>("nvmlEventSetFree");
+  register_events_ = Load<int (*)(Device, unsigned long long, void*)>("nvmlDeviceRegisterEvents");
+  event_wait_ = Load<int (*)(void*, EventData*, unsigned int)>("nvmlEventSetWait_v2");
   ready_ = init_ != nullptr && by_index_ != nullptr && init_() == 0;
 }
 
 Nvml::~Nvml() {
+  if (event_set_ != nullptr && event_set_free_ != nullptr) event_set_free_(event_set_);
   if (ready_ && shutdown_ != nullptr) shutdown_();
   if (library_ != nullptr) dlclose(library_);
 }
@@ -114,6 +119,32 @@ std::optional<Nvml::RemappedRows> Nvml::RowRemapping(Device device) const {
     return std::nullopt;
   }
   return RemappedRows{pending != 0, failed != 0};
+}
+
+bool Nvml::WatchXids(Device device) {
+  constexpr unsigned long long kXidCriticalError = 0x8;  // nvmlEventTypeXidCriticalError
+  if (!ready_ || event_set_create_ == nullptr || register_events_ == nullptr ||
+      event_wait_ == nullptr) {
+    return false;
+  }
+  if (event_set_ == nullptr && event_set_create_(&event_set_) != 0) {
+    event_set_ = nullptr;
+    return false;
+  }
+  return register_events_(device, kXidCriticalError, event_set_) == 0;
+}
+
+std::vector<std::pair<Nvml::Device, unsigned long long>> Nvml::TakeXids() {
+  std::vector<std::pair<Device, unsigned long long>> xids;
+  if (event_set_ == nullptr) return xids;
+  // Every event waiting now (a wait of 0 ms returns NVML_ERROR_TIMEOUT once none is left);
+  // bounded, should a driver keep answering.
+  for (int i = 0; i < 1000; ++i) {
+    EventData data{};
+    if (event_wait_(event_set_, &data, 0) != 0) break;
+    xids.emplace_back(data.device, data.event_data);
+  }
+  return xids;
 }
 
 std::optional<std::vector<GpuProcess>> Nvml::ComputeProcesses(Device device) const {

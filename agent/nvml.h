@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mxrun {
@@ -43,6 +44,11 @@ class Nvml {
     bool failed = false;
   };
   std::optional<RemappedRows> RowRemapping(Device device) const;
+  // XID errors (NVML's "critical error" events): WatchXids registers `device` for them, from now
+  // on; TakeXids returns the XIDs reported since the last call (for every watched device:
+  // device, XID), without waiting. False / empty where the driver does not support events.
+  bool WatchXids(Device device);
+  std::vector<std::pair<Device, unsigned long long>> TakeXids();
   std::optional<std::vector<GpuProcess>> ComputeProcesses(Device device) const;
 
  private:
@@ -85,6 +91,18 @@ class Nvml {
   int (*processes_)(Device, unsigned int*, ProcessInfo*) = nullptr;
   int (*retired_pending_)(Device, int*) = nullptr;
   int (*remapped_rows_)(Device, unsigned int*, unsigned int*, unsigned int*, unsigned int*) = nullptr;
+  struct EventData {  // nvmlEventData_t
+    Device device;
+    unsigned long long event_type;
+    unsigned long long event_data;
+    unsigned int gpu_instance_id;
+    unsigned int compute_instance_id;
+  };
+  int (*event_set_create_)(void**) = nullptr;
+  int (*event_set_free_)(void*) = nullptr;
+  int (*register_events_)(Device, unsigned long long, void*) = nullptr;
+  int (*event_wait_)(void*, EventData*, unsigned int) = nullptr;
+  void* event_set_ = nullptr;
 };
 
 }  // namespace mxrun

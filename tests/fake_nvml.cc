@@ -7,7 +7,9 @@
 // Memory and processes come from the file FAKE_NVML_STATE names, read again at every call so
 // that a test can change them while mxrun polls; one line per GPU:
 //   <uuid> used_mib=<N> pids=<pid>[:<MiB>],... [retired_pending=1] [remap_pending=1]
-//          [remap_failed=1]                         (a GPU not listed: 0 used, no process)
+//          [remap_failed=1] [xids=<xid>,...]        (a GPU not listed: 0 used, no process)
+// XID events: a device registered for them reports, in order, the XIDs of its `xids=` list added
+// after its registration, one per nvmlEventSetWait_v2 (then 10, NVML_ERROR_TIMEOUT).
 
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +61,7 @@ long HandleValue(void* handle) { return reinterpret_cast<long>(handle); }
 
 struct Usage {
   bool retired_pending = false, remap_pending = false, remap_failed = false;
+  std::vector<unsigned long long> xids;
   unsigned long long used = 0;
   std::vector<std::pair<unsigned, unsigned long long>> processes;  // pid, bytes
 };
@@ -77,6 +80,15 @@ Usage UsageOf(const std::string& uuid) {
     usage.retired_pending = text.find("retired_pending=1") != std::string::npos;
     usage.remap_pending = text.find("remap_pending=1") != std::string::npos;
     usage.remap_failed = text.find("remap_failed=1") != std::string::npos;
+    if (const size_t xids = text.find("xids="); xids != std::string::npos) {
+      const char* at = text.c_str() + xids + 5;
+      while (*at >= '0' && *at <= '9') {
+        char* end = nullptr;
+        usage.xids.push_back(std::strtoull(at, &end, 10));
+        at = end;
+        if (*at == ',') ++at;
+      }
+    }
     const size_t used = text.find("used_mib=");
     if (used != std::string::npos) usage.used = std::strtoull(text.c_str() + used + 9, nullptr, 10) << 20;
     const size_t pids = text.find("pids=");
@@ -104,6 +116,16 @@ Usage UsageOf(const std::string& uuid) {
 struct Memory {
   unsigned long long total, free, used;
 };
+struct EventData {
+  void* device;
+  unsigned long long event_type, event_data;
+  unsigned int gpu_instance_id, compute_instance_id;
+};
+// Per registered device (handle value): how many of its XIDs were delivered (or predate it).
+std::vector<std::pair<long, size_t>>& Registered() {
+  static std::vector<std::pair<long, size_t>> registered;
+  return registered;
+}
 struct ProcessInfo {
   unsigned int pid;
   unsigned long long used_gpu_memory;
@@ -212,6 +234,33 @@ int nvmlDeviceGetRemappedRows(void* handle, unsigned int* corrected, unsigned in
   *pending = usage.remap_pending ? 1 : 0;
   *failed = usage.remap_failed ? 1 : 0;
   return 0;
+}
+
+int nvmlEventSetCreate(void** set) {
+  static int token;
+  *set = &token;
+  return 0;
+}
+
+int nvmlEventSetFree(void*) { return 0; }
+
+int nvmlDeviceRegisterEvents(void* handle, unsigned long long, void*) {
+  const long value = HandleValue(handle);
+  if (value < 1 || value > static_cast<long>(Devices().size())) return 2;
+  Registered().emplace_back(value, UsageOf(Devices()[value - 1].uuid).xids.size());
+  return 0;
+}
+
+int nvmlEventSetWait_v2(void*, EventData* data, unsigned int) {
+  for (auto& [value, delivered] : Registered()) {
+    const Usage usage = UsageOf(Devices()[value - 1].uuid);
+    if (usage.xids.size() > delivered) {
+      *data = {reinterpret_cast<void*>(value), 0x8, usage.xids[delivered], 0, 0};
+      ++delivered;
+      return 0;
+    }
+  }
+  return 10;  // NVML_ERROR_TIMEOUT: nothing waiting
 }
 
 }  // extern "C"

@@ -31,6 +31,12 @@ ProcessResult OneNode(std::vector<std::string> flags, std::map<std::string, std:
   return mxrun::testing::Run(argv, env, 60s);
 }
 
+// The fake NVML's state, replaced whole (it is read again at every call).
+void WriteState(const std::string& path, const std::string& text) {
+  std::ofstream(path + ".new") << text;
+  std::rename((path + ".new").c_str(), path.c_str());
+}
+
 std::map<std::string, std::string> FakeGpus(const std::string& state) {
   return {{"LD_LIBRARY_PATH", FAKE_NVML_DIR},
           {"FAKE_NVML_DEVICES", "GPU-aaaa@0000:00:03.0,GPU-bbbb@0000:00:04.0"},
@@ -146,4 +152,27 @@ TEST_CASE("with --health_check_interval a node that turns unhealthy while traini
   CHECK(r.exit_code == 93);
   CHECK_THAT(r.err, Catch::Contains("this node is unhealthy: --health_check"));
   CHECK_THAT(r.err, Catch::Contains("exited 1: NVLink down"));
+}
+
+TEST_CASE("an XID error reported while training makes the node unhealthy at the next check "
+          "(application XIDs do not)",
+          "[health]") {
+  mxrun::testing::TempDir dir;
+  const std::string state = dir.path() + "/nvml";
+  std::ofstream(state) << "GPU-aaaa used_mib=100 xids=13\n";  // before the agent: not news
+  std::map<std::string, std::string> env = FakeGpus(state);
+  Subprocess job({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--health_check_interval=0.3",
+                  "--no_python", TEST_CHILD_BIN, "--ready", "--sleep=60"},
+                 env);
+  REQUIRE(job.WaitForStdout("ready rank=", 2, 30s));
+  WriteState(state, "GPU-aaaa used_mib=100 xids=13,43\n");  // an application's: ignored
+  usleep(1'000'000);
+  CHECK(CountOccurrences(job.err(), "unhealthy") == 0);
+  WriteState(state, "GPU-aaaa used_mib=100 xids=13,43,79\n");  // fallen off the bus
+  ProcessResult r = job.Wait(30s);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 93);
+  CHECK_THAT(r.err, Catch::Contains("this node is unhealthy: GPU 0: XID 79 reported since the "
+                                    "last check"));
+  CHECK_THAT(r.err, !Catch::Contains("XID 43"));
 }
