@@ -103,6 +103,12 @@ TEST_CASE("GPU health through NVML: retired pages, row remaps and free memory ar
                                        {"FAKE_NVML_STATE", state + ".none"}});
   CHECK(missing.exit_code == 93);
   CHECK_THAT(missing.err, Catch::Contains("GPU 1: not visible through NVML"));
+  // A row remap waiting for a reset.
+  std::ofstream(state) << "GPU-aaaa used_mib=100\nGPU-bbbb remap_pending=1\n";
+  ProcessResult pending = OneNode({}, FakeGpus(state));
+  CHECK(pending.exit_code == 93);
+  CHECK_THAT(pending.err, Catch::Contains("GPU 1: a memory row remap is pending (the GPU needs a "
+                                          "reset)"));
   // Healthy GPUs: the job runs.
   std::ofstream(state) << "GPU-aaaa used_mib=100\nGPU-bbbb remap_pending=0\n";
   CHECK(OneNode({}, FakeGpus(state)).exit_code == 0);
@@ -134,6 +140,9 @@ TEST_CASE("an unhealthy node of a multi-node job does not join: the master's sta
   INFO(ok.out << ok.err);
   CHECK(ok.exit_code == 0);
   CHECK_THAT(ok.out, Catch::Contains("world=1"));
+  // Its end-of-job summary names the node that stayed out, and why.
+  CHECK_THAT(ok.err, Catch::Contains("left out of the job's rounds during the job: unhealthy: "));
+  CHECK_THAT(ok.err, Catch::Contains("exited 3: GPU fell off the bus"));
 }
 
 TEST_CASE("with --health_check_interval a node that turns unhealthy while training stops its "
