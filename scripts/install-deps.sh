@@ -34,6 +34,7 @@ TEST_PACKAGES=(
   slurm-wlm munge  # tests/slurm_cluster.h: a private slurmctld, two slurmd and munged per test
   prometheus  # the metrics tests scrape a running job with a real Prometheus server
   chromium  # the status page test renders mxrun-master's page in a real headless browser
+  patchelf  # scripts/gpu/bundle-mxrun.sh: mxrun with its libraries beside it, for a GPU machine
 )
 case "${1:-}" in
   --demo) ;;

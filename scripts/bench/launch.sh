@@ -63,6 +63,8 @@ trap 'exit 143' TERM
 mkdir "$workdir/bin"
 cp -- "$MXRUN" "$workdir/bin/mxrun"
 [ -x "$(dirname "$MXRUN")/mxrun-multinode" ] && cp -- "$(dirname "$MXRUN")/mxrun-multinode" "$workdir/bin/"
+# A bundle from scripts/gpu/bundle-mxrun.sh finds its libraries in ../lib (its RPATH): link it.
+if [ -d "$(dirname "$MXRUN")/../lib" ]; then ln -s "$(cd "$(dirname "$MXRUN")/../lib" && pwd)" "$workdir/lib"; fi
 if [ -n "$BASELINE_MXRUN" ]; then
   mkdir "$workdir/baseline"
   cp -- "$BASELINE_MXRUN" "$workdir/baseline/mxrun"

@@ -23,6 +23,9 @@ Each record carries the wall clock ("time"), so the times are read from the logs
 
 Usage: recovery.py  (environment: RUNS, N, KILL_AT, MXRUN, TORCHRUN (default
 <repo>/.venv/bin/torchrun)); recovery.sh runs it with $PYTHON (default <repo>/.venv/bin/python3).
+On a GPU machine (scripts/gpu/run-all.sh): DEVICE=cuda gives both sides --device cuda --backend
+nccl --amp bf16, NPROC the workers (default 2; one per GPU there) and the killed rank is the last
+one (rank NPROC-1).
 Everything it starts is killed by process group or pid (its workers too, found as the launcher's
 descendants or by a marker in their environment), never by name.
 """
@@ -43,6 +46,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RUNS = int(os.environ.get("RUNS", "5"))
 N = int(os.environ.get("N", "50000"))
 KILL_AT = int(os.environ.get("KILL_AT", "12"))
+DEVICE = os.environ.get("DEVICE", "cpu")
+NPROC = int(os.environ.get("NPROC", "2"))
+KILL_RANK = NPROC - 1
 MXRUN = os.environ.get("MXRUN", os.path.join(REPO, "build/bin/mxrun"))
 DEFAULT_TORCHRUN = os.path.join(REPO, ".venv/bin/torchrun")
 DEFAULT_PYTHON = os.path.join(REPO, ".venv/bin/python3")   # recovery.sh's default
@@ -58,6 +64,10 @@ REFERENCE = os.path.join(REPO, "scripts/bench/reference/ddp_resnet.py")
 TORCH_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 COMMON = ["--width", "16", "--batch_size", "64", "--synthetic_train", str(N), "--epochs", "1",
           "--log_every", "1", "--ckpt_every", "5"]
+if DEVICE == "cuda":
+    COMMON += ["--device", "cuda", "--backend", "nccl", "--amp", "bf16"]
+elif DEVICE != "cpu":
+    raise SystemExit(f"recovery: DEVICE={DEVICE}: accepted are cpu and cuda")
 WORK = tempfile.mkdtemp(prefix="mxrun-recovery-bench.")
 KINDS = ["mxrun + train", "mxrun + train (old way)", "torchrun + Python"]
 memory = []  # (standby RSS, worker RSS) in MiB, per mxrun + train recovery run
@@ -67,10 +77,10 @@ def command(kind, run_dir):
     ckpt = ["--ckpt_dir", os.path.join(run_dir, "ckpt")]
     if kind.startswith("mxrun"):
         extra = ["--no_in_process_restart"] if "old way" in kind else []
-        return [MXRUN, "--standalone", "--nproc_per_node=2", "--max_restarts=1", "train",
+        return [MXRUN, "--standalone", f"--nproc_per_node={NPROC}", "--max_restarts=1", "train",
                 *COMMON, *ckpt, "--no_eval", "--metrics_file", os.path.join(run_dir, "m.jsonl"),
                 *extra]
-    return [TORCHRUN, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
+    return [TORCHRUN, "--standalone", f"--nproc_per_node={NPROC}", "--max_restarts=1",
             REFERENCE, *COMMON, *ckpt]
 
 
@@ -166,10 +176,10 @@ def one_run(kind, case, idx):
                 return None, None
             tree = descendants(p.pid)
             standby = next((c for c in tree if env_of(c, "MXRUN_STANDBY") == "1"), None)
-            worker = next((c for c in tree if rank_of(c) == 1), None)
+            worker = next((c for c in tree if rank_of(c) == KILL_RANK), None)
             if standby and worker:
                 memory.append((rss_mib(standby), rss_mib(worker)))
-        victim = next((c for c in descendants(p.pid) if rank_of(c) == 1), None)
+        victim = next((c for c in descendants(p.pid) if rank_of(c) == KILL_RANK), None)
         if victim is None:
             return None, None
         before = max(r["step"] for r in steps(records(kind, run_dir, out_path)))
@@ -215,6 +225,8 @@ def main():
             raise SystemExit(f"recovery: not found: {b}")
     print("### Recovery and cold start: mxrun + train vs torchrun + PyTorch DDP\n")
     print(f"- command: `RUNS={RUNS} N={N} KILL_AT={KILL_AT}"
+          + ("" if DEVICE == "cpu" else f" DEVICE={DEVICE}")
+          + ("" if NPROC == 2 else f" NPROC={NPROC}")
           + ("" if MXRUN == os.path.join(REPO, "build/bin/mxrun") else f" MXRUN={MXRUN}")
           + ("" if TORCHRUN == DEFAULT_TORCHRUN else f" TORCHRUN={TORCHRUN}")
           + ("" if sys.executable == DEFAULT_PYTHON else f" PYTHON={sys.executable}")
@@ -222,7 +234,8 @@ def main():
     print(f"- torchrun: `{TORCHRUN}` ({torch_version()}), run with "
           + " ".join(f"{k}={v}" for k, v in TORCH_ENV.items()))
     print(f"- date: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; nproc="
-          f"{os.cpu_count()}; 2 CPU workers, ResNet-18 width 16, batch 64 per worker, {N} "
+          f"{os.cpu_count()}; {NPROC} {'CPU' if DEVICE == 'cpu' else 'GPU (bf16)'} workers, "
+          f"ResNet-18 width 16, batch 64 per worker, {N} "
           "synthetic images, checkpoint every 5 steps")
     print(f"- load average at start: {open('/proc/loadavg').read().split()[0]}\n")
     results = {}
@@ -250,7 +263,7 @@ def main():
         if ref and mine:
             print(f"\n{label}: torchrun + Python / mxrun + train = {ref / mine:.1f}x")
 
-    print("| SIGKILL of rank 1 -> first step after it | median | runs | completed steps lost "
+    print(f"| SIGKILL of rank {KILL_RANK} -> first step after it | median | runs | completed steps lost "
           "(per run) |")
     print("|---|---|---|---|")
     for kind in KINDS:

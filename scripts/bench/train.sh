@@ -127,6 +127,8 @@ mkdir "$workdir/bin"
 # With TRAINER_LAUNCHER=torchrun mxrun itself may not exist (a GPU machine with the trainer only).
 mxrun_used=false
 if [ -x "$MXRUN" ]; then cp -- "$MXRUN" "$workdir/bin/mxrun"; mxrun_used=true; fi
+# A bundle from scripts/gpu/bundle-mxrun.sh finds its libraries in ../lib (its RPATH): link it.
+if [ -d "$(dirname "$MXRUN")/../lib" ]; then ln -s "$(cd "$(dirname "$MXRUN")/../lib" && pwd)" "$workdir/lib"; fi
 cp -- "$(dirname "$MXRUN")/train" "$workdir/bin/train"
 cp -- "$REFERENCE" "$workdir/bin/ddp_resnet.py"
 train_sha="$(sha256sum "$workdir/bin/train" | cut -c1-12)"

@@ -1,0 +1,320 @@
+#!/usr/bin/env bash
+# The GPU half of mxrun (issue 28), in one call on a GPU machine:
+#
+#   scripts/gpu/run-all.sh OUT_DIR
+#
+# Made for a machine with PyTorch, CUDA's compiler and CMake but none of Debian's packages and no
+# network. What it needs from this project's Debian machine travels in two ignored folders:
+#   .gpu-bundle/  mxrun, mxrun-multinode, mxrun-master and their libraries
+#                 (scripts/gpu/bundle-mxrun.sh)
+#   .deps/        the headers the trainer's build needs (CLI11, nlohmann/json, Catch2)
+# It builds the trainer there with scripts/build-trainer-cuda.sh (the script CI runs against
+# PyTorch 2.14 CUDA), against that machine's PyTorch, puts it beside the bundle's mxrun, and runs
+# the steps below in order. Each step has its own time budget and log (OUT_DIR/<step>.log); a
+# failed or timed-out step does not stop the next one. OUT_DIR/summary.md gets one row per step:
+# its result, its seconds and its figure.
+#
+#   preflight      the GPU (nvidia-smi -L, driver), PyTorch, CUDA, NCCL, NVML, the bundle
+#   build          the trainer and its tests against this machine's PyTorch (CUDA + NCCL on)
+#   gpu-tests      ctest -L gpu: the trainer's [gpu] tests
+#   mxrun-train    mxrun --nproc_per_node=gpu train --model resnet50 --amp bf16 --backend nccl;
+#                  the world it made and CUDA_VISIBLE_DEVICES against nvidia-smi -L
+#   ddp-nccl       an unmodified PyTorch DDP script (NCCL, DDP(device_ids), GradScaler) under
+#                  mxrun and under this machine's torchrun; both workers' environments diffed
+#   numa           --numa-binding=node --virtual-local-rank: each worker's CPUs and devices
+#                  under both launchers
+#   bench-r18      scripts/bench/train.sh, ResNet-18 (CIFAR) batch 128, bf16, channels-last
+#   bench-r50      the same, ResNet-50 batch 256
+#   recovery       scripts/bench/recovery.sh on the GPU: launch and SIGKILL to the first step
+#   launch         scripts/bench/launch.sh: launch-to-exit, RSS and restart against torchrun
+#   trainer-tests  the rest of the trainer's tests (those without a GPU) on this PyTorch
+#
+# Environment:
+#   STEPS         which steps, comma-separated, in this order (default: all, as listed)
+#   TOTAL_BUDGET  seconds for the whole run (default 540); a step that would not fit in what is
+#                 left is skipped and says so
+#   PYTHON        the Python with PyTorch (default python3); its torchrun is the reference
+#   BUILD_DIR     the trainer's build (default build-cuda; kept between calls on a warm machine)
+#   BUNDLE        the carried mxrun (default .gpu-bundle)
+# Without a GPU (nvidia-smi lists none) the steps that need one say so and are skipped: the
+# script still exits 0, so it can be tried on any machine. Exit 2 for a bad argument.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+[[ $# -eq 1 && -n "$1" ]] || { echo "usage: scripts/gpu/run-all.sh OUT_DIR" >&2; exit 2; }
+mkdir -p "$1" || exit 2
+out=$(cd "$1" && pwd)
+all_steps="preflight,build,gpu-tests,mxrun-train,ddp-nccl,numa,bench-r18,bench-r50,recovery,launch,trainer-tests"
+steps="${STEPS:-$all_steps}"
+total="${TOTAL_BUDGET:-540}"
+[[ "$total" =~ ^[1-9][0-9]*$ ]] || { echo "run-all: TOTAL_BUDGET must be a whole number of seconds, not '$total'" >&2; exit 2; }
+for s in ${steps//,/ }; do
+  [[ ",$all_steps," == *",$s,"* ]] || { echo "run-all: unknown step '$s' (accepted: $all_steps)" >&2; exit 2; }
+done
+export ROOT="$root" OUT="$out"
+PY=$(command -v "${PYTHON:-python3}" || echo "${PYTHON:-python3}")
+# Absolute, without resolving links (a virtual environment's python3 is a link to the system's).
+[[ "$PY" == */* ]] && PY="$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")"
+export PY
+export BUILD_CUDA="${BUILD_DIR:-$root/build-cuda}"
+export BUNDLE="${BUNDLE:-$root/.gpu-bundle}"
+export MXRUN="$BUNDLE/bin/mxrun"
+export PYTHONUNBUFFERED=1
+started=$SECONDS
+
+# --- What this machine has -----------------------------------------------------------------
+have_gpu=0
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then have_gpu=1; fi
+export N_GPUS=$((have_gpu ? $(nvidia-smi -L | grep -c '^GPU ') : 0))
+torchrun_bin=$(dirname "$(command -v "$PY" 2>/dev/null || echo /nonexistent)")/torchrun
+[[ -x "$torchrun_bin" ]] || torchrun_bin=$(command -v torchrun || true)
+export TORCHRUN="$torchrun_bin"
+# mxrun runs a script with $PYTHON_EXEC (torchrun: its own interpreter): the same Python for both.
+PYTHON_EXEC=$(command -v "$PY" || echo "$PY")
+export PYTHON_EXEC
+# mxrun loads NVML by name (libnvidia-ml.so.1); where the driver's folder is not in the loader's
+# cache, name it (the driver's libraries, nothing of the bundle's, so workers may see it too).
+if [[ $have_gpu == 1 ]] && ! ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml.so.1'; then
+  nvml=$(find /usr/local/nvidia /usr/lib /usr/lib64 /usr/local/cuda* -name 'libnvidia-ml.so.1' 2>/dev/null | head -1)
+  [[ -n "$nvml" ]] && export LD_LIBRARY_PATH="$(dirname "$nvml")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+# The trainer beside mxrun, as mxrun expects it (train.sh copies both).
+[[ -x "$MXRUN" ]] && ln -sfn "$BUILD_CUDA/bin/train" "$BUNDLE/bin/train" 2>/dev/null
+
+missing() {  # prints why a step cannot run, or nothing
+  for need in "$@"; do
+    case "$need" in
+      gpu) [[ $have_gpu == 1 ]] || { echo "no GPU here (nvidia-smi lists none)"; return; } ;;
+      mxrun) "$MXRUN" --version >/dev/null 2>&1 || { echo "the carried mxrun does not run ($MXRUN; scripts/gpu/bundle-mxrun.sh makes it)"; return; } ;;
+      trainer) [[ -x "$BUILD_CUDA/bin/train" ]] || { echo "the trainer is not built ($BUILD_CUDA/bin/train)"; return; } ;;
+      torchrun) [[ -x "$TORCHRUN" ]] || { echo "no torchrun beside $PY"; return; } ;;
+      nvcc) command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]] || { echo "no nvcc"; return; } ;;
+      tests) [[ -f "$BUILD_CUDA/CTestTestfile.cmake" ]] || { echo "no tests built in $BUILD_CUDA"; return; } ;;
+    esac
+  done
+}
+
+kill_marked() {  # what the step left running, found by the marker in its environment
+  local pid
+  for pid in $(grep -lzx "GPU_RUN_ALL_STEP=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
+    [[ "$pid" != $$ ]] && kill -9 "$pid" 2>/dev/null
+  done
+}
+
+# --- The steps: each writes its figure (one line) to $OUT/<step>.figure ------------------------
+figure() { echo "$*" >"$OUT/$STEP.figure"; }
+
+step_preflight() {
+  date -u '+date: %Y-%m-%d %H:%M:%S UTC'
+  nvidia-smi -L || true
+  nvidia-smi --query-gpu=name,driver_version,memory.total,pci.bus_id --format=csv || true
+  nvidia-smi topo -m 2>/dev/null || true
+  "$PY" - <<'PY' || true
+import torch
+print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())
+if torch.cuda.is_available():
+    print("device", torch.cuda.get_device_name(0), "capability", torch.cuda.get_device_capability(0),
+          "nccl", torch.cuda.nccl.version(), "cudnn", torch.backends.cudnn.version())
+PY
+  (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | tail -2
+  cmake --version | head -1; ninja --version 2>/dev/null || true
+  echo "nproc $(nproc)"; free -g | head -2; lscpu | grep -E 'Model name|NUMA' || true
+  ldconfig -p | grep -E 'libnvidia-ml.so.1|libcuda.so.1' || echo "NVML/libcuda not in the loader's cache; LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  echo "torchrun: $TORCHRUN"; "$TORCHRUN" --help 2>&1 | grep -E -- '--numa.binding|--virtual.local.rank' || true
+  echo "bundle: $(cat "$BUNDLE/COMMIT" 2>/dev/null)"; "$MXRUN" --version
+  local gpu driver torch_v
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+  torch_v=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)
+  figure "${N_GPUS}x ${gpu:-no GPU}, driver ${driver:-none}; torch ${torch_v:-missing}; mxrun $("$MXRUN" --version 2>/dev/null | head -1)"
+}
+
+step_build() {
+  local t0=$SECONDS
+  CUDA_ARCH="${CUDA_ARCH:-90}" PYTHON="$PY" "$ROOT/scripts/build-trainer-cuda.sh" "$BUILD_CUDA" || return 1
+  "$BUILD_CUDA/bin/train" --version
+  ldd "$BUILD_CUDA/bin/train" | grep -E 'torch|c10|nccl|cuda|not found'
+  ! ldd "$BUILD_CUDA/bin/train" | grep -q 'not found' || return 1
+  figure "built in $((SECONDS - t0)) s: $("$BUILD_CUDA/bin/train" --version 2>&1 | head -1)"
+}
+
+ctest_figure() {  # "N of M passed", and the failures
+  local line
+  line=$(grep -E 'tests passed, [0-9]+ tests failed out of' "$1" | tail -1)
+  local failures
+  failures=$(sed -n '/The following tests FAILED/,$p' "$1" | grep -E '^\s+[0-9]+ - ' |
+             sed -E 's/^\s+[0-9]+ - //' | tr '\n' ';')
+  figure "${line:-no ctest summary}${failures:+; failed: $failures}"
+}
+
+step_gpu_tests() {
+  ctest --test-dir "$BUILD_CUDA" -L gpu --output-on-failure --timeout 150 2>&1 | tee "$OUT/gpu-tests.ctest"
+  local rc=${PIPESTATUS[0]}
+  ctest_figure "$OUT/gpu-tests.ctest"
+  return "$rc"
+}
+
+step_trainer_tests() {
+  ctest --test-dir "$BUILD_CUDA" -LE gpu -j 8 --output-on-failure --timeout 300 2>&1 | tee "$OUT/trainer-tests.ctest"
+  local rc=${PIPESTATUS[0]}
+  ctest_figure "$OUT/trainer-tests.ctest"
+  return "$rc"
+}
+
+step_mxrun_train() {
+  local work=$OUT/mxrun-train.d
+  mkdir -p "$work"
+  # What mxrun gives each worker, against what the driver lists.
+  nvidia-smi -L
+  "$MXRUN" --nproc_per_node=gpu --no_python sh -c \
+    'echo "worker RANK=$RANK LOCAL_RANK=$LOCAL_RANK LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE WORLD_SIZE=$WORLD_SIZE CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-unset}"' \
+    2>&1 | tee "$work/placement.txt" || return 1
+  local workers
+  workers=$(grep -c 'worker RANK=' "$work/placement.txt")
+  "$MXRUN" --nproc_per_node=gpu train --model resnet50 --amp bf16 --backend nccl --device cuda \
+    --channels_last --batch_size 128 --synthetic_train 16384 --max_steps 60 --log_every 10 \
+    --no_eval --ckpt_dir '' --metrics_file "$work/metrics.jsonl" || return 1
+  local rate
+  rate=$("$PY" - "$work/metrics.jsonl" <<'PY'
+import json, statistics, sys
+rates = [r["images_per_sec"] for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "step"]
+print(f"{statistics.median(rates[1:] or rates):.0f}" if rates else "none")
+PY
+)
+  figure "nvidia-smi: $N_GPUS GPU(s); mxrun started $workers worker(s) ($(grep -o 'CUDA_VISIBLE_DEVICES=[^ ]*' "$work/placement.txt" | sort -u | tr '\n' ' ')); resnet50 bf16 batch 128 trained: $rate images/s (median of windows)"
+  [[ "$workers" == "$N_GPUS" ]]
+}
+
+run_both() {  # TAG_SUFFIX SCRIPT_ARGS...: the DDP script under mxrun, then torchrun
+  local suffix=$1; shift
+  local rc=0
+  echo "== mxrun $*"
+  "$MXRUN" "$@" "$ROOT/scripts/gpu/ddp_nccl_amp.py" "$DUMP" "mxrun$suffix" $EXTRA || rc=1
+  echo "== torchrun $*"
+  "$TORCHRUN" "$@" "$ROOT/scripts/gpu/ddp_nccl_amp.py" "$DUMP" "torchrun$suffix" $EXTRA || rc=1
+  return $rc
+}
+
+diff_figure() {  # counts the differences env_diff.py listed
+  local only_t only_m changed
+  only_t=$(grep -c '^- set by torchrun[-a-z]* only: `' "$1")
+  only_m=$(grep -c '^- set by mxrun[-a-z]* only: `' "$1")
+  changed=$(grep -c '^- set differently: `' "$1")
+  echo "ranks with variables only torchrun set: $only_t, only mxrun set: $only_m, set differently: $changed"
+}
+
+step_ddp_nccl() {
+  export DUMP=$OUT/env EXTRA=""
+  mkdir -p "$DUMP"
+  run_both "" --nproc_per_node=gpu || return 1
+  "$PY" "$ROOT/scripts/gpu/env_diff.py" "$DUMP" torchrun mxrun | tee "$OUT/env-diff.md" || return 1
+  figure "the DDP NCCL + GradScaler script ran under both (world $N_GPUS); $(diff_figure "$OUT/env-diff.md")"
+}
+
+step_numa() {
+  export DUMP=$OUT/env EXTRA="--env_only"
+  mkdir -p "$DUMP"
+  run_both "-numa" --nproc_per_node=gpu --numa-binding=node --virtual-local-rank || return 1
+  "$PY" "$ROOT/scripts/gpu/env_diff.py" "$DUMP" torchrun-numa mxrun-numa | tee "$OUT/numa-diff.md" || return 1
+  figure "$(grep -E '^- (CPUs|CUDA_VISIBLE_DEVICES|LOCAL_RANK):' "$OUT/numa-diff.md" | tr '\n' ' ')"
+}
+
+bench_train() {  # MODEL BATCH
+  MODEL=$1 BATCH=$2 DEVICE=cuda AMP=bf16 RUNS="${BENCH_RUNS:-2}" STEPS=60 LOG_EVERY=10 N=16384 \
+    QUIET_WAIT=0 TIMEOUT=120 TORCHRUN="$TORCHRUN" PYTHON="$(command -v "$PY")" \
+    "$ROOT/scripts/bench/train.sh" | tee "$OUT/$STEP.md"
+  local rc=${PIPESTATUS[0]}
+  figure "$(grep -E '^\| (training throughput|peak GPU memory)' "$OUT/$STEP.md" | tr -s ' ' | tr '\n' ' ')"
+  return "$rc"
+}
+step_bench_r18() { bench_train resnet18 128; }
+step_bench_r50() { bench_train resnet50 256; }
+
+step_recovery() {
+  DEVICE=cuda NPROC="$N_GPUS" RUNS="${BENCH_RUNS:-2}" N=50000 TORCHRUN="$TORCHRUN" \
+    PYTHON="$(command -v "$PY")" "$ROOT/scripts/bench/recovery.sh" | tee "$OUT/recovery.md"
+  local rc=${PIPESTATUS[0]}
+  figure "$(grep -E '^\| (mxrun|torchrun)|^(Recovery|Cold start):' "$OUT/recovery.md" | tr -s ' ' | tr '\n' ' ')"
+  return "$rc"
+}
+
+step_launch() {
+  CASES=launch,rss,restart RUNS="${LAUNCH_RUNS:-5}" QUIET_WAIT=0 TORCHRUN="$TORCHRUN" \
+    PYTHON="$(command -v "$PY")" "$ROOT/scripts/bench/launch.sh" | tee "$OUT/launch.md"
+  local rc=${PIPESTATUS[0]}
+  figure "$(grep -E '^\|' "$OUT/launch.md" | grep -vE '^\|[-|: ]+\|$' | head -8 | tr -s ' ' | tr '\n' ' ')"
+  return "$rc"
+}
+
+needs_of() {
+  case "$1" in
+    preflight) echo "" ;;
+    build) echo "nvcc" ;;
+    gpu-tests) echo "gpu trainer tests torchrun" ;;
+    mxrun-train) echo "gpu mxrun trainer" ;;
+    ddp-nccl|numa) echo "gpu mxrun torchrun" ;;
+    bench-r18|bench-r50|recovery) echo "gpu mxrun trainer torchrun" ;;
+    launch) echo "mxrun torchrun" ;;
+    trainer-tests) echo "trainer tests torchrun" ;;
+  esac
+}
+budget_of() {
+  case "$1" in
+    preflight) echo 40 ;; build) echo 300 ;; gpu-tests) echo 150 ;; mxrun-train) echo 90 ;;
+    ddp-nccl) echo 90 ;; numa) echo 40 ;; bench-r18|bench-r50) echo 120 ;; recovery) echo 150 ;;
+    launch) echo 100 ;; trainer-tests) echo 240 ;;
+  esac
+}
+export -f figure ctest_figure run_both diff_figure bench_train
+for s in ${all_steps//,/ }; do export -f "step_${s//-/_}"; done
+
+summary="$out/summary.md"
+{
+  echo "# scripts/gpu/run-all.sh, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo
+  echo "- host: $(hostname), $(nproc) CPUs; GPUs: $N_GPUS; python: $(command -v "$PY"); torchrun: ${TORCHRUN:-none}"
+  echo "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown); bundle: $(cat "$BUNDLE/COMMIT" 2>/dev/null | cut -c1-7)"
+  echo "- steps: $steps; total budget $total s"
+  echo
+  echo "| step | result | seconds | figure |"
+  echo "|---|---|---:|---|"
+} >"$summary"
+failed=0
+for STEP in ${steps//,/ }; do
+  export STEP
+  log="$out/$STEP.log"
+  rm -f "$out/$STEP.figure"
+  # shellcheck disable=SC2046
+  why=$(missing $(needs_of "$STEP"))
+  budget=$(budget_of "$STEP")
+  left=$((total - (SECONDS - started)))
+  if [[ -z "$why" && $left -lt $((budget / 2)) ]]; then
+    why="out of time ($left s left of $total, the step's budget is $budget s)"
+  fi
+  ((budget > left)) && budget=$left
+  if [[ -n "$why" ]]; then
+    echo "run-all: $STEP: skipped: $why" | tee "$log"
+    echo "| $STEP | skipped: $why | 0 | |" >>"$summary"
+    continue
+  fi
+  echo "run-all: $STEP (budget $budget s)..."
+  t0=$SECONDS
+  # Every process the step starts carries GPU_RUN_ALL_STEP: what it leaves behind (torchrun starts
+  # workers in sessions of their own, outside timeout's process group) is found and killed.
+  GPU_RUN_ALL_STEP="$out/$STEP" timeout --kill-after=5 "$budget" bash -c "step_${STEP//-/_}" >"$log" 2>&1
+  rc=$?
+  kill_marked "$out/$STEP"
+  took=$((SECONDS - t0))
+  case $rc in
+    0) result=ok ;;
+    124|137) result="timed out after $budget s"; failed=$((failed + 1)) ;;
+    *) result="failed (exit $rc)"; failed=$((failed + 1)) ;;
+  esac
+  fig=$(cat "$out/$STEP.figure" 2>/dev/null | tr '|' '/')
+  [[ $rc != 0 ]] && fig="${fig:+$fig; }log: $(tail -3 "$log" | tr -s ' \n' ' ' | tr '|' '/' | cut -c1-300)"
+  echo "| $STEP | $result | $took | $fig |" >>"$summary"
+  echo "run-all: $STEP: $result in $took s"
+done
+echo >>"$summary"
+echo "$failed step(s) failed; $((SECONDS - started)) s in all" >>"$summary"
+cat "$summary"
+exit 0
