@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -61,7 +62,12 @@ void HealthChecker::CheckGpus(std::vector<std::string>& problems) {
     }
     problems.push_back(absl::StrCat("GPU ", name, ": XID ", xid, " reported since the last check"));
   }
+  const std::optional<unsigned int> count = nvml_->DeviceCount();
   for (const std::string& entry : config_.gpu_entries) {
+    if (unsigned int index = 0; config_.gpu_entries_are_local_ranks && count &&
+                                absl::SimpleAtoi(entry, &index) && index >= *count) {
+      continue;
+    }
     std::optional<Nvml::Device> device = nvml_->Find(entry);
     if (!device) {
       problems.push_back(absl::StrCat("GPU ", entry, ": not visible through NVML"));

@@ -33,6 +33,10 @@ struct HealthCheckConfig {
   unsigned long long min_free_gpu_bytes = 1ull << 30;   // --health_min_gpu_free (MiB)
   std::string address;                                 // --local_addr ("": not checked)
   std::vector<std::string> gpu_entries;                // the workers' GPUs
+  // The entries are local ranks (no CUDA_VISIBLE_DEVICES): a rank at or beyond the driver's
+  // GPU count is a worker without a GPU of its own (more workers than GPUs, as torchrun allows),
+  // not a GPU gone missing. Entries CUDA_VISIBLE_DEVICES names must all be there.
+  bool gpu_entries_are_local_ranks = false;
 };
 
 class HealthChecker {

@@ -49,6 +49,12 @@ Nvml::~Nvml() {
   if (library_ != nullptr) dlclose(library_);
 }
 
+std::optional<unsigned int> Nvml::DeviceCount() const {
+  unsigned int count = 0;
+  if (!ready_ || count_ == nullptr || count_(&count) != 0) return std::nullopt;
+  return count;
+}
+
 std::optional<Nvml::Device> Nvml::Find(const std::string& entry) const {
   if (!ready_) return std::nullopt;
   Device device = nullptr;

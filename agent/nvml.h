@@ -31,6 +31,8 @@ class Nvml {
   // A CUDA_VISIBLE_DEVICES entry: an index, GPU-<uuid> (or a unique prefix, as CUDA accepts),
   // MIG-<uuid>, MIG-GPU-<uuid>/<gi>/<ci>.
   std::optional<Device> Find(const std::string& entry) const;
+  // How many GPUs the driver lists; nullopt when it does not say.
+  std::optional<unsigned int> DeviceCount() const;
   // "0000:03:00.0" of the device (a MIG instance: of its GPU); "" when unknown.
   std::string BusIdOf(const std::string& entry) const;
   std::optional<unsigned long long> UsedBytes(Device device) const;

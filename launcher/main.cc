@@ -415,6 +415,7 @@ int Main(int argc, char** argv) {
       static_cast<unsigned long long>(options.health_min_gpu_free_mib) << 20;
   config.health.address = options.local_addr;
   config.health.gpu_entries = config.gpu_entries;
+  config.health.gpu_entries_are_local_ranks = !env.contains("CUDA_VISIBLE_DEVICES");
   std::unique_ptr<AgentMetrics> metrics;
   std::unique_ptr<HttpServer> metrics_server;
   if (options.metrics_port >= 0) {

@@ -7,7 +7,9 @@
 # Environment:
 #   PYTHON        the Python whose torch to build against (default: python3)
 #   CUDA_ARCH     CUDA architectures (default: 90, H100/H200; "native" needs a visible GPU)
-#   HEADERS_DIR   folder with CLI/CLI.hpp, nlohmann/json.hpp and, for the tests, catch2/catch.hpp
+#   HEADERS_DIR   folder with CLI/CLI.hpp, nlohmann/json.hpp, gloo/ (Gloo's headers, which the torch
+#                 wheel lacks and its ProcessGroupGloo.hpp includes: docs/ARCHITECTURE.md says why
+#                 Debian's are safe) and, for the tests, catch2/catch.hpp
 #                 (default: .deps/include, filled from /usr/include when those headers are
 #                 installed there; on a machine without them, run
 #                 `scripts/build-trainer-cuda.sh --vendor-headers` on a Debian machine with the
@@ -23,10 +25,10 @@ headers="${HEADERS_DIR:-$root/.deps/include}"
 
 vendor_headers() {
     mkdir -p "$headers"
-    for dir in CLI nlohmann; do
+    for dir in CLI nlohmann gloo; do
         if [[ ! -d "$headers/$dir" ]]; then
             [[ -d "/usr/include/$dir" ]] || {
-                echo "build-trainer-cuda: /usr/include/$dir is missing (apt-get install libcli11-dev nlohmann-json3-dev)" >&2
+                echo "build-trainer-cuda: /usr/include/$dir is missing (apt-get install libcli11-dev nlohmann-json3-dev libgloo-dev)" >&2
                 exit 2
             }
             cp -r "/usr/include/$dir" "$headers/"
@@ -57,7 +59,7 @@ if [[ "$arch" != native ]]; then
     torch_arch_list=$(echo "$arch" | sed -E 's/([0-9]+)([0-9])/\1.\2/g')
 fi
 
-if [[ ! -f "$headers/CLI/CLI.hpp" || ! -f "$headers/nlohmann/json.hpp" ]]; then
+if [[ ! -f "$headers/CLI/CLI.hpp" || ! -f "$headers/nlohmann/json.hpp" || ! -f "$headers/gloo/algorithm.h" ]]; then
     vendor_headers
 fi
 prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)') || {
@@ -139,7 +141,7 @@ command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
     -DCMAKE_CUDA_COMPILER="$cuda_home/bin/nvcc" \
     ${nvrtc:+-DCUDA_nvrtc_LIBRARY="$nvrtc"} \
     ${torch_arch_list:+-DTORCH_CUDA_ARCH_LIST="$torch_arch_list"} \
-    -DCMAKE_CXX_FLAGS="-I$nccl_include $extra_includes"
+    -DCMAKE_CXX_FLAGS="-I$nccl_include $extra_includes -idirafter $headers"
 if [[ -f "$headers/catch2/catch.hpp" ]]; then
     "$cmake" --build "$build" --parallel "$(nproc)"
     echo "build-trainer-cuda: built $build/bin/train and its tests: ctest --test-dir $build (-L gpu: GPU only)"

@@ -69,6 +69,7 @@ def main():
                torch=torch.__version__, nccl=".".join(map(str, torch.cuda.nccl.version())))
     dump(path, doc)
     dist.destroy_process_group()
+    print(f"rank {rank}: process group destroyed, leaving main", file=sys.stderr, flush=True)
     if check.item() != expected:
         print(f"rank {rank}: all-reduce gave {check.item()}, expected {expected}", file=sys.stderr)
         return 1

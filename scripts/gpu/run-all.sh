@@ -184,13 +184,36 @@ PY
   [[ "$workers" == "$N_GPUS" ]]
 }
 
-run_both() {  # TAG_SUFFIX SCRIPT_ARGS...: the DDP script under mxrun, then torchrun
+run_bounded() {  # NAME CMD...: at most $LAUNCH_WAIT s (default 40); when it hangs, what its processes wait on
+  local name=$1; shift
+  echo "== $name: $*"
+  "$@" &
+  local pid=$! waited=0
+  while kill -0 "$pid" 2>/dev/null && ((waited < ${LAUNCH_WAIT:-40})); do sleep 1; waited=$((waited + 1)); done
+  if ! kill -0 "$pid" 2>/dev/null; then
+    wait "$pid"
+    return
+  fi
+  echo "== $name: still running after $waited s; its processes and their threads' wait channels:"
+  ps -eo pid,ppid,pgid,stat,wchan:30,etime,args --forest | grep -v -- '--forest' | cut -c1-220
+  local p t
+  for p in $(grep -lzx "GPU_RUN_ALL_STEP=$GPU_RUN_ALL_STEP" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
+    [[ "$p" == "$$" || "$p" == "$BASHPID" ]] && continue
+    echo "-- pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-150)"
+    for t in /proc/"$p"/task/*; do
+      echo "   $(basename "$t") $(cat "$t/comm" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null) $(cut -d' ' -f3 "$t/stat" 2>/dev/null)"
+    done | sort -k3 | uniq -c -f2 | head -20
+    cat "/proc/$p/stack" 2>/dev/null | head -8
+  done
+  kill -TERM "$pid" 2>/dev/null; sleep 3; kill -KILL "$pid" 2>/dev/null
+  return 124
+}
+
+run_both() {  # TAG_SUFFIX LAUNCHER_ARGS...: the DDP script under torchrun, then mxrun
   local suffix=$1; shift
   local rc=0
-  echo "== mxrun $*"
-  "$MXRUN" "$@" "$ROOT/scripts/gpu/ddp_nccl_amp.py" "$DUMP" "mxrun$suffix" $EXTRA || rc=1
-  echo "== torchrun $*"
-  "$TORCHRUN" "$@" "$ROOT/scripts/gpu/ddp_nccl_amp.py" "$DUMP" "torchrun$suffix" $EXTRA || rc=1
+  run_bounded torchrun "$TORCHRUN" "$@" "$ROOT/scripts/gpu/ddp_nccl_amp.py" "$DUMP" "torchrun$suffix" $EXTRA || rc=1
+  run_bounded mxrun "$MXRUN" "$@" "$ROOT/scripts/gpu/ddp_nccl_amp.py" "$DUMP" "mxrun$suffix" $EXTRA || rc=1
   return $rc
 }
 
@@ -205,9 +228,12 @@ diff_figure() {  # counts the differences env_diff.py listed
 step_ddp_nccl() {
   export DUMP=$OUT/env EXTRA=""
   mkdir -p "$DUMP"
-  run_both "" --nproc_per_node=gpu || return 1
+  local rc=0
+  run_both "" --nproc_per_node=gpu || rc=1
+  # The diff even when a launcher did not end: each worker wrote its dump before its last steps.
   "$PY" "$ROOT/scripts/gpu/env_diff.py" "$DUMP" torchrun mxrun | tee "$OUT/env-diff.md" || return 1
-  figure "the DDP NCCL + GradScaler script ran under both (world $N_GPUS); $(diff_figure "$OUT/env-diff.md")"
+  figure "the DDP NCCL + GradScaler script under both launchers: $([[ $rc == 0 ]] && echo "both ended 0" || echo "one did not end 0"), world $N_GPUS; $(diff_figure "$OUT/env-diff.md")"
+  return $rc
 }
 
 step_numa() {
@@ -260,11 +286,11 @@ needs_of() {
 budget_of() {
   case "$1" in
     preflight) echo 40 ;; build) echo 300 ;; gpu-tests) echo 150 ;; mxrun-train) echo 90 ;;
-    ddp-nccl) echo 90 ;; numa) echo 40 ;; bench-r18|bench-r50) echo 120 ;; recovery) echo 150 ;;
+    ddp-nccl) echo 100 ;; numa) echo 60 ;; bench-r18|bench-r50) echo 120 ;; recovery) echo 150 ;;
     launch) echo 100 ;; trainer-tests) echo 240 ;;
   esac
 }
-export -f figure ctest_figure run_both diff_figure bench_train
+export -f figure ctest_figure run_bounded run_both diff_figure bench_train
 for s in ${all_steps//,/ }; do export -f "step_${s//-/_}"; done
 
 summary="$out/summary.md"
