@@ -2,8 +2,10 @@
 
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/status/status.h"
@@ -36,6 +38,7 @@ EventLoop::EventLoop(int epoll_fd, int signal_fd, std::function<void(int)> on_si
     : epoll_fd_(epoll_fd), signal_fd_(signal_fd), on_signal_(std::move(on_signal)) {}
 
 EventLoop::~EventLoop() {
+  for (int fd : child_fds_) close(fd);
   close(signal_fd_);
   close(epoll_fd_);
 }
@@ -53,6 +56,18 @@ void EventLoop::Watch(int fd, Callback on_readable) {
 void EventLoop::Unwatch(int fd) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   callbacks_.erase(fd);
+}
+
+void EventLoop::WatchChild(pid_t pid) {
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));  // close-on-exec by nature
+  if (fd < 0) return;
+  child_fds_.push_back(fd);
+  Watch(fd, [this, fd] {
+    Unwatch(fd);
+    close(fd);
+    child_fds_.erase(std::remove(child_fds_.begin(), child_fds_.end(), fd), child_fds_.end());
+    on_signal_(SIGCHLD);  // the handler reaps with waitpid(WNOHANG): one more call is harmless
+  });
 }
 
 void EventLoop::RunOnce(std::optional<Deadline> deadline) {

@@ -1,9 +1,11 @@
 #pragma once
 // One epoll loop for everything the agent waits on: worker output pipes, signals (through a
-// signalfd, so no work is done in a signal handler) and child exits (SIGCHLD on the same signalfd).
+// signalfd, so no work is done in a signal handler) and child exits (SIGCHLD on the same signalfd,
+// and a pidfd per watched child: see WatchChild).
 // Single-threaded: every callback runs on the thread that calls RunOnce.
 
 #include <signal.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <functional>
@@ -32,6 +34,12 @@ class EventLoop {
   void Watch(int fd, Callback on_readable);
   void Unwatch(int fd);
 
+  // Reports `pid`'s exit as a SIGCHLD to `on_signal`, through a pidfd, whoever takes the signal
+  // itself: a thread that a library starts with SIGCHLD unblocked (the NVIDIA driver's, once NVML
+  // is loaded) can take the process's SIGCHLD before the signalfd sees it, and the exit would go
+  // unnoticed. A no-op where pidfds are missing (Linux before 5.3): SIGCHLD alone then.
+  void WatchChild(pid_t pid);
+
   // Waits for events until one batch has been handled or `deadline` passed (nullopt: no deadline).
   void RunOnce(std::optional<Deadline> deadline);
 
@@ -43,6 +51,7 @@ class EventLoop {
   int signal_fd_;
   std::function<void(int)> on_signal_;
   std::map<int, Callback> callbacks_;
+  std::vector<int> child_fds_;  // WatchChild's pidfds still open
 };
 
 }  // namespace mxrun

@@ -290,6 +290,7 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round, doub
   worker.running = true;
   worker.started_at = std::chrono::system_clock::now();
   guardian_.Track(worker.pid);
+  loop_.WatchChild(worker.pid);
   for (OutputRelay* relay : {worker.out.get(), worker.err.get()}) {
     loop_.Watch(relay->fd(), [this, relay] {
       int fd = relay->fd();

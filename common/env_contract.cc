@@ -47,9 +47,9 @@ EnvMap BuildWorkerEnv(const EnvMap& agent_env, const GroupContract& group, int l
   set("TORCHELASTIC_MAX_RESTARTS", std::to_string(group.max_restarts));
   set("TORCHELASTIC_RUN_ID", group.run_id);
   set("TORCHELASTIC_USE_AGENT_STORE", group.use_agent_store ? "True" : "False");
-  // PyTorch 2.x reads the first, 1.x the second; a user's explicit choice is kept.
+  // As torchrun 2.x: the 2.x name only (a user's explicit choice is kept, either name). The 1.x
+  // name is not set: PyTorch 2.x warns about it twice on every NCCL rank (seen on an H200, 2.11).
   set_default("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
-  set_default("NCCL_ASYNC_ERROR_HANDLING", "1");
   if (ShouldDefaultOmpThreads(agent_env, group.local_world_size)) set("OMP_NUM_THREADS", "1");
 
   if (extras.error_file.empty()) {

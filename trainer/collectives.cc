@@ -115,6 +115,12 @@ class C10dCollectives : public Collectives {
 
   void Barrier() override { WaitFor(*group_->barrier(c10d::BarrierOptions{}), interrupt_); }
 
+  void Shutdown() override {
+#if TORCH_VERSION_MAJOR >= 2
+    group_->shutdown();
+#endif
+  }
+
   void SetInterrupt(std::function<bool()> interrupted) override {
     interrupt_ = interrupted ? std::make_shared<const std::function<bool()>>(std::move(interrupted))
                              : nullptr;

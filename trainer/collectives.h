@@ -58,6 +58,9 @@ class Collectives {
   // CollectiveInterrupted when it returns true: a collective whose peer is gone may otherwise
   // block until the timeout. The group cannot be used afterwards.
   virtual void SetInterrupt(std::function<bool()> interrupted) = 0;
+  // Ends a healthy group at the end of training, as torch.distributed.destroy_process_group does
+  // (NCCL's communicators finalized; without it PyTorch 2.x warns at exit that it was not called).
+  virtual void Shutdown() {}
 };
 
 // Joins the job's process group the way torch.distributed's env:// does: rank 0 hosts a

@@ -656,6 +656,13 @@ int Trainer::Run() {
       ApplyRound(*notice, e.what());
     }
   }
+  if (comm_) {
+    try {
+      comm_->Shutdown();
+    } catch (const std::exception& e) {  // the training is done: say it, do not fail for it
+      Say("train: ending the process group: %s", e.what());
+    }
+  }
   Say("train: finished at step %lld after %.1f s", static_cast<long long>(progress_.step),
       SecondsSince(start));
   ReportMemory();

@@ -247,6 +247,11 @@ def main():
             for i in range(RUNS):
                 print(f"recovery: {case} {kind} run {i + 1}/{RUNS}", file=sys.stderr, flush=True)
                 t, l = one_run(kind, case, i)
+                # Each run's figures as they come: a run cut off by a time limit keeps them.
+                print(f"recovery: {case} {kind} run {i + 1}: "
+                      + ("no step seen" if t is None else f"{t:.2f} s")
+                      + ("" if l is None else f", {l} completed step(s) lost"),
+                      file=sys.stderr, flush=True)
                 times.append(t)
                 lost.append(l)
             results[(case, kind)] = (times, lost)

@@ -97,10 +97,18 @@ TEST_CASE("GPU health through NVML: retired pages, row remaps and free memory ar
   CHECK_THAT(r.err, Catch::Contains("GPU 0: retired memory pages pending"));
   CHECK_THAT(r.err, Catch::Contains("GPU 1: a memory row remap failed (the GPU should be replaced)"));
   CHECK_THAT(r.err, Catch::Contains("GPU 1: 920 MiB free, 1024 MiB needed (--health_min_gpu_free)"));
-  // A GPU the workers would use that NVML does not know.
-  ProcessResult missing = OneNode({}, {{"LD_LIBRARY_PATH", FAKE_NVML_DIR},
-                                       {"FAKE_NVML_DEVICES", "GPU-aaaa@0000:00:03.0"},
-                                       {"FAKE_NVML_STATE", state + ".none"}});
+  // More workers than GPUs and no CUDA_VISIBLE_DEVICES (CPU work on a GPU machine, as torchrun
+  // runs it; seen on a one-GPU H200): local rank 1 has no GPU of its own, and the job runs.
+  std::map<std::string, std::string> one_gpu{{"LD_LIBRARY_PATH", FAKE_NVML_DIR},
+                                             {"FAKE_NVML_DEVICES", "GPU-aaaa@0000:00:03.0"},
+                                             {"FAKE_NVML_STATE", state + ".none"}};
+  ProcessResult more_workers = OneNode({}, one_gpu);
+  INFO(more_workers.err);
+  CHECK(more_workers.exit_code == 0);
+  CHECK_THAT(more_workers.err, !Catch::Contains("not visible through NVML"));
+  // A GPU that CUDA_VISIBLE_DEVICES names for a worker and NVML does not know.
+  one_gpu["CUDA_VISIBLE_DEVICES"] = "0,1";
+  ProcessResult missing = OneNode({}, one_gpu);
   CHECK(missing.exit_code == 93);
   CHECK_THAT(missing.err, Catch::Contains("GPU 1: not visible through NVML"));
   // A row remap waiting for a reset.

@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <deque>
 
 #include "agent/gpu_reclaim.h"
@@ -114,4 +117,17 @@ TEST_CASE("gpu reclaim: memory nobody listed (another PID namespace) is waited f
   CHECK_FALSE(stopped.released);
   CHECK(stopped.seconds == Approx(0.0));
   CHECK_THAT(stopped.text, Catch::Contains("(stopping)"));
+}
+
+TEST_CASE("gpu reclaim: a real zombie is named as one", "[gpu_reclaim]") {
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) _exit(0);
+  // Wait for its exit without reaping it: until the waitpid below it is a zombie.
+  siginfo_t info{};
+  REQUIRE(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) == 0);
+  CHECK(mxrun::DescribeProcessState(child) == "state Z: a zombie, its parent has not reaped it");
+  CHECK(mxrun::DescribeProcessState(getpid()) == "state R: alive");
+  REQUIRE(waitpid(child, nullptr, 0) == child);
+  CHECK(mxrun::DescribeProcessState(child) == "gone");
 }
