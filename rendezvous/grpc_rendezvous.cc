@@ -82,6 +82,7 @@ void GrpcRendezvous::PostError(absl::Status status) {
     if (error_posted_ || closing_) return;
     error_posted_ = true;
   }
+  wake_.notify_all();  // ReportUnhealthy waits for the master's answer
   RendezvousEvent event;
   event.kind = RendezvousEvent::Kind::kError;
   event.error = std::move(status);
@@ -384,12 +385,11 @@ void GrpcRendezvous::ReportUnhealthy(const std::string& why) {
   *join->mutable_node() = ToProto(node);
   *join->mutable_job() = ToProto(config_.job);
   Send(std::move(message));
-  // The agent exits next: wait (bounded) until the report is written, so that the master hears
-  // it even when the session was still being opened.
+  // The agent exits next: wait (bounded) for the master's answer, a refusal that says it has
+  // recorded the report. Waiting only until the report was written lost it under load: the agent
+  // had exited, its session closed, and `mxrun status` run at once did not list it yet.
   std::unique_lock<std::mutex> lock(mutex_);
-  wake_.wait_for(lock, std::chrono::seconds(5), [&] {
-    return error_posted_ || finished_ || (connected_ && outgoing_.empty() && !writing_);
-  });
+  wake_.wait_for(lock, std::chrono::seconds(5), [&] { return error_posted_ || finished_; });
 }
 
 void GrpcRendezvous::ReportFailure(const WorkerFailure& failure) {
