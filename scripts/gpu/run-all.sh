@@ -65,12 +65,11 @@ started=$SECONDS
 have_gpu=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then have_gpu=1; fi
 export N_GPUS=$((have_gpu ? $(nvidia-smi -L | grep -c '^GPU ') : 0))
-torchrun_bin=$(dirname "$(command -v "$PY" 2>/dev/null || echo /nonexistent)")/torchrun
+torchrun_bin=$(dirname "$PY")/torchrun
 [[ -x "$torchrun_bin" ]] || torchrun_bin=$(command -v torchrun || true)
 export TORCHRUN="$torchrun_bin"
 # mxrun runs a script with $PYTHON_EXEC (torchrun: its own interpreter): the same Python for both.
-PYTHON_EXEC=$(command -v "$PY" || echo "$PY")
-export PYTHON_EXEC
+export PYTHON_EXEC="$PY"
 # mxrun loads NVML by name (libnvidia-ml.so.1); where the driver's folder is not in the loader's
 # cache, name it (the driver's libraries, nothing of the bundle's, so workers may see it too).
 if [[ $have_gpu == 1 ]] && ! ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml.so.1'; then
@@ -93,9 +92,13 @@ missing() {  # prints why a step cannot run, or nothing
   done
 }
 
-kill_marked() {  # what the step left running, found by the marker in its environment
+marked_pids() {  # the processes a step started: they carry GPU_RUN_ALL_STEP=<its marker>
+  grep -lzx "GPU_RUN_ALL_STEP=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3
+}
+
+kill_marked() {  # what the step left running
   local pid
-  for pid in $(grep -lzx "GPU_RUN_ALL_STEP=$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
+  for pid in $(marked_pids "$1"); do
     [[ "$pid" != $$ ]] && kill -9 "$pid" 2>/dev/null
   done
 }
@@ -197,8 +200,8 @@ run_bounded() {  # NAME CMD...: at most $LAUNCH_WAIT s (default 40); when it han
   echo "== $name: still running after $waited s; its processes and their threads' wait channels:"
   ps -eo pid,ppid,pgid,stat,wchan:30,etime,args --forest | grep -v -- '--forest' | cut -c1-220
   local p t
-  for p in $(grep -lzx "GPU_RUN_ALL_STEP=$GPU_RUN_ALL_STEP" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
-    [[ "$p" == "$$" || "$p" == "$BASHPID" ]] && continue
+  for p in $(marked_pids "$GPU_RUN_ALL_STEP"); do
+    [[ "$p" == "$$" || "$p" == "$BASHPID" || ! -d /proc/$p ]] && continue  # gone: this very search
     echo "-- pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-150)"
     for t in /proc/"$p"/task/*; do
       echo "   $(basename "$t") $(cat "$t/comm" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null) $(cut -d' ' -f3 "$t/stat" 2>/dev/null)"
@@ -246,7 +249,7 @@ step_numa() {
 
 bench_train() {  # MODEL BATCH
   MODEL=$1 BATCH=$2 DEVICE=cuda AMP=bf16 RUNS="${BENCH_RUNS:-2}" STEPS=60 LOG_EVERY=10 N=16384 \
-    QUIET_WAIT=0 TIMEOUT=120 TORCHRUN="$TORCHRUN" PYTHON="$(command -v "$PY")" \
+    QUIET_WAIT=0 TIMEOUT=120 TORCHRUN="$TORCHRUN" PYTHON="$PY" \
     "$ROOT/scripts/bench/train.sh" | tee "$OUT/$STEP.md"
   local rc=${PIPESTATUS[0]}
   figure "$(grep -E '^\| (training throughput|peak GPU memory)' "$OUT/$STEP.md" | tr -s ' ' | tr '\n' ' ')"
@@ -257,7 +260,7 @@ step_bench_r50() { bench_train resnet50 256; }
 
 step_recovery() {
   DEVICE=cuda NPROC="$N_GPUS" RUNS="${BENCH_RUNS:-2}" N=50000 TORCHRUN="$TORCHRUN" \
-    PYTHON="$(command -v "$PY")" "$ROOT/scripts/bench/recovery.sh" | tee "$OUT/recovery.md"
+    PYTHON="$PY" "$ROOT/scripts/bench/recovery.sh" | tee "$OUT/recovery.md"
   local rc=${PIPESTATUS[0]}
   figure "$(grep -E '^\| (mxrun|torchrun)|^(Recovery|Cold start):' "$OUT/recovery.md" | tr -s ' ' | tr '\n' ' ')"
   return "$rc"
@@ -265,7 +268,7 @@ step_recovery() {
 
 step_launch() {
   CASES=launch,rss,restart RUNS="${LAUNCH_RUNS:-3}" QUIET_WAIT=0 TORCHRUN="$TORCHRUN" \
-    PYTHON="$(command -v "$PY")" "$ROOT/scripts/bench/launch.sh" | tee "$OUT/launch.md"
+    PYTHON="$PY" "$ROOT/scripts/bench/launch.sh" | tee "$OUT/launch.md"
   local rc=${PIPESTATUS[0]}
   figure "$(grep -E '^\|' "$OUT/launch.md" | grep -vE '^\|[-|: ]+\|$' | head -8 | tr -s ' ' | tr '\n' ' ')"
   return "$rc"
@@ -291,14 +294,14 @@ budget_of() {
     recovery) echo 220 ;; launch) echo 150 ;; trainer-tests) echo 240 ;;
   esac
 }
-export -f figure ctest_figure run_bounded run_both diff_figure bench_train
+export -f figure marked_pids ctest_figure run_bounded run_both diff_figure bench_train
 for s in ${all_steps//,/ }; do export -f "step_${s//-/_}"; done
 
 summary="$out/summary.md"
 {
   echo "# scripts/gpu/run-all.sh, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   echo
-  echo "- host: $(hostname), $(nproc) CPUs; GPUs: $N_GPUS; python: $(command -v "$PY"); torchrun: ${TORCHRUN:-none}"
+  echo "- host: $(hostname), $(nproc) CPUs; GPUs: $N_GPUS; python: $PY; torchrun: ${TORCHRUN:-none}"
   echo "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown); bundle: $(cat "$BUNDLE/COMMIT" 2>/dev/null | cut -c1-7)"
   echo "- steps: $steps; total budget $total s"
   echo
