@@ -39,8 +39,9 @@ def main():
               f"{b_tag} {len(b[rank]['cpus'])} {compact(b[rank]['cpus'])}")
         for key in ("CUDA_VISIBLE_DEVICES", "LOCAL_RANK", "device", "device_name", "check_sum",
                     "torch", "nccl"):
-            va = ea.get(key, a[rank].get(key)) if key.isupper() else a[rank].get(key)
-            vb = eb.get(key, b[rank].get(key)) if key.isupper() else b[rank].get(key)
+            # Upper case: a variable of the environment; else a fact the worker recorded.
+            va, vb = (ea.get(key), eb.get(key)) if key.isupper() else (a[rank].get(key),
+                                                                         b[rank].get(key))
             if va is not None or vb is not None:
                 print(f"- {key}: {a_tag} `{va}`; {b_tag} `{vb}`")
         only_a = sorted(set(ea) - set(eb))
