@@ -21,7 +21,8 @@ Cases (RUNS times each, medians):
   cold:     launch to the first training step logged.
 Each record carries the wall clock ("time"), so the times are read from the logs, not guessed.
 
-Usage: recovery.py  (environment: RUNS, N, KILL_AT, MXRUN, TORCHRUN (default
+Usage: recovery.py  (environment: RUNS, N, KILL_AT, OLD_WAY (default 1), WAIT (default 300 s),
+MXRUN, TORCHRUN (default
 <repo>/.venv/bin/torchrun)); recovery.sh runs it with $PYTHON (default <repo>/.venv/bin/python3).
 On a GPU machine (scripts/gpu/run-all.sh): DEVICE=cuda gives both sides --device cuda --backend
 nccl --amp bf16, NPROC the workers (default 2; one per GPU there) and the killed rank is the last
@@ -46,6 +47,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RUNS = int(os.environ.get("RUNS", "5"))
 N = int(os.environ.get("N", "50000"))
 KILL_AT = int(os.environ.get("KILL_AT", "12"))
+# The longest wait for each stage of a run (its first steps, the standby, the step after the
+# kill): a run that does not get there in time counts as "no step seen".
+WAIT = float(os.environ.get("WAIT", "300"))
 DEVICE = os.environ.get("DEVICE", "cpu")
 NPROC = int(os.environ.get("NPROC", "2"))
 KILL_RANK = NPROC - 1
@@ -69,7 +73,12 @@ if DEVICE == "cuda":
 elif DEVICE != "cpu":
     raise SystemExit(f"recovery: DEVICE={DEVICE}: accepted are cpu and cuda")
 WORK = tempfile.mkdtemp(prefix="mxrun-recovery-bench.")
-KINDS = ["mxrun + train", "mxrun + train (old way)", "torchrun + Python"]
+# OLD_WAY=0 leaves out "mxrun + train (old way)" (a GPU machine's device time is short).
+OLD_WAY = os.environ.get("OLD_WAY", "1")
+if OLD_WAY not in ("0", "1"):
+    raise SystemExit(f"recovery: OLD_WAY={OLD_WAY}: accepted are 0 and 1")
+KINDS = ["mxrun + train", *(["mxrun + train (old way)"] if OLD_WAY == "1" else []),
+         "torchrun + Python"]
 memory = []  # (standby RSS, worker RSS) in MiB, per mxrun + train recovery run
 
 
@@ -163,16 +172,16 @@ def one_run(kind, case, idx):
                              start_new_session=True)
     try:
         if case == "cold":
-            first = wait_until(lambda: steps(records(kind, run_dir, out_path)), 300)
+            first = wait_until(lambda: steps(records(kind, run_dir, out_path)), WAIT)
             return (first[0]["time"] - t_launch, None) if first else (None, None)
         if not wait_until(lambda: any(r["step"] >= KILL_AT for r in
-                                      steps(records(kind, run_dir, out_path))), 300):
+                                      steps(records(kind, run_dir, out_path))), WAIT):
             return None, None
         if kind == "mxrun + train":
             def standby_ready():
                 with open(out_path, errors="replace") as f:
                     return "ready to take a rank in-process" in f.read()
-            if not wait_until(standby_ready, 120):
+            if not wait_until(standby_ready, min(WAIT, 120)):
                 return None, None
             tree = descendants(p.pid)
             standby = next((c for c in tree if env_of(c, "MXRUN_STANDBY") == "1"), None)
@@ -186,7 +195,7 @@ def one_run(kind, case, idx):
         t_kill = time.time()
         os.kill(victim, signal.SIGKILL)
         after = wait_until(lambda: [r for r in steps(records(kind, run_dir, out_path))
-                                    if r["time"] > t_kill and r["step"] <= before + 1000], 300)
+                                    if r["time"] > t_kill and r["step"] <= before + 1000], WAIT)
         if not after:
             return None, None
         # Logged before the kill, perhaps a moment before this script read it.
@@ -227,6 +236,7 @@ def main():
     print(f"- command: `RUNS={RUNS} N={N} KILL_AT={KILL_AT}"
           + ("" if DEVICE == "cpu" else f" DEVICE={DEVICE}")
           + ("" if NPROC == 2 else f" NPROC={NPROC}")
+          + ("" if OLD_WAY == "1" else " OLD_WAY=0")
           + ("" if MXRUN == os.path.join(REPO, "build/bin/mxrun") else f" MXRUN={MXRUN}")
           + ("" if TORCHRUN == DEFAULT_TORCHRUN else f" TORCHRUN={TORCHRUN}")
           + ("" if sys.executable == DEFAULT_PYTHON else f" PYTHON={sys.executable}")

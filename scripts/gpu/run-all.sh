@@ -16,6 +16,8 @@
 #
 #   preflight      the GPU (nvidia-smi -L, driver), PyTorch, CUDA, NCCL, NVML, the bundle
 #   build          the trainer and its tests against this machine's PyTorch (CUDA + NCCL on)
+#   trainer-tests  the rest of the trainer's tests (those without a GPU) on this PyTorch; by
+#                  default it runs beside the steps after it (BESIDE below)
 #   gpu-tests      ctest -L gpu: the trainer's [gpu] tests
 #   mxrun-train    mxrun --nproc_per_node=gpu train --model resnet50 --amp bf16 --backend nccl;
 #                  the world it made and CUDA_VISIBLE_DEVICES against nvidia-smi -L
@@ -23,14 +25,20 @@
 #                  mxrun and under this machine's torchrun; both workers' environments diffed
 #   numa           --numa-binding=node --virtual-local-rank: each worker's CPUs and devices
 #                  under both launchers
-#   bench-r18      scripts/bench/train.sh, ResNet-18 (CIFAR) batch 128, bf16, channels-last
+#   bench-r18      scripts/bench/train.sh, ResNet-18 (CIFAR) batch 128, bf16, channels-last,
+#                  BENCH_RUNS runs per side (default 5: the spread needs them)
 #   bench-r50      the same, ResNet-50 batch 256
-#   recovery       scripts/bench/recovery.sh on the GPU: launch and SIGKILL to the first step
+#   recovery       scripts/bench/recovery.sh on the GPU: launch and SIGKILL to the first step,
+#                  RECOVERY_RUNS runs per case (default 2); OLD_WAY=1 adds mxrun's restart of
+#                  every worker from the checkpoint (off by default: the device time is short)
 #   launch         scripts/bench/launch.sh: launch-to-exit, RSS and restart against torchrun
-#   trainer-tests  the rest of the trainer's tests (those without a GPU) on this PyTorch
 #
 # Environment:
-#   STEPS         which steps, comma-separated, in this order (default: all, as listed)
+#   STEPS         which steps, comma-separated, run in the order given (default: all, as listed)
+#   BESIDE        steps that run in the background beside the steps after them (default
+#                 trainer-tests: CPU work that disturbs no check); a step that measures time
+#                 (recovery, launch, bench-*) first waits for them, so its figures are taken on
+#                 an otherwise idle machine
 #   TOTAL_BUDGET  seconds for the whole run (default 540); a step that would not fit in what is
 #                 left is skipped and says so
 #   PYTHON        the Python with PyTorch (default python3); its torchrun is the reference
@@ -43,11 +51,12 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 [[ $# -eq 1 && -n "$1" ]] || { echo "usage: scripts/gpu/run-all.sh OUT_DIR" >&2; exit 2; }
 mkdir -p "$1" || exit 2
 out=$(cd "$1" && pwd)
-all_steps="preflight,build,gpu-tests,mxrun-train,ddp-nccl,numa,bench-r18,bench-r50,recovery,launch,trainer-tests"
+all_steps="preflight,build,trainer-tests,gpu-tests,mxrun-train,ddp-nccl,numa,bench-r18,bench-r50,recovery,launch"
 steps="${STEPS:-$all_steps}"
 total="${TOTAL_BUDGET:-540}"
 [[ "$total" =~ ^[1-9][0-9]*$ ]] || { echo "run-all: TOTAL_BUDGET must be a whole number of seconds, not '$total'" >&2; exit 2; }
-for s in ${steps//,/ }; do
+beside="${BESIDE-trainer-tests}"
+for s in ${steps//,/ } ${beside//,/ }; do
   [[ ",$all_steps," == *",$s,"* ]] || { echo "run-all: unknown step '$s' (accepted: $all_steps)" >&2; exit 2; }
 done
 export ROOT="$root" OUT="$out"
@@ -248,18 +257,18 @@ step_numa() {
 }
 
 bench_train() {  # MODEL BATCH
-  MODEL=$1 BATCH=$2 DEVICE=cuda AMP=bf16 RUNS="${BENCH_RUNS:-2}" STEPS=60 LOG_EVERY=10 N=16384 \
+  MODEL=$1 BATCH=$2 DEVICE=cuda AMP=bf16 RUNS="${STEP_RUNS:-${BENCH_RUNS:-5}}" STEPS=60 LOG_EVERY=10 N=16384 \
     QUIET_WAIT=0 TIMEOUT=120 TORCHRUN="$TORCHRUN" PYTHON="$PY" \
     "$ROOT/scripts/bench/train.sh" | tee "$OUT/$STEP.md"
   local rc=${PIPESTATUS[0]}
-  figure "$(grep -E '^\| (training throughput|peak GPU memory)' "$OUT/$STEP.md" | tr -s ' ' | tr '\n' ' ')"
+  figure "${STEP_RUNS:-${BENCH_RUNS:-5}} runs per side: $(grep -E '^\| (training throughput|peak GPU memory)' "$OUT/$STEP.md" | tr -s ' ' | tr '\n' ' ')"
   return "$rc"
 }
 step_bench_r18() { bench_train resnet18 128; }
 step_bench_r50() { bench_train resnet50 256; }
 
 step_recovery() {
-  DEVICE=cuda NPROC="$N_GPUS" RUNS="${BENCH_RUNS:-2}" N=50000 TORCHRUN="$TORCHRUN" \
+  DEVICE=cuda NPROC="$N_GPUS" RUNS="${RECOVERY_RUNS:-2}" OLD_WAY="${OLD_WAY:-0}" WAIT=60 N=50000 TORCHRUN="$TORCHRUN" \
     PYTHON="$PY" "$ROOT/scripts/bench/recovery.sh" | tee "$OUT/recovery.md"
   local rc=${PIPESTATUS[0]}
   figure "$(grep -E '^\| (mxrun|torchrun)|^(Recovery|Cold start):' "$OUT/recovery.md" | tr -s ' ' | tr '\n' ' ')"
@@ -286,11 +295,16 @@ needs_of() {
     trainer-tests) echo "trainer tests torchrun" ;;
   esac
 }
+pair_seconds_of() {  # one pair of benchmark runs, mxrun then the reference, as measured on an H200
+  case "$1" in bench-r18) echo 30 ;; bench-r50) echo 46 ;; esac
+}
 budget_of() {
   case "$1" in
     preflight) echo 40 ;; build) echo 300 ;; gpu-tests) echo 150 ;; mxrun-train) echo 90 ;;
-    ddp-nccl) echo 100 ;; numa) echo 60 ;; bench-r18|bench-r50) echo 120 ;;
-    # Measured on an H200 (2026-11-26): a recovery run takes 15-40 s, a torchrun launch 2 s.
+    ddp-nccl) echo 100 ;; numa) echo 60 ;;
+    # Measured on an H200 (2026-11-26): a pair of runs (mxrun, then the reference) takes 27 s
+    # for ResNet-18 and 43 s for ResNet-50; a recovery run 15-40 s, a torchrun launch 2 s.
+    bench-r18|bench-r50) echo $(($(pair_seconds_of "$1") * ${BENCH_RUNS:-5} + 20)) ;;
     recovery) echo 220 ;; launch) echo 150 ;; trainer-tests) echo 240 ;;
   esac
 }
@@ -308,26 +322,18 @@ summary="$out/summary.md"
   echo "| step | result | seconds | figure |"
   echo "|---|---|---:|---|"
 } >"$summary"
-failed=0
-for STEP in ${steps//,/ }; do
+measures_time() {  # a step whose figures a busy machine would distort
+  case "$1" in recovery|launch|bench-r18|bench-r50) return 0 ;; esac
+  return 1
+}
+# A benchmark cut short prints no table: it runs with fewer runs per side that fit in what is
+# left (at least 3, and the summary says so), or not at all.
+is_bench() { [[ "$1" == bench-* ]]; }
+
+run_step() {  # STEP BUDGET: runs it, bounded, and writes its summary row
+  local STEP=$1 budget=$2 log="$out/$1.log" t0=$SECONDS rc result fig took
   export STEP
-  log="$out/$STEP.log"
-  rm -f "$out/$STEP.figure"
-  # shellcheck disable=SC2046
-  why=$(missing $(needs_of "$STEP"))
-  budget=$(budget_of "$STEP")
-  left=$((total - (SECONDS - started)))
-  if [[ -z "$why" && $left -lt $((budget / 2)) ]]; then
-    why="out of time ($left s left of $total, the step's budget is $budget s)"
-  fi
-  ((budget > left)) && budget=$left
-  if [[ -n "$why" ]]; then
-    echo "run-all: $STEP: skipped: $why" | tee "$log"
-    echo "| $STEP | skipped: $why | 0 | |" >>"$summary"
-    continue
-  fi
   echo "run-all: $STEP (budget $budget s)..."
-  t0=$SECONDS
   # Every process the step starts carries GPU_RUN_ALL_STEP: what it leaves behind (torchrun starts
   # workers in sessions of their own, outside timeout's process group) is found and killed.
   GPU_RUN_ALL_STEP="$out/$STEP" timeout --kill-after=5 "$budget" bash -c "step_${STEP//-/_}" >"$log" 2>&1
@@ -336,14 +342,54 @@ for STEP in ${steps//,/ }; do
   took=$((SECONDS - t0))
   case $rc in
     0) result=ok ;;
-    124|137) result="timed out after $budget s"; failed=$((failed + 1)) ;;
-    *) result="failed (exit $rc)"; failed=$((failed + 1)) ;;
+    124|137) result="timed out after $budget s" ;;
+    *) result="failed (exit $rc)" ;;
   esac
   fig=$(cat "$out/$STEP.figure" 2>/dev/null | tr '|' '/')
   [[ $rc != 0 ]] && fig="${fig:+$fig; }log: $(tail -3 "$log" | tr -s ' \n' ' ' | tr '|' '/' | cut -c1-300)"
   echo "| $STEP | $result | $took | $fig |" >>"$summary"
   echo "run-all: $STEP: $result in $took s"
+}
+
+beside_pids=()
+wait_beside() {  # the background steps, before a step that measures time and at the end
+  ((${#beside_pids[@]})) || return 0
+  echo "run-all: waiting for the steps running beside (${beside_pids[*]})..."
+  wait "${beside_pids[@]}"
+  beside_pids=()
+}
+
+for STEP in ${steps//,/ }; do
+  rm -f "$out/$STEP.figure"
+  measures_time "$STEP" && wait_beside
+  # shellcheck disable=SC2046
+  why=$(missing $(needs_of "$STEP"))
+  budget=$(budget_of "$STEP")
+  left=$((total - (SECONDS - started)))
+  least=$((budget / 2))
+  unset STEP_RUNS
+  if is_bench "$STEP" && ((left < budget)); then
+    export STEP_RUNS=$(((left - 20) / $(pair_seconds_of "$STEP")))
+    least=$((3 * $(pair_seconds_of "$STEP") + 20))
+  fi
+  if [[ -z "$why" && $left -lt $least ]]; then
+    why="out of time ($left s left of $total, the step needs $least of its $budget s)"
+  fi
+  ((budget > left)) && budget=$left
+  if [[ -n "$why" ]]; then
+    echo "run-all: $STEP: skipped: $why" | tee "$out/$STEP.log"
+    echo "| $STEP | skipped: $why | 0 | |" >>"$summary"
+    continue
+  fi
+  if [[ ",$beside," == *",$STEP,"* ]]; then
+    run_step "$STEP" "$budget" &
+    beside_pids+=($!)
+  else
+    run_step "$STEP" "$budget"
+  fi
 done
+wait_beside
+failed=$(grep -cE '^\| [a-z0-9-]+ \| (timed out|failed)' "$summary")
 echo >>"$summary"
 echo "$failed step(s) failed; $((SECONDS - started)) s in all" >>"$summary"
 cat "$summary"
