@@ -36,6 +36,7 @@ namespace mxrun::trainer {
 // One round of the group: join it, agree on the state, train to the end. Throws CollectiveError
 // when the group breaks (a peer is gone, or mxrun re-forms it).
 void Trainer::RunRound() {
+  if (failure_time_ > 0 && round_taken_at_ == 0) round_taken_at_ = SystemWallClock();
   if (id_.world_size > 1 || o_.backend != "auto") {
     comm_ = JoinProcessGroup(
         id_, backend_, device_,
@@ -45,7 +46,9 @@ void Trainer::RunRound() {
       comm_->SetInterrupt([control] { return control->RoundPending(); });
     }
   }
-  Restore();
+  group_joined_at_ = SystemWallClock();
+  Restore();  // its first collective also creates an NCCL communicator (PyTorch makes them lazily)
+  state_restored_at_ = SystemWallClock();
   if (train_set_future_.valid()) train_set_ = train_set_future_.get();  // rethrows a reader's error
   reducer_ = std::make_unique<GradientReducer>(
       params_, comm_.get(), kDefaultFirstBucketBytes,
@@ -110,6 +113,7 @@ void Trainer::ApplyRound(const RoundNotice& notice, const std::string& why) {
     failure_time_ = notice.failure_time > 0 ? notice.failure_time : SystemWallClock();
     if (have_state_) failed_at_step_ = completed_.step;
   }
+  round_taken_at_ = SystemWallClock();
   progress_ = completed_;
   round_ = notice.round;
   joined_ = false;
@@ -161,11 +165,15 @@ bool Trainer::WaitAsStandby() {
   return true;
 }
 
-// The first step completed after a restart: how much it cost.
+// The first step completed after a restart: how much it cost, and where the time went (as this
+// rank saw it): until it had the new round (the failure seen, the group re-formed and the notice
+// taken; in a process started for the round, its whole start-up), joining the group, agreeing on and restoring the state (which creates an
+// NCCL communicator), the first step.
 void Trainer::RecordRecovery() {
+  const double now = metrics_->Now();
   nlohmann::json record{{"event", "recovery"},
                         {"step", progress_.step},
-                        {"seconds_lost", metrics_->Now() - failure_time_},
+                        {"seconds_lost", now - failure_time_},
                         {"restored_from", restored_from_},
                         {"world_size", id_.world_size},
                         {"restart_count", id_.restart_count}};
@@ -175,9 +183,17 @@ void Trainer::RecordRecovery() {
   } else if (restored_from_ == "memory") {
     record["steps_redone"] = 0;  // a kept worker's state: the most advanced one of the group
   }
+  if (round_taken_at_ > 0 && group_joined_at_ >= round_taken_at_ &&
+      state_restored_at_ >= group_joined_at_) {
+    record["phases"] = {{"until_round", round_taken_at_ - failure_time_},
+                        {"join", group_joined_at_ - round_taken_at_},
+                        {"restore", state_restored_at_ - group_joined_at_},
+                        {"first_step", now - state_restored_at_}};
+  }
   metrics_->Append(record);
   failure_time_ = 0;
   failed_at_step_ = -1;
+  round_taken_at_ = group_joined_at_ = state_restored_at_ = 0;
 }
 
 }  // namespace mxrun::trainer

@@ -109,6 +109,9 @@ class Trainer {
   // completed before it: from memory in-process, from the progress marker after a restart).
   double failure_time_ = 0;
   std::int64_t failed_at_step_ = -1;
+  // Where a recovery's time goes (wall clock, 0: not yet): this process took the new round (a
+  // notice in-process, or its start after a restart), joined its group, restored the state.
+  double round_taken_at_ = 0, group_joined_at_ = 0, state_restored_at_ = 0;
   std::unique_ptr<ProgressMarker> marker_;  // rank 0's, with --ckpt_dir
   std::string restored_from_ = "none";  // "memory", "checkpoint" or "none" (last Restore)
   ImageSet train_set_, test_set_;

@@ -80,6 +80,8 @@ if OLD_WAY not in ("0", "1"):
 KINDS = ["mxrun + train", *(["mxrun + train (old way)"] if OLD_WAY == "1" else []),
          "torchrun + Python"]
 memory = []  # (standby RSS, worker RSS) in MiB, per mxrun + train recovery run
+PHASES = ("until_round", "join", "restore", "first_step")
+phases = {}  # kind -> the trainer's recovery records' "phases", one per run that wrote them
 
 
 def command(kind, run_dir):
@@ -198,6 +200,13 @@ def one_run(kind, case, idx):
                                     if r["time"] > t_kill and r["step"] <= before + 1000], WAIT)
         if not after:
             return None, None
+        if kind.startswith("mxrun"):
+            # The trainer's own account of where the time went (its recovery record, written
+            # with the first step after the failure).
+            rec = wait_until(lambda: [r for r in records(kind, run_dir, out_path)
+                                      if r.get("event") == "recovery" and "phases" in r], 5)
+            if rec:
+                phases.setdefault(kind, []).append(rec[0]["phases"])
         # Logged before the kill, perhaps a moment before this script read it.
         last_before = max([before] + [r["step"] for r in steps(records(kind, run_dir, out_path))
                                       if r["time"] <= t_kill])
@@ -288,6 +297,11 @@ def main():
         print(f"\nA warm standby's resident memory: {med([m[0] for m in memory]):.0f} MiB "
               f"(a training worker: {med([m[1] for m in memory]):.0f} MiB), medians of "
               f"{len(memory)} runs")
+    for kind, found in phases.items():
+        print(f"\nWhere {kind}'s recovery went (the trainer's recovery record, rank 0's view; "
+              f"medians of {len(found)} runs): "
+              + ", ".join(f"{p} {med([f.get(p) for f in found]):.2f} s" for p in PHASES
+                          if med([f.get(p) for f in found]) is not None))
     print("\n| launch -> first training step (cold) | median | runs |")
     print("|---|---|---|")
     for kind in ("mxrun + train", "torchrun + Python"):

@@ -54,6 +54,16 @@ void CheckRecovered(const TempDir& dir, const std::map<int, double>& baseline, i
   CHECK(recoveries[0]["steps_redone"] == 0);
   CHECK(recoveries[0]["world_size"] == world);
   CHECK(recoveries[0]["seconds_lost"].get<double>() > 0);
+  // Where the time went: four phases, none negative, that add up to the whole.
+  REQUIRE(recoveries[0].contains("phases"));
+  double phases_sum = 0;
+  for (const char* phase : {"until_round", "join", "restore", "first_step"}) {
+    INFO("phase " << phase);
+    REQUIRE(recoveries[0]["phases"].contains(phase));
+    CHECK(recoveries[0]["phases"][phase].get<double>() >= 0);
+    phases_sum += recoveries[0]["phases"][phase].get<double>();
+  }
+  CHECK(phases_sum == Approx(recoveries[0]["seconds_lost"].get<double>()).margin(1e-3));
   const auto resumes = Metrics(dir, "resume");
   REQUIRE(resumes.size() == 1);
   CHECK(resumes[0]["from"] == "memory");
