@@ -55,6 +55,7 @@ void ElasticAgent::OnProgress(int local_rank, int global_rank, WorkerControlMess
                           static_cast<double>(report.step - last.step);
   }
   last = {report.step, now};
+  if (hangs_) hangs_->ProgressSeen(local_rank);
   Account([&](GoodputClock& clock, AgentObserver::Time) { clock.Progress(now, report.step); });
   if (AgentObserver* observer = config_.observer) {
     observer->Progress(now, local_rank, global_rank, report);

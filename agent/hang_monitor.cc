@@ -135,6 +135,11 @@ void HangMonitor::OnTimerLine(const absl::StatusOr<FileTimerRequest>& request,
   }
 }
 
+void HangMonitor::ProgressSeen(int local_rank) {
+  if (group_ == nullptr || config_.settings.heartbeat_timeout.count() <= 0) return;
+  watch_.HeartbeatSeen(local_rank, std::chrono::steady_clock::now());
+}
+
 void HangMonitor::PollHeartbeats(HangWatch::Time now) {
   const milliseconds since_poll = std::chrono::duration_cast<milliseconds>(now - last_poll_);
   last_poll_ = now;

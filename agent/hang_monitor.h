@@ -66,6 +66,9 @@ class HangMonitor {
   void Watch(WorkerGroup* group);
   // Another node's workers all exited 0: the exit barrier starts for the workers here.
   void PeersFinished(const std::string& who);
+  // A worker reported a step over its control channel: that is a heartbeat too (the protocol
+  // says so), for workers in any language that never touch the heartbeat file.
+  void ProgressSeen(int local_rank);
   // Observes the workers (exits, heartbeats) and acts on the verdicts due now. Call at every turn
   // of the agent's loop; it may take a few seconds when it collects diagnostics.
   void Check();

@@ -1,0 +1,16 @@
+"""mxrun's module for training scripts: tell the launcher how training goes.
+
+    import mxrun
+    for step, batch in enumerate(loader, start=1):
+        ...                       # forward, backward, optimizer step
+        mxrun.step_done(step)     # one call per step
+
+Under mxrun each call reports progress to the agent that started the worker (at most one report
+per 50 ms): goodput, the per-rank step metrics, stragglers, `mxrun status` and --hang_timeout's
+heartbeat come from it. Under torchrun, or with no launcher, every call is a no-op, so a script
+runs unchanged anywhere. Standard library only; it never imports torch.
+"""
+from ._progress import restart_timing, step_done
+from ._version import __version__
+
+__all__ = ["step_done", "restart_timing", "__version__"]

@@ -1,0 +1,101 @@
+"""Progress reports: `mxrun.step_done(step)` once per training step.
+
+The report is the control protocol's {"step": N, "step_seconds": S}; from it mxrun's agent makes
+its goodput accounting (start-up, training, restarts, lost work), the per-rank metrics, the
+straggler report, the ranks table of `mxrun status`, and the heartbeat that --hang_timeout
+judges. At most one report leaves per MIN_INTERVAL (as the bundled trainer's): a fast step costs
+a clock read and two comparisons; a report carries the mean step time since the last one. The
+last step is sent at exit if it was held back.
+
+Without mxrun (torchrun, or no launcher) every call returns at once after the first.
+"""
+import atexit
+import operator
+import os
+import time
+
+from . import _channel
+
+MIN_INTERVAL = 0.05  # seconds between two reports
+
+
+class Progress:
+    def __init__(self, channel, clock=time.monotonic):
+        self._channel = channel
+        self._clock = clock
+        self._pid = os.getpid()
+        self._last_sent = None  # when the last report left
+        self._since = None  # (time, step) the next report's step time counts from
+        self._step = 0  # the last step completed
+        self._pending = False  # a completed step not yet reported
+
+    def step_done(self, step=None):
+        now = self._clock()
+        if step is None:
+            step = self._step + 1
+        elif type(step) is not int:
+            # numpy's and torch's integers too (anything with __index__), never a bool or float
+            if isinstance(step, bool) or not hasattr(type(step), "__index__"):
+                raise TypeError(f"mxrun.step_done(step): step must be an integer, got {step!r}")
+            step = operator.index(step)
+        if step < 0:
+            raise ValueError(f"mxrun.step_done(step): step must be >= 0, got {step}")
+        self._step = step
+        since = self._since
+        if (since is not None and step > since[1] and self._last_sent is not None
+                and now - self._last_sent < MIN_INTERVAL):
+            self._pending = True
+            return
+        self._send(now, step)
+
+    def restart(self):
+        """The steps before now do not time the next one (a restore, an evaluation between)."""
+        self._since = None
+
+    def flush(self):
+        """Sends the last completed step if it was held back (at exit)."""
+        if self._pending and os.getpid() == self._pid:
+            self._send(self._clock(), self._step)
+
+    def _send(self, now, step):
+        if os.getpid() != self._pid:
+            return  # a forked child (a data loader's worker): the channel is its parent's
+        since = self._since
+        if since is not None and step > since[1]:
+            seconds = (now - since[0]) / (step - since[1])
+            line = '{"step": %d, "step_seconds": %.6f}' % (step, max(seconds, 0.0))
+        else:
+            line = '{"step": %d}' % step
+        self._channel.send(line)
+        self._last_sent = now
+        self._since = (now, step)
+        self._pending = False
+
+
+_progress = None  # this process's reporter, made at the first call
+_disabled = False  # no mxrun here: every call returns at once
+
+
+def step_done(step=None):
+    """Tell mxrun that training step `step` is complete (default: the previous one plus 1).
+
+    Call it once per optimizer step, after the step. Steps may go back (after a restore). Under
+    another launcher, or with no launcher at all, it does nothing."""
+    global _progress, _disabled
+    if _disabled:
+        return
+    if _progress is None:
+        channel = _channel.open_from_environment()
+        if channel is None:
+            _disabled = True
+            return
+        _progress = Progress(channel)
+        atexit.register(_progress.flush)
+    _progress.step_done(step)
+
+
+def restart_timing():
+    """The next step's time is not measured from the previous step (call it after an
+    evaluation, a checkpoint or a restore between two steps). Optional."""
+    if _progress is not None:
+        _progress.restart()

@@ -1,0 +1,217 @@
+"""Unit tests of the mxrun module (python/mxrun): progress reports, the control channel's checks,
+portability without mxrun, `python -m mxrun`. Real sockets and processes, fake clocks, no sleeps.
+Run by ctest as `python -m unittest discover -s tests/python` with PYTHONPATH=python and MXRUN_BIN
+set to the built launcher."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import unittest
+
+import mxrun
+from mxrun import _channel, _progress
+
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(mxrun.__file__)))
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+class FakeChannel:
+    def __init__(self):
+        self.lines = []
+
+    def send(self, line):
+        self.lines.append(json.loads(line))
+        return True
+
+
+def child_env(**extra):
+    env = {k: v for k, v in os.environ.items() if k != _channel.VARIABLE}
+    env["PYTHONPATH"] = PYTHON_DIR
+    env.update(extra)
+    return env
+
+
+class ProgressTest(unittest.TestCase):
+    def setUp(self):
+        self.clock, self.channel = FakeClock(), FakeChannel()
+        self.progress = _progress.Progress(self.channel, clock=self.clock)
+
+    def test_reports_at_most_one_line_per_interval_with_the_mean_step_time(self):
+        self.progress.step_done(1)
+        self.assertEqual(self.channel.lines, [{"step": 1}])  # no step time yet
+        for step in (2, 3, 4):
+            self.clock.now += 0.01
+            self.progress.step_done(step)
+        self.assertEqual(len(self.channel.lines), 1)  # held back: within 50 ms
+        self.clock.now += 0.03  # 60 ms after step 1: step 5 goes, 4 steps in 60 ms
+        self.progress.step_done(5)
+        self.assertEqual(self.channel.lines[-1]["step"], 5)
+        self.assertAlmostEqual(self.channel.lines[-1]["step_seconds"], 0.015, places=6)
+
+    def test_the_step_held_back_is_sent_at_flush(self):
+        self.progress.step_done(1)
+        self.clock.now += 0.01
+        self.progress.step_done(2)
+        self.progress.flush()
+        self.assertEqual([line["step"] for line in self.channel.lines], [1, 2])
+        self.progress.flush()  # nothing pending: nothing sent
+        self.assertEqual(len(self.channel.lines), 2)
+
+    def test_steps_count_up_by_themselves_and_may_go_back(self):
+        for _ in range(3):
+            self.clock.now += 1
+            self.progress.step_done()
+        self.assertEqual([line["step"] for line in self.channel.lines], [1, 2, 3])
+        self.clock.now += 1
+        self.progress.step_done(1)  # after a restore
+        self.assertEqual(self.channel.lines[-1], {"step": 1})  # no step time across it
+
+    def test_restart_timing_drops_the_interval(self):
+        self.progress.step_done(1)
+        self.clock.now += 5  # an evaluation
+        self.progress.restart()
+        self.progress.step_done(2)
+        self.assertEqual(self.channel.lines[-1], {"step": 2})
+
+    def test_integers_of_other_libraries_are_taken_and_other_values_refused(self):
+        class Index:  # what numpy's and torch's integers offer
+            def __index__(self):
+                return 7
+
+        self.progress.step_done(Index())
+        self.assertEqual(self.channel.lines[-1], {"step": 7})
+        for bad in (1.5, "3", True):
+            with self.assertRaisesRegex(TypeError, "step must be an integer"):
+                self.progress.step_done(bad)
+        with self.assertRaisesRegex(ValueError, "step must be >= 0, got -1"):
+            self.progress.step_done(-1)
+
+    def test_a_forked_child_sends_nothing(self):
+        mine, agents = socket.socketpair()
+        self.addCleanup(mine.close)
+        self.addCleanup(agents.close)
+        progress = _progress.Progress(_channel.Channel(mine), clock=self.clock)
+        pid = os.fork()
+        if pid == 0:  # a data loader's worker, say
+            try:
+                progress.step_done(5)
+                progress.flush()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        progress.step_done(6)
+        agents.settimeout(5)
+        self.assertEqual(agents.recv(4096), b'{"step": 6}\n')
+
+
+class ChannelTest(unittest.TestCase):
+    def refused(self, value):
+        warnings = []
+        self.assertIsNone(_channel.open_from_environment({_channel.VARIABLE: value},
+                                                         warn=warnings.append))
+        self.assertEqual(len(warnings), 1)
+        return warnings[0]
+
+    def test_no_variable_no_channel_and_no_warning(self):
+        warnings = []
+        self.assertIsNone(_channel.open_from_environment({}, warn=warnings.append))
+        self.assertIsNone(_channel.open_from_environment({_channel.VARIABLE: ""},
+                                                         warn=warnings.append))
+        self.assertEqual(warnings, [])
+
+    def test_what_is_not_a_channel_is_named_and_refused(self):
+        self.assertIn("is not a file descriptor number", self.refused("three"))
+        self.assertIn("is not a file descriptor number", self.refused("-1"))
+        r, w = os.pipe()
+        try:
+            self.assertIn("is not a socket", self.refused(str(r)))
+        finally:
+            os.close(r)
+            os.close(w)
+        self.assertIn("is not an open file descriptor in this process", self.refused(str(r)))
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            self.assertIn("is not a Unix stream socket", self.refused(str(udp.fileno())))
+        finally:
+            udp.close()
+
+    def test_a_socket_held_by_a_process_that_did_not_start_us_is_refused(self):
+        mine, other = socket.socketpair()  # its peer is this very process, not an ancestor
+        try:
+            message = self.refused(str(mine.fileno()))
+            self.assertIn(f"is held by pid {os.getpid()}, which did not start this process",
+                          message)
+        finally:
+            mine.close()
+            other.close()
+
+    def test_a_channel_from_the_parent_carries_the_childs_steps(self):
+        parent_end, child_end = socket.socketpair()
+        with parent_end, child_end:
+            code = "import mxrun, sys; mxrun.step_done(7); print('torch' in sys.modules)"
+            r = subprocess.run([sys.executable, "-c", code], pass_fds=[child_end.fileno()],
+                               env=child_env(**{_channel.VARIABLE: str(child_end.fileno())}),
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stderr, "")
+            self.assertEqual(r.stdout.strip(), "False")  # it never imports torch
+            parent_end.settimeout(5)
+            self.assertEqual(parent_end.recv(4096), b'{"step": 7}\n')
+
+    def test_a_closed_channel_is_dropped_quietly(self):
+        mine, agents = socket.socketpair()
+        agents.close()
+        with mine:
+            channel = _channel.Channel(mine)
+            self.assertFalse(channel.send('{"step": 1}'))
+            self.assertTrue(channel.closed)
+            self.assertFalse(channel.send('{"step": 2}'))
+
+
+class WithoutMxrunTest(unittest.TestCase):
+    def test_every_call_is_a_no_op_without_mxrun(self):
+        code = "import mxrun\nfor s in range(1000): mxrun.step_done(s)\nmxrun.restart_timing()"
+        r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""))
+
+    def test_a_variable_without_its_descriptor_warns_once_and_runs_on(self):
+        code = "import mxrun\nfor s in range(5): mxrun.step_done(s)\nprint('done')"
+        r = subprocess.run([sys.executable, "-c", code], env=child_env(**{_channel.VARIABLE: "9"}),
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.stdout, "done\n")
+        self.assertEqual(r.stderr.count("mxrun: MXRUN_CONTROL_FD='9' is not an open file "
+                                        "descriptor"), 1, r.stderr)
+
+
+class LauncherTest(unittest.TestCase):
+    def test_python_dash_m_mxrun_runs_the_launcher_of_the_same_version(self):
+        mxrun_bin = os.environ.get("MXRUN_BIN")
+        self.assertTrue(mxrun_bin, "MXRUN_BIN must name the built mxrun (ctest sets it)")
+        env = child_env(PATH=os.path.dirname(mxrun_bin) + os.pathsep + os.environ["PATH"])
+        r = subprocess.run([sys.executable, "-m", "mxrun", "--version"], env=env,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split()[:2], ["mxrun", mxrun.__version__])
+
+    def test_python_dash_m_mxrun_without_the_launcher_says_so(self):
+        if os.path.exists(os.path.join(os.path.dirname(sys.executable), "mxrun")):
+            self.skipTest("an mxrun is installed beside this Python")
+        env = child_env(PATH="/nonexistent")
+        r = subprocess.run([sys.executable, "-m", "mxrun", "--version"], env=env,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("the mxrun program is neither beside this Python", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
