@@ -35,11 +35,11 @@ absl::StatusOr<std::string> FindEtcdMaster(const std::string& endpoints, const s
   for (const auto& [key, value] : kv) {
     if (key != "protocol" && key != "cacert" && key != "cert" && key != "key" &&
         key != "etcd_prefix" && key != "master_service" && key != "master_cert" &&
-        key != "master_key" && key != "master_cacert") {
+        key != "master_key" && key != "master_cacert" && key != "token_file") {
       return absl::InvalidArgumentError(absl::StrCat(
           "error: --rdzv_conf key '", key,
           "' is not known here; accepted: protocol, cacert, cert, key, etcd_prefix, "
-          "master_service, master_cert, master_key, master_cacert"));
+          "master_service, master_cert, master_key, master_cacert, token_file"));
     }
   }
   absl::StatusOr<EtcdConfig> etcd =
@@ -186,6 +186,7 @@ int RunStatusCommand(int argc, char** argv) {
   // --rdzv_conf may be the agents' own: the master's TLS files are used (with c10d cert, key and
   // cacert; with etcd master_cert, master_key and master_cacert, cert and the others being etcd's).
   TlsFiles tls;
+  std::string token;
   {
     absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(rdzv_conf);
     if (!conf.ok()) {
@@ -201,6 +202,15 @@ int RunStatusCommand(int argc, char** argv) {
       std::fprintf(stderr, "mxrun status: error: %s\n", std::string(checked.message()).c_str());
       return 2;
     }
+    // The same token the agents present: token_file, else MXRUN_RDZV_TOKEN, trimmed.
+    const std::string token_file = (*conf)["token_file"];
+    absl::StatusOr<std::string> read = ReadRendezvousToken(token_file, EnvFromStrings(environ));
+    if (!read.ok()) {
+      std::fprintf(stderr, "mxrun status: error: --rdzv_conf token_file=%s: %s\n",
+                   token_file.c_str(), std::string(read.status().message()).c_str());
+      return 2;
+    }
+    token = *read;
   }
   absl::StatusOr<HostPort> target = ParseHostPort(endpoint, kDefaultRendezvousPort);
   if (!target.ok()) {
@@ -212,9 +222,9 @@ int RunStatusCommand(int argc, char** argv) {
       grpc::CreateChannel(address, ClientCredentials(tls)));
   if (app.count("--watch") > 0) {
     if (watch_s <= 0) watch_s = 2;
-    return WatchStatus(*stub, address, run_id, timeout_s, json, watch_s);
+    return WatchStatus(*stub, address, run_id, token, timeout_s, json, watch_s);
   }
-  return ShowStatus(*stub, address, run_id, timeout_s, json, /*clear=*/false);
+  return ShowStatus(*stub, address, run_id, token, timeout_s, json, /*clear=*/false);
 }
 
 namespace {
@@ -247,14 +257,14 @@ void PrintRanks(const v1::RunStatus& run) {
 }  // namespace
 
 int WatchStatus(v1::Rendezvous::Stub& stub, const std::string& address, const std::string& run_id,
-                double timeout_s, bool json, double every_s) {
+                const std::string& token, double timeout_s, bool json, double every_s) {
   struct sigaction stop = {};
   stop.sa_handler = StopWatching;
   sigaction(SIGINT, &stop, nullptr);
   sigaction(SIGTERM, &stop, nullptr);
   const bool clear = !json && isatty(STDOUT_FILENO);
   while (!g_watch_stop) {
-    ShowStatus(stub, address, run_id, timeout_s, json, clear);  // an error is shown, and retried
+    ShowStatus(stub, address, run_id, token, timeout_s, json, clear);  // an error is shown, retried
     std::fflush(stdout);
     // Sleeps in small steps, so that Ctrl-C ends it at once.
     for (double slept = 0; slept < every_s && !g_watch_stop; slept += 0.1) usleep(100'000);
@@ -263,13 +273,11 @@ int WatchStatus(v1::Rendezvous::Stub& stub, const std::string& address, const st
 }
 
 int ShowStatus(v1::Rendezvous::Stub& stub, const std::string& address, const std::string& run_id,
-               double timeout_s, bool json, bool clear) {
+               const std::string& token, double timeout_s, bool json, bool clear) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(static_cast<long>(timeout_s * 1000)));
   context.set_wait_for_ready(true);
-  // The same token the agents present: MXRUN_RDZV_TOKEN, trimmed (no file: this cannot fail).
-  const std::string token = *ReadRendezvousToken("", EnvFromStrings(environ));
   if (!token.empty()) context.AddMetadata(kTokenMetadataKey, token);
   v1::StatusRequest request;
   request.set_run_id(run_id);

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The project's Python environments, and the one place that names their versions.
 #
-#   scripts/python-env.sh [cpu|cuda]      make or update the environment, print its folder
+#   scripts/python-env.sh [cpu|cuda|wheel]  make or update the environment, print its folder
 #
 #   cpu   .venv/       PyTorch 2.13 (CPU build): the Python, torchrun and PyTorch DDP that tests,
 #                      benchmarks and the demo use, and what the trainer is built against.
 #   cuda  .venv-cuda/  PyTorch 2.14 (CUDA 13 build, ~5.5 GB) with its NCCL: what
 #                      scripts/build-trainer-cuda.sh builds the CUDA trainer against in CI.
+#   wheel .venv-wheel/ auditwheel: scripts/build-wheel.sh asks it for the wheel's platform tag.
 #
 # Idempotent: an environment whose stamp lists exactly these requirements is left alone (no pip
 # call). MXRUN_VENV / MXRUN_CUDA_VENV put them elsewhere; MXRUN_BASE_PYTHON picks the interpreter
@@ -25,12 +26,18 @@ CUDA_REQUIREMENTS=(
   torch==2.14.1            # CUDA 13 build; pulls its CUDA runtime wheels and nvidia-nccl-cu13
   numpy==2.4.6
 )
+WHEEL_REQUIREMENTS=(
+  auditwheel==6.8.2        # `auditwheel show`: the manylinux tag the wheel's binaries allow
+  pyelftools==0.33         # auditwheel's ELF reader
+  packaging==26.4
+)
 
 kind="${1:-cpu}"
 case "$kind" in
   cpu) venv="${MXRUN_VENV:-$root/.venv}"; requirements=("${CPU_REQUIREMENTS[@]}") ;;
   cuda) venv="${MXRUN_CUDA_VENV:-$root/.venv-cuda}"; requirements=("${CUDA_REQUIREMENTS[@]}") ;;
-  *) echo "python-env: unknown kind '$kind' (accepted: cpu, cuda)" >&2; exit 2 ;;
+  wheel) venv="${MXRUN_WHEEL_VENV:-$root/.venv-wheel}"; requirements=("${WHEEL_REQUIREMENTS[@]}") ;;
+  *) echo "python-env: unknown kind '$kind' (accepted: cpu, cuda, wheel)" >&2; exit 2 ;;
 esac
 base_python="${MXRUN_BASE_PYTHON:-/usr/bin/python3}"
 stamp="$venv/.mxrun-requirements"

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -27,6 +28,18 @@ inline std::string Curl(const std::string& url, const std::string& accept = "") 
   if (!accept.empty()) argv.insert(argv.end(), {"-H", "Accept: " + accept});
   argv.push_back(url);
   return Run(argv, {}, std::chrono::seconds(10)).out;
+}
+
+// The endpoint's page once it holds `count` samples of `family` (polled every 100 ms, at most
+// 4 s), or the last page fetched.
+inline std::string PageWithSamples(const std::string& endpoint, const std::string& family,
+                                   int count) {
+  std::string page;
+  for (int i = 0; i < 40 && CountOccurrences(page, family + "{") < count; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    page = Curl("http://" + endpoint + "/metrics");
+  }
+  return page;
 }
 
 // The value of each sample of `family` on a text-format page, by the value of its `label`.

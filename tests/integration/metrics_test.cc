@@ -23,6 +23,7 @@ using mxrun::testing::CountOccurrences;
 using mxrun::testing::Curl;
 using mxrun::testing::IntsAfter;
 using mxrun::testing::Master;
+using mxrun::testing::PageWithSamples;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::PrometheusServer;
 using mxrun::testing::Subprocess;
@@ -144,11 +145,7 @@ TEST_CASE("a single-node job with --metrics_port serves its workers' progress an
       {"--ready", "--sleep=2", "--progress=0.1"}));
   const std::string endpoint = AgentMetricsEndpoint(job);
   REQUIRE(job.WaitForStdout("ready", 2, 30s));
-  std::string page;
-  for (int i = 0; i < 40 && CountOccurrences(page, "mxrun_worker_step{") < 2; ++i) {
-    std::this_thread::sleep_for(100ms);
-    page = Curl("http://" + endpoint + "/metrics");
-  }
+  const std::string page = PageWithSamples(endpoint, "mxrun_worker_step", 2);
   INFO(page);
   CHECK(CountOccurrences(page, "mxrun_worker_step{") == 2);
   CHECK(CountOccurrences(page, "mxrun_worker_heartbeat_age_seconds{") == 2);

@@ -234,6 +234,27 @@ TEST_CASE("the token stays secret: not in workers, logs, status or the master's 
       {{"MXRUN_RDZV_TOKEN", secret}}, 20s);
   CHECK(status.exit_code == 0);
   CHECK((status.out + status.err).find(secret) == std::string::npos);
+  // The token from the agents' own --rdzv_conf token_file, as the master's refusal suggests;
+  // without any, refused; with a file that cannot be read, a usage error naming it.
+  ProcessResult from_file = mxrun::testing::Run(
+      {kMxrun, "status", "--rdzv_endpoint=" + master.endpoint(),
+       "--rdzv_conf=token_file=" + token_file},
+      {}, 20s);
+  INFO(from_file.err);
+  CHECK(from_file.exit_code == 0);
+  CHECK_THAT(from_file.out, Catch::Contains("secret"));  // the run id
+  CHECK((from_file.out + from_file.err).find(secret) == std::string::npos);
+  ProcessResult without = mxrun::testing::Run(
+      {kMxrun, "status", "--rdzv_endpoint=" + master.endpoint(), "--timeout=2"}, {}, 20s);
+  CHECK(without.exit_code == 3);
+  CHECK_THAT(without.err, Catch::Contains("the master requires a token"));
+  ProcessResult unreadable = mxrun::testing::Run(
+      {kMxrun, "status", "--rdzv_endpoint=" + master.endpoint(),
+       "--rdzv_conf=token_file=" + dir.path() + "/none"},
+      {}, 20s);
+  CHECK(unreadable.exit_code == 2);
+  CHECK_THAT(unreadable.err, Catch::Contains("--rdzv_conf token_file=" + dir.path() +
+                                             "/none: cannot be read"));
   ProcessResult config = mxrun::testing::Run(
       {kMxrun, "--print-config", "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
        "--rdzv_conf=token_file=" + token_file, "x.py"},

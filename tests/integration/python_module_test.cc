@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 
 #include <regex>
-#include <thread>
 
 #include "tests/metrics_client.h"
 #include "tests/subprocess.h"
@@ -14,7 +13,6 @@
 using namespace std::chrono_literals;
 using mxrun::testing::AgentMetricsEndpoint;
 using mxrun::testing::CountOccurrences;
-using mxrun::testing::Curl;
 using mxrun::testing::Describe;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::Run;
@@ -47,11 +45,7 @@ TEST_CASE("a Python script's mxrun.step_done reaches the agent: each rank's step
                  PythonEnv());
   const std::string endpoint = AgentMetricsEndpoint(job);
   REQUIRE(job.WaitForStdout("step 1 rank", 2, 60s));
-  std::string page;
-  for (int i = 0; i < 40 && CountOccurrences(page, "mxrun_worker_step{") < 2; ++i) {
-    std::this_thread::sleep_for(100ms);
-    page = Curl("http://" + endpoint + "/metrics");
-  }
+  const std::string page = mxrun::testing::PageWithSamples(endpoint, "mxrun_worker_step", 2);
   INFO(page);
   CHECK(CountOccurrences(page, "mxrun_worker_step{") == 2);
   ProcessResult r = job.Wait(60s);

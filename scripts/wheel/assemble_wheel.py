@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Writes mxrun's wheel from a staged install prefix (scripts/build-wheel.sh stages it):
+
+  assemble_wheel.py VERSION PLATFORM_TAG PACKAGE_DIR PREFIX_DIR OUT_DIR
+
+  PACKAGE_DIR          the pure-Python package (python/mxrun): goes to site-packages/mxrun
+  PREFIX_DIR/bin/*     the programs: go to the environment's bin/ (the wheel's .data/scripts)
+  PREFIX_DIR/lib/mxrun the libraries they load: go to <prefix>/lib/mxrun (.data/data), which the
+                       programs' RPATH ($ORIGIN/../lib/mxrun) finds wherever pip installs them
+                       (a virtual environment, --user's ~/.local, /usr/local), whatever the Python
+
+The wheel is py3-none-PLATFORM_TAG (its programs do not depend on the Python version), not pure
+(Root-Is-Purelib: false), with a RECORD of sha256 hashes, written deterministically (sorted
+entries, SOURCE_DATE_EPOCH or 1980 as every file's time). Prints the wheel's path.
+"""
+import base64
+import hashlib
+import os
+import sys
+import time
+import zipfile
+
+SUMMARY = "A torchrun-compatible launcher for distributed PyTorch, and its worker module"
+DESCRIPTION = """\
+mxrun launches PyTorch distributed jobs as torchrun does (the same flags and worker environment)
+from a C++ agent: one node or many (rendezvous over gRPC with a master, etcd for high
+availability), Slurm, systemd; hang detection, health checks, Prometheus metrics, in-process
+restart. The `mxrun` Python module lets a training script report its progress in one call per
+step: `mxrun.step_done(step)`, a no-op under any other launcher.
+
+    pip install mxrun
+    mxrun --standalone --nproc_per_node=4 train.py     # or: python -m mxrun ...
+"""
+
+
+def digest(data):
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def main():
+    if len(sys.argv) != 6:
+        sys.exit("usage: assemble_wheel.py VERSION PLATFORM_TAG PACKAGE_DIR PREFIX_DIR OUT_DIR")
+    version, platform_tag, package_dir, prefix, out_dir = sys.argv[1:]
+    name = "mxrun"
+    tag = f"py3-none-{platform_tag}"
+    data = f"{name}-{version}.data"
+    dist_info = f"{name}-{version}.dist-info"
+    entries = []  # (archive path, bytes, executable)
+    for folder, _, files in os.walk(package_dir):
+        if "__pycache__" in folder:
+            continue
+        for f in files:
+            if f.endswith((".py", ".typed")):
+                path = os.path.join(folder, f)
+                rel = os.path.relpath(path, os.path.dirname(package_dir.rstrip("/")))
+                entries.append((rel, open(path, "rb").read(), False))
+    for sub, target in (("bin", f"{data}/scripts"), ("lib/mxrun", f"{data}/data/lib/mxrun")):
+        folder = os.path.join(prefix, sub)
+        for f in sorted(os.listdir(folder)):
+            path = os.path.join(folder, f)
+            executable = os.access(path, os.X_OK) and sub == "bin"
+            entries.append((f"{target}/{f}", open(path, "rb").read(), executable))
+    if not any(p.startswith(f"{data}/scripts/mxrun") for p, _, _ in entries):
+        sys.exit("assemble_wheel: no mxrun program in PREFIX_DIR/bin")
+    metadata = "\n".join([
+        "Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", f"Summary: {SUMMARY}",
+        "Requires-Python: >=3.8", "Platform: Linux",
+        "Classifier: Operating System :: POSIX :: Linux",
+        "Classifier: Programming Language :: C++",
+        "Classifier: Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "Description-Content-Type: text/markdown", "", DESCRIPTION])
+    wheel = "\n".join(["Wheel-Version: 1.0", "Generator: mxrun (scripts/wheel/assemble_wheel.py)",
+                       "Root-Is-Purelib: false", f"Tag: {tag}", ""])
+    entries += [(f"{dist_info}/METADATA", metadata.encode(), False),
+                (f"{dist_info}/WHEEL", wheel.encode(), False),
+                (f"{dist_info}/top_level.txt", b"mxrun\n", False)]
+    entries.sort()
+    record = "".join(f"{p},{digest(b)},{len(b)}\n" for p, b, _ in entries)
+    record += f"{dist_info}/RECORD,,\n"
+    entries.append((f"{dist_info}/RECORD", record.encode(), False))
+
+    epoch = int(os.environ.get("SOURCE_DATE_EPOCH", "315532800"))
+    stamp = time.gmtime(max(epoch, 315532800))[:6]
+    os.makedirs(out_dir, exist_ok=True)
+    out = os.path.join(out_dir, f"{name}-{version}-{tag}.whl")
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for path, content, executable in entries:
+            info = zipfile.ZipInfo(path, date_time=stamp)
+            info.external_attr = ((0o755 if executable else 0o644) | 0o100000) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, content)
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
