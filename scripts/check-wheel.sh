@@ -124,8 +124,9 @@ else
     agents+=($!)
   done
   status=""
-  for _ in $(seq 100); do
-    status=$(timeout 10 mxrun status --rdzv_endpoint="$endpoint" --rdzv_conf="token_file=$token" 2>&1 || true)
+  started=$SECONDS
+  while ((SECONDS - started < 30)); do
+    status=$(timeout 10 mxrun status --timeout=2 --rdzv_endpoint="$endpoint" --rdzv_conf="token_file=$token" 2>&1 || true)
     [[ "$status" == *wheel-check* && "$status" == *running* ]] && break
     sleep 0.1
   done
@@ -135,7 +136,7 @@ else
   else say bad "two-node job: exits $rcs: $(tail -5 "$work/node0.out" "$work/node1.out")"; fi
   if [[ "$status" == *wheel-check* && "$status" == *running* ]]; then say ok "mxrun status lists the running two-node job"
   else say bad "mxrun status: $(echo "$status" | head -10)"; fi
-  refused=$(timeout 10 mxrun status --rdzv_endpoint="$endpoint" 2>&1 || true)
+  refused=$(timeout 10 mxrun status --timeout=2 --rdzv_endpoint="$endpoint" 2>&1 || true)
   if [[ "$refused" != *wheel-check* ]]; then say ok "mxrun status without the token is refused"
   else say bad "mxrun status without the token listed the job"; fi
 fi

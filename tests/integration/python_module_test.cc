@@ -75,6 +75,36 @@ TEST_CASE("mxrun.step_done is the heartbeat of --hang_timeout", "[integration][p
   }
 }
 
+TEST_CASE("a Python job's goodput from mxrun.step_done: its setup is startup, the steps trained "
+          "again after a failure are lost work",
+          "[integration][python_module]") {
+  mxrun::testing::TempDir ckpt;
+  ProcessResult r = Run(
+      {MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
+       std::string(PYTHON_TESTS_DIR) + "/checkpoint_worker.py", ckpt.path(), "24", "1.0"},
+      PythonEnv(), 120s);
+  INFO(Describe(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK(CountOccurrences(r.out, "resumed from 10") == 2);  // the restarted group
+  // Steps 11 to 14 were reported before the failure and trained again after it.
+  std::smatch m;
+  REQUIRE(std::regex_search(
+      r.err, m,
+      std::regex("goodput [0-9.]+%: ([0-9.]+) s wall, ([0-9.]+) s training, [0-9.]+ s rendezvous, "
+                 "([0-9.]+) s startup, ([0-9.]+) s restarts, ([0-9.]+) s lost work \\(4 steps "
+                 "redone\\)")));
+  // Against the workers' own clocks: start-up holds their 1 s setup (and a Python's start, well
+  // under 2 s here), a restart holds the new process's setup too, the lost work is the 4 steps
+  // at their 0.05 s (and some, on a busy machine).
+  const double startup = std::stod(m[3]), restarts = std::stod(m[4]), lost = std::stod(m[5]);
+  CHECK(startup >= 1.0);
+  CHECK(startup < 3.0);
+  CHECK(restarts >= 1.0);
+  CHECK(lost >= 0.1);
+  CHECK(lost < 1.5);
+  CHECK_THAT(r.err, !Catch::Contains("no progress reports"));
+}
+
 TEST_CASE("a script that calls mxrun.step_done runs unchanged under torchrun",
           "[integration][python_module]") {
   std::map<std::string, std::string> env = PythonEnv();
