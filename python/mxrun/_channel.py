@@ -53,6 +53,11 @@ class Channel:
         self._sock = sock
         self.closed = False
 
+    def reader(self):
+        """A blocking binary file over the channel's incoming lines (the agent's notices), for
+        one reading thread."""
+        return socket.socket(fileno=os.dup(self._sock.fileno())).makefile("rb")
+
     def send(self, line):
         if self.closed:
             return False

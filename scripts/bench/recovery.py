@@ -21,7 +21,13 @@ Cases (RUNS times each, medians):
   cold:     launch to the first training step logged.
 Each record carries the wall clock ("time"), so the times are read from the logs, not guessed.
 
+SCRIPT=elastic measures scripts/examples/elastic_ddp.py (a user's DDP script with the mxrun module,
+ResNet-18 width 16, batch 64, 8192 images, a checkpoint every 5 steps) instead: under mxrun with a
+warm standby and with a new process for the killed rank, against torchrun resuming from its
+checkpoint.
+
 Usage: recovery.py  (environment: RUNS, N, KILL_AT, OLD_WAY (default 1), WAIT (default 300 s),
+SCRIPT (trainer or elastic),
 MXRUN, TORCHRUN (default
 <repo>/.venv/bin/torchrun)); recovery.sh runs it with $PYTHON (default <repo>/.venv/bin/python3).
 On a GPU machine (scripts/gpu/run-all.sh): DEVICE=cuda gives both sides --device cuda --backend
@@ -79,6 +85,17 @@ if OLD_WAY not in ("0", "1"):
     raise SystemExit(f"recovery: OLD_WAY={OLD_WAY}: accepted are 0 and 1")
 KINDS = ["mxrun + train", *(["mxrun + train (old way)"] if OLD_WAY == "1" else []),
          "torchrun + Python"]
+# SCRIPT=elastic: a user's own PyTorch script instead (scripts/examples/elastic_ddp.py, which
+# recovers in-process through the mxrun module), under mxrun with and without a warm standby and
+# under torchrun, where it resumes from its checkpoint.
+SCRIPT = os.environ.get("SCRIPT", "trainer")
+if SCRIPT not in ("trainer", "elastic"):
+    raise SystemExit(f"recovery: SCRIPT={SCRIPT}: accepted are trainer and elastic")
+ELASTIC = os.path.join(REPO, "scripts/examples/elastic_ddp.py")
+if SCRIPT == "elastic":
+    KINDS = ["mxrun + elastic_ddp.py, warm standby", "mxrun + elastic_ddp.py, new process",
+             "torchrun + elastic_ddp.py"]
+MINE, REF = (KINDS[0], KINDS[-1])
 memory = []  # (standby RSS, worker RSS) in MiB, per mxrun + train recovery run
 PHASES = ("until_round", "join", "restore", "first_step")
 phases = {}  # kind -> the trainer's recovery records' "phases", one per run that wrote them
@@ -86,6 +103,15 @@ phases = {}  # kind -> the trainer's recovery records' "phases", one per run tha
 
 def command(kind, run_dir):
     ckpt = ["--ckpt_dir", os.path.join(run_dir, "ckpt")]
+    if "elastic_ddp" in kind:
+        script = [ELASTIC, "--width", "16", "--batch_size", "64", "--images", "8192",
+                  "--steps", "100000", *ckpt, "--ckpt_every", "5"]
+        if kind.startswith("mxrun"):
+            standby = ["--standby_workers=1"] if "standby" in kind else []
+            return [MXRUN, "--standalone", f"--nproc_per_node={NPROC}", "--max_restarts=1",
+                    *standby, *script]
+        return [TORCHRUN, "--standalone", f"--nproc_per_node={NPROC}", "--max_restarts=1",
+                *script]
     if kind.startswith("mxrun"):
         extra = ["--no_in_process_restart"] if "old way" in kind else []
         return [MXRUN, "--standalone", f"--nproc_per_node={NPROC}", "--max_restarts=1", "train",
@@ -96,13 +122,17 @@ def command(kind, run_dir):
 
 
 def records(kind, run_dir, out_path):
-    """The JSON records of rank 0: the trainer's metrics file, or the reference's stdout."""
-    path = os.path.join(run_dir, "m.jsonl") if kind.startswith("mxrun") else out_path
+    """The JSON records of rank 0: the trainer's metrics file, or the script's stdout (under mxrun
+    behind its "[n0 r0] " prefix)."""
+    trainer = kind.startswith("mxrun") and "elastic_ddp" not in kind
+    path = os.path.join(run_dir, "m.jsonl") if trainer else out_path
     found = []
     try:
         with open(path, errors="replace") as f:
             for line in f:
                 line = line.strip()
+                if line.startswith("[n") and "] {" in line:
+                    line = line[line.index("] {") + 2:]
                 if not line.startswith("{"):
                     continue
                 try:
@@ -168,6 +198,9 @@ def one_run(kind, case, idx):
     # The marker finds whatever the run leaves behind (see the finally clause).
     env = dict(os.environ, BENCH_RECOVERY_RUN=run_dir,
                **({} if kind.startswith("mxrun") else TORCH_ENV))
+    if "elastic_ddp" in kind:
+        os.makedirs(os.path.join(run_dir, "ckpt"))
+        env.update(PYTHON_EXEC=sys.executable, PYTHONPATH=os.path.join(REPO, "python"))
     with open(out_path, "wb") as out:
         p = subprocess.Popen(command(kind, run_dir), stdout=out, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, cwd=run_dir, env=env,
@@ -179,7 +212,7 @@ def one_run(kind, case, idx):
         if not wait_until(lambda: any(r["step"] >= KILL_AT for r in
                                       steps(records(kind, run_dir, out_path))), WAIT):
             return None, None
-        if kind == "mxrun + train":
+        if kind == "mxrun + train" or "standby" in kind:
             def standby_ready():
                 with open(out_path, errors="replace") as f:
                     return "ready to take a rank in-process" in f.read()
@@ -200,7 +233,7 @@ def one_run(kind, case, idx):
                                     if r["time"] > t_kill and r["step"] <= before + 1000], WAIT)
         if not after:
             return None, None
-        if kind.startswith("mxrun"):
+        if kind.startswith("mxrun") and "elastic_ddp" not in kind:
             # The trainer's own account of where the time went (its recovery record, written
             # with the first step after the failure).
             rec = wait_until(lambda: [r for r in records(kind, run_dir, out_path)
@@ -238,11 +271,15 @@ def torch_version():
 
 
 def main():
-    for b in (MXRUN, TORCHRUN, os.path.join(os.path.dirname(MXRUN), "train")):
+    needed = [MXRUN, TORCHRUN] + ([os.path.join(os.path.dirname(MXRUN), "train")]
+                                   if SCRIPT == "trainer" else [])
+    for b in needed:
         if not os.access(b, os.X_OK):
             raise SystemExit(f"recovery: not found: {b}")
-    print("### Recovery and cold start: mxrun + train vs torchrun + PyTorch DDP\n")
+    print("### Recovery and cold start: " + ("mxrun + train vs torchrun + PyTorch DDP\n"
+          if SCRIPT == "trainer" else "a PyTorch DDP script under mxrun vs torchrun\n"))
     print(f"- command: `RUNS={RUNS} N={N} KILL_AT={KILL_AT}"
+          + ("" if SCRIPT == "trainer" else " SCRIPT=elastic")
           + ("" if DEVICE == "cpu" else f" DEVICE={DEVICE}")
           + ("" if NPROC == 2 else f" NPROC={NPROC}")
           + ("" if OLD_WAY == "1" else " OLD_WAY=0")
@@ -254,14 +291,14 @@ def main():
           + " ".join(f"{k}={v}" for k, v in TORCH_ENV.items()))
     print(f"- date: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; nproc="
           f"{os.cpu_count()}; {NPROC} {'CPU' if DEVICE == 'cpu' else 'GPU (bf16)'} workers, "
-          f"ResNet-18 width 16, batch 64 per worker, {N} "
+          f"ResNet-18 width 16, batch 64 per worker, {N if SCRIPT == 'trainer' else 8192} "
           "synthetic images, checkpoint every 5 steps")
     print(f"- load average at start: {open('/proc/loadavg').read().split()[0]}\n")
     results = {}
     for case in ("recovery", "cold"):
         for kind in KINDS:
-            if case == "cold" and "old way" in kind:
-                continue  # the same process start as mxrun + train
+            if case == "cold" and ("old way" in kind or "new process" in kind):
+                continue  # the same process start as the first kind
             times, lost = [], []
             for i in range(RUNS):
                 print(f"recovery: {case} {kind} run {i + 1}/{RUNS}", file=sys.stderr, flush=True)
@@ -281,11 +318,11 @@ def main():
         extra = f" {lost} |" if case == "recovery" else ""
         return f"| {kind} | {'—' if m is None else f'{m:.2f} s'} | {runs} |{extra}"
 
-    def ratio(case, label):
-        ref = med(results[(case, "torchrun + Python")][0])
-        mine = med(results[(case, "mxrun + train")][0])
+    def ratio(case, label, mine_kind=MINE):
+        ref = med(results[(case, REF)][0])
+        mine = med(results[(case, mine_kind)][0])
         if ref and mine:
-            print(f"\n{label}: torchrun + Python / mxrun + train = {ref / mine:.1f}x")
+            print(f"\n{label}: {REF} / {mine_kind} = {ref / mine:.1f}x")
 
     print(f"| SIGKILL of rank {KILL_RANK} -> first step after it | median | runs | completed steps lost "
           "(per run) |")
@@ -293,6 +330,8 @@ def main():
     for kind in KINDS:
         print(row(kind, "recovery"))
     ratio("recovery", "Recovery")
+    if SCRIPT == "elastic":
+        ratio("recovery", "Recovery", KINDS[1])
     if memory:
         print(f"\nA warm standby's resident memory: {med([m[0] for m in memory]):.0f} MiB "
               f"(a training worker: {med([m[1] for m in memory]):.0f} MiB), medians of "
@@ -304,7 +343,7 @@ def main():
                           if med([f.get(p) for f in found]) is not None))
     print("\n| launch -> first training step (cold) | median | runs |")
     print("|---|---|---|")
-    for kind in ("mxrun + train", "torchrun + Python"):
+    for kind in (MINE, REF):
         print(row(kind, "cold"))
     ratio("cold", "Cold start")
 

@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "tests/metrics_client.h"
+#include "tests/python_workers.h"
 #include "tests/subprocess.h"
 
 using namespace std::chrono_literals;
@@ -15,6 +16,7 @@ using mxrun::testing::AgentMetricsEndpoint;
 using mxrun::testing::CountOccurrences;
 using mxrun::testing::Describe;
 using mxrun::testing::ProcessResult;
+using mxrun::testing::PythonWorkerEnv;
 using mxrun::testing::Run;
 using mxrun::testing::Subprocess;
 
@@ -22,10 +24,6 @@ namespace {
 
 const std::string kWorker = std::string(PYTHON_TESTS_DIR) + "/progress_worker.py";
 
-// What a worker needs to find the module and the project's Python.
-std::map<std::string, std::string> PythonEnv() {
-  return {{"PYTHON_EXEC", PYTHON_BIN}, {"PYTHONPATH", PYTHON_MODULE_DIR}};
-}
 
 std::vector<std::string> MxrunWorker(std::vector<std::string> flags,
                                      const std::vector<std::string>& worker_args) {
@@ -42,7 +40,7 @@ TEST_CASE("a Python script's mxrun.step_done reaches the agent: each rank's step
           "the steps in the goodput line",
           "[integration][python_module]") {
   Subprocess job(MxrunWorker({"--nproc_per_node=2", "--metrics_port=0"}, {"60", "0.05"}),
-                 PythonEnv());
+                 PythonWorkerEnv());
   const std::string endpoint = AgentMetricsEndpoint(job);
   REQUIRE(job.WaitForStdout("step 1 rank", 2, 60s));
   const std::string page = mxrun::testing::PageWithSamples(endpoint, "mxrun_worker_step", 2);
@@ -59,7 +57,7 @@ TEST_CASE("a Python script's mxrun.step_done reaches the agent: each rank's step
 TEST_CASE("mxrun.step_done is the heartbeat of --hang_timeout", "[integration][python_module]") {
   SECTION("steps every 0.1 s for 3 s: never hung with a 1 s timeout") {
     ProcessResult r = Run(MxrunWorker({"--nproc_per_node=1", "--hang_timeout=1"}, {"30", "0.1"}),
-                          PythonEnv(), 60s);
+                          PythonWorkerEnv(), 60s);
     INFO(Describe(r));
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.err, !Catch::Contains("hung"));
@@ -67,7 +65,7 @@ TEST_CASE("mxrun.step_done is the heartbeat of --hang_timeout", "[integration][p
   SECTION("steps stop: hung after the timeout, without any heartbeat file") {
     ProcessResult r = Run(MxrunWorker({"--nproc_per_node=1", "--hang_timeout=1"},
                                       {"5", "0.1", "60"}),
-                          PythonEnv(), 40s);
+                          PythonWorkerEnv(), 40s);
     INFO(Describe(r));
     CHECK(r.exit_code == 1);
     CHECK(std::regex_search(r.err, std::regex("exit       : hung \\(heartbeat\\): no heartbeat for "
@@ -82,7 +80,7 @@ TEST_CASE("a Python job's goodput from mxrun.step_done: its setup is startup, th
   ProcessResult r = Run(
       {MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
        std::string(PYTHON_TESTS_DIR) + "/checkpoint_worker.py", ckpt.path(), "24", "1.0"},
-      PythonEnv(), 120s);
+      PythonWorkerEnv(), 120s);
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
   CHECK(CountOccurrences(r.out, "resumed from 10") == 2);  // the restarted group
@@ -107,7 +105,7 @@ TEST_CASE("a Python job's goodput from mxrun.step_done: its setup is startup, th
 
 TEST_CASE("a script that calls mxrun.step_done runs unchanged under torchrun",
           "[integration][python_module]") {
-  std::map<std::string, std::string> env = PythonEnv();
+  std::map<std::string, std::string> env = PythonWorkerEnv();
   env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1";
   ProcessResult r = Run({TORCHRUN_BIN, "--standalone", "--nproc_per_node=2", kWorker, "20", "0.01"},
                         env, 120s);

@@ -10,7 +10,7 @@ import sys
 import unittest
 
 import mxrun
-from mxrun import _channel, _progress
+from mxrun import _channel, _progress, _rounds
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(mxrun.__file__)))
 
@@ -174,6 +174,50 @@ class ChannelTest(unittest.TestCase):
             self.assertFalse(channel.send('{"step": 1}'))
             self.assertTrue(channel.closed)
             self.assertFalse(channel.send('{"step": 2}'))
+
+
+class RoundNoticeTest(unittest.TestCase):
+    def test_a_notice_is_read_with_its_contract(self):
+        n = _rounds.parse_notice('{"round": 3, "env": {"RANK": "1"}, "failure_time": 12.5}')
+        self.assertEqual((n.round, n.env, n.failure_time), (3, {"RANK": "1"}, 12.5))
+
+    def test_what_is_not_a_notice_is_named(self):
+        for line, why in (("{", "is not JSON"), ('{"step": 1}', 'expected "round"'),
+                          ('{"round": -1, "env": {}}', "non-negative integer"),
+                          ('{"round": 1}', 'needs "env"'),
+                          ('{"round": 1, "env": {"RANK": 1}}', 'needs "env"'),
+                          ('{"round": 1, "env": {}, "failure_time": true}', "must be a number")):
+            with self.assertRaisesRegex(ValueError, why):
+                _rounds.parse_notice(line)
+
+
+class RoundListenerTest(unittest.TestCase):
+    def setUp(self):
+        self.agent, worker = socket.socketpair()
+        self.addCleanup(self.agent.close)
+        self.reader = worker.makefile("rb")
+        worker.close()
+        self.addCleanup(self.reader.close)
+        self.warnings = []
+
+    def listener(self):
+        return _rounds.RoundListener(self.reader, warn=self.warnings.append)
+
+    def test_the_newest_notice_is_taken_and_a_bad_line_is_skipped(self):
+        listener = self.listener()
+        self.agent.sendall(b'not json\n{"round": 1, "env": {"RANK": "0"}}\n'
+                           b'{"round": 2, "env": {"RANK": "1"}}\n')
+        self.agent.close()  # the job ended: the listener sees the end after the lines
+        notice = None
+        while notice is None or notice.round != 2:
+            notice = listener.take(timeout=10)
+            self.assertIsNotNone(notice)
+        self.assertEqual(notice.env, {"RANK": "1"})
+        self.assertFalse(listener.pending())
+        self.assertIsNone(listener.take(timeout=10))  # closed: nothing more comes
+        self.assertTrue(listener.closed)
+        self.assertEqual(len(self.warnings), 1)
+        self.assertIn("a control line is not JSON", self.warnings[0])
 
 
 class WithoutMxrunTest(unittest.TestCase):

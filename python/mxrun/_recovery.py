@@ -1,0 +1,234 @@
+"""In-process recovery for an ordinary PyTorch training loop: `mxrun.run(train, state)`.
+
+    def train(ctx):                        # one call per round of the group
+        ddp = DDP(model)                   # made anew: the old one belongs to the old group
+        for step in range(ctx.step + 1, steps + 1):
+            loss = ...; optimizer.zero_grad(); loss.backward(); optimizer.step()
+            ctx.step_done(step)            # right after optimizer.step()
+
+    mxrun.run(train, {"model": model, "optimizer": optimizer})
+
+Under mxrun (its control channel offered) the worker tells the agent it takes re-formed groups
+in-process. When a peer fails, the collective in flight raises (Gloo at once, when the peer's
+connection closes); the agent keeps the survivors, re-forms the group and sends each its new
+round. `run` then abandons the broken process group (`_abort_process_group`), takes the round's
+environment, joins the new group (`init_process_group` on a store of the round's own, which the
+new rank 0 hosts at MASTER_ADDR:MASTER_PORT, as env:// does), agrees on the
+state (each rank offers the step it holds: survivors from memory, a new process from the
+`start_step` its own checkpoint gave; the most advanced wins, memory before a checkpoint, the
+lowest rank on ties; its `state_dict()`s are broadcast and loaded everywhere) and calls `train`
+again from the agreed step. Only the failed ranks get new processes; no completed step is lost.
+A warm standby (`--standby_workers`, started with MXRUN_STANDBY=1) runs the script's setup, waits
+in `run` for a rank, and joins like a new process.
+
+Without mxrun (torchrun, or no launcher) `run` joins the group if the script has not, calls
+`train` once from `start_step`, and leaves the group: the same script runs anywhere.
+"""
+import os
+import sys
+import time
+
+from . import _channel, _progress, _rounds
+
+NOTICE_WAIT = 15.0  # after a collective failed: how long a round notice may take (a lease is 5 s)
+
+
+class RoundPending(Exception):
+    """Raised by `ctx.step_done` when the group is being re-formed: `run` catches it."""
+
+
+class Context:
+    """What `train` gets: where to go on from, and the step report."""
+
+    def __init__(self, step, rank, world_size, round_, restored_from, joined):
+        self.step = step  # the last completed step the group agreed on (0: none)
+        self.rank = rank
+        self.world_size = world_size
+        self.round = round_
+        self.restored_from = restored_from  # "memory", "checkpoint" or "none"
+        self._joined = joined  # tells the agent once per round that this rank trains
+        self._listener = None
+        self.completed = step
+
+    def step_done(self, step):
+        """Step `step` is complete (call it right after optimizer.step()): progress for mxrun,
+        and the safe point where a re-formed group is taken."""
+        self.completed = step
+        _progress.step_done(step)
+        if self._joined is not None:
+            self._joined()
+            self._joined = None
+        if self._listener is not None and self._listener.pending():
+            raise RoundPending()
+
+
+def _dist():
+    import torch.distributed as dist  # only where used: the package never imports torch itself
+    return dist
+
+
+# Process groups left by re-formations, never destroyed: a group's destructor joins its threads,
+# which may sit in a receive from a dead peer until the timeout (seen: the survivor hung in
+# ~ProcessGroupGloo when the old DDP's reducer, its last owner, was freed). A few per failure.
+_ABANDONED = []
+
+
+def _abort_group():
+    dist = _dist()
+    if not dist.is_initialized():
+        return
+    try:
+        from torch.distributed.distributed_c10d import _get_default_group
+        _ABANDONED.append(_get_default_group())
+    except Exception:
+        pass
+    try:
+        from torch.distributed.distributed_c10d import _abort_process_group
+        _abort_process_group()
+    except Exception:  # an older PyTorch, or a group already broken: drop it as it is
+        try:
+            dist.destroy_process_group()
+        except Exception:
+            pass
+
+
+_STORES = {}  # (host, port) -> the TCPStore server this process hosts, reused by later rounds
+
+
+def _wait_listening(host, port, timeout):
+    """Waits until something listens on host:port. A TCPStore client refused at its first try
+    pauses about a second before the next (seen: recoveries of 0.5 s or 1.0 s, depending on whether
+    the new rank 0 had opened its store yet), so rank 0's store is awaited here instead."""
+    import socket
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=1.0).close()
+            return
+        except OSError:
+            if time.monotonic() >= deadline:
+                return  # the store's own timeout will say what is wrong
+            time.sleep(0.005)
+
+
+def _join(backend, round_):
+    """init_process_group for this round, on a store of the round's own: rank 0 hosts it at
+    MASTER_ADDR:MASTER_PORT (reusing its server of an earlier round when the port is the same: the
+    old one lives on in an abandoned group), every key under "mxrun/round<N>/", so that nothing of
+    an earlier round is read."""
+    from datetime import timedelta
+    dist = _dist()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    timeout = timedelta(minutes=30)  # PyTorch's default for a process group
+    if rank == 0 and (host, port) in _STORES:
+        base = _STORES[(host, port)]
+    else:
+        if rank != 0:
+            _wait_listening(host, port, timeout.total_seconds())
+        base = dist.TCPStore(host, port, world_size=world, is_master=rank == 0, timeout=timeout,
+                             wait_for_workers=False)
+        if rank == 0:
+            _STORES[(host, port)] = base
+    store = dist.PrefixStore(f"mxrun/round{round_}/", base)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+
+
+def _agree(state, offer_step, in_memory):
+    """The group's state: the most advanced rank's, broadcast to every rank. Returns (step,
+    source rank, whether it came from memory)."""
+    import torch
+    dist = _dist()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    offers = torch.zeros(world, dtype=torch.int64)
+    offers[rank] = (offer_step + 1) * 2 + (1 if in_memory else 0)
+    dist.all_reduce(offers)
+    source = int(torch.argmax(offers))  # the first of the largest: the lowest rank on ties
+    best = int(offers[source])
+    step, from_memory = best // 2 - 1, best % 2 == 1
+    payload = [None]
+    if rank == source:
+        payload = [{name: holder.state_dict() for name, holder in state.items()}]
+    dist.broadcast_object_list(payload, src=source)
+    if rank != source:
+        for name, holder in state.items():
+            holder.load_state_dict(payload[0][name])
+    return max(step, 0), source, from_memory
+
+
+def run(train, state, start_step=0, backend=None):
+    """Runs `train(ctx)` once per round of the group until it returns (see the module's text).
+
+    state       {name: object with state_dict() and load_state_dict()}: what a new rank must get
+                from the others (model, optimizer, grad scaler, a sampler's position...)
+    start_step  the step this process's own checkpoint holds (0: none), loaded into `state` by the
+                script before `run`
+    backend     for init_process_group when the script has not joined a group (default: "nccl"
+                with CUDA, else "gloo")
+    """
+    for name, holder in state.items():
+        if not (hasattr(holder, "state_dict") and hasattr(holder, "load_state_dict")):
+            raise TypeError(f"mxrun.run: state[{name!r}] has no state_dict()/load_state_dict()")
+    if type(start_step) is not int or start_step < 0:
+        raise ValueError(f"mxrun.run: start_step must be an integer >= 0, got {start_step!r}")
+    channel = _channel.open_from_environment()
+    dist = _dist()
+    if backend is None:
+        import torch
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if channel is None:  # torchrun, or no launcher: one plain round
+        if not dist.is_initialized():
+            dist.init_process_group(backend)
+        step, _, _ = _agree(state, start_step, False)
+        train(Context(step, dist.get_rank(), dist.get_world_size(), 0, "checkpoint"
+                      if step else "none", None))
+        dist.destroy_process_group()
+        return
+
+    listener = _rounds.RoundListener(channel.reader(),
+                                     warn=lambda m: print(m, file=sys.stderr, flush=True))
+    channel.send('{"hello": 1, "in_process_restart": true}')
+    round_ = int(os.environ.get("MXRUN_ROUND", "0") or 0)
+    if os.environ.get("MXRUN_STANDBY") == "1":
+        notice = listener.take(timeout=None)
+        if notice is None:
+            return  # the job ended without needing this standby
+        os.environ.update(notice.env)
+        round_ = notice.round
+    completed, in_memory = start_step, False
+    while True:
+        ctx = None
+        try:
+            if not dist.is_initialized():
+                _join(backend, round_)
+            step, source, from_memory = _agree(state, completed, in_memory)
+            restored = "memory" if from_memory else ("checkpoint" if step else "none")
+
+            def joined(r=round_):
+                channel.send('{"joined": %d}' % r)
+
+            ctx = Context(step, dist.get_rank(), dist.get_world_size(), round_, restored, joined)
+            ctx._listener = listener
+            in_memory, completed = True, step
+            train(ctx)
+            completed = ctx.completed
+            dist.destroy_process_group()
+            return
+        except Exception as error:  # noqa: BLE001 - whatever broke the round
+            if ctx is not None:
+                completed = ctx.completed  # the state in memory is that step's
+            # A failed collective raises a RuntimeError (torch.distributed's errors derive from
+            # it): the notice may still be on its way. Anything else is the script's own error,
+            # unless a notice is already here.
+            wait = NOTICE_WAIT if isinstance(error, RuntimeError) else 0
+            notice = listener.take(timeout=wait)
+            if notice is None:
+                raise  # not a re-formed group: an ordinary failure, the agent restarts this rank
+            print(f"mxrun: rank {os.environ.get('RANK')}: {type(error).__name__}: "
+                  f"{str(error)[:200]}; taking round {notice.round} in-process as rank "
+                  f"{notice.env.get('RANK')} of {notice.env.get('WORLD_SIZE')}",
+                  file=sys.stderr, flush=True)
+            _abort_group()
+            os.environ.update(notice.env)
+            round_ = notice.round
+            _progress.restart_timing()

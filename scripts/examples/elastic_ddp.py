@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""A complete PyTorch DDP training script that keeps its work through failures under mxrun:
+ResNet-18 on synthetic CIFAR-shaped data, Gloo on CPU (NCCL on GPUs).
+
+    mxrun --standalone --nproc_per_node=2 --max_restarts=3 scripts/examples/elastic_ddp.py
+    torchrun --standalone --nproc_per_node=2 scripts/examples/elastic_ddp.py   # runs the same
+
+What mxrun adds is three lines (marked "mxrun:"): the training loop is a function that
+`mxrun.run` calls once per round of the group, with the step to go on from; `ctx.step_done(step)`
+after each optimizer step reports progress and is where a re-formed group is taken. When a worker
+dies, the others keep their processes and their state; the dead rank's new process (or a warm
+standby, `--standby_workers=1`) gets the state from them by broadcast, and training goes on from
+the last completed step: no step is trained twice. A checkpoint (`--ckpt_dir`) still serves a
+restart of the whole job.
+
+Rank 0 prints one JSON line per step, {"event": "step", "step": N, "time": <unix seconds>,
+"loss": L}; every rank prints {"event": "round", "rank": R, "pid": P, "from_step": S, ...} as it
+(re)starts the loop and {"event": "done", "rank": R, "params": <sum of all parameters>} at the
+end (scripts/bench/recovery.sh and the tests read them). With no arguments: ResNet-18 at
+width 16, batch 64 per worker, about a minute on 2 CPU workers.
+"""
+import argparse
+import json
+import os
+import signal
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import mxrun
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                      nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(y + (x if self.down is None else self.down(x)))
+
+
+def resnet18(width, classes=10):
+    layers = [nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU()]
+    cin = width
+    for stage, stride in enumerate((1, 2, 2, 2)):
+        cout = width * 2 ** stage
+        layers += [Block(cin, cout, stride), Block(cout, cout, 1)]
+        cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
+    return nn.Sequential(*layers)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--width", type=int, default=16)
+    p.add_argument("--batch_size", type=int, default=64, help="images per worker per step")
+    p.add_argument("--images", type=int, default=8192, help="synthetic training images")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--ckpt_dir", default="", help="rank 0 checkpoints here (empty: never)")
+    p.add_argument("--ckpt_every", type=int, default=50)
+    p.add_argument("--kill_rank", type=int, default=-1,
+                   help="tests: this rank SIGKILLs itself at --kill_step in the job's first attempt")
+    p.add_argument("--kill_step", type=int, default=0)
+    args = p.parse_args()
+    torch.manual_seed(0)  # every rank builds the same model; a new rank gets the group's anyway
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
+
+    # The data: synthetic CIFAR-shaped images; step s of the job always reads the same images.
+    g = torch.Generator().manual_seed(1)
+    images = torch.randint(0, 256, (args.images, 3, 32, 32), dtype=torch.uint8, generator=g)
+    labels = torch.randint(0, 10, (args.images,), generator=g)
+
+    def batch(step, rank, world):
+        per_epoch = args.images // (args.batch_size * world)
+        epoch, k = divmod(step - 1, per_epoch)
+        order = torch.randperm(args.images, generator=torch.Generator().manual_seed(epoch))
+        start = (k * world + rank) * args.batch_size
+        idx = order[start:start + args.batch_size]
+        return images[idx].float().div_(255).sub_(0.5), labels[idx]
+
+    model = resnet18(args.width)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
+    start_step = 0
+    ckpt = os.path.join(args.ckpt_dir, "checkpoint.pt") if args.ckpt_dir else ""
+    if ckpt and os.path.exists(ckpt):
+        saved = torch.load(ckpt)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        start_step = saved["step"]
+
+    def train(ctx):  # mxrun: the loop, called once per round with the step to go on from
+        print(json.dumps({"event": "round", "rank": ctx.rank, "pid": os.getpid(),
+                          "from_step": ctx.step, "restored_from": ctx.restored_from}), flush=True)
+        ddp = DDP(model)
+        for step in range(ctx.step + 1, args.steps + 1):
+            # (read now: a standby started in the first attempt takes a later round's contract)
+            first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+            if first_attempt and ctx.rank == args.kill_rank and step == args.kill_step:
+                os.kill(os.getpid(), signal.SIGKILL)
+            x, y = batch(step, ctx.rank, ctx.world_size)
+            loss = F.cross_entropy(ddp(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            ctx.step_done(step)  # mxrun: progress, and where a re-formed group is taken
+            if ctx.rank == 0:
+                print(json.dumps({"event": "step", "step": step, "time": time.time(),
+                                  "loss": loss.item()}), flush=True)
+                if ckpt and step % args.ckpt_every == 0:
+                    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                "step": step}, ckpt + ".tmp")
+                    os.replace(ckpt + ".tmp", ckpt)
+        total = sum(float(t.detach().double().sum()) for t in model.parameters())
+        print(json.dumps({"event": "done", "rank": ctx.rank, "params": repr(total)}), flush=True)
+
+    # mxrun: the state a new rank takes from the others
+    mxrun.run(train, {"model": model, "optimizer": optimizer}, start_step=start_step)
+
+
+if __name__ == "__main__":
+    main()
