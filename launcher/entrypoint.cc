@@ -56,7 +56,8 @@ absl::StatusOr<WorkerCommand> BuildWorkerCommand(const LaunchOptions& options, c
       if (!program.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "the bundled trainer is not installed beside mxrun (", trainer,
-            "): it is built with LibTorch (apt-get install libtorch-dev; scripts/build.sh)"));
+            "): it is built from a checkout against PyTorch's LibTorch (scripts/build.sh); the "
+            "wheel holds no trainer. A PyTorch script runs as `mxrun ... script.py`"));
       }
       command.executable = *program;
       command.argv.push_back(trainer);
