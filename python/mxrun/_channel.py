@@ -117,3 +117,17 @@ def open_from_environment(environ=None, warn=None):
         sock.close()
         return refuse(f"is held by pid {peer_pid}, which did not start this process")
     return Channel(sock)
+
+
+_SHARED = {}  # pid -> this process's channel (or None): opened, checked and warned about once
+
+
+def shared():
+    """The channel mxrun gave this process (os.environ's), opened once for every user in it: the
+    progress reports and in-process recovery write to the same one, and a bad variable is
+    warned about once. A forked child opens its own (and, its parent not being the agent, finds
+    none)."""
+    pid = os.getpid()
+    if pid not in _SHARED:
+        _SHARED[pid] = open_from_environment()
+    return _SHARED[pid]

@@ -85,7 +85,7 @@ def step_done(step=None):
     if _disabled:
         return
     if _progress is None:
-        channel = _channel.open_from_environment()
+        channel = _channel.shared()
         if channel is None:
             _disabled = True
             return

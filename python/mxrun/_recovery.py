@@ -40,14 +40,14 @@ class RoundPending(Exception):
 class Context:
     """What `train` gets: where to go on from, and the step report."""
 
-    def __init__(self, step, rank, world_size, round_, restored_from, joined):
+    def __init__(self, step, rank, world_size, round_, restored_from, joined=None, listener=None):
         self.step = step  # the last completed step the group agreed on (0: none)
         self.rank = rank
         self.world_size = world_size
         self.round = round_
         self.restored_from = restored_from  # "memory", "checkpoint" or "none"
         self._joined = joined  # tells the agent once per round that this rank trains
-        self._listener = None
+        self._listener = listener  # the round notices (None without mxrun)
         self.completed = step
 
     def step_done(self, step):
@@ -136,7 +136,7 @@ def _join(backend, round_):
 
 def _agree(state, offer_step, in_memory):
     """The group's state: the most advanced rank's, broadcast to every rank. Returns (step,
-    source rank, whether it came from memory)."""
+    whether it came from memory)."""
     import torch
     dist = _dist()
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -153,7 +153,7 @@ def _agree(state, offer_step, in_memory):
     if rank != source:
         for name, holder in state.items():
             holder.load_state_dict(payload[0][name])
-    return max(step, 0), source, from_memory
+    return max(step, 0), from_memory
 
 
 def run(train, state, start_step=0, backend=None):
@@ -171,7 +171,7 @@ def run(train, state, start_step=0, backend=None):
             raise TypeError(f"mxrun.run: state[{name!r}] has no state_dict()/load_state_dict()")
     if type(start_step) is not int or start_step < 0:
         raise ValueError(f"mxrun.run: start_step must be an integer >= 0, got {start_step!r}")
-    channel = _channel.open_from_environment()
+    channel = _channel.shared()
     dist = _dist()
     if backend is None:
         import torch
@@ -179,9 +179,9 @@ def run(train, state, start_step=0, backend=None):
     if channel is None:  # torchrun, or no launcher: one plain round
         if not dist.is_initialized():
             dist.init_process_group(backend)
-        step, _, _ = _agree(state, start_step, False)
-        train(Context(step, dist.get_rank(), dist.get_world_size(), 0, "checkpoint"
-                      if step else "none", None))
+        step, _ = _agree(state, start_step, False)
+        train(Context(step, dist.get_rank(), dist.get_world_size(), 0,
+                      "checkpoint" if step else "none"))
         dist.destroy_process_group()
         return
 
@@ -201,14 +201,14 @@ def run(train, state, start_step=0, backend=None):
         try:
             if not dist.is_initialized():
                 _join(backend, round_)
-            step, source, from_memory = _agree(state, completed, in_memory)
+            step, from_memory = _agree(state, completed, in_memory)
             restored = "memory" if from_memory else ("checkpoint" if step else "none")
 
             def joined(r=round_):
                 channel.send('{"joined": %d}' % r)
 
-            ctx = Context(step, dist.get_rank(), dist.get_world_size(), round_, restored, joined)
-            ctx._listener = listener
+            ctx = Context(step, dist.get_rank(), dist.get_world_size(), round_, restored, joined,
+                          listener)
             in_memory, completed = True, step
             train(ctx)
             completed = ctx.completed

@@ -228,7 +228,8 @@ class WithoutMxrunTest(unittest.TestCase):
         self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "", ""))
 
     def test_a_variable_without_its_descriptor_warns_once_and_runs_on(self):
-        code = "import mxrun\nfor s in range(5): mxrun.step_done(s)\nprint('done')"
+        code = ("import mxrun\nfrom mxrun import _channel\nfor s in range(5): mxrun.step_done(s)\n"
+                "assert _channel.shared() is None and _channel.shared() is None\nprint('done')")
         r = subprocess.run([sys.executable, "-c", code], env=child_env(**{_channel.VARIABLE: "9"}),
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0)
