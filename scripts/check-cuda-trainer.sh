@@ -11,7 +11,10 @@
 # 3. runs the trainer's LibTorch tests that need no GPU, built against that LibTorch;
 # 4. trains 2 CPU workers over Gloo under mxrun (build/bin/mxrun, from scripts/build.sh) with that
 #    binary: a CUDA build of PyTorch runs on the CPU without a driver;
-# 5. asks it for --device cuda and --backend nccl with no GPU: exit 2, one line, no stack trace.
+# 5. asks it for --device cuda and --backend nccl with no GPU: exit 2, one line, no stack trace;
+# 6. runs scripts/gpu/run-all.sh as far as a machine without a GPU goes;
+# 7. recovers a Python DDP job in-process through 2.14's torch.distributed._reconfigure (the mxrun
+#    module, MXRUN_RECONFIGURE=1), Gloo on the CPU.
 # A GPU machine runs the GPU side of the same binary (scripts/gpu/, issue 28).
 #
 # About 5.5 GB of wheels (from this machine's disk) and ~10 minutes on 2 cores the first time;
@@ -133,6 +136,17 @@ if "$root/scripts/gpu/bundle-mxrun.sh" "$work/bundle" >"$work/bundle.log" 2>&1; 
 else
   bad "scripts/gpu/bundle-mxrun.sh"
   tail -20 "$work/bundle.log"
+fi
+
+# 7. The mxrun module's in-process recovery through this PyTorch's _reconfigure (2.14; Gloo on the
+#    CPU): the hidden [reconfigure] case of the integration tests, with this environment's Python.
+tests_bin="$build/bin/mxrun_integration_tests"
+if MXRUN_TEST_RECONFIGURE_PYTHON="$venv_cuda/bin/python3" "$tests_bin" "[reconfigure]" \
+     >"$work/reconfigure.log" 2>&1; then
+  ok "mxrun.run recovered through torch.distributed._reconfigure ($(grep -m1 'All tests passed' "$work/reconfigure.log"))"
+else
+  bad "mxrun.run through torch.distributed._reconfigure: $tests_bin \"[reconfigure]\""
+  tail -40 "$work/reconfigure.log"
 fi
 
 echo "check-cuda-trainer: $passed passed, $failed failed"

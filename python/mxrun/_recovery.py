@@ -11,9 +11,10 @@
 Under mxrun (its control channel offered) the worker tells the agent it takes re-formed groups
 in-process. When a peer fails, the collective in flight raises (Gloo at once, when the peer's
 connection closes); the agent keeps the survivors, re-forms the group and sends each its new
-round. `run` then abandons the broken process group (`_abort_process_group`), takes the round's
-environment, joins the new group (`init_process_group` on a store of the round's own, which the
-new rank 0 hosts at MASTER_ADDR:MASTER_PORT, as env:// does), agrees on the
+round. `run` then takes the round's environment and joins the round's group (`_groups.py`: by
+default the broken group is abandoned and a new one made on a store of the round's own, which the
+new rank 0 hosts at MASTER_ADDR:MASTER_PORT, as env:// does; with PyTorch 2.14's `_reconfigure`,
+asked for, the survivors keep their group and it is re-formed in place), agrees on the
 state (each rank offers the step it holds: survivors from memory, a new process from the
 `start_step` its own checkpoint gave; the most advanced wins, memory before a checkpoint, the
 lowest rank on ties; its `state_dict()`s are broadcast and loaded everywhere) and calls `train`
@@ -28,7 +29,7 @@ import os
 import sys
 import time
 
-from . import _channel, _progress, _rounds
+from . import _channel, _groups, _progress, _rounds
 
 NOTICE_WAIT = 15.0  # after a collective failed: how long a round notice may take (a lease is 5 s)
 
@@ -67,73 +68,6 @@ def _dist():
     return dist
 
 
-# Process groups left by re-formations, never destroyed: a group's destructor joins its threads,
-# which may sit in a receive from a dead peer until the timeout (seen: the survivor hung in
-# ~ProcessGroupGloo when the old DDP's reducer, its last owner, was freed). A few per failure.
-_ABANDONED = []
-
-
-def _abort_group():
-    dist = _dist()
-    if not dist.is_initialized():
-        return
-    try:
-        from torch.distributed.distributed_c10d import _get_default_group
-        _ABANDONED.append(_get_default_group())
-    except Exception:
-        pass
-    try:
-        from torch.distributed.distributed_c10d import _abort_process_group
-        _abort_process_group()
-    except Exception:  # an older PyTorch, or a group already broken: drop it as it is
-        try:
-            dist.destroy_process_group()
-        except Exception:
-            pass
-
-
-_STORES = {}  # (host, port) -> the TCPStore server this process hosts, reused by later rounds
-
-
-def _wait_listening(host, port, timeout):
-    """Waits until something listens on host:port. A TCPStore client refused at its first try
-    pauses about a second before the next (seen: recoveries of 0.5 s or 1.0 s, depending on whether
-    the new rank 0 had opened its store yet), so rank 0's store is awaited here instead."""
-    import socket
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection((host, port), timeout=1.0).close()
-            return
-        except OSError:
-            if time.monotonic() >= deadline:
-                return  # the store's own timeout will say what is wrong
-            time.sleep(0.005)
-
-
-def _join(backend, round_):
-    """init_process_group for this round, on a store of the round's own: rank 0 hosts it at
-    MASTER_ADDR:MASTER_PORT (reusing its server of an earlier round when the port is the same: the
-    old one lives on in an abandoned group), every key under "mxrun/round<N>/", so that nothing of
-    an earlier round is read."""
-    from datetime import timedelta
-    dist = _dist()
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-    timeout = timedelta(minutes=30)  # PyTorch's default for a process group
-    if rank == 0 and (host, port) in _STORES:
-        base = _STORES[(host, port)]
-    else:
-        if rank != 0:
-            _wait_listening(host, port, timeout.total_seconds())
-        base = dist.TCPStore(host, port, world_size=world, is_master=rank == 0, timeout=timeout,
-                             wait_for_workers=False)
-        if rank == 0:
-            _STORES[(host, port)] = base
-    store = dist.PrefixStore(f"mxrun/round{round_}/", base)
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
-
-
 def _agree(state, offer_step, in_memory):
     """The group's state: the most advanced rank's, broadcast to every rank. Returns (step,
     whether it came from memory)."""
@@ -156,7 +90,7 @@ def _agree(state, offer_step, in_memory):
     return max(step, 0), from_memory
 
 
-def run(train, state, start_step=0, backend=None):
+def run(train, state, start_step=0, backend=None, reconfigure=None):
     """Runs `train(ctx)` once per round of the group until it returns (see the module's text).
 
     state       {name: object with state_dict() and load_state_dict()}: what a new rank must get
@@ -165,6 +99,9 @@ def run(train, state, start_step=0, backend=None):
                 script before `run`
     backend     for init_process_group when the script has not joined a group (default: "nccl"
                 with CUDA, else "gloo")
+    reconfigure re-form the group in place with PyTorch 2.14's experimental `_reconfigure`
+                instead of a new group each round (None: MXRUN_RECONFIGURE=1 asks for it;
+                `_groups.py` says how)
     """
     for name, holder in state.items():
         if not (hasattr(holder, "state_dict") and hasattr(holder, "load_state_dict")):
@@ -185,6 +122,12 @@ def run(train, state, start_step=0, backend=None):
         dist.destroy_process_group()
         return
 
+    reconfigure = _groups.reconfigure_wanted(reconfigure)
+    if reconfigure and dist.is_initialized():
+        print("mxrun: the script joined its process group before mxrun.run: re-forming groups "
+              "anew, not through _reconfigure", file=sys.stderr, flush=True)
+        reconfigure = False
+    form = _groups.reconfigure if reconfigure else _groups.new_group
     listener = _rounds.RoundListener(channel.reader(),
                                      warn=lambda m: print(m, file=sys.stderr, flush=True))
     channel.send('{"hello": 1, "in_process_restart": true}')
@@ -196,11 +139,20 @@ def run(train, state, start_step=0, backend=None):
         os.environ.update(notice.env)
         round_ = notice.round
     completed, in_memory = start_step, False
+    # The first round keeps a group the script joined itself; every later one is formed anew.
+    needs_group = reconfigure or not dist.is_initialized()
+    taken = False  # whether this round came by a notice
     while True:
         ctx = None
         try:
-            if not dist.is_initialized():
-                _join(backend, round_)
+            if needs_group:
+                began = time.monotonic()
+                how = form(backend, round_)
+                needs_group = False
+                if taken:
+                    print(f"mxrun: rank {os.environ.get('RANK')}: the group of round {round_}: "
+                          f"{how} in {time.monotonic() - began:.3f} s", file=sys.stderr,
+                          flush=True)
             step, from_memory = _agree(state, completed, in_memory)
             restored = "memory" if from_memory else ("checkpoint" if step else "none")
 
@@ -228,7 +180,7 @@ def run(train, state, start_step=0, backend=None):
                   f"{str(error)[:200]}; taking round {notice.round} in-process as rank "
                   f"{notice.env.get('RANK')} of {notice.env.get('WORLD_SIZE')}",
                   file=sys.stderr, flush=True)
-            _abort_group()
             os.environ.update(notice.env)
             round_ = notice.round
+            needs_group, taken = True, True
             _progress.restart_timing()

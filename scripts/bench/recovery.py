@@ -27,7 +27,7 @@ warm standby and with a new process for the killed rank, against torchrun resumi
 checkpoint.
 
 Usage: recovery.py  (environment: RUNS, N, KILL_AT, OLD_WAY (default 1), WAIT (default 300 s),
-SCRIPT (trainer or elastic),
+SCRIPT (trainer or elastic), RECONFIGURE (0 or 1, with SCRIPT=elastic),
 MXRUN, TORCHRUN (default
 <repo>/.venv/bin/torchrun)); recovery.sh runs it with $PYTHON (default <repo>/.venv/bin/python3).
 On a GPU machine (scripts/gpu/run-all.sh): DEVICE=cuda gives both sides --device cuda --backend
@@ -92,8 +92,18 @@ SCRIPT = os.environ.get("SCRIPT", "trainer")
 if SCRIPT not in ("trainer", "elastic"):
     raise SystemExit(f"recovery: SCRIPT={SCRIPT}: accepted are trainer and elastic")
 ELASTIC = os.path.join(REPO, "scripts/examples/elastic_ddp.py")
+# RECONFIGURE=1 (SCRIPT=elastic, a PyTorch with torch.distributed._reconfigure as $PYTHON: 2.14,
+# .venv-cuda) adds both mxrun cases again with MXRUN_RECONFIGURE=1: the survivors' group
+# re-formed in place rather than anew (python/mxrun/_groups.py).
+RECONFIGURE = os.environ.get("RECONFIGURE", "0")
+if RECONFIGURE not in ("0", "1") or (RECONFIGURE == "1" and SCRIPT != "elastic"):
+    raise SystemExit(f"recovery: RECONFIGURE={RECONFIGURE}: accepted are 0, and 1 with "
+                     "SCRIPT=elastic")
 if SCRIPT == "elastic":
     KINDS = ["mxrun + elastic_ddp.py, warm standby", "mxrun + elastic_ddp.py, new process",
+             *(["mxrun + elastic_ddp.py, warm standby, reconfigure",
+                "mxrun + elastic_ddp.py, new process, reconfigure"] if RECONFIGURE == "1"
+               else []),
              "torchrun + elastic_ddp.py"]
 MINE, REF = (KINDS[0], KINDS[-1])
 memory = []  # (standby RSS, worker RSS) in MiB, per mxrun + train recovery run
@@ -200,7 +210,8 @@ def one_run(kind, case, idx):
                **({} if kind.startswith("mxrun") else TORCH_ENV))
     if "elastic_ddp" in kind:
         os.makedirs(os.path.join(run_dir, "ckpt"))
-        env.update(PYTHON_EXEC=sys.executable, PYTHONPATH=os.path.join(REPO, "python"))
+        env.update(PYTHON_EXEC=sys.executable, PYTHONPATH=os.path.join(REPO, "python"),
+                   MXRUN_RECONFIGURE="1" if "reconfigure" in kind else "0")
     with open(out_path, "wb") as out:
         p = subprocess.Popen(command(kind, run_dir), stdout=out, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, cwd=run_dir, env=env,
@@ -280,6 +291,7 @@ def main():
           if SCRIPT == "trainer" else "a PyTorch DDP script under mxrun vs torchrun\n"))
     print(f"- command: `RUNS={RUNS} N={N} KILL_AT={KILL_AT}"
           + ("" if SCRIPT == "trainer" else " SCRIPT=elastic")
+          + ("" if RECONFIGURE == "0" else " RECONFIGURE=1")
           + ("" if DEVICE == "cpu" else f" DEVICE={DEVICE}")
           + ("" if NPROC == 2 else f" NPROC={NPROC}")
           + ("" if OLD_WAY == "1" else " OLD_WAY=0")
@@ -289,6 +301,10 @@ def main():
           + " scripts/bench/recovery.sh`")
     print(f"- torchrun: `{TORCHRUN}` ({torch_version()}), run with "
           + " ".join(f"{k}={v}" for k, v in TORCH_ENV.items()))
+    if SCRIPT == "elastic":
+        r = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
+                           capture_output=True, text=True, timeout=120)
+        print(f"- mxrun's Python workers: `{sys.executable}` (torch {r.stdout.strip() or 'unknown'})")
     print(f"- date: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; nproc="
           f"{os.cpu_count()}; {NPROC} {'CPU' if DEVICE == 'cpu' else 'GPU (bf16)'} workers, "
           f"ResNet-18 width 16, batch 64 per worker, {N if SCRIPT == 'trainer' else 8192} "
@@ -331,7 +347,8 @@ def main():
         print(row(kind, "recovery"))
     ratio("recovery", "Recovery")
     if SCRIPT == "elastic":
-        ratio("recovery", "Recovery", KINDS[1])
+        for kind in KINDS[1:-1]:
+            ratio("recovery", "Recovery", kind)
     if memory:
         print(f"\nA warm standby's resident memory: {med([m[0] for m in memory]):.0f} MiB "
               f"(a training worker: {med([m[1] for m in memory]):.0f} MiB), medians of "

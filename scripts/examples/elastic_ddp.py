@@ -34,6 +34,36 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import mxrun
 
 
+class DataPosition:
+    """Where the group stands in its data, as a sampler's state: the epoch and how many images of
+    its order the group has trained on. Each step takes the next `batch_size * world` images, rank
+    r the r-th slice, so a group re-formed at another world size re-shards from here: no image of
+    the epoch is skipped or trained twice. In `mxrun.run`'s state, like the model and optimizer."""
+
+    def __init__(self, images, batch_size):
+        self.images, self.batch_size = images, batch_size
+        self.epoch, self.offset = 0, 0
+        self._order = (None, None)
+
+    def batch_indices(self, rank, world):
+        if self._order[0] != self.epoch:  # every rank shuffles an epoch the same way
+            g = torch.Generator().manual_seed(self.epoch)
+            self._order = (self.epoch, torch.randperm(self.images, generator=g))
+        start = self.offset + rank * self.batch_size
+        return self._order[1][start:start + self.batch_size]
+
+    def advance(self, world):
+        self.offset += self.batch_size * world
+        if self.offset + self.batch_size * world > self.images:  # a partial batch: next epoch
+            self.epoch, self.offset = self.epoch + 1, 0
+
+    def state_dict(self):
+        return {"epoch": self.epoch, "offset": self.offset}
+
+    def load_state_dict(self, state):
+        self.epoch, self.offset = int(state["epoch"]), int(state["offset"])
+
+
 class Block(nn.Module):
     def __init__(self, cin, cout, stride):
         super().__init__()
@@ -79,18 +109,12 @@ def main():
     torch.manual_seed(0)  # every rank builds the same model; a new rank gets the group's anyway
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
 
-    # The data: synthetic CIFAR-shaped images; step s of the job always reads the same images.
+    # The data: synthetic CIFAR-shaped images, read in each epoch's shuffled order.
     g = torch.Generator().manual_seed(1)
     images = torch.randint(0, 256, (args.images, 3, 32, 32), dtype=torch.uint8, generator=g)
     labels = torch.randint(0, 10, (args.images,), generator=g)
 
-    def batch(step, rank, world):
-        per_epoch = args.images // (args.batch_size * world)
-        epoch, k = divmod(step - 1, per_epoch)
-        order = torch.randperm(args.images, generator=torch.Generator().manual_seed(epoch))
-        start = (k * world + rank) * args.batch_size
-        idx = order[start:start + args.batch_size]
-        return images[idx].float().div_(255).sub_(0.5), labels[idx]
+    position = DataPosition(args.images, args.batch_size)
 
     model = resnet18(args.width)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
@@ -100,35 +124,41 @@ def main():
         saved = torch.load(ckpt)
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
+        position.load_state_dict(saved["position"])
         start_step = saved["step"]
 
     def train(ctx):  # mxrun: the loop, called once per round with the step to go on from
         print(json.dumps({"event": "round", "rank": ctx.rank, "pid": os.getpid(),
-                          "from_step": ctx.step, "restored_from": ctx.restored_from}), flush=True)
+                          "from_step": ctx.step, "restored_from": ctx.restored_from,
+                          "world_size": ctx.world_size, "position": position.state_dict()}),
+              flush=True)
         ddp = DDP(model)
         for step in range(ctx.step + 1, args.steps + 1):
             # (read now: a standby started in the first attempt takes a later round's contract)
             first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
             if first_attempt and ctx.rank == args.kill_rank and step == args.kill_step:
                 os.kill(os.getpid(), signal.SIGKILL)
-            x, y = batch(step, ctx.rank, ctx.world_size)
+            idx = position.batch_indices(ctx.rank, ctx.world_size)
+            x, y = images[idx].float().div_(255).sub_(0.5), labels[idx]
             loss = F.cross_entropy(ddp(x), y)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+            position.advance(ctx.world_size)
             ctx.step_done(step)  # mxrun: progress, and where a re-formed group is taken
             if ctx.rank == 0:
                 print(json.dumps({"event": "step", "step": step, "time": time.time(),
                                   "loss": loss.item()}), flush=True)
                 if ckpt and step % args.ckpt_every == 0:
                     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                "step": step}, ckpt + ".tmp")
+                                "position": position.state_dict(), "step": step}, ckpt + ".tmp")
                     os.replace(ckpt + ".tmp", ckpt)
         total = sum(float(t.detach().double().sum()) for t in model.parameters())
         print(json.dumps({"event": "done", "rank": ctx.rank, "params": repr(total)}), flush=True)
 
     # mxrun: the state a new rank takes from the others
-    mxrun.run(train, {"model": model, "optimizer": optimizer}, start_step=start_step)
+    mxrun.run(train, {"model": model, "optimizer": optimizer, "position": position},
+              start_step=start_step)
 
 
 if __name__ == "__main__":

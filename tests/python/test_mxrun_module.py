@@ -10,7 +10,7 @@ import sys
 import unittest
 
 import mxrun
-from mxrun import _channel, _progress, _rounds
+from mxrun import _channel, _groups, _progress, _rounds
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(mxrun.__file__)))
 
@@ -218,6 +218,51 @@ class RoundListenerTest(unittest.TestCase):
         self.assertTrue(listener.closed)
         self.assertEqual(len(self.warnings), 1)
         self.assertIn("a control line is not JSON", self.warnings[0])
+
+
+class GroupPlanTest(unittest.TestCase):
+    """`_groups.plan`: which store a round's group lives on, from every rank's hello."""
+
+    def test_survivors_keep_their_group_while_its_store_lives(self):
+        s = "10.0.0.1:29500"
+        hellos = [{"pg": s, "hosts": s}, {"pg": "", "hosts": ""}, {"pg": s, "hosts": ""}]
+        self.assertEqual(_groups.plan(hellos), s)  # rank 1 is new: it joins the group on s
+
+    def test_a_new_group_when_the_store_died_with_its_host(self):
+        s = "10.0.0.1:29500"
+        self.assertIsNone(_groups.plan([{"pg": "", "hosts": ""}, {"pg": s, "hosts": ""}]))
+
+    def test_a_new_group_in_the_first_round(self):
+        self.assertIsNone(_groups.plan([{"pg": "", "hosts": ""}, {"pg": "", "hosts": ""}]))
+
+    def test_a_new_group_when_survivors_are_on_different_stores(self):
+        a, b = "10.0.0.1:29500", "10.0.0.2:29500"
+        self.assertIsNone(_groups.plan([{"pg": a, "hosts": a}, {"pg": b, "hosts": ""}]))
+
+    def test_the_variable_is_checked_and_off_by_default(self):
+        saved = os.environ.pop("MXRUN_RECONFIGURE", None)
+        try:
+            self.assertFalse(_groups.reconfigure_wanted(None))
+            self.assertFalse(_groups.reconfigure_wanted(False))
+            os.environ["MXRUN_RECONFIGURE"] = "yes"
+            with self.assertRaisesRegex(ValueError, "MXRUN_RECONFIGURE must be 0 or 1, got 'yes'"):
+                _groups.reconfigure_wanted(None)
+        finally:
+            os.environ.pop("MXRUN_RECONFIGURE", None)
+            if saved is not None:
+                os.environ["MXRUN_RECONFIGURE"] = saved
+
+    def test_asked_for_where_pytorch_lacks_it_warns_and_makes_new_groups(self):
+        code = ("import sys, torch.distributed as d; from mxrun import _groups; "
+                "print(hasattr(d, '_reconfigure'), _groups.reconfigure_wanted(True))")
+        r = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        has, wanted = r.stdout.split()
+        self.assertEqual(wanted, has)  # used exactly where this PyTorch has it
+        if has == "False":
+            self.assertIn("has no torch.distributed._reconfigure (2.14 and later): re-forming "
+                          "groups anew instead", r.stderr)
 
 
 class WithoutMxrunTest(unittest.TestCase):
