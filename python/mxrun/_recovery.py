@@ -29,13 +29,10 @@ import os
 import sys
 import time
 
-from . import _channel, _groups, _progress, _rounds
+from . import _channel, _groups, _nccl, _progress, _rounds
+from ._rounds import RoundPending
 
 NOTICE_WAIT = 15.0  # after a collective failed: how long a round notice may take (a lease is 5 s)
-
-
-class RoundPending(Exception):
-    """Raised by `ctx.step_done` when the group is being re-formed: `run` catches it."""
 
 
 class Context:
@@ -74,7 +71,9 @@ def _agree(state, offer_step, in_memory):
     import torch
     dist = _dist()
     rank, world = dist.get_rank(), dist.get_world_size()
-    offers = torch.zeros(world, dtype=torch.int64)
+    # NCCL reduces only GPU tensors: the offers go on this rank's current device there.
+    device = "cuda" if _nccl.uses_nccl(dist.get_backend()) else "cpu"
+    offers = torch.zeros(world, dtype=torch.int64, device=device)
     offers[rank] = (offer_step + 1) * 2 + (1 if in_memory else 0)
     dist.all_reduce(offers)
     source = int(torch.argmax(offers))  # the first of the largest: the lowest rank on ties
@@ -128,8 +127,28 @@ def run(train, state, start_step=0, backend=None, reconfigure=None):
               "anew, not through _reconfigure", file=sys.stderr, flush=True)
         reconfigure = False
     form = _groups.reconfigure if reconfigure else _groups.new_group
-    listener = _rounds.RoundListener(channel.reader(),
-                                     warn=lambda m: print(m, file=sys.stderr, flush=True))
+    warn = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+    nccl = _nccl.uses_nccl(dist.get_backend() if dist.is_initialized() else backend)
+    if nccl:
+        _nccl.prepare_environment(os.environ, warn)
+    listener = _rounds.RoundListener(
+        channel.reader(), warn=warn,
+        on_notice=(lambda _notice: _nccl.abort_communicators()) if nccl else None)
+    guards = []
+    if nccl:
+        import torch
+        guards = _nccl.guard_optimizer_steps(state, listener.pending, torch.cuda.synchronize,
+                                             RoundPending)
+    try:
+        _run_rounds(train, state, start_step, backend, form, channel, listener)
+    finally:
+        for guard in guards:
+            guard.remove()
+
+
+def _run_rounds(train, state, start_step, backend, form, channel, listener):
+    """`train` once per round until it returns (the loop of `run` under mxrun)."""
+    dist = _dist()
     channel.send('{"hello": 1, "in_process_restart": true}')
     round_ = int(os.environ.get("MXRUN_ROUND", "0") or 0)
     if os.environ.get("MXRUN_STANDBY") == "1":
@@ -140,7 +159,7 @@ def run(train, state, start_step=0, backend=None, reconfigure=None):
         round_ = notice.round
     completed, in_memory = start_step, False
     # The first round keeps a group the script joined itself; every later one is formed anew.
-    needs_group = reconfigure or not dist.is_initialized()
+    needs_group = form is _groups.reconfigure or not dist.is_initialized()
     taken = False  # whether this round came by a notice
     while True:
         ctx = None

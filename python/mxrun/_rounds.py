@@ -4,12 +4,18 @@
 
 the group was re-formed as round N; `env` is this worker's whole torchrun contract for it. The
 newest notice is kept (an older one is stale); the training loop asks for it at its safe points
-(`pending`, `take`) and after a collective failed. Nothing here interrupts a collective: a Gloo
-collective on a dead peer raises at once when the peer's connection closes, and PyTorch 2.13's
-Gloo cannot be aborted from another thread (its abort is the base class's no-op).
+(`pending`, `take`) and after a collective failed. A Gloo collective on a dead peer raises at once
+when the peer's connection closes (PyTorch 2.13's Gloo cannot be aborted from another thread: its
+abort is the base class's no-op); with NCCL, `on_notice` aborts the communicators from this
+thread (`_nccl.py`).
 """
 import json
 import threading
+
+
+class RoundPending(Exception):
+    """Raised at a safe point (`ctx.step_done`, before an optimizer step with NCCL) when the group
+    is being re-formed: `mxrun.run` catches it and takes the new round."""
 
 
 class RoundNotice:
@@ -42,10 +48,12 @@ def parse_notice(line):
 
 
 class RoundListener:
-    def __init__(self, reader, warn=None):
-        """`reader`: a binary file object over the channel (its lines)."""
+    def __init__(self, reader, warn=None, on_notice=None):
+        """`reader`: a binary file object over the channel (its lines); `on_notice(notice)` runs on
+        the listener's thread as each notice comes."""
         self._reader = reader
         self._warn = warn
+        self._on_notice = on_notice
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._newest = None
@@ -80,6 +88,12 @@ class RoundListener:
                 with self._changed:
                     self._newest = notice
                     self._changed.notify_all()
+                if self._on_notice is not None:
+                    try:
+                        self._on_notice(notice)
+                    except Exception as e:  # noqa: BLE001 - the training thread still sees it
+                        if self._warn:
+                            self._warn(f"mxrun: on a round notice: {type(e).__name__}: {e}")
         except (OSError, ValueError):
             pass
         with self._changed:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A complete PyTorch DDP training script that keeps its work through failures under mxrun:
-ResNet-18 on synthetic CIFAR-shaped data, Gloo on CPU (NCCL on GPUs).
+ResNet-18 on synthetic CIFAR-shaped data, Gloo on CPU, NCCL on GPUs (--device).
 
     mxrun --standalone --nproc_per_node=2 --max_restarts=3 scripts/examples/elastic_ddp.py
     torchrun --standalone --nproc_per_node=2 scripts/examples/elastic_ddp.py   # runs the same
@@ -102,6 +102,9 @@ def main():
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--ckpt_dir", default="", help="rank 0 checkpoints here (empty: never)")
     p.add_argument("--ckpt_every", type=int, default=50)
+    p.add_argument("--device", choices=("cpu", "cuda"),
+                   default="cuda" if torch.cuda.is_available() else "cpu",
+                   help="cuda: one GPU per worker (LOCAL_RANK), NCCL; cpu: Gloo")
     p.add_argument("--kill_rank", type=int, default=-1,
                    help="tests: this rank SIGKILLs itself at --kill_step in the job's first attempt")
     p.add_argument("--kill_step", type=int, default=0)
@@ -116,12 +119,16 @@ def main():
 
     position = DataPosition(args.images, args.batch_size)
 
-    model = resnet18(args.width)
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+    model = resnet18(args.width).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     start_step = 0
     ckpt = os.path.join(args.ckpt_dir, "checkpoint.pt") if args.ckpt_dir else ""
     if ckpt and os.path.exists(ckpt):
-        saved = torch.load(ckpt)
+        saved = torch.load(ckpt, map_location=device)
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         position.load_state_dict(saved["position"])
@@ -132,14 +139,15 @@ def main():
                           "from_step": ctx.step, "restored_from": ctx.restored_from,
                           "world_size": ctx.world_size, "position": position.state_dict()}),
               flush=True)
-        ddp = DDP(model)
+        ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
         for step in range(ctx.step + 1, args.steps + 1):
             # (read now: a standby started in the first attempt takes a later round's contract)
             first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
             if first_attempt and ctx.rank == args.kill_rank and step == args.kill_step:
                 os.kill(os.getpid(), signal.SIGKILL)
             idx = position.batch_indices(ctx.rank, ctx.world_size)
-            x, y = images[idx].float().div_(255).sub_(0.5), labels[idx]
+            x = images[idx].to(device).float().div_(255).sub_(0.5)
+            y = labels[idx].to(device)
             loss = F.cross_entropy(ddp(x), y)
             optimizer.zero_grad()
             loss.backward()

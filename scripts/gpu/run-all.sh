@@ -23,6 +23,10 @@
 #                  the world it made and CUDA_VISIBLE_DEVICES against nvidia-smi -L
 #   ddp-nccl       an unmodified PyTorch DDP script (NCCL, DDP(device_ids), GradScaler) under
 #                  mxrun and under this machine's torchrun; both workers' environments diffed
+#   python-nccl    the mxrun module's NCCL path (scripts/gpu/python_nccl.py): elastic_ddp.py one
+#                  worker per GPU under mxrun and torchrun (median step time, parameters equal),
+#                  then its last rank SIGKILLed under mxrun (survivors keep their state with 2+
+#                  GPUs; with one, the checkpoint)
 #   numa           --numa-binding=node --virtual-local-rank: each worker's CPUs and devices
 #                  under both launchers
 #   bench-r18      scripts/bench/train.sh, ResNet-18 (CIFAR) batch 128, bf16, channels-last,
@@ -51,7 +55,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 [[ $# -eq 1 && -n "$1" ]] || { echo "usage: scripts/gpu/run-all.sh OUT_DIR" >&2; exit 2; }
 mkdir -p "$1" || exit 2
 out=$(cd "$1" && pwd)
-all_steps="preflight,build,trainer-tests,gpu-tests,mxrun-train,ddp-nccl,numa,bench-r18,bench-r50,recovery,launch"
+all_steps="preflight,build,trainer-tests,gpu-tests,mxrun-train,ddp-nccl,python-nccl,numa,bench-r18,bench-r50,recovery,launch"
 steps="${STEPS:-$all_steps}"
 total="${TOTAL_BUDGET:-540}"
 [[ "$total" =~ ^[1-9][0-9]*$ ]] || { echo "run-all: TOTAL_BUDGET must be a whole number of seconds, not '$total'" >&2; exit 2; }
@@ -249,6 +253,13 @@ step_ddp_nccl() {
   return $rc
 }
 
+step_python_nccl() {
+  "$PY" "$ROOT/scripts/gpu/python_nccl.py" | tee "$OUT/python-nccl.md"
+  local rc=${PIPESTATUS[0]}
+  figure "$(tail -1 "$OUT/python-nccl.md")"
+  return "$rc"
+}
+
 step_numa() {
   export DUMP=$OUT/env EXTRA="--env_only"
   mkdir -p "$DUMP"
@@ -290,7 +301,7 @@ needs_of() {
     build) echo "nvcc" ;;
     gpu-tests) echo "gpu trainer tests torchrun" ;;
     mxrun-train) echo "gpu mxrun trainer" ;;
-    ddp-nccl|numa) echo "gpu mxrun torchrun" ;;
+    ddp-nccl|python-nccl|numa) echo "gpu mxrun torchrun" ;;
     bench-r18|bench-r50|recovery) echo "gpu mxrun trainer torchrun" ;;
     launch) echo "mxrun torchrun" ;;
     trainer-tests) echo "trainer tests torchrun" ;;
@@ -304,7 +315,7 @@ pair_seconds_of() {  # one pair of benchmark runs, mxrun and the reference: the 
 budget_of() {
   case "$1" in
     preflight) echo 40 ;; build) echo 300 ;; gpu-tests) echo 150 ;; mxrun-train) echo 90 ;;
-    ddp-nccl) echo 100 ;; numa) echo 60 ;;
+    ddp-nccl) echo 100 ;; python-nccl) echo 150 ;; numa) echo 60 ;;
     # Measured on an H200 (2026-11-26) and an H100 (2026-11-27): a recovery step of 2 runs per
     # case took 124 s, the launch step 145 s (a torchrun launch there takes 4 s).
     bench-r18|bench-r50) echo $(($(pair_seconds_of "$1") * ${BENCH_RUNS:-5} + 20)) ;;

@@ -10,7 +10,7 @@ import sys
 import unittest
 
 import mxrun
-from mxrun import _channel, _groups, _progress, _rounds
+from mxrun import _channel, _groups, _nccl, _progress, _rounds
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(mxrun.__file__)))
 
@@ -203,6 +203,24 @@ class RoundListenerTest(unittest.TestCase):
     def listener(self):
         return _rounds.RoundListener(self.reader, warn=self.warnings.append)
 
+    def test_on_notice_runs_on_the_listeners_thread_as_each_notice_comes(self):
+        import threading
+        a, b = socket.socketpair()
+        seen = []
+        done = threading.Event()
+
+        def on_notice(notice):
+            seen.append((notice.round, threading.current_thread().name))
+            done.set()
+
+        listener = _rounds.RoundListener(b.makefile("rb"), on_notice=on_notice)
+        a.sendall(b'{"round": 4, "env": {"RANK": "0"}}\n')
+        self.assertTrue(done.wait(10))
+        self.assertEqual(seen, [(4, "mxrun-rounds")])
+        self.assertTrue(listener.pending())  # still there for the training thread to take
+        a.close()
+        b.close()
+
     def test_the_newest_notice_is_taken_and_a_bad_line_is_skipped(self):
         listener = self.listener()
         self.agent.sendall(b'not json\n{"round": 1, "env": {"RANK": "0"}}\n'
@@ -263,6 +281,62 @@ class GroupPlanTest(unittest.TestCase):
         if has == "False":
             self.assertIn("has no torch.distributed._reconfigure (2.14 and later): re-forming "
                           "groups anew instead", r.stderr)
+
+
+class NcclPathTest(unittest.TestCase):
+    """`_nccl`: what the NCCL path does, as far as a machine without a GPU can check it."""
+
+    def test_which_backends_are_nccl(self):
+        for backend in ("nccl", "NCCL", "cpu:gloo,cuda:nccl"):
+            self.assertTrue(_nccl.uses_nccl(backend), backend)
+        for backend in ("gloo", "mpi", None):
+            self.assertFalse(_nccl.uses_nccl(backend), backend)
+
+    def test_the_watchdog_keeps_the_process_unless_the_script_said_otherwise(self):
+        warnings = []
+        env = {}
+        _nccl.prepare_environment(env, warnings.append)
+        self.assertEqual(env, {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "2",
+                               "TORCH_NCCL_RETHROW_CUDA_ERRORS": "0"})
+        self.assertEqual(warnings, [])
+        env = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0", "TORCH_NCCL_RETHROW_CUDA_ERRORS": "1"}
+        _nccl.prepare_environment(env, warnings.append)
+        self.assertEqual(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "0")  # the script's own
+        self.assertEqual(env["TORCH_NCCL_RETHROW_CUDA_ERRORS"], "1")
+        self.assertEqual(warnings, [])
+        for ending in ("1", "3"):
+            warnings.clear()
+            _nccl.prepare_environment({"TORCH_NCCL_ASYNC_ERROR_HANDLING": ending},
+                                      warnings.append)
+            self.assertEqual(len(warnings), 1)
+            self.assertIn(f"TORCH_NCCL_ASYNC_ERROR_HANDLING={ending} makes PyTorch end this "
+                          "process", warnings[0])
+
+    def test_an_optimizer_step_is_refused_once_a_notice_came(self):
+        import torch
+        weight = torch.nn.Parameter(torch.ones(3))
+        sgd = torch.optim.SGD([weight], lr=0.5)
+        calls, pending = [], [False]
+        guards = _nccl.guard_optimizer_steps({"model": torch.nn.Linear(1, 1), "optimizer": sgd},
+                                             lambda: pending[0], lambda: calls.append("sync"),
+                                             _rounds.RoundPending)
+        self.assertEqual(len(guards), 1)  # the optimizer's, not the module's
+        weight.grad = torch.ones(3)
+        sgd.step()  # no notice: the step is taken
+        self.assertEqual(weight.tolist(), [0.5, 0.5, 0.5])
+        self.assertEqual(calls, ["sync"])  # the GPU's work awaited first
+        pending[0] = True  # a notice came while the step's all-reduce ran
+        with self.assertRaises(_rounds.RoundPending):
+            sgd.step()
+        self.assertEqual(weight.tolist(), [0.5, 0.5, 0.5])  # its gradients were not applied
+        self.assertEqual(calls, ["sync", "sync"])
+        for guard in guards:
+            guard.remove()
+        sgd.step()  # the hooks are gone
+        self.assertEqual(weight.tolist(), [0.0, 0.0, 0.0])
+
+    def test_nothing_to_abort_without_a_group(self):
+        self.assertFalse(_nccl.abort_communicators())
 
 
 class WithoutMxrunTest(unittest.TestCase):
