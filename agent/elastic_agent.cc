@@ -171,11 +171,12 @@ std::vector<WorkerGroup::WorkerStatus> ElasticAgent::StopGroup(int signo) {
 void ElasticAgent::KeepOrStopGroup() {
   if (group_ == nullptr) return;
   group_->ReadControlChannels();
-  if (!group_->HasKeepableWorkers()) {
+  if (!group_->HasKeepableWorkers() && !group_->HasReadyPrestarts()) {
     StopGroup(SIGTERM);
     return;
   }
   // In-process restart: the workers that said they can take the next round stay; the rest go.
+  // (None stays with --prestart's interpreters: the group is kept for them to take the ranks.)
   hangs_->Watch(nullptr);
   group_->StopUnkeepable(SIGTERM, config_.term_timeout, [this] { ReapChildren(); });
 }
@@ -204,6 +205,8 @@ void ElasticAgent::CheckGroup() {
                    failure.local_rank, failure.pid, DescribeExit(failure),
                    group_->HasKeepableWorkers()
                        ? "keeping the workers that take the next round in-process"
+                   : group_->HasReadyPrestarts()
+                       ? "stopping the workers; the pre-started interpreters take the ranks"
                        : "stopping the group");
       // torchelastic's exit code: negative for a signal; none for a hung worker still running.
       std::optional<int> exit_code;
@@ -506,6 +509,11 @@ int ElasticAgent::Run() {
     }
     if (std::optional<EventLoop::Deadline> hang_wake = hangs_->NextWake()) {
       if (!wake || *hang_wake < *wake) wake = hang_wake;
+    }
+    if (group_ != nullptr && phase_ == Phase::kRunning) {
+      if (std::optional<EventLoop::Deadline> standbys = group_->NextStandbyStart()) {
+        if (!wake || *standbys < *wake) wake = standbys;
+      }
     }
     if (phase_ == Phase::kRunning && config_.health.interval.count() > 0) {
       if (next_health_check_ <= joined_at_) {  // the first check of this round: one period on

@@ -128,6 +128,7 @@ void WorkerGroup::Start(const RoundAssignment& round, double failure_time) {
   node_rank_ = round.node_rank;
   attempt_ = round.restart_count;
   round_ = round;
+  round_began_ = std::chrono::steady_clock::now();
   OpenDuplicates();
   standbys_pending_ = spec_.standby_workers > 0;
   for (int local_rank = 0; local_rank < round.local_world_size; ++local_rank) {
@@ -235,7 +236,9 @@ void WorkerGroup::SpawnWorker(Worker& worker, const RoundAssignment& round, doub
 
   SpawnRequest request;
   request.executable = spec_.executable;
-  for (const std::string& arg : spec_.argv) {
+  const std::vector<std::string>& argv =
+      standby && !spec_.standby_argv.empty() ? spec_.standby_argv : spec_.argv;
+  for (const std::string& arg : argv) {
     request.argv.push_back(SubstituteLocalRank(arg, std::max(worker.local_rank, 0)));
   }
   request.env =
@@ -339,7 +342,14 @@ void WorkerGroup::StartStandbys(const RoundAssignment& round) {
 void WorkerGroup::MaybeStartStandbys() {
   if (!standbys_pending_ || first_failure_) return;
   // Once every worker has joined its group (a first step is near), so that the spare's own
-  // start does not slow theirs.
+  // start does not slow theirs. An ordinary script never says so: its pre-started interpreters
+  // wait a fixed time instead.
+  if (spec_.prestart) {
+    if (std::chrono::steady_clock::now() - round_began_ < kPrestartDelay) return;
+    standbys_pending_ = false;
+    StartStandbys(round_);
+    return;
+  }
   for (const auto& worker : workers_) {
     if (!worker->running || !worker->control || worker->control->joined_round() < round_.round) {
       return;
@@ -347,6 +357,11 @@ void WorkerGroup::MaybeStartStandbys() {
   }
   standbys_pending_ = false;
   StartStandbys(round_);
+}
+
+std::optional<std::chrono::steady_clock::time_point> WorkerGroup::NextStandbyStart() const {
+  if (!spec_.prestart || !standbys_pending_ || first_failure_) return std::nullopt;
+  return round_began_ + kPrestartDelay;
 }
 
 void WorkerGroup::RecordExit(Worker& worker, int exit_code, int term_signal) {
@@ -566,6 +581,14 @@ bool WorkerGroup::HasKeepableWorkers() const {
   return false;
 }
 
+bool WorkerGroup::HasReadyPrestarts() const {
+  if (!spec_.prestart) return false;
+  for (const auto& standby : standbys_) {
+    if (Keepable(*standby)) return true;
+  }
+  return false;
+}
+
 void WorkerGroup::StopUnkeepable(int signo, std::chrono::milliseconds grace,
                                  const std::function<void()>& reap) {
   StopWhere([](const Worker& w) { return !Keepable(w); }, signo, grace, reap);
@@ -642,6 +665,7 @@ std::string WorkerGroup::Reassign(const RoundAssignment& round, double failure_t
     OpenDuplicates();  // the kept workers' lines now go to the new attempt's file
   }
   round_ = round;
+  round_began_ = std::chrono::steady_clock::now();
   standbys_pending_ = spec_.standby_workers > 0;
   first_failure_.reset();
   escalate_ = false;

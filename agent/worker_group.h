@@ -13,8 +13,9 @@
 // others) and Reassign tells them the next round and starts processes only for the ranks nobody
 // holds; the group is then running again, with a fresh failure state.
 //
-// Warm standbys (spec.standby_workers): spare processes of the same program, started once the
-// group runs, with MXRUN_STANDBY=1 and no rank. Each prepares itself and says hello when ready;
+// Warm standbys (spec.standby_workers): spare processes of the same program (or of
+// spec.standby_argv: --prestart's interpreters), started once the group runs, with
+// MXRUN_STANDBY=1 and no rank. Each prepares itself and says hello when ready;
 // Reassign gives a rank nobody holds to a ready standby before it would start a new process, and
 // StartStandbys starts another behind it. Standbys are not members: their exits fail nothing,
 // and the hang monitor does not see them.
@@ -44,6 +45,10 @@ namespace mxrun {
 // and left behind, and the stop goes on.
 inline constexpr std::chrono::milliseconds kReapAfterKill{10'000};
 
+// How long after a round starts its pre-started interpreters (--prestart) are started: the
+// workers' own start (interpreter, import torch, setup) comes first and has the cores.
+inline constexpr std::chrono::milliseconds kPrestartDelay{5'000};
+
 // What to run and how; the same for every attempt.
 struct WorkerSpec {
   std::string executable;              // resolved path for execve
@@ -60,6 +65,12 @@ struct WorkerSpec {
   bool heartbeat_files = false;        // give each worker MXRUN_HEARTBEAT_FILE (--hang_timeout)
   std::string timer_file;              // the FileTimer pipe for TORCHELASTIC_TIMER_FILE (or empty)
   int standby_workers = 0;             // spare processes kept loaded for in-process restarts
+  std::vector<std::string> standby_argv;  // how a standby starts (empty: as a worker, argv)
+  // --prestart: the standbys are pre-started interpreters for an ordinary script, one per local
+  // rank; they start kPrestartDelay after the round (its workers say neither "joined" nor
+  // progress), and a group with ready ones is kept on a failure so that Reassign hands them the
+  // ranks (python/mxrun/_prestart.py).
+  bool prestart = false;
   bool virtual_local_rank = false;     // LOCAL_RANK=0 and one device in CUDA_VISIBLE_DEVICES
   std::string line_prefix_template;    // console line prefix (line_prefix.h); empty: mxrun's
   std::vector<WorkerBinding> numa;     // --numa-binding, by local rank (empty: none); a standby
@@ -136,6 +147,10 @@ class WorkerGroup {
   void ReadControlChannels();
   // Whether a running worker has declared (over its control channel) that it can be kept.
   bool HasKeepableWorkers() const;
+  // Whether one of --prestart's interpreters is ready to take a rank. (Not a module standby: one
+  // that loaded its checkpoint long ago must not stand in for a whole group that died, which
+  // restarts from the newest checkpoint instead.)
+  bool HasReadyPrestarts() const;
   // Stops, as Stop does, every running worker that cannot be kept, and kills what the ended
   // workers left behind; the kept workers and their children run on.
   void StopUnkeepable(int signo, std::chrono::milliseconds grace,
@@ -148,8 +163,12 @@ class WorkerGroup {
   std::string Reassign(const RoundAssignment& round, double failure_time, int signo,
                        std::chrono::milliseconds grace, const std::function<void()>& reap);
   // Starts standbys until spec.standby_workers are there (running, ready or not) once every
-  // worker has joined the current round; call at every turn of the loop (cheap).
+  // worker has joined the current round (pre-started interpreters: kPrestartDelay after the
+  // round began); call at every turn of the loop (cheap).
   void MaybeStartStandbys();
+  // When MaybeStartStandbys will start --prestart's interpreters (the loop wakes for it); none
+  // when nothing waits on time.
+  std::optional<std::chrono::steady_clock::time_point> NextStandbyStart() const;
 
  private:
   struct Worker;
@@ -183,6 +202,7 @@ class WorkerGroup {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::unique_ptr<Worker>> standbys_;  // spares; local_rank -1 until promoted
   RoundAssignment round_;                          // the current round
+  std::chrono::steady_clock::time_point round_began_{};  // when Start or Reassign made it
   bool standbys_pending_ = false;                  // to be (re)filled once the round is joined
   bool stopping_standbys_ = false;
   std::optional<WorkerFailure> first_failure_;

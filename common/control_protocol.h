@@ -10,7 +10,9 @@
 // worker -> agent
 //   {"hello": 1, "in_process_restart": true}
 //       protocol version 1. With in_process_restart, the worker will take a new round's place
-//       without exiting: when its group is re-formed, the agent keeps it running.
+//       without exiting: when its group is re-formed, the agent keeps it running. A later hello
+//       replaces an earlier one: a pre-started interpreter (--prestart) says true while it waits
+//       as a standby, then false before it runs an ordinary script in its rank.
 //   {"joined": N}
 //       the worker is training in round N (MXRUN_ROUND names the round a worker starts in):
 //       once every worker has said so, the agent starts its warm standbys.

@@ -30,6 +30,7 @@
 #include "launcher/entrypoint.h"
 #include "launcher/log_setup.h"
 #include "launcher/nproc.h"
+#include "launcher/prestart.h"
 #include "launcher/options.h"
 #include "launcher/rendezvous_setup.h"
 #include "launcher/scratch_sweep.h"
@@ -298,6 +299,11 @@ int Main(int argc, char** argv) {
       options.entrypoint_kind == EntrypointKind::kBundledTrainer && !options.virtual_local_rank
           ? 1
           : 0);
+  if (options.prestart) {
+    if (absl::Status prestart = ConfigurePrestart(*command, *nproc, worker); !prestart.ok()) {
+      return UsageError(prestart.message());
+    }
+  }
 
   // Hang detection (agent/hang_monitor.h).
   HangSettings& hang = config.hang.settings;

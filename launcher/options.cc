@@ -83,6 +83,10 @@ const std::vector<Flag>& Flags() {
       {"standby_workers", "", false,
        "spare workers per node, started and loaded ahead, that replace a failed rank in an "
        "in-process restart (default 1 for the bundled trainer, else 0)", ""},
+      {"prestart", "", true,
+       "Python scripts: keep one interpreter per local rank started ahead with torch imported "
+       "(the mxrun Python module's mxrun._prestart); a restarted group runs the script in them",
+       ""},
       {"virtual_local_rank", "", true,
        "each worker sees only its own GPU: LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES naming its entry "
        "of the agent's list (or its index) (torchrun 2.x)", ""},
@@ -812,6 +816,18 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
     } else {
       o.entrypoint_kind = EntrypointKind::kPythonScript;
     }
+  }
+  o.prestart = ToBool(values["prestart"]);
+  if (o.prestart && o.entrypoint_kind != EntrypointKind::kPythonScript &&
+      o.entrypoint_kind != EntrypointKind::kPythonModule) {
+    return Invalid(values["prestart"], "it pre-starts Python interpreters",
+                   "a Python script or -m module as the entrypoint (not --no_python or 'train')");
+  }
+  if (o.prestart && o.standby_workers.value_or(0) > 0) {
+    return Invalid(values["standby_workers"],
+                   "with --prestart the standbys are the pre-started interpreters, one per "
+                   "local rank",
+                   "--prestart, or --standby_workers with a script that uses mxrun.run");
   }
   if (!print_config) {
     result.options = std::move(o);

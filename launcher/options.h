@@ -78,6 +78,9 @@ struct LaunchOptions {
   // Spare workers per node for in-process restarts (agent/worker_group.h). nullopt: not given,
   // which means 1 for the bundled trainer and 0 for anything else.
   std::optional<int> standby_workers;
+  // Pre-started interpreters for an ordinary Python script (python/mxrun/_prestart.py): one
+  // standby per local rank with torch imported, which a restarted group runs the script in.
+  bool prestart = false;
 
   // torchrun 2.x's newer flags.
   bool virtual_local_rank = false;    // LOCAL_RANK=0, CUDA_VISIBLE_DEVICES = the worker's device

@@ -53,6 +53,9 @@ class Channel:
         self._sock = sock
         self.closed = False
 
+    def fileno(self):
+        return self._sock.fileno()
+
     def reader(self):
         """A blocking binary file over the channel's incoming lines (the agent's notices), for
         one reading thread."""

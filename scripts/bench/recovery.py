@@ -24,10 +24,12 @@ Each record carries the wall clock ("time"), so the times are read from the logs
 SCRIPT=elastic measures scripts/examples/elastic_ddp.py (a user's DDP script with the mxrun module,
 ResNet-18 width 16, batch 64, 8192 images, a checkpoint every 5 steps) instead: under mxrun with a
 warm standby and with a new process for the killed rank, against torchrun resuming from its
-checkpoint.
+checkpoint. SCRIPT=unmodified measures the reference ddp_resnet.py itself under both launchers
+(no mxrun module: every worker restarts and resumes from the checkpoint), and where each
+restart's time went, seen from outside (OUTSIDE_PHASES below).
 
 Usage: recovery.py  (environment: RUNS, N, KILL_AT, OLD_WAY (default 1), WAIT (default 300 s),
-SCRIPT (trainer or elastic), RECONFIGURE (0 or 1, with SCRIPT=elastic),
+SCRIPT (trainer, elastic or unmodified), RECONFIGURE (0 or 1, with SCRIPT=elastic),
 MXRUN, TORCHRUN (default
 <repo>/.venv/bin/torchrun)); recovery.sh runs it with $PYTHON (default <repo>/.venv/bin/python3).
 On a GPU machine (scripts/gpu/run-all.sh): DEVICE=cuda gives both sides --device cuda --backend
@@ -88,9 +90,11 @@ KINDS = ["mxrun + train", *(["mxrun + train (old way)"] if OLD_WAY == "1" else [
 # SCRIPT=elastic: a user's own PyTorch script instead (scripts/examples/elastic_ddp.py, which
 # recovers in-process through the mxrun module), under mxrun with and without a warm standby and
 # under torchrun, where it resumes from its checkpoint.
+# SCRIPT=unmodified: the reference ddp_resnet.py itself (no mxrun module) under both launchers:
+# every worker restarts and resumes from the checkpoint, and each run says where the time went.
 SCRIPT = os.environ.get("SCRIPT", "trainer")
-if SCRIPT not in ("trainer", "elastic"):
-    raise SystemExit(f"recovery: SCRIPT={SCRIPT}: accepted are trainer and elastic")
+if SCRIPT not in ("trainer", "elastic", "unmodified"):
+    raise SystemExit(f"recovery: SCRIPT={SCRIPT}: accepted are trainer, elastic and unmodified")
 ELASTIC = os.path.join(REPO, "scripts/examples/elastic_ddp.py")
 # RECONFIGURE=1 (SCRIPT=elastic, a PyTorch with torch.distributed._reconfigure as $PYTHON: 2.14,
 # .venv-cuda) adds both mxrun cases again with MXRUN_RECONFIGURE=1: the survivors' group
@@ -105,9 +109,17 @@ if SCRIPT == "elastic":
                 "mxrun + elastic_ddp.py, new process, reconfigure"] if RECONFIGURE == "1"
                else []),
              "torchrun + elastic_ddp.py"]
+if SCRIPT == "unmodified":
+    KINDS = ["mxrun + ddp_resnet.py, prestarted", "mxrun + ddp_resnet.py",
+             "torchrun + ddp_resnet.py"]
 MINE, REF = (KINDS[0], KINDS[-1])
 memory = []  # (standby RSS, worker RSS) in MiB, per mxrun + train recovery run
 PHASES = ("until_round", "join", "restore", "first_step")
+# An unmodified script's restart, from the outside: the kill -> a new rank-0 process (the launcher
+# saw the failure, stopped the others, formed the next round, started the workers) -> the script's
+# "start" record (interpreter, import torch, data, model, init_process_group, DDP) -> "resume"
+# (checkpoint read) -> the first step logged.
+OUTSIDE_PHASES = ("until_new_process", "until_start", "checkpoint", "first_step")
 phases = {}  # kind -> the trainer's recovery records' "phases", one per run that wrote them
 
 
@@ -122,6 +134,11 @@ def command(kind, run_dir):
                     *standby, *script]
         return [TORCHRUN, "--standalone", f"--nproc_per_node={NPROC}", "--max_restarts=1",
                 *script]
+    if "ddp_resnet" in kind:
+        launcher = MXRUN if kind.startswith("mxrun") else TORCHRUN
+        prestart = ["--prestart"] if "prestarted" in kind else []
+        return [launcher, "--standalone", f"--nproc_per_node={NPROC}", "--max_restarts=1",
+                *prestart, REFERENCE, *COMMON, *ckpt]
     if kind.startswith("mxrun"):
         extra = ["--no_in_process_restart"] if "old way" in kind else []
         return [MXRUN, "--standalone", f"--nproc_per_node={NPROC}", "--max_restarts=1", "train",
@@ -134,7 +151,7 @@ def command(kind, run_dir):
 def records(kind, run_dir, out_path):
     """The JSON records of rank 0: the trainer's metrics file, or the script's stdout (under mxrun
     behind its "[n0 r0] " prefix)."""
-    trainer = kind.startswith("mxrun") and "elastic_ddp" not in kind
+    trainer = kind.startswith("mxrun") and "elastic_ddp" not in kind and "ddp_resnet" not in kind
     path = os.path.join(run_dir, "m.jsonl") if trainer else out_path
     found = []
     try:
@@ -208,6 +225,8 @@ def one_run(kind, case, idx):
     # The marker finds whatever the run leaves behind (see the finally clause).
     env = dict(os.environ, BENCH_RECOVERY_RUN=run_dir,
                **({} if kind.startswith("mxrun") else TORCH_ENV))
+    if "ddp_resnet" in kind and kind.startswith("mxrun"):
+        env.update(PYTHON_EXEC=sys.executable, PYTHONPATH=os.path.join(REPO, "python"))
     if "elastic_ddp" in kind:
         os.makedirs(os.path.join(run_dir, "ckpt"))
         env.update(PYTHON_EXEC=sys.executable, PYTHONPATH=os.path.join(REPO, "python"),
@@ -223,7 +242,7 @@ def one_run(kind, case, idx):
         if not wait_until(lambda: any(r["step"] >= KILL_AT for r in
                                       steps(records(kind, run_dir, out_path))), WAIT):
             return None, None
-        if kind == "mxrun + train" or "standby" in kind:
+        if kind == "mxrun + train" or "standby" in kind or "prestarted" in kind:
             def standby_ready():
                 with open(out_path, errors="replace") as f:
                     return "ready to take a rank in-process" in f.read()
@@ -238,13 +257,30 @@ def one_run(kind, case, idx):
         if victim is None:
             return None, None
         before = max(r["step"] for r in steps(records(kind, run_dir, out_path)))
+        old_rank0 = {c for c in descendants(p.pid) if rank_of(c) == 0}
+        seen = {}  # when a new rank-0 process was first seen
+
+        def first_step_after():
+            if "new_process" not in seen and any(
+                    rank_of(c) == 0 and c not in old_rank0 for c in descendants(p.pid)):
+                seen["new_process"] = time.time()
+            return [r for r in steps(records(kind, run_dir, out_path))
+                    if r["time"] > t_kill and r["step"] <= before + 1000]
         t_kill = time.time()
         os.kill(victim, signal.SIGKILL)
-        after = wait_until(lambda: [r for r in steps(records(kind, run_dir, out_path))
-                                    if r["time"] > t_kill and r["step"] <= before + 1000], WAIT)
+        after = wait_until(first_step_after, WAIT)
         if not after:
             return None, None
-        if kind.startswith("mxrun") and "elastic_ddp" not in kind:
+        if "ddp_resnet" in kind:
+            recs = [r for r in records(kind, run_dir, out_path) if r.get("time", 0) > t_kill]
+            start = next((r["time"] for r in recs if r.get("event") == "start"), None)
+            resume = next((r["time"] for r in recs if r.get("event") == "resume"), None)
+            new = seen.get("new_process")
+            if start and resume and new:
+                phases.setdefault(kind, []).append({
+                    "until_new_process": new - t_kill, "until_start": start - new,
+                    "checkpoint": resume - start, "first_step": after[0]["time"] - resume})
+        elif kind.startswith("mxrun") and "elastic_ddp" not in kind:
             # The trainer's own account of where the time went (its recovery record, written
             # with the first step after the failure).
             rec = wait_until(lambda: [r for r in records(kind, run_dir, out_path)
@@ -290,7 +326,7 @@ def main():
     print("### Recovery and cold start: " + ("mxrun + train vs torchrun + PyTorch DDP\n"
           if SCRIPT == "trainer" else "a PyTorch DDP script under mxrun vs torchrun\n"))
     print(f"- command: `RUNS={RUNS} N={N} KILL_AT={KILL_AT}"
-          + ("" if SCRIPT == "trainer" else " SCRIPT=elastic")
+          + ("" if SCRIPT == "trainer" else f" SCRIPT={SCRIPT}")
           + ("" if RECONFIGURE == "0" else " RECONFIGURE=1")
           + ("" if DEVICE == "cpu" else f" DEVICE={DEVICE}")
           + ("" if NPROC == 2 else f" NPROC={NPROC}")
@@ -301,19 +337,20 @@ def main():
           + " scripts/bench/recovery.sh`")
     print(f"- torchrun: `{TORCHRUN}` ({torch_version()}), run with "
           + " ".join(f"{k}={v}" for k, v in TORCH_ENV.items()))
-    if SCRIPT == "elastic":
+    if SCRIPT != "trainer":
         r = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"],
                            capture_output=True, text=True, timeout=120)
         print(f"- mxrun's Python workers: `{sys.executable}` (torch {r.stdout.strip() or 'unknown'})")
     print(f"- date: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; nproc="
           f"{os.cpu_count()}; {NPROC} {'CPU' if DEVICE == 'cpu' else 'GPU (bf16)'} workers, "
-          f"ResNet-18 width 16, batch 64 per worker, {N if SCRIPT == 'trainer' else 8192} "
+          f"ResNet-18 width 16, batch 64 per worker, {8192 if SCRIPT == 'elastic' else N} "
           "synthetic images, checkpoint every 5 steps")
     print(f"- load average at start: {open('/proc/loadavg').read().split()[0]}\n")
     results = {}
     for case in ("recovery", "cold"):
         for kind in KINDS:
-            if case == "cold" and ("old way" in kind or "new process" in kind):
+            if case == "cold" and ("old way" in kind or "new process" in kind
+                                   or kind == "mxrun + ddp_resnet.py"):
                 continue  # the same process start as the first kind
             times, lost = [], []
             for i in range(RUNS):
@@ -346,7 +383,7 @@ def main():
     for kind in KINDS:
         print(row(kind, "recovery"))
     ratio("recovery", "Recovery")
-    if SCRIPT == "elastic":
+    if SCRIPT != "trainer":
         for kind in KINDS[1:-1]:
             ratio("recovery", "Recovery", kind)
     if memory:
@@ -354,9 +391,11 @@ def main():
               f"(a training worker: {med([m[1] for m in memory]):.0f} MiB), medians of "
               f"{len(memory)} runs")
     for kind, found in phases.items():
-        print(f"\nWhere {kind}'s recovery went (the trainer's recovery record, rank 0's view; "
-              f"medians of {len(found)} runs): "
-              + ", ".join(f"{p} {med([f.get(p) for f in found]):.2f} s" for p in PHASES
+        names = OUTSIDE_PHASES if "ddp_resnet" in kind else PHASES
+        whose = ("seen from outside: a new rank-0 process, then rank 0's records"
+                 if "ddp_resnet" in kind else "the trainer's recovery record, rank 0's view")
+        print(f"\nWhere {kind}'s recovery went ({whose}; medians of {len(found)} runs): "
+              + ", ".join(f"{p} {med([f.get(p) for f in found]):.2f} s" for p in names
                           if med([f.get(p) for f in found]) is not None))
     print("\n| launch -> first training step (cold) | median | runs |")
     print("|---|---|---|")

@@ -1,0 +1,86 @@
+"""Tests of --prestart's interpreter (python/mxrun/_prestart.py): what it may let a round change,
+and the guard behind that: a traced `import torch, torch.distributed` reads none of the variables
+a round notice sets (every getenv of the process, through an LD_PRELOAD shim built here with the
+C compiler, and every os.environ read). If a PyTorch upgrade starts reading one at import, this
+fails, and ROUND_ONLY must lose it (the interpreter then starts afresh for that change)."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from mxrun import _prestart
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python")
+
+
+def round_only(name):
+    return name in _prestart.ROUND_ONLY or name.startswith(_prestart.ROUND_ONLY_PREFIXES)
+
+
+class StaleAfterTest(unittest.TestCase):
+    def test_the_contract_and_mxrun_variables_may_change(self):
+        before = {"OMP_NUM_THREADS": "1", "PATH": "/bin", "MXRUN_STANDBY": "1"}
+        after = {"OMP_NUM_THREADS": "1", "PATH": "/bin", "RANK": "3", "MASTER_PORT": "29500",
+                 "TORCHELASTIC_RESTART_COUNT": "1", "MXRUN_ROUND": "2",
+                 "CUDA_VISIBLE_DEVICES": "3"}
+        self.assertEqual(_prestart.stale_after(before, after), [])
+
+    def test_anything_else_that_changes_is_named(self):
+        before = {"OMP_NUM_THREADS": "1", "PATH": "/bin"}
+        after = {"OMP_NUM_THREADS": "4", "PATH": "/bin", "RANK": "0", "TORCH_LOGS": "+dynamo"}
+        self.assertEqual(_prestart.stale_after(before, after), ["OMP_NUM_THREADS", "TORCH_LOGS"])
+
+
+class ImportTraceTest(unittest.TestCase):
+    def test_import_torch_reads_no_variable_a_round_sets(self):
+        cc = shutil.which("cc") or shutil.which("gcc")
+        self.assertIsNotNone(cc, "a C compiler is needed to build the getenv shim")
+        with tempfile.TemporaryDirectory() as tmp:
+            shim = os.path.join(tmp, "getenv_trace.so")
+            subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", shim,
+                            os.path.join(HERE, "getenv_trace.c"), "-ldl"], check=True)
+            trace = os.path.join(tmp, "getenv.txt")
+            code = ("import os\n"
+                    "seen = set()\n"
+                    "get = os._Environ.__getitem__\n"
+                    "def traced(self, key):\n"
+                    "    seen.add(key)\n"
+                    "    return get(self, key)\n"
+                    "os._Environ.__getitem__ = traced\n"
+                    "import torch, torch.distributed\n"
+                    "os._Environ.__getitem__ = get\n"
+                    "print('\\n'.join(sorted(seen)))\n")
+            env = dict(os.environ, LD_PRELOAD=shim, GETENV_TRACE_FILE=trace)
+            r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                               text=True, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(trace) as f:
+                from_c = {line.strip() for line in f if line.strip()}
+            from_python = {line.strip() for line in r.stdout.splitlines() if line.strip()}
+        # The trace works: it saw what the OpenMP runtime and PyTorch are known to read.
+        self.assertIn("OMP_NUM_THREADS", from_c)
+        self.assertTrue(from_python)
+        read = sorted(n for n in from_c | from_python if round_only(n))
+        self.assertEqual(read, [], "read at import, yet a round notice may change them")
+
+
+class WithoutMxrunTest(unittest.TestCase):
+    def test_it_runs_the_script_at_once_as_python_would(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            script = os.path.join(tmp, "show.py")
+            with open(script, "w") as f:
+                f.write("import sys\nprint(__name__, sys.argv[1:], sys.path[0])\n"
+                        "sys.exit(3)\n")
+            env = {k: v for k, v in os.environ.items() if not k.startswith("MXRUN_")}
+            env["PYTHONPATH"] = PYTHON_DIR
+            r = subprocess.run([sys.executable, "-m", "mxrun._prestart", script, "a", "b"],
+                               env=env, capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 3, r.stderr)  # the script's own exit code
+            self.assertEqual(r.stdout.strip(), f"__main__ ['a', 'b'] {tmp}")
+
+
+if __name__ == "__main__":
+    unittest.main()
