@@ -116,7 +116,8 @@ MINE, REF = (KINDS[0], KINDS[-1])
 memory = []  # (standby RSS, worker RSS) in MiB, per mxrun + train recovery run
 PHASES = ("until_round", "join", "restore", "first_step")
 # An unmodified script's restart, from the outside: the kill -> a new rank-0 process (the launcher
-# saw the failure, stopped the others, formed the next round, started the workers) -> the script's
+# saw the failure, stopped the others, formed the next round, started the workers; with
+# --prestart: mxrun's line saying it handed the ranks to its interpreters) -> the script's
 # "start" record (interpreter, import torch, data, model, init_process_group, DDP) -> "resume"
 # (checkpoint read) -> the first step logged.
 OUTSIDE_PHASES = ("until_new_process", "until_start", "checkpoint", "first_step")
@@ -261,9 +262,13 @@ def one_run(kind, case, idx):
         seen = {}  # when a new rank-0 process was first seen
 
         def first_step_after():
-            if "new_process" not in seen and any(
-                    rank_of(c) == 0 and c not in old_rank0 for c in descendants(p.pid)):
-                seen["new_process"] = time.time()
+            if "new_process" not in seen:
+                if "prestarted" in kind:  # the rank goes to a process that is already there
+                    with open(out_path, errors="replace") as f:
+                        if "; started rank(s) 0 (standby pid" in f.read():
+                            seen["new_process"] = time.time()
+                elif any(rank_of(c) == 0 and c not in old_rank0 for c in descendants(p.pid)):
+                    seen["new_process"] = time.time()
             return [r for r in steps(records(kind, run_dir, out_path))
                     if r["time"] > t_kill and r["step"] <= before + 1000]
         t_kill = time.time()
