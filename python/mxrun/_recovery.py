@@ -29,7 +29,7 @@ import os
 import sys
 import time
 
-from . import _channel, _groups, _nccl, _progress, _rounds
+from . import _channel, _groups, _nccl, _progress, _rounds, _state
 from ._rounds import RoundPending
 
 NOTICE_WAIT = 15.0  # after a collective failed: how long a round notice may take (a lease is 5 s)
@@ -79,13 +79,7 @@ def _agree(state, offer_step, in_memory):
     source = int(torch.argmax(offers))  # the first of the largest: the lowest rank on ties
     best = int(offers[source])
     step, from_memory = best // 2 - 1, best % 2 == 1
-    payload = [None]
-    if rank == source:
-        payload = [{name: holder.state_dict() for name, holder in state.items()}]
-    dist.broadcast_object_list(payload, src=source)
-    if rank != source:
-        for name, holder in state.items():
-            holder.load_state_dict(payload[0][name])
+    _state.share(state, source, device)
     return max(step, 0), from_memory
 
 

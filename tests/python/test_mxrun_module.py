@@ -10,7 +10,7 @@ import sys
 import unittest
 
 import mxrun
-from mxrun import _channel, _groups, _nccl, _progress, _rounds
+from mxrun import _channel, _groups, _nccl, _progress, _rounds, _state
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(mxrun.__file__)))
 
@@ -281,6 +281,36 @@ class GroupPlanTest(unittest.TestCase):
         if has == "False":
             self.assertIn("has no torch.distributed._reconfigure (2.14 and later): re-forming "
                           "groups anew instead", r.stderr)
+
+
+class StateShapeTest(unittest.TestCase):
+    """`_state.strip` and `fill`: a state_dict's tensors out and back in, the rest untouched."""
+
+    def test_a_model_and_an_adam_state_come_back_whole(self):
+        import torch
+        model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+        adam = torch.optim.Adam(model.parameters(), lr=0.1)
+        model(torch.randn(4, 3)).sum().backward()
+        adam.step()
+        dicts = {"model": model.state_dict(), "optimizer": adam.state_dict()}
+        tensors = []
+        shape = _state.strip(dicts, tensors)
+        slots = _state.slots(shape)
+        self.assertEqual([s.index for s in slots], list(range(len(tensors))))
+        # the model's 7 (linear weight and bias, BatchNorm's weight, bias and 3 buffers), and
+        # Adam's exp_avg, exp_avg_sq and step for each of the 4 parameters
+        self.assertEqual(len(tensors), 7 + 3 * 4)
+        self.assertTrue(all(s.on_cpu for s in slots))
+        step = adam.state_dict()["state"][0]["step"]
+        self.assertEqual(step.dim(), 0)  # Adam's step counter: a 0-d tensor on the CPU
+        back = _state.fill(shape, [t.clone() for t in tensors])
+        self.assertEqual(back["optimizer"]["param_groups"], dicts["optimizer"]["param_groups"])
+        for key, value in dicts["model"].items():
+            self.assertTrue(torch.equal(back["model"][key], value), key)
+        restored = torch.optim.Adam(model.parameters(), lr=0.1)
+        restored.load_state_dict(back["optimizer"])  # accepted as Adam's own
+        self.assertTrue(torch.equal(restored.state_dict()["state"][0]["exp_avg"],
+                                    adam.state_dict()["state"][0]["exp_avg"]))
 
 
 class NcclPathTest(unittest.TestCase):
