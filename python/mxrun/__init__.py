@@ -15,6 +15,7 @@ runs unchanged anywhere. Standard library only; it never imports torch.
 """
 from ._progress import restart_timing, step_done
 from ._recovery import Context, RoundPending, run
+from ._rng import RNG
 from ._version import __version__
 
-__all__ = ["step_done", "restart_timing", "run", "Context", "RoundPending", "__version__"]
+__all__ = ["step_done", "restart_timing", "run", "Context", "RoundPending", "RNG", "__version__"]

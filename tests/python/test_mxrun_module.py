@@ -313,6 +313,23 @@ class StateShapeTest(unittest.TestCase):
                                     adam.state_dict()["state"][0]["exp_avg"]))
 
 
+class RngTest(unittest.TestCase):
+    def test_the_generators_go_on_where_the_state_was_taken(self):
+        import random
+        import torch
+        torch.manual_seed(5)
+        random.seed(5)
+        rng = mxrun.RNG()
+        taken = rng.state_dict()
+        first = (torch.rand(3).tolist(), random.random())
+        torch.rand(7)  # the process draws on
+        random.random()
+        tensors = []
+        shape = _state.strip(taken, tensors)  # as _state.share sends it
+        rng.load_state_dict(_state.fill(shape, [t.clone() for t in tensors]))
+        self.assertEqual((torch.rand(3).tolist(), random.random()), first)
+
+
 class NcclPathTest(unittest.TestCase):
     """`_nccl`: what the NCCL path does, as far as a machine without a GPU can check it."""
 
