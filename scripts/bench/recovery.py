@@ -244,9 +244,12 @@ def one_run(kind, case, idx):
                                       steps(records(kind, run_dir, out_path))), WAIT):
             return None, None
         if kind == "mxrun + train" or "standby" in kind or "prestarted" in kind:
+            # --prestart keeps one interpreter per rank: the kill waits for all of them.
+            wanted = NPROC if "prestarted" in kind else 1
+
             def standby_ready():
                 with open(out_path, errors="replace") as f:
-                    return "ready to take a rank in-process" in f.read()
+                    return f.read().count("ready to take a rank in-process") >= wanted
             if not wait_until(standby_ready, min(WAIT, 120)):
                 return None, None
             tree = descendants(p.pid)
