@@ -510,11 +510,6 @@ int ElasticAgent::Run() {
     if (std::optional<EventLoop::Deadline> hang_wake = hangs_->NextWake()) {
       if (!wake || *hang_wake < *wake) wake = hang_wake;
     }
-    if (group_ != nullptr && phase_ == Phase::kRunning) {
-      if (std::optional<EventLoop::Deadline> standbys = group_->NextStandbyStart()) {
-        if (!wake || *standbys < *wake) wake = standbys;
-      }
-    }
     if (phase_ == Phase::kRunning && config_.health.interval.count() > 0) {
       if (next_health_check_ <= joined_at_) {  // the first check of this round: one period on
         next_health_check_ = EventLoop::Deadline::clock::now() + config_.health.interval;

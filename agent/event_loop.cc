@@ -71,6 +71,9 @@ void EventLoop::WatchChild(pid_t pid) {
 }
 
 void EventLoop::RunOnce(std::optional<Deadline> deadline) {
+  if (std::optional<Deadline> timer = timers_.Next(); timer && (!deadline || *timer < *deadline)) {
+    deadline = timer;
+  }
   int timeout_ms = -1;
   if (deadline) {
     auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline -
@@ -85,6 +88,7 @@ void EventLoop::RunOnce(std::optional<Deadline> deadline) {
     Callback callback = it->second;        // a copy: the callback may unwatch itself
     callback();
   }
+  timers_.RunDue(std::chrono::steady_clock::now());
 }
 
 void EventLoop::DrainSignals() {

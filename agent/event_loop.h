@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/timer_queue.h"
 
 namespace mxrun {
 
@@ -40,7 +41,17 @@ class EventLoop {
   // unnoticed. A no-op where pidfds are missing (Linux before 5.3): SIGCHLD alone then.
   void WatchChild(pid_t pid);
 
-  // Waits for events until one batch has been handled or `deadline` passed (nullopt: no deadline).
+  // Timers: `callback` at `when` (At), or at `first` and every `period` after (Every). They run on
+  // the loop's thread from RunOnce, which wakes for them; Cancel removes one (from a callback too).
+  using TimerId = TimerQueue::Id;
+  TimerId At(Deadline when, Callback callback) { return timers_.At(when, std::move(callback)); }
+  TimerId Every(Deadline first, std::chrono::milliseconds period, Callback callback) {
+    return timers_.Every(first, period, std::move(callback));
+  }
+  void Cancel(TimerId id) { timers_.Cancel(id); }
+
+  // Waits for events until one batch has been handled, a timer was due, or `deadline` passed
+  // (nullopt: no deadline but the timers'); then runs the timers that are due.
   void RunOnce(std::optional<Deadline> deadline);
 
  private:
@@ -52,6 +63,7 @@ class EventLoop {
   std::function<void(int)> on_signal_;
   std::map<int, Callback> callbacks_;
   std::vector<int> child_fds_;  // WatchChild's pidfds still open
+  TimerQueue timers_;
 };
 
 }  // namespace mxrun

@@ -3,26 +3,20 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-
-extern char** environ;
+#include "agent/helper_run.h"
 
 namespace mxrun {
 
@@ -145,86 +139,27 @@ void HealthChecker::CheckAddress(std::vector<std::string>& problems) const {
 
 void HealthChecker::RunCommand(std::vector<std::string>& problems) const {
   if (config_.command.empty()) return;
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    problems.push_back(absl::StrCat("--health_check: cannot run it (", std::strerror(errno), ")"));
+  HelperOptions options;
+  options.timeout = config_.command_timeout;
+  absl::StatusOr<HelperRun> run = RunHelper("/bin/sh", {"sh", "-c", config_.command}, options);
+  if (!run.ok()) {
+    problems.push_back(absl::StrCat("--health_check: cannot run it (", run.status().message(), ")"));
     return;
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDERR_FILENO);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
-  posix_spawnattr_setpgroup(&attr, 0);  // its own group: a time-out kills all it started
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  const std::string shell_command = config_.command;
-  char* argv[] = {const_cast<char*>("sh"), const_cast<char*>("-c"),
-                  const_cast<char*>(shell_command.c_str()), nullptr};
-  pid_t pid = -1;
-  const int spawned = posix_spawn(&pid, "/bin/sh", &actions, &attr, argv, environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  close(out[1]);
-  if (spawned != 0) {
-    close(out[0]);
-    problems.push_back(absl::StrCat("--health_check: cannot run it (", std::strerror(spawned), ")"));
-    return;
-  }
-  // Read its output until it closes it or the time is up (bounded either way).
-  std::string output;
-  const auto deadline = std::chrono::steady_clock::now() + config_.command_timeout;
-  bool timed_out = false;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{out[0], POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000))) < 0 && errno != EINTR) {
-      break;
-    }
-    if (p.revents == 0) continue;
-    char buffer[4096];
-    const ssize_t n = read(out[0], buffer, sizeof buffer);
-    if (n <= 0) break;  // closed: it ended (or handed its output to nobody)
-    output.append(buffer, static_cast<size_t>(n));
-    if (output.size() > 65536) output.erase(0, output.size() - 65536);
-  }
-  close(out[0]);
-  int status = 0;
-  if (timed_out) {
-    kill(-pid, SIGKILL);
-    waitpid(pid, &status, 0);
+  if (run->timed_out) {
     problems.push_back(absl::StrCat("--health_check '", config_.command, "' did not finish in ",
                                     config_.command_timeout.count() / 1000.0,
                                     " s (--health_check_timeout)"));
     return;
   }
-  // Its output closed; it ends now (a child of its may hold the pipe past it: bounded wait).
-  pid_t reaped = 0;
-  for (int i = 0; i < 500 && (reaped = waitpid(pid, &status, WNOHANG)) == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (reaped == 0) {
-    kill(-pid, SIGKILL);
-    waitpid(pid, &status, 0);
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  if (run->ok()) return;
   std::string last;
-  for (absl::string_view line : absl::StrSplit(output, '\n', absl::SkipWhitespace())) {
+  for (absl::string_view line : absl::StrSplit(run->output, '\n', absl::SkipWhitespace())) {
     last = std::string(absl::StripAsciiWhitespace(line));
   }
-  problems.push_back(absl::StrCat(
-      "--health_check '", config_.command, "' ",
-      WIFEXITED(status) ? absl::StrCat("exited ", WEXITSTATUS(status))
-                        : absl::StrCat("was killed by signal ", WTERMSIG(status)),
-      last.empty() ? std::string() : absl::StrCat(": ", last)));
+  problems.push_back(absl::StrCat("--health_check '", config_.command, "' ",
+                                  run->Describe(config_.command_timeout),
+                                  last.empty() ? std::string() : absl::StrCat(": ", last)));
 }
 
 }  // namespace mxrun

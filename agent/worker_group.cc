@@ -103,6 +103,7 @@ WorkerGroup::WorkerGroup(const WorkerSpec& spec, EventLoop& loop, DeathGuardian&
 }
 
 WorkerGroup::~WorkerGroup() {
+  loop_.Cancel(prestart_timer_);
   CleanUp();
   CloseDuplicates();
 }
@@ -129,6 +130,7 @@ void WorkerGroup::Start(const RoundAssignment& round, double failure_time) {
   attempt_ = round.restart_count;
   round_ = round;
   round_began_ = std::chrono::steady_clock::now();
+  WakeForPrestarts();
   OpenDuplicates();
   standbys_pending_ = spec_.standby_workers > 0;
   for (int local_rank = 0; local_rank < round.local_world_size; ++local_rank) {
@@ -339,6 +341,12 @@ void WorkerGroup::StartStandbys(const RoundAssignment& round) {
   }
 }
 
+void WorkerGroup::WakeForPrestarts() {
+  if (!spec_.prestart) return;
+  loop_.Cancel(prestart_timer_);
+  prestart_timer_ = loop_.At(round_began_ + kPrestartDelay, [this] { MaybeStartStandbys(); });
+}
+
 void WorkerGroup::MaybeStartStandbys() {
   if (!standbys_pending_ || first_failure_) return;
   // Once every worker has joined its group (a first step is near), so that the spare's own
@@ -357,11 +365,6 @@ void WorkerGroup::MaybeStartStandbys() {
   }
   standbys_pending_ = false;
   StartStandbys(round_);
-}
-
-std::optional<std::chrono::steady_clock::time_point> WorkerGroup::NextStandbyStart() const {
-  if (!spec_.prestart || !standbys_pending_ || first_failure_) return std::nullopt;
-  return round_began_ + kPrestartDelay;
 }
 
 void WorkerGroup::RecordExit(Worker& worker, int exit_code, int term_signal) {
@@ -666,6 +669,7 @@ std::string WorkerGroup::Reassign(const RoundAssignment& round, double failure_t
   }
   round_ = round;
   round_began_ = std::chrono::steady_clock::now();
+  WakeForPrestarts();
   standbys_pending_ = spec_.standby_workers > 0;
   first_failure_.reset();
   escalate_ = false;

@@ -166,9 +166,6 @@ class WorkerGroup {
   // worker has joined the current round (pre-started interpreters: kPrestartDelay after the
   // round began); call at every turn of the loop (cheap).
   void MaybeStartStandbys();
-  // When MaybeStartStandbys will start --prestart's interpreters (the loop wakes for it); none
-  // when nothing waits on time.
-  std::optional<std::chrono::steady_clock::time_point> NextStandbyStart() const;
 
  private:
   struct Worker;
@@ -183,6 +180,8 @@ class WorkerGroup {
   bool PromoteStandby(int local_rank, const RoundAssignment& round, double failure_time,
                       std::vector<std::string>& started);
   void StartStandbys(const RoundAssignment& round);
+  // --prestart: a timer that calls MaybeStartStandbys kPrestartDelay after the round began.
+  void WakeForPrestarts();
   void StopStandbys();
   EnvMap WorkerEnv(const Worker& worker, const RoundAssignment& round, double failure_time) const;
   void StopWhere(const std::function<bool(const Worker&)>& which, int signo,
@@ -203,6 +202,7 @@ class WorkerGroup {
   std::vector<std::unique_ptr<Worker>> standbys_;  // spares; local_rank -1 until promoted
   RoundAssignment round_;                          // the current round
   std::chrono::steady_clock::time_point round_began_{};  // when Start or Reassign made it
+  EventLoop::TimerId prestart_timer_ = 0;                // WakeForPrestarts' (0: none)
   bool standbys_pending_ = false;                  // to be (re)filled once the round is joined
   bool stopping_standbys_ = false;
   std::optional<WorkerFailure> first_failure_;
