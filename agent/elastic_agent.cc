@@ -271,6 +271,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
     case Kind::kRoundReady: {
       if (phase_ != Phase::kJoining) return std::nullopt;  // stale: a newer request is pending
       phase_ = Phase::kRunning;
+      StartHealthChecks();
       if (group_ != nullptr) {
         const std::string what = group_->Reassign(event.round, failure_time_, SIGTERM,
                                                   config_.term_timeout, [this] { ReapChildren(); });
@@ -430,25 +431,44 @@ bool ElasticAgent::Join() {
   if (!Healthy()) return false;
   Account([](GoodputClock& clock, AgentObserver::Time now) { clock.Joining(now); });
   joined_at_ = EventLoop::Deadline::clock::now();
-  next_waiting_note_ = joined_at_ + config_.waiting_notice_after;
+  loop_->Cancel(waiting_note_timer_);
+  waiting_note_timer_ = loop_->At(joined_at_ + config_.waiting_notice_after, [this] { NoteWaiting(); });
   waiting_reason_.clear();
   rendezvous_.Join();
   return true;
 }
 
-std::optional<EventLoop::Deadline> ElasticAgent::NoteWaiting() {
-  if (phase_ != Phase::kJoining) return std::nullopt;
+void ElasticAgent::NoteWaiting() {
+  if (phase_ != Phase::kJoining) return;  // a round came: nothing to say
   const auto now = EventLoop::Deadline::clock::now();
-  if (now >= next_waiting_note_) {
-    const double waited = std::chrono::duration<double>(now - joined_at_).count();
-    spdlog::info("no round yet after {:.0f} s: {} ({})", waited,
-                 waiting_reason_.empty() ? "the rendezvous has not answered this node's join"
-                                         : waiting_reason_,
-                 config_.rendezvous_description.empty() ? "the local rendezvous"
-                                                        : config_.rendezvous_description);
-    next_waiting_note_ = now + std::chrono::seconds(30);
+  const double waited = std::chrono::duration<double>(now - joined_at_).count();
+  spdlog::info("no round yet after {:.0f} s: {} ({})", waited,
+               waiting_reason_.empty() ? "the rendezvous has not answered this node's join"
+                                       : waiting_reason_,
+               config_.rendezvous_description.empty() ? "the local rendezvous"
+                                                      : config_.rendezvous_description);
+  waiting_note_timer_ = loop_->At(now + std::chrono::seconds(30), [this] { NoteWaiting(); });
+}
+
+void ElasticAgent::WatchdogTick() {
+  // WATCHDOG=1 when due (service_notify.h), then a timer for the next one.
+  config_.notifier.Tick(ServiceNotifier::Clock::now());
+  if (std::optional<ServiceNotifier::Clock::time_point> next = config_.notifier.NextWatchdog()) {
+    loop_->At(*next, [this] { WatchdogTick(); });
   }
-  return next_waiting_note_;
+}
+
+void ElasticAgent::StartHealthChecks() {
+  // --health_check_interval while this round's workers run: the first one period on.
+  if (config_.health.interval.count() <= 0) return;
+  loop_->Cancel(health_timer_);
+  health_timer_ = loop_->Every(EventLoop::Deadline::clock::now() + config_.health.interval,
+                               config_.health.interval, [this] {
+                                 if (phase_ == Phase::kRunning && !became_unhealthy_ &&
+                                     !Healthy()) {
+                                   became_unhealthy_ = true;  // Run() stops and leaves
+                                 }
+                               });
 }
 
 int ElasticAgent::Run() {
@@ -462,6 +482,7 @@ int ElasticAgent::Run() {
   loop_ = std::move(*loop);
   if (config_.timer_pipe) config_.worker.timer_file = config_.timer_pipe->path();
   hangs_ = std::make_unique<HangMonitor>(config_.hang, *loop_, std::move(config_.timer_pipe));
+  WatchdogTick();
   // Events are buffered here as they arrive, also while a group is being stopped (a nested loop).
   loop_->Watch(rendezvous_.EventFd(), [this] {
     for (RendezvousEvent& event : rendezvous_.TakeEvents()) pending_.push_back(std::move(event));
@@ -483,16 +504,11 @@ int ElasticAgent::Run() {
                                             exit_code));
       return Exit(exit_code, absl::StrCat("received ", SignalName(stop_signal_)));
     }
-    if (phase_ == Phase::kRunning && config_.health.interval.count() > 0 &&
-        next_health_check_ > joined_at_ &&
-        EventLoop::Deadline::clock::now() >= next_health_check_) {
-      next_health_check_ = EventLoop::Deadline::clock::now() + config_.health.interval;
-      if (!Healthy()) {
-        // Its workers would fail on it: they stop, the node leaves, the others re-form.
-        StopGroup(SIGTERM);
-        rendezvous_.Leave();
-        return Exit(UnhealthyExit(), "the node became unhealthy");
-      }
+    if (became_unhealthy_) {
+      // Its workers would fail on it: they stop, the node leaves, the others re-form.
+      StopGroup(SIGTERM);
+      rendezvous_.Leave();
+      return Exit(UnhealthyExit(), "the node became unhealthy");
     }
     hangs_->Check();  // a hung worker fails the group, which CheckGroup then reports
     CheckGroup();
@@ -503,21 +519,9 @@ int ElasticAgent::Run() {
       if (std::optional<int> exit_code = OnRendezvousEvent(event)) return *exit_code;
       continue;
     }
-    std::optional<EventLoop::Deadline> wake = config_.notifier.NextWatchdog();
-    if (std::optional<EventLoop::Deadline> note = NoteWaiting()) {
-      if (!wake || *note < *wake) wake = note;
-    }
-    if (std::optional<EventLoop::Deadline> hang_wake = hangs_->NextWake()) {
-      if (!wake || *hang_wake < *wake) wake = hang_wake;
-    }
-    if (phase_ == Phase::kRunning && config_.health.interval.count() > 0) {
-      if (next_health_check_ <= joined_at_) {  // the first check of this round: one period on
-        next_health_check_ = EventLoop::Deadline::clock::now() + config_.health.interval;
-      }
-      if (!wake || next_health_check_ < *wake) wake = next_health_check_;
-    }
-    loop_->RunOnce(wake);
-    config_.notifier.Tick(ServiceNotifier::Clock::now());
+    // The loop wakes for its timers (the watchdog, waiting notes, health checks, --prestart) by
+    // itself; the hang monitor's checks still run here, each turn.
+    loop_->RunOnce(hangs_->NextWake());
   }
 }
 

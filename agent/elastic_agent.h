@@ -95,7 +95,12 @@ class ElasticAgent {
   // The health checks now (health_check.h); false, with the line said, when unhealthy.
   bool Healthy();
   int UnhealthyExit();
-  std::optional<EventLoop::Deadline> NoteWaiting();
+  // Timers on the loop: the waiting note while no round comes (its first after
+  // waiting_notice_after, then every 30 s), systemd's watchdog, and --health_check_interval's
+  // checks while workers run (a failed one sets became_unhealthy_, which Run() acts on).
+  void NoteWaiting();
+  void WatchdogTick();
+  void StartHealthChecks();
   void ReapChildren();
   // Stops the group (if any) and returns how each of its workers ended.
   std::vector<WorkerGroup::WorkerStatus> StopGroup(int signo);
@@ -128,13 +133,14 @@ class ElasticAgent {
   double failure_time_ = 0;              // when the failure (or re-formation) behind the next
                                          // round was seen, seconds since the Unix epoch; 0: none
   EventLoop::Deadline joined_at_{};      // when the last Join() was asked
-  EventLoop::Deadline next_waiting_note_{};
+  EventLoop::TimerId waiting_note_timer_ = 0;
   std::string waiting_reason_;           // the rendezvous' last word on what it waits for
   bool excluded_ = false;                // the master leaves this node out of rounds for now
   std::map<pid_t, int> ended_workers_;   // pid -> global rank of the last group that was stopped
   std::unique_ptr<GpuReader> gpu_reader_;  // NVML, loaded at the first respawn
   std::unique_ptr<HealthChecker> health_;
-  EventLoop::Deadline next_health_check_{};  // while workers run, with --health_check_interval
+  EventLoop::TimerId health_timer_ = 0;  // --health_check_interval's, from the round's start
+  bool became_unhealthy_ = false;        // a health check failed while workers ran
   GoodputClock goodput_{AgentObserver::Time::clock::now()};  // where this node's time went
   // Stragglers among this node's ranks, judged here when the rendezvous does not judge them over
   // the whole job (the local rendezvous of a one-node job; a master judges every rank).
