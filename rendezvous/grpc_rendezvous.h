@@ -34,7 +34,7 @@
 #include "mxrun.grpc.pb.h"
 #include "rendezvous/event_queue.h"
 #include "rendezvous/master_locator.h"
-#include "rendezvous/master_state.h"
+#include "rendezvous/wire.h"
 #include "rendezvous/rendezvous.h"
 
 #include "common/tls_files.h"

@@ -11,13 +11,9 @@
 #include <string>
 #include <vector>
 
-namespace mxrun {
+#include "rendezvous/wire.h"
 
-struct ExclusionRule {
-  int after_failures = 2;                          // --exclude_after (0: never exclude)
-  std::chrono::milliseconds window{3'600'000};     // --exclude_window
-  std::chrono::milliseconds backoff{300'000};      // --exclude_backoff: the first one; doubles
-};
+namespace mxrun {
 
 class NodeExclusion {
  public:

@@ -8,7 +8,7 @@
 #include "common/straggler_watch.h"
 #include "common/worker_failure.h"
 #include "mxrun.pb.h"
-#include "rendezvous/master_state.h"
+#include "rendezvous/wire.h"
 #include "rendezvous/rendezvous.h"
 
 namespace mxrun {

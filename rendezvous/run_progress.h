@@ -11,19 +11,9 @@
 #include <vector>
 
 #include "common/straggler_watch.h"
+#include "rendezvous/wire.h"
 
 namespace mxrun {
-
-using NodeId = uint64_t;  // as in master_state.h
-
-// One rank's progress as an agent's heartbeat carries it.
-struct RankReport {
-  int global_rank = 0;
-  int local_rank = 0;
-  long long step = 0;
-  double step_seconds = -1;  // negative: unknown
-  double age_s = 0;          // how old the report was when the heartbeat left the agent
-};
 
 // A rank as `mxrun status` and the status page show it.
 struct RankSnapshot {
