@@ -29,7 +29,7 @@ TEST_CASE("timers run in the order they are due, once each, when their time has 
   CHECK_FALSE(timers.Next().has_value());
 }
 
-TEST_CASE("a repeating timer keeps its period; turns missed altogether run once", "[timers]") {
+TEST_CASE("a repeating timer keeps its period, and turns missed altogether run once", "[timers]") {
   TimerQueue timers;
   const TimerQueue::Time t0{};
   int turns = 0;
