@@ -97,13 +97,12 @@ int OpenLog(const std::string& path) {
 }  // namespace
 
 WorkerGroup::WorkerGroup(const WorkerSpec& spec, EventLoop& loop, DeathGuardian& guardian)
-    : spec_(spec), loop_(loop), guardian_(guardian) {
+    : spec_(spec), loop_(loop), guardian_(guardian), standby_start_(spec.prestart, loop) {
   duplicate_out_.filters = spec_.logs.duplicate_stdout_filters;
   duplicate_err_.filters = spec_.logs.duplicate_stderr_filters;
 }
 
 WorkerGroup::~WorkerGroup() {
-  loop_.Cancel(prestart_timer_);
   CleanUp();
   CloseDuplicates();
 }
@@ -129,8 +128,7 @@ void WorkerGroup::Start(const RoundAssignment& round, double failure_time) {
   node_rank_ = round.node_rank;
   attempt_ = round.restart_count;
   round_ = round;
-  round_began_ = std::chrono::steady_clock::now();
-  WakeForPrestarts();
+  standby_start_.RoundBegan([this] { MaybeStartStandbys(); });
   OpenDuplicates();
   standbys_pending_ = spec_.standby_workers > 0;
   for (int local_rank = 0; local_rank < round.local_world_size; ++local_rank) {
@@ -341,28 +339,18 @@ void WorkerGroup::StartStandbys(const RoundAssignment& round) {
   }
 }
 
-void WorkerGroup::WakeForPrestarts() {
-  if (!spec_.prestart) return;
-  loop_.Cancel(prestart_timer_);
-  prestart_timer_ = loop_.At(round_began_ + kPrestartDelay, [this] { MaybeStartStandbys(); });
-}
-
 void WorkerGroup::MaybeStartStandbys() {
   if (!standbys_pending_ || first_failure_) return;
-  // Once every worker has joined its group (a first step is near), so that the spare's own
-  // start does not slow theirs. An ordinary script never says so: its pre-started interpreters
-  // wait a fixed time instead.
-  if (spec_.prestart) {
-    if (std::chrono::steady_clock::now() - round_began_ < kPrestartDelay) return;
-    standbys_pending_ = false;
-    StartStandbys(round_);
-    return;
-  }
-  for (const auto& worker : workers_) {
-    if (!worker->running || !worker->control || worker->control->joined_round() < round_.round) {
-      return;
+  // Once the workers have had the cores for their own start (standby_start.h).
+  const bool due = standby_start_.Due([this] {
+    for (const auto& worker : workers_) {
+      if (!worker->running || !worker->control || worker->control->joined_round() < round_.round) {
+        return false;
+      }
     }
-  }
+    return true;
+  });
+  if (!due) return;
   standbys_pending_ = false;
   StartStandbys(round_);
 }
@@ -668,8 +656,7 @@ std::string WorkerGroup::Reassign(const RoundAssignment& round, double failure_t
     OpenDuplicates();  // the kept workers' lines now go to the new attempt's file
   }
   round_ = round;
-  round_began_ = std::chrono::steady_clock::now();
-  WakeForPrestarts();
+  standby_start_.RoundBegan([this] { MaybeStartStandbys(); });
   standbys_pending_ = spec_.standby_workers > 0;
   first_failure_.reset();
   escalate_ = false;

@@ -33,6 +33,7 @@
 #include "agent/log_spec.h"
 #include "agent/numa_binding.h"
 #include "agent/output_relay.h"
+#include "agent/standby_start.h"
 #include "agent/worker_control.h"
 #include "common/env_contract.h"
 #include "common/worker_failure.h"
@@ -44,10 +45,6 @@ namespace mxrun {
 // (D state) acts on SIGKILL only when it leaves D, which may be never: it is then reported by pid
 // and left behind, and the stop goes on.
 inline constexpr std::chrono::milliseconds kReapAfterKill{10'000};
-
-// How long after a round starts its pre-started interpreters (--prestart) are started: the
-// workers' own start (interpreter, import torch, setup) comes first and has the cores.
-inline constexpr std::chrono::milliseconds kPrestartDelay{5'000};
 
 // What to run and how; the same for every attempt.
 struct WorkerSpec {
@@ -162,9 +159,8 @@ class WorkerGroup {
   // Returns one line for the log: which workers were kept and which were started.
   std::string Reassign(const RoundAssignment& round, double failure_time, int signo,
                        std::chrono::milliseconds grace, const std::function<void()>& reap);
-  // Starts standbys until spec.standby_workers are there (running, ready or not) once every
-  // worker has joined the current round (pre-started interpreters: kPrestartDelay after the
-  // round began); call at every turn of the loop (cheap).
+  // Starts standbys until spec.standby_workers are there (running, ready or not) once they are
+  // due (standby_start.h); call at every turn of the loop (cheap).
   void MaybeStartStandbys();
 
  private:
@@ -180,8 +176,6 @@ class WorkerGroup {
   bool PromoteStandby(int local_rank, const RoundAssignment& round, double failure_time,
                       std::vector<std::string>& started);
   void StartStandbys(const RoundAssignment& round);
-  // --prestart: a timer that calls MaybeStartStandbys kPrestartDelay after the round began.
-  void WakeForPrestarts();
   void StopStandbys();
   EnvMap WorkerEnv(const Worker& worker, const RoundAssignment& round, double failure_time) const;
   void StopWhere(const std::function<bool(const Worker&)>& which, int signo,
@@ -201,8 +195,7 @@ class WorkerGroup {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::unique_ptr<Worker>> standbys_;  // spares; local_rank -1 until promoted
   RoundAssignment round_;                          // the current round
-  std::chrono::steady_clock::time_point round_began_{};  // when Start or Reassign made it
-  EventLoop::TimerId prestart_timer_ = 0;                // WakeForPrestarts' (0: none)
+  StandbyStart standby_start_;                     // when the standbys may start
   bool standbys_pending_ = false;                  // to be (re)filled once the round is joined
   bool stopping_standbys_ = false;
   std::optional<WorkerFailure> first_failure_;

@@ -148,11 +148,20 @@ def plan(hellos):
     return store
 
 
+def _reconfigurable_group(backend, base, address):
+    """This rank's group made with enable_reconfigure on `base`, the store at `address`."""
+    global _pg_store
+    dist = _dist()
+    dist.init_process_group(backend, store=dist.PrefixStore(PG_PREFIX, base),
+                            rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),
+                            timeout=TIMEOUT, enable_reconfigure=True)
+    _pg_store = address
+
+
 def reconfigure(backend, round_):
     """The round's group through `_reconfigure`: survivors keep theirs when the store it lives on
     survives; otherwise every rank makes a new reconfigurable group on the round's store. Returns
     "reconfigured" or "new group"."""
-    global _pg_store
     dist = _dist()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     base, store = round_store(round_)
@@ -161,17 +170,15 @@ def reconfigure(backend, round_):
                                            "hosts": mine if mine in _STORES else ""}))
     hellos = [json.loads(store.get(f"hello/{r}")) for r in range(world)]
     target = plan(hellos)
-    how = "reconfigured"
     if target is None:  # the store is gone (or never was): a new group on the round's store
         abandon_group()
-        target, how = _address(), "new group"
-        pg_base = base
-    elif mine is None:  # a new rank joins the group that lives on `target`
-        pg_base = base if target == _address() else _store_at(target, target in _STORES)
-    if mine is None or how == "new group":
-        dist.init_process_group(backend, store=dist.PrefixStore(PG_PREFIX, pg_base), rank=rank,
-                                world_size=world, timeout=TIMEOUT, enable_reconfigure=True)
-        _pg_store = target
+        _reconfigurable_group(backend, base, _address())
+        how = "new group"
+    else:
+        if mine is None:  # a new rank joins the group that lives on `target`
+            on = base if target == _address() else _store_at(target, target in _STORES)
+            _reconfigurable_group(backend, on, target)
+        how = "reconfigured"
     store.set(f"handle/{rank}", dist._get_reconfigure_handle())
     handles = [store.get(f"handle/{r}").decode() for r in range(world)]
     # One uuid per communicator on that store: the round is new every time.

@@ -89,9 +89,18 @@ const ProcessResult& Undisturbed() {
   return r;
 }
 
-// The recovered job ended where the undisturbed one did.
-void CheckSameAsUndisturbed(const ProcessResult& r) {
-  const ProcessResult& base = Undisturbed();
+// Every one of `steps` steps logged once, and both ranks ended with the same parameters.
+void CheckEachStepOnceAndRanksAgree(const ProcessResult& r, size_t steps) {
+  const Steps got = StepsOf(r.out);
+  CHECK(got.loss.size() == steps);
+  for (const auto& [step, count] : got.count) CHECK(count == 1);
+  const auto params = ParamsOf(r.out);
+  REQUIRE(params.size() == 2);
+  CHECK(params.at(0) == params.at(1));
+}
+
+// The recovered job `r` ended where the undisturbed one, `base`, did.
+void CheckSameAs(const ProcessResult& base, const ProcessResult& r) {
   INFO(Describe(base));
   REQUIRE(base.exit_code == 0);
   const Steps want = StepsOf(base.out), got = StepsOf(r.out);
@@ -107,6 +116,8 @@ void CheckSameAsUndisturbed(const ProcessResult& r) {
   CHECK(params.at(0) == params.at(1));
   CHECK(params.at(0) == ParamsOf(base.out).at(0));
 }
+
+void CheckSameAsUndisturbed(const ProcessResult& r) { CheckSameAs(Undisturbed(), r); }
 
 }  // namespace
 
@@ -141,12 +152,7 @@ TEST_CASE("mxrun.run: with a fixed --master_port, rank 0 (the store's host) SIGK
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.err, Catch::Contains("in-process restart: kept rank(s) " +
                                       std::string(victim == "0" ? "1" : "0")));
-    const Steps got = StepsOf(r.out);
-    CHECK(got.loss.size() == 30);
-    for (const auto& [step, count] : got.count) CHECK(count == 1);
-    const auto params = ParamsOf(r.out);
-    REQUIRE(params.size() == 2);
-    CHECK(params.at(0) == params.at(1));
+    CheckEachStepOnceAndRanksAgree(r, 30);
   }
 }
 
@@ -211,12 +217,7 @@ TEST_CASE("mxrun.run: a node of a 1:2 Python job lost, the other node's ranks go
   CHECK(std::stoi(m[2]) == from / 16);
   CHECK(std::stoi(m[3]) == from % 16 * 64);
   // Every step once, to the end, and the two survivors agree on the parameters.
-  const Steps got = StepsOf(r.out);
-  CHECK(got.loss.size() == 120);
-  for (const auto& [step, count] : got.count) CHECK(count == 1);
-  const auto params = ParamsOf(r.out);
-  REQUIRE(params.size() == 2);
-  CHECK(params.at(0) == params.at(1));
+  CheckEachStepOnceAndRanksAgree(r, 120);
 }
 
 // PyTorch 2.14's in-place membership change (torch.distributed._reconfigure), asked for with
@@ -248,18 +249,7 @@ TEST_CASE("mxrun.run through PyTorch 2.14's _reconfigure: the survivor's group i
     CHECK_THAT(r.err, Catch::Contains("mxrun: rank " + survivor + ": the group of round 1: " + how +
                                       " in "));
     CHECK_THAT(r.out, Catch::Contains("\"from_step\": 11, \"restored_from\": \"memory\""));
-    const Steps want = StepsOf(base.out), got = StepsOf(r.out);
-    REQUIRE(want.loss.size() == 120);
-    CHECK(got.loss.size() == 120);
-    for (const auto& [step, count] : got.count) {
-      INFO("step " << step);
-      CHECK(count == 1);
-      CHECK(got.loss.at(step) == want.loss.at(step));
-    }
-    const auto params = ParamsOf(r.out);
-    REQUIRE(params.size() == 2);
-    CHECK(params.at(0) == params.at(1));
-    CHECK(params.at(0) == ParamsOf(base.out).at(0));
+    CheckSameAs(base, r);
   }
 }
 

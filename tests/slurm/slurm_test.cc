@@ -376,9 +376,10 @@ TEST_CASE("scancel mid-run: each node's mxrun stops its workers within KillWait 
   CHECK(cluster.WaitForJobState(id, {"CANCELLED"}) == "CANCELLED");
   // Each node's mxrun fitted its grace inside KillWait and said how its ranks ended.
   for (const std::string& path : logs) {
-    REQUIRE(WaitForLines(path, "cancelled by SIGTERM", 1, 30s));
+    const bool said = WaitForLines(path, "cancelled by SIGTERM", 1, 30s);
     const std::string log = ReadFile(path);
     INFO(path << ":\n" << log);
+    REQUIRE(said);
     CHECK(CountOccurrences(log, "Slurm's KillWait is " +
                                      std::to_string(SlurmCluster::kKillWaitSeconds) + " s") == 1);
     CHECK(CountOccurrences(log, "; exit code 143") == 1);
