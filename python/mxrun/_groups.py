@@ -24,6 +24,8 @@ import sys
 import time
 from datetime import timedelta
 
+from . import _group_sockets
+
 PG_PREFIX = "mxrun/pg/"  # the keys of a reconfigurable group on its store
 TIMEOUT = timedelta(minutes=30)  # PyTorch's default for a process group
 
@@ -33,6 +35,7 @@ TIMEOUT = timedelta(minutes=30)  # PyTorch's default for a process group
 _ABANDONED = []
 _STORES = {}  # "host:port" -> the TCPStore server this process hosts, reused by later rounds
 _pg_store = None  # "host:port" of the store this process's reconfigurable group lives on
+_connections = set()  # the sockets the current group opened (_group_sockets.py)
 
 
 def _dist():
@@ -104,9 +107,11 @@ def round_store(round_):
 
 def abandon_group():
     """Leaves the default group without waiting for its peers."""
-    global _pg_store
+    global _pg_store, _connections
     dist = _dist()
     _pg_store = None
+    _group_sockets.shut_down(_connections)  # peers still blocked on us are let go
+    _connections = set()
     if not dist.is_initialized():
         return
     try:
@@ -124,13 +129,22 @@ def abandon_group():
             pass
 
 
+def _init(init_process_group):
+    """Runs `init_process_group`, noting the connections it opens."""
+    global _connections
+    opening = _group_sockets.Opening()
+    init_process_group()
+    _connections = opening.opened()
+
+
 def new_group(backend, round_):
     """A survivor's broken group abandoned; init_process_group on the round's store."""
     dist = _dist()
     abandon_group()
     _, store = round_store(round_)
-    dist.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
-                            world_size=int(os.environ["WORLD_SIZE"]), timeout=TIMEOUT)
+    _init(lambda: dist.init_process_group(backend, store=store, rank=int(os.environ["RANK"]),
+                                          world_size=int(os.environ["WORLD_SIZE"]),
+                                          timeout=TIMEOUT))
     return "new group"
 
 
@@ -152,9 +166,9 @@ def _reconfigurable_group(backend, base, address):
     """This rank's group made with enable_reconfigure on `base`, the store at `address`."""
     global _pg_store
     dist = _dist()
-    dist.init_process_group(backend, store=dist.PrefixStore(PG_PREFIX, base),
-                            rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),
-                            timeout=TIMEOUT, enable_reconfigure=True)
+    _init(lambda: dist.init_process_group(
+        backend, store=dist.PrefixStore(PG_PREFIX, base), rank=int(os.environ["RANK"]),
+        world_size=int(os.environ["WORLD_SIZE"]), timeout=TIMEOUT, enable_reconfigure=True))
     _pg_store = address
 
 

@@ -10,7 +10,7 @@ import sys
 import unittest
 
 import mxrun
-from mxrun import _channel, _groups, _nccl, _progress, _rounds, _state
+from mxrun import _channel, _group_sockets, _groups, _nccl, _progress, _rounds, _state
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(mxrun.__file__)))
 
@@ -328,6 +328,25 @@ class RngTest(unittest.TestCase):
         shape = _state.strip(taken, tensors)  # as _state.share sends it
         rng.load_state_dict(_state.fill(shape, [t.clone() for t in tensors]))
         self.assertEqual((torch.rand(3).tolist(), random.random()), first)
+
+
+class GroupSocketsTest(unittest.TestCase):
+    def test_leaving_a_group_closes_its_connections_and_keeps_listeners(self):
+        server = socket.create_server(("127.0.0.1", 0))  # there before: not the group's
+        opening = _group_sockets.Opening()
+        listener = socket.create_server(("127.0.0.1", 0))  # the group's own: left listening
+        mine = socket.create_connection(server.getsockname())
+        peer, _ = server.accept()  # the other process's end, as it were
+        opened = opening.opened()
+        inode = lambda s: os.fstat(s.fileno()).st_ino  # noqa: E731
+        self.assertEqual(opened, {inode(listener), inode(mine), inode(peer)})
+        self.assertEqual(_group_sockets.shut_down(opened - {inode(peer)}), 1)
+        peer.settimeout(10)
+        self.assertEqual(peer.recv(1), b"")  # the peer blocked on us is let go
+        late = socket.create_connection(listener.getsockname())  # still listening
+        late.close()
+        for s in (server, listener, mine, peer):
+            s.close()
 
 
 class NcclPathTest(unittest.TestCase):
