@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "agent/numa_binding.h"
-#include "launcher/options.h"
+#include "launcher/launch_flags/launch_flags.h"
 
 namespace mxrun {
 namespace {
@@ -23,20 +23,20 @@ struct CompletedFlag {
   ValueCompletion value;
 };
 
-// The flag table, plus --help and --version, which CLI11 adds to it (options.cc).
+// The flag table, plus --help and --version, which CLI11 adds to it (flags/flag_engine.cc).
 std::vector<CompletedFlag> CompletedFlags() {
   std::vector<CompletedFlag> flags = {
       {{"-h", "--help"}, false, "print this help message and exit", {}},
       {{"--version"}, false, "print the version and exit", {}},
   };
   const std::map<std::string, ValueCompletion>& values = FlagValueCompletions();
-  for (const FlagDescription& f : DescribeLaunchFlags()) {
+  for (const FlagSpec& f : LaunchFlagSpecs()) {
     CompletedFlag flag;
     if (!f.short_name.empty()) flag.names.push_back(f.short_name);
     flag.names.push_back(absl::StrCat("--", f.name));
     const std::string dashed = absl::StrReplaceAll(f.name, {{"_", "-"}});
     if (dashed != f.name) flag.names.push_back(absl::StrCat("--", dashed));
-    flag.takes_value = f.takes_value;
+    flag.takes_value = !f.boolean;
     flag.help = f.default_value.empty() ? f.help
                                         : absl::StrCat(f.help, " (default ", f.default_value, ")");
     if (auto it = values.find(f.name); it != values.end()) flag.value = it->second;

@@ -127,8 +127,7 @@ AllowedResources OwnResources() {
 
 // --numa-binding: each local rank's CPUs and memory node, said in one line. Never an error: a
 // machine hwloc cannot read runs unbound, with the reason.
-std::vector<WorkerBinding> PlanBinding(const LaunchOptions& options, const EnvMap& env, int nproc) {
-  const NumaMode mode = *ParseNumaMode(options.numa_binding);  // validated by the parser
+std::vector<WorkerBinding> PlanBinding(NumaMode mode, const EnvMap& env, int nproc) {
   // The workers' GPUs first (NVML), so that hwloc places only those; with a saved topology
   // (HWLOC_XMLFILE) the GPUs are that topology's.
   const bool saved = env.count("HWLOC_XMLFILE") > 0;
@@ -198,7 +197,7 @@ int Main(int argc, char** argv) {
   const LaunchOptions& options = *parsed->options;
 #if !MXRUN_NETWORK_BUILD
   // HTTPS for the metrics (OpenSSL) is linked into mxrun-multinode only, as gRPC is.
-  if (NeedsNetwork(options) || options.metrics_tls) return ExecSibling("mxrun-multinode", argv);
+  if (NeedsNetwork(options) || options.metrics.tls) return ExecSibling("mxrun-multinode", argv);
 #endif
 
   absl::StatusOr<RendezvousSettings> settings = CheckRendezvousFlags(options, env);
@@ -208,7 +207,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<WorkerCommand> command = BuildWorkerCommand(options, env, SelfDir());
   if (!command.ok()) return UsageError(command.status().message());
 
-  ConfigureLogging(options.log_format == "json");
+  ConfigureLogging(options.json_logs);
   LogNotes(*parsed);
   // Signals become events on the agent's signalfd. They are blocked before any thread exists (the
   // master and the rendezvous client start gRPC threads), so no other thread can take them.
@@ -221,8 +220,7 @@ int Main(int argc, char** argv) {
 
   AgentConfig config;
   config.entrypoint_name = command->display_name;
-  config.term_timeout = std::chrono::milliseconds(
-      static_cast<long>(options.term_timeout_seconds * 1000.0));
+  config.term_timeout = options.term_timeout;
   if (env.count("SLURM_JOB_ID") != 0 && !options.term_timeout_given) FitGraceToKillWait(env, config);
   config.handled_signals = options.signals_to_handle;
   if (auto it = env.find("TORCHELASTIC_ERROR_FILE"); it != env.end()) {
@@ -234,7 +232,7 @@ int Main(int argc, char** argv) {
   config.events.role = options.role;
   config.events.rdzv_backend = RunsStandalone(options) ? "c10d" : options.rdzv_backend;  // as torchrun
   config.events.entry_point = command->executable;
-  config.worker.json_logs = options.log_format == "json";
+  config.worker.json_logs = options.json_logs;
   WorkerSpec& worker = config.worker;
   worker.executable = command->executable;
   worker.argv = command->argv;
@@ -243,12 +241,7 @@ int Main(int argc, char** argv) {
   worker.base_env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = options.signals_to_handle_text;
   worker.role = options.role;
   worker.host_name = HostName();
-  worker.logs.redirects = options.redirects;
-  worker.logs.tee = options.tee;
-  worker.logs.console_ranks = options.local_ranks_filter;
-  worker.logs.log_dir = options.log_dir;
-  worker.logs.duplicate_stdout_filters = options.duplicate_stdout_filters;
-  worker.logs.duplicate_stderr_filters = options.duplicate_stderr_filters;
+  worker.logs = options.logs;
   worker.line_prefix_template = options.log_line_prefix_template;
   worker.virtual_local_rank = options.virtual_local_rank;
   if (options.virtual_local_rank) {
@@ -279,8 +272,8 @@ int Main(int argc, char** argv) {
   if (worker.logs.NeedsFiles()) {
     // Absolute, so that the paths in workers' variables and in the summary mean the same
     // wherever they are read.
-    std::string base = Absolute(options.log_dir.empty() ? TempBase(env) + "/mxrun-logs"
-                                                        : options.log_dir);
+    std::string base = Absolute(options.logs.log_dir.empty() ? TempBase(env) + "/mxrun-logs"
+                                                             : options.logs.log_dir);
     MakeDirs(base);
     absl::StatusOr<std::string> dir = MakeTempDir(absl::StrCat(base, "/", run_id, "_"));
     if (!dir.ok()) return UsageError(absl::StrCat("--log_dir: ", dir.status().message()));
@@ -291,14 +284,9 @@ int Main(int argc, char** argv) {
     worker.attempts_dir = scratch_dir;
   }
 
-  if (!options.numa_binding.empty()) worker.numa = PlanBinding(options, env, *nproc);
+  if (options.numa_binding) worker.numa = PlanBinding(*options.numa_binding, env, *nproc);
 
-  // Warm standbys: the bundled trainer can be one (it loads, then waits for a rank).
-  // (Not with --virtual_local_rank: a standby's GPU would be fixed before it knows its rank.)
-  worker.standby_workers = options.standby_workers.value_or(
-      options.entrypoint_kind == EntrypointKind::kBundledTrainer && !options.virtual_local_rank
-          ? 1
-          : 0);
+  worker.standby_workers = options.standby_workers;  // warm standbys (standby_flags.cc)
   if (options.prestart) {
     if (absl::Status prestart = ConfigurePrestart(*command, *nproc, worker); !prestart.ok()) {
       return UsageError(prestart.message());
@@ -306,13 +294,8 @@ int Main(int argc, char** argv) {
   }
 
   // Hang detection (agent/hang_monitor.h).
-  HangSettings& hang = config.hang.settings;
-  const double hang_timeout = options.hang_timeout_seconds.value_or(
-      options.entrypoint_kind == EntrypointKind::kBundledTrainer ? kTrainerHangTimeoutSeconds : 0);
-  hang.heartbeat_timeout = std::chrono::milliseconds(static_cast<long>(hang_timeout * 1000.0));
-  hang.exit_barrier_timeout = std::chrono::milliseconds(
-      static_cast<long>(options.exit_barrier_timeout_seconds * 1000.0));
-  worker.heartbeat_files = hang.heartbeat_timeout.count() > 0;
+  config.hang.settings = options.hang;
+  worker.heartbeat_files = options.hang.heartbeat_timeout.count() > 0;
   if (auto it = env.find("TORCHELASTIC_ENABLE_FILE_TIMER"); it != env.end() && it->second == "1") {
     // torchrun's watchdog: at TORCHELASTIC_TIMER_FILE when set, else a private path.
     auto path = env.find("TORCHELASTIC_TIMER_FILE");
@@ -350,14 +333,15 @@ int Main(int argc, char** argv) {
   if (worker.heartbeat_files || config.timer_pipe) {
     std::string rules;
     if (worker.heartbeat_files) {
-      absl::StrAppend(&rules, "heartbeat (MXRUN_HEARTBEAT_FILE) silent over ", hang_timeout, " s");
+      absl::StrAppend(&rules, "heartbeat (MXRUN_HEARTBEAT_FILE) silent over ",
+                      options.hang.heartbeat_timeout.count() / 1000.0, " s");
     }
     if (config.timer_pipe) {
       absl::StrAppend(&rules, rules.empty() ? "" : ", ", "FileTimer on ",
                       config.timer_pipe->path());
     }
     spdlog::info("hang detection: {}; exit barrier {} s", rules,
-                 options.exit_barrier_timeout_seconds);
+                 options.hang.exit_barrier_timeout.count() / 1000.0);
   }
 
   if (ShouldDefaultOmpThreads(env, *nproc)) {
@@ -391,7 +375,7 @@ int Main(int argc, char** argv) {
   if (rdzv->master) spdlog::info("hosting the rendezvous master on {}", rdzv->master_address);
   if (options.nnodes.max > 1) spdlog::info("{}", rdzv->description);
   config.rendezvous_description = rdzv->description;
-  config.stragglers = {options.straggler_factor, options.straggler_steps};
+  config.stragglers = options.stragglers;
   config.straggler_restart = options.straggler_restart;
   config.do_not_requeue_exit_code = options.do_not_requeue_exit_code;
   // The GPUs this node's workers drive (CUDA_VISIBLE_DEVICES' entries, or their local ranks):
@@ -401,38 +385,21 @@ int Main(int argc, char** argv) {
       config.gpu_entries.push_back(*entry);
     }
   }
-  config.gpu_reclaim.timeout = std::chrono::milliseconds(
-      static_cast<long long>(options.gpu_reclaim_timeout_s * 1000));
-  config.gpu_reclaim.threshold_bytes =
-      static_cast<unsigned long long>(options.gpu_reclaim_threshold_mib) << 20;
-  config.gpu_reclaim.interval = std::chrono::milliseconds(
-      static_cast<long long>(options.gpu_reclaim_interval_s * 1000));
-  config.health.enabled = options.health_checks;
-  config.health.command = options.health_check;
-  config.health.command_timeout = std::chrono::milliseconds(
-      static_cast<long long>(options.health_check_timeout_s * 1000));
-  config.health.interval = std::chrono::milliseconds(
-      static_cast<long long>(options.health_check_interval_s * 1000));
-  if (!options.log_dir.empty()) config.health.folders.push_back(options.log_dir);
-  for (const std::string& folder : options.health_folders) config.health.folders.push_back(folder);
-  config.health.min_free_disk_bytes = static_cast<unsigned long long>(options.health_min_disk_mib)
-                                      << 20;
-  config.health.min_free_gpu_bytes =
-      static_cast<unsigned long long>(options.health_min_gpu_free_mib) << 20;
-  config.health.address = options.local_addr;
+  config.gpu_reclaim = options.gpu_reclaim;
+  config.health = options.health;
   config.health.gpu_entries = config.gpu_entries;
   config.health.gpu_entries_are_local_ranks = !env.contains("CUDA_VISIBLE_DEVICES");
   std::unique_ptr<AgentMetrics> metrics;
   std::unique_ptr<HttpServer> metrics_server;
-  if (options.metrics_port >= 0) {
+  if (options.metrics.port >= 0) {
     metrics = std::make_unique<AgentMetrics>(run_id);
     HttpServer::Options http;
     http.host = options.local_addr.empty() ? "127.0.0.1" : options.local_addr;
-    http.bind_all = options.metrics_bind_all;
-    http.port = options.metrics_port;
+    http.bind_all = options.metrics.bind_all;
+    http.port = options.metrics.port;
     http.who = "mxrun metrics";
 #if MXRUN_NETWORK_BUILD
-    if (options.metrics_tls) {
+    if (options.metrics.tls) {
       if (!settings->tls.enabled()) {
         return UsageError("--metrics_tls serves the metrics with the job's certificates, and "
                           "this job has none: give --rdzv_conf cert=,key=,cacert= or drop "

@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "rendezvous/etcd_leadership.h"
 #include "rendezvous/grpc_logs.h"
-#include "launcher/slurm.h"
+#include "launcher/launch_flags/slurm.h"
 #include "rendezvous/grpc_rendezvous.h"
 #include "rendezvous/master_probe.h"
 #include "rendezvous/master_server.h"
@@ -161,12 +161,8 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
   config.job.max_nodes = options.nnodes.max;
   config.job.max_restarts = options.max_restarts;
   config.job.timeouts = settings.timeouts;
-  config.job.stragglers = {options.straggler_factor, options.straggler_steps};
-  config.job.exclusion.after_failures = options.exclude_after;
-  config.job.exclusion.window =
-      std::chrono::milliseconds(static_cast<long long>(options.exclude_window_s * 1000));
-  config.job.exclusion.backoff =
-      std::chrono::milliseconds(static_cast<long long>(options.exclude_backoff_s * 1000));
+  config.job.stragglers = options.stragglers;
+  config.job.exclusion = options.exclusion;
   config.node.host = host_name;
   config.node.address = options.local_addr;
   config.node.local_world_size = local_world_size;

@@ -1,9 +1,9 @@
 #pragma once
 // Finding this run's master among candidate endpoints: a Slurm job's agents know the host and a
-// block of ports derived from the job id (launcher/slurm.h), and the agent that hosts the master
-// takes the first free one. A master an agent hosts serves its own run only and says which in
-// GetStatus (StatusReply.serves_only_run_id), so an agent asks each candidate in turn and follows
-// the one that serves its run: never another job's master, never a stranger on the port (a
+// block of ports derived from the job id (launcher/launch_flags/slurm.h), and the agent that hosts
+// the master takes the first free one. A master an agent hosts serves its own run only and says
+// which in GetStatus (StatusReply.serves_only_run_id), so an agent asks each candidate in turn and
+// follows the one that serves its run: never another job's master, never a stranger on the port (a
 // TCPStore, anything that is not an mxrun master, a master for every run).
 //
 // Thread-safety: Current() is called from the rendezvous client's reader thread; ServedRun() from

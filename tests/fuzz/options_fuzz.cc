@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "launcher/config_file.h"
+#include "launcher/flags/config_file.h"
 #include "launcher/options.h"
-#include "launcher/slurm.h"
+#include "launcher/launch_flags/slurm.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

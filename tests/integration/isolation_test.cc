@@ -18,7 +18,7 @@
 #include <random>
 #include <set>
 
-#include "launcher/slurm.h"
+#include "launcher/launch_flags/slurm.h"
 #include "rendezvous/net.h"
 #include "tests/subprocess.h"
 
@@ -55,7 +55,7 @@ int Listen(int port) {
   return fd;
 }
 
-// A Slurm job id whose block of rendezvous ports (launcher/slurm.h) is free on this host now,
+// A Slurm job id whose block of rendezvous ports (launcher/launch_flags/slurm.h) is free on this host now,
 // and the listening sockets that proved it (closed by the caller, or kept as strangers).
 struct FreeBlock {
   long job_id = 0;

@@ -11,13 +11,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "launcher/completion.h"
-#include "launcher/options.h"
+#include "launcher/launch_flags/launch_flags.h"
 #include "tests/unit/parse_launch_args.h"
 
 namespace {
 
 using mxrun::CompletionScript;
-using mxrun::FlagDescription;
+using mxrun::FlagSpec;
 using mxrun::ValueCompletion;
 
 std::string Script(const std::string& shell) {
@@ -29,7 +29,7 @@ std::string Script(const std::string& shell) {
 
 // Every spelling of a flag of the table: "--nproc_per_node", "--nproc-per-node"; "-r",
 // "--redirects".
-std::vector<std::string> Spellings(const FlagDescription& flag) {
+std::vector<std::string> Spellings(const FlagSpec& flag) {
   std::vector<std::string> names = {"--" + flag.name};
   const std::string dashed = absl::StrReplaceAll(flag.name, {{"_", "-"}});
   if (dashed != flag.name) names.push_back("--" + dashed);
@@ -137,11 +137,11 @@ std::set<std::string> AcceptedWords(absl::string_view message) {
 TEST_CASE("the bash completion names every flag of the table in every spelling", "[completion]") {
   const BashLists bash = ReadBash(Script("bash"));
   REQUIRE_FALSE(bash.flags.empty());
-  for (const FlagDescription& flag : mxrun::DescribeLaunchFlags()) {
+  for (const FlagSpec& flag : mxrun::LaunchFlagSpecs()) {
     for (const std::string& name : Spellings(flag)) {
       INFO(name);
       CHECK(bash.flags.count(name) == 1);
-      CHECK(bash.value_flags.count(name) == (flag.takes_value ? 1 : 0));
+      CHECK(bash.value_flags.count(name) == (flag.boolean ? 0 : 1));
     }
   }
   // And everything --help lists (CLI11's -h, --help and --version too), nothing else.
@@ -151,11 +151,11 @@ TEST_CASE("the bash completion names every flag of the table in every spelling",
 TEST_CASE("the zsh completion has a spec for every flag of the table in every spelling",
           "[completion]") {
   const std::map<std::string, ZshSpec> zsh = ReadZsh(Script("zsh"));
-  for (const FlagDescription& flag : mxrun::DescribeLaunchFlags()) {
+  for (const FlagSpec& flag : mxrun::LaunchFlagSpecs()) {
     for (const std::string& name : Spellings(flag)) {
       INFO(name);
       REQUIRE(zsh.count(name) == 1);
-      CHECK(zsh.at(name).takes_value == flag.takes_value);
+      CHECK(zsh.at(name).takes_value == !flag.boolean);
     }
   }
   std::set<std::string> names;
@@ -167,7 +167,7 @@ TEST_CASE("both scripts offer each closed set of values and the paths", "[comple
   const BashLists bash = ReadBash(Script("bash"));
   const std::map<std::string, ZshSpec> zsh = ReadZsh(Script("zsh"));
   const std::string bash_text = Script("bash");
-  for (const FlagDescription& flag : mxrun::DescribeLaunchFlags()) {
+  for (const FlagSpec& flag : mxrun::LaunchFlagSpecs()) {
     auto it = mxrun::FlagValueCompletions().find(flag.name);
     if (it == mxrun::FlagValueCompletions().end()) continue;
     const ValueCompletion& value = it->second;
@@ -205,7 +205,7 @@ TEST_CASE("both scripts offer each closed set of values and the paths", "[comple
 
 TEST_CASE("the closed sets of values are the ones the parser accepts", "[completion]") {
   std::set<std::string> table;
-  for (const FlagDescription& flag : mxrun::DescribeLaunchFlags()) table.insert(flag.name);
+  for (const FlagSpec& flag : mxrun::LaunchFlagSpecs()) table.insert(flag.name);
   for (const auto& [name, value] : mxrun::FlagValueCompletions()) {
     INFO("--" << name);
     REQUIRE(table.count(name) == 1);  // a flag that was renamed or removed

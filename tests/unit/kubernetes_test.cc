@@ -4,7 +4,7 @@
 // the real one against a private /etc/hosts.
 #include <catch2/catch.hpp>
 
-#include "launcher/kubernetes.h"
+#include "launcher/launch_flags/kubernetes.h"
 #include "tests/unit/parse_launch_args.h"
 
 using mxrun::DetectIndexedJob;

@@ -44,7 +44,7 @@ TEST_CASE("defaults match torchrun's", "[options]") {
   CHECK(o.rdzv_id == "none");
   CHECK(o.max_restarts == 0);
   CHECK(o.role == "default");
-  CHECK(o.term_timeout_seconds == 30);
+  CHECK(o.term_timeout == std::chrono::seconds(30));
   CHECK(o.signals_to_handle == std::set<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
   CHECK(o.entrypoint_kind == EntrypointKind::kPythonScript);
   CHECK(o.entrypoint == "train.py");
@@ -88,11 +88,11 @@ TEST_CASE("PET_* environment variables fill flags that were not given", "[option
 
 TEST_CASE("redirects, tee and the console filter", "[options]") {
   LaunchOptions o = ParseOk({"-r", "3", "--tee=0:1,1:2", "--local_ranks_filter=0,2", "x.py"});
-  CHECK(o.redirects.For(5) == 3);
-  CHECK(o.tee.For(0) == 1);
-  CHECK(o.tee.For(1) == 2);
-  CHECK(o.tee.For(2) == 0);
-  CHECK(o.local_ranks_filter == std::set<int>{0, 2});
+  CHECK(o.logs.redirects.For(5) == 3);
+  CHECK(o.logs.tee.For(0) == 1);
+  CHECK(o.logs.tee.For(1) == 2);
+  CHECK(o.logs.tee.For(2) == 0);
+  CHECK(o.logs.console_ranks == std::set<int>{0, 2});
 }
 
 TEST_CASE("bad input names the flag, the value and what is accepted", "[options]") {
@@ -120,12 +120,15 @@ TEST_CASE("bad input names the flag, the value and what is accepted", "[options]
 
 TEST_CASE("hang detection's flags", "[options][hang]") {
   LaunchOptions defaults = ParseOk({"x.py"});
-  CHECK_FALSE(defaults.hang_timeout_seconds.has_value());  // off; main gives the trainer its own
-  CHECK(defaults.exit_barrier_timeout_seconds == 300);
+  CHECK(defaults.hang.heartbeat_timeout.count() == 0);  // off, except for the bundled trainer
+  CHECK(defaults.hang.exit_barrier_timeout == std::chrono::seconds(300));
+  CHECK(ParseOk({"train"}).hang.heartbeat_timeout == std::chrono::seconds(300));
+  CHECK(ParseOk({"--hang_timeout=0", "train"}).hang.heartbeat_timeout.count() == 0);
   LaunchOptions o = ParseOk({"--hang_timeout=45", "--exit-barrier-timeout=0", "x.py"});
-  CHECK(o.hang_timeout_seconds == 45);
-  CHECK(o.exit_barrier_timeout_seconds == 0);
-  CHECK(ParseOk({"x.py"}, {{"MXRUN_HANG_TIMEOUT", "2.5"}}).hang_timeout_seconds == 2.5);
+  CHECK(o.hang.heartbeat_timeout == std::chrono::seconds(45));
+  CHECK(o.hang.exit_barrier_timeout.count() == 0);
+  CHECK(ParseOk({"x.py"}, {{"MXRUN_HANG_TIMEOUT", "2.5"}}).hang.heartbeat_timeout ==
+        std::chrono::milliseconds(2500));
   CHECK_THAT(ParseError({"--hang_timeout=soon", "x.py"}),
              Catch::Contains("--hang_timeout='soon'") && Catch::Contains("a number >= 0"));
   CHECK_THAT(ParseError({"--exit_barrier_timeout=-1", "x.py"}),
@@ -148,21 +151,21 @@ TEST_CASE("rdzv_conf parses key=value pairs", "[options]") {
 }
 
 TEST_CASE("the shutdown timeout is torchrun 2.x's name for --term_timeout", "[options]") {
-  CHECK(ParseOk({"--shutdown-timeout=2", "x.py"}).term_timeout_seconds == 2);
-  CHECK(ParseOk({"--shutdown_timeout", "2.5", "x.py"}).term_timeout_seconds == 2.5);
-  CHECK(ParseOk({"x.py"}, {{"PET_SHUTDOWN_TIMEOUT", "3"}}).term_timeout_seconds == 3);
-  CHECK(ParseOk({"x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "4"}}).term_timeout_seconds == 4);
+  CHECK(ParseOk({"--shutdown-timeout=2", "x.py"}).term_timeout == std::chrono::milliseconds(2000));
+  CHECK(ParseOk({"--shutdown_timeout", "2.5", "x.py"}).term_timeout == std::chrono::milliseconds(2500));
+  CHECK(ParseOk({"x.py"}, {{"PET_SHUTDOWN_TIMEOUT", "3"}}).term_timeout == std::chrono::milliseconds(3000));
+  CHECK(ParseOk({"x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "4"}}).term_timeout == std::chrono::milliseconds(4000));
   // The flag above torchrun's variable, as every flag above its variables.
   CHECK(ParseOk({"--shutdown-timeout=5", "x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "4"}})
-            .term_timeout_seconds == 5);
+            .term_timeout == std::chrono::milliseconds(5000));
   // Both names: they must agree.
-  CHECK(ParseOk({"--shutdown-timeout=6", "--term_timeout=6", "x.py"}).term_timeout_seconds == 6);
+  CHECK(ParseOk({"--shutdown-timeout=6", "--term_timeout=6", "x.py"}).term_timeout == std::chrono::milliseconds(6000));
   CHECK_THAT(ParseError({"--shutdown-timeout=2", "--term_timeout=3", "x.py"}),
              Catch::Contains("--shutdown_timeout='2' and --term_timeout='3' disagree: they are "
                              "one setting"));
   CHECK_THAT(ParseError({"x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}}),
              Catch::Contains("TORCH_ELASTIC_SHUTDOWN_TIMEOUT='soon' is not valid"));
-  CHECK(ParseOk({"x.py"}).term_timeout_seconds == 30);
+  CHECK(ParseOk({"x.py"}).term_timeout == std::chrono::milliseconds(30000));
 }
 
 TEST_CASE("torchrun 2.x's newer flags in both spellings and from PET_*", "[options][torchrun2]") {
@@ -171,10 +174,10 @@ TEST_CASE("torchrun 2.x's newer flags in both spellings and from PET_*", "[optio
   CHECK(ParseOk({"x.py"}, {{"PET_VIRTUAL_LOCAL_RANK", "1"}}).virtual_local_rank);
   CHECK_FALSE(ParseOk({"x.py"}).virtual_local_rank);
 
-  CHECK(ParseOk({"--numa-binding=exclusive", "x.py"}).numa_binding == "exclusive");
-  CHECK(ParseOk({"--numa_binding", "core-complex", "x.py"}).numa_binding == "core-complex");
-  CHECK(ParseOk({"x.py"}, {{"PET_NUMA_BINDING", "socket"}}).numa_binding == "socket");
-  CHECK(ParseOk({"--numa-binding=none", "x.py"}).numa_binding.empty());
+  CHECK(ParseOk({"--numa-binding=exclusive", "x.py"}).numa_binding == mxrun::NumaMode::kExclusive);
+  CHECK(ParseOk({"--numa_binding", "core-complex", "x.py"}).numa_binding == mxrun::NumaMode::kCoreComplex);
+  CHECK(ParseOk({"x.py"}, {{"PET_NUMA_BINDING", "socket"}}).numa_binding == mxrun::NumaMode::kSocket);
+  CHECK(!ParseOk({"--numa-binding=none", "x.py"}).numa_binding);
   CHECK_THAT(ParseError({"--numa-binding=numa", "x.py"}),
              Catch::Contains("--numa_binding='numa' is not valid: unknown mode; accepted: node, "
                              "socket, exclusive or core-complex"));
@@ -190,13 +193,13 @@ TEST_CASE("torchrun 2.x's newer flags in both spellings and from PET_*", "[optio
                 {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "b"}})
             .log_line_prefix_template == "a");
 
-  CHECK(ParseOk({"--duplicate-stdout-filters=loss,step", "x.py"}).duplicate_stdout_filters ==
+  CHECK(ParseOk({"--duplicate-stdout-filters=loss,step", "x.py"}).logs.duplicate_stdout_filters ==
         std::vector<std::string>{"loss", "step"});
-  CHECK(ParseOk({"--duplicate_stderr_filters", "a,,b,c", "x.py"}).duplicate_stderr_filters ==
+  CHECK(ParseOk({"--duplicate_stderr_filters", "a,,b,c", "x.py"}).logs.duplicate_stderr_filters ==
         std::vector<std::string>{"a,b", "c"});
-  CHECK(ParseOk({"x.py"}, {{"PET_DUPLICATE_STDOUT_FILTERS", "x"}}).duplicate_stdout_filters ==
+  CHECK(ParseOk({"x.py"}, {{"PET_DUPLICATE_STDOUT_FILTERS", "x"}}).logs.duplicate_stdout_filters ==
         std::vector<std::string>{"x"});
-  CHECK(ParseOk({"x.py"}).duplicate_stdout_filters.empty());
+  CHECK(ParseOk({"x.py"}).logs.duplicate_stdout_filters.empty());
   CHECK_THAT(ParseError({"--duplicate-stdout-filters=a,", "x.py"}),
              Catch::Contains("--duplicate_stdout_filters='a,' has an empty filter, which would "
                              "match every line"));

@@ -4,7 +4,7 @@
 
 #include "launcher/options.h"
 #include "launcher/rendezvous_setup.h"
-#include "launcher/slurm.h"
+#include "launcher/launch_flags/slurm.h"
 #include "tests/unit/parse_launch_args.h"
 
 using mxrun::DetectSlurm;

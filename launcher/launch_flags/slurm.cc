@@ -1,4 +1,4 @@
-#include "launcher/slurm.h"
+#include "launcher/launch_flags/slurm.h"
 
 #include <algorithm>
 #include <cstdint>

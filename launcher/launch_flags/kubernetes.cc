@@ -1,4 +1,4 @@
-#include "launcher/kubernetes.h"
+#include "launcher/launch_flags/kubernetes.h"
 
 #include <netdb.h>
 #include <sys/socket.h>

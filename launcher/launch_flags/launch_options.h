@@ -1,0 +1,102 @@
+#pragma once
+// What `mxrun` was asked to do: a plain value, filled by the flag groups beside this file (each
+// mechanism's group fills its own part, units converted) and read by the launcher's main, the
+// rendezvous set-up and the agent's configuration.
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/gpu_reclaim.h"
+#include "agent/hang_watch.h"
+#include "agent/health_check.h"
+#include "agent/log_spec.h"
+#include "agent/numa_binding.h"
+#include "common/straggler_watch.h"
+#include "rendezvous/wire.h"
+
+namespace mxrun {
+
+struct NodeRange {
+  int min = 1;
+  int max = 1;
+};
+
+enum class EntrypointKind { kPythonScript, kPythonModule, kExecutable, kBundledTrainer };
+
+// --hang_timeout when the entrypoint is the bundled trainer and the flag is not given. The trainer
+// beats after every step, every evaluation batch and every second of a checkpoint write, so this
+// only has to exceed the slowest healthy step: a ResNet-101 step at batch 256 takes about a minute on
+// a slow CPU host and well under a second on a GPU. Five minutes leaves a wide margin yet catches a
+// stuck collective in half the time NCCL's own 10-minute watchdog takes (Gloo's default is 30).
+inline constexpr double kTrainerHangTimeoutSeconds = 300;
+
+struct MetricsEndpointFlags {
+  int port = -1;          // --metrics_port: -1 off, 0 a free port (agent_metrics.h)
+  bool bind_all = false;  // --metrics_bind_all
+  bool tls = false;       // --metrics_tls: HTTPS with the job's --rdzv_conf certificates
+};
+
+struct LaunchOptions {
+  // The job and its rendezvous (job_flags.cc).
+  NodeRange nnodes;
+  std::string nproc_per_node = "1";   // integer, gpu, cpu or auto (resolved later, see nproc.h)
+  int node_rank = 0;
+  bool node_rank_given = false;       // --node_rank or PET_NODE_RANK was set explicitly
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;
+  // The endpoint is Slurm's default (slurm.h): the master is on one of the ports from its port on,
+  // and the agents find which by asking (launcher/rendezvous_setup_network.cc).
+  bool rdzv_endpoint_from_slurm = false;
+  std::string rdzv_id = "none";
+  std::map<std::string, std::string> rdzv_conf;
+  bool standalone = false;            // --standalone as given
+  // torchrun 2.12+: one node, static, no --rdzv_endpoint and no --master_port from any source runs
+  // as --standalone (a private rendezvous on localhost:0, a random run id). RunsStandalone.
+  bool standalone_implied = false;
+  int max_restarts = 0;
+  double monitor_interval = 0.1;      // accepted for compatibility; mxrun is event-driven
+  std::string role = "default";
+  std::string local_addr;
+
+  // The workers' output (log_flags.cc).
+  LogSpec logs;                       // --log_dir, -r, -t, --local_ranks_filter, duplicate filters
+  bool json_logs = false;             // --log_format=json
+  std::string log_line_prefix_template;  // empty: mxrun's "[n<node> r<rank>] "
+
+  // Stopping (stop_flags.cc).
+  std::set<int> signals_to_handle;
+  std::string signals_to_handle_text;  // as given: TORCHELASTIC_SIGNALS_TO_HANDLE, as torchrun sets
+  std::chrono::milliseconds term_timeout{30'000};
+  bool term_timeout_given = false;    // from any source but the default (under Slurm, the default
+                                      // is shortened to fit KillWait: slurm_kill_wait.h)
+
+  HangSettings hang;                  // hang_flags.cc (the bundled trainer's default applied)
+  int standby_workers = 0;            // standby_flags.cc (the bundled trainer's default applied)
+  bool prestart = false;              // python/mxrun/_prestart.py
+  bool virtual_local_rank = false;    // placement_flags.cc
+  std::optional<NumaMode> numa_binding;
+  std::string event_log_handler = "null";  // event_flags.cc: null | console
+  StragglerRule stragglers;           // straggler_flags.cc
+  ExclusionRule exclusion;            // exclusion_flags.cc
+  HealthCheckConfig health;           // health_flags.cc (the GPUs are the launcher's to add)
+  GpuReclaimConfig gpu_reclaim;       // gpu_reclaim_flags.cc
+  int do_not_requeue_exit_code = 93;  // failure_flags.cc
+  bool straggler_restart = false;
+  MetricsEndpointFlags metrics;       // metrics_flags.cc
+
+  // What to run (entrypoint_flags.cc).
+  EntrypointKind entrypoint_kind = EntrypointKind::kPythonScript;
+  std::string entrypoint;             // script, module, program, or "train"
+  std::vector<std::string> entrypoint_args;
+};
+
+// --standalone, given or implied (torchrun 2.12+'s one-node default, LaunchOptions above).
+inline bool RunsStandalone(const LaunchOptions& o) { return o.standalone || o.standalone_implied; }
+
+}  // namespace mxrun

@@ -1,0 +1,60 @@
+// How the workers are stopped: the signals mxrun forwards, and the grace period before SIGKILL.
+
+#include <csignal>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/signal_names.h"
+#include "launcher/launch_flags/groups.h"
+
+namespace mxrun {
+
+LaunchFlagGroup StopFlags() {
+  LaunchFlagGroup group;
+  group.flags = {
+      {"signals_to_handle", "", false, "signals forwarded to the workers",
+       "SIGTERM,SIGINT,SIGHUP,SIGQUIT"},
+      {"term_timeout", "", false, "seconds each worker gets after the stop signal before SIGKILL",
+       "30"},
+      {"shutdown_timeout", "", false,
+       "torchrun 2.x's name for --term_timeout (also TORCH_ELASTIC_SHUTDOWN_TIMEOUT); the two "
+       "are one setting and must agree when both are given", "", true,
+       "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"},
+  };
+  group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
+    for (absl::string_view name :
+         absl::StrSplit(v.Text("signals_to_handle"), ',', absl::SkipWhitespace())) {
+      std::optional<int> signo = ParseSignal(name);
+      if (!signo || *signo == SIGKILL || *signo == SIGSTOP || *signo == SIGCHLD) {
+        return v.Invalid("signals_to_handle", absl::StrCat("'", name, "' cannot be handled"),
+                         "signal names or numbers such as SIGTERM,SIGINT (not SIGKILL, SIGSTOP, "
+                         "SIGCHLD)");
+      }
+      o.signals_to_handle.insert(*signo);
+    }
+    o.signals_to_handle_text = v.Text("signals_to_handle");
+
+    absl::StatusOr<double> term = v.Seconds("term_timeout");
+    if (!term.ok()) return term.status();
+    double grace = *term;
+    o.term_timeout_given = v.Given("term_timeout") || v.Given("shutdown_timeout");
+    // One grace period, two names: torchrun 2.x's --shutdown_timeout stands in for --term_timeout;
+    // given both (from any sources), they must say the same.
+    if (v.Given("shutdown_timeout")) {
+      absl::StatusOr<double> shutdown = v.Seconds("shutdown_timeout");
+      if (!shutdown.ok()) return shutdown.status();
+      if (v.Given("term_timeout") && *shutdown != *term) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            v["shutdown_timeout"].source, "='", v.Text("shutdown_timeout"), "' and ",
+            v["term_timeout"].source, "='", v.Text("term_timeout"),
+            "' disagree: they are one setting (the grace period before SIGKILL); give one"));
+      }
+      grace = *shutdown;
+    }
+    o.term_timeout = std::chrono::milliseconds(static_cast<long>(grace * 1000.0));
+    return absl::OkStatus();
+  };
+  return group;
+}
+
+}  // namespace mxrun
