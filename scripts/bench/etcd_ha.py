@@ -36,7 +36,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import descendants, kill_marked  # noqa: E402
+from bench_common import descendants, kill_marked, torch_python  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNS = int(os.environ.get("RUNS", "5"))
@@ -356,10 +356,7 @@ def scale_table(etcd):
 def torch_versions():
     """torch and python-etcd as torchrun's own interpreter (its #! line) sees them."""
     try:
-        with open(TORCHRUN, "rb") as f:
-            first = f.readline().decode(errors="replace")
-        py = first[2:].split()[0] if first.startswith("#!") else sys.executable
-        r = subprocess.run([py, "-c", "import importlib.metadata as m, torch; "
+        r = subprocess.run([torch_python(TORCHRUN), "-c", "import importlib.metadata as m, torch; "
                             "print(torch.__version__, m.version('python-etcd'))"],
                            capture_output=True, text=True, timeout=120)
         torch_v, etcd_v = r.stdout.split()

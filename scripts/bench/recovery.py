@@ -49,7 +49,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import descendants, kill_marked, kill_tree  # noqa: E402
+from bench_common import descendants, kill_marked, kill_tree, torch_python  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNS = int(os.environ.get("RUNS", "5"))
@@ -315,10 +315,7 @@ def med(xs):
 def torch_version():
     """torch as torchrun's own interpreter (its #! line) sees it."""
     try:
-        with open(TORCHRUN, "rb") as f:
-            first = f.readline().decode(errors="replace")
-        py = first[2:].split()[0] if first.startswith("#!") else sys.executable
-        r = subprocess.run([py, "-c", "import torch; print(torch.__version__)"],
+        r = subprocess.run([torch_python(TORCHRUN), "-c", "import torch; print(torch.__version__)"],
                            capture_output=True, text=True, timeout=120)
         return "torch " + (r.stdout.strip() or "unknown")
     except (OSError, IndexError, subprocess.SubprocessError):
