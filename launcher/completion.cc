@@ -31,6 +31,7 @@ std::vector<CompletedFlag> CompletedFlags() {
   };
   const std::map<std::string, ValueCompletion>& values = FlagValueCompletions();
   for (const FlagSpec& f : LaunchFlagSpecs()) {
+    if (f.env_only) continue;
     CompletedFlag flag;
     if (!f.short_name.empty()) flag.names.push_back(f.short_name);
     flag.names.push_back(absl::StrCat("--", f.name));

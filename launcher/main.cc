@@ -39,9 +39,8 @@
 #include "common/metrics_endpoint.h"
 #if MXRUN_NETWORK_BUILD
 #include "common/http_tls.h"
-#include "rendezvous/master_metrics.h"
+#include "rendezvous/master_endpoint.h"
 #include "rendezvous/master_server.h"
-#include "rendezvous/status_page.h"
 #include "launcher/status_command.h"
 #endif
 #include "spdlog/spdlog.h"
@@ -223,9 +222,7 @@ int Main(int argc, char** argv) {
   config.term_timeout = options.term_timeout;
   if (env.count("SLURM_JOB_ID") != 0 && !options.term_timeout_given) FitGraceToKillWait(env, config);
   config.handled_signals = options.signals_to_handle;
-  if (auto it = env.find("TORCHELASTIC_ERROR_FILE"); it != env.end()) {
-    config.agent_error_file = it->second;
-  }
+  config.agent_error_file = options.agent_error_file;
   config.notifier = ServiceNotifier::FromEnv(env, static_cast<long>(::getpid()));
   config.events.handler = options.event_log_handler;
   config.events.run_id = run_id;
@@ -296,40 +293,26 @@ int Main(int argc, char** argv) {
   // Hang detection (agent/hang_monitor.h).
   config.hang.settings = options.hang;
   worker.heartbeat_files = options.hang.heartbeat_timeout.count() > 0;
-  if (auto it = env.find("TORCHELASTIC_ENABLE_FILE_TIMER"); it != env.end() && it->second == "1") {
-    // torchrun's watchdog: at TORCHELASTIC_TIMER_FILE when set, else a private path.
-    auto path = env.find("TORCHELASTIC_TIMER_FILE");
+  if (options.file_timer) {  // torchrun's watchdog
     absl::StatusOr<std::unique_ptr<FileTimerPipe>> pipe = FileTimerPipe::Create(
-        path != env.end() && !path->second.empty() ? path->second
-                                                   : scratch_dir + "/watchdog_timer");
+        !options.file_timer_path.empty() ? options.file_timer_path
+                                         : scratch_dir + "/watchdog_timer");
     if (!pipe.ok()) return UsageError(pipe.status().message());
     config.timer_pipe = std::move(*pipe);
   }
   // torchrun 2.13's watch on workers stuck in uninterruptible sleep (uninterruptible_watch.h).
-  if (auto it = env.find(kUninterruptibleTimeoutEnv); it != env.end()) {
-    absl::StatusOr<std::chrono::milliseconds> d_timeout = ParseUninterruptibleTimeout(it->second);
-    if (!d_timeout.ok()) {
-      spdlog::warn("{}: workers in uninterruptible sleep are not watched (as under torchrun)",
-                   std::string(d_timeout.status().message()));
-    } else if (d_timeout->count() > 0) {
-      config.hang.uninterruptible_timeout = *d_timeout;
-      spdlog::info("hang detection: a worker in uninterruptible sleep (D state) for {:g} s is hung "
-                   "({})", static_cast<double>(d_timeout->count()) / 1000.0,
-                   kUninterruptibleTimeoutEnv);
-    }
+  if (options.uninterruptible_timeout.count() > 0) {
+    config.hang.uninterruptible_timeout = options.uninterruptible_timeout;
+    spdlog::info("hang detection: a worker in uninterruptible sleep (D state) for {:g} s is hung "
+                 "({})", static_cast<double>(options.uninterruptible_timeout.count()) / 1000.0,
+                 kUninterruptibleTimeoutEnv);
   }
   config.hang.fallback_dir = TempBase(env);
   config.hang.run_id = run_id;
   auto path_env = env.find("PATH");
   config.hang.diagnostics.path_env =
       path_env != env.end() ? path_env->second : "/usr/local/bin:/usr/bin:/bin";
-  if (auto it = env.find("MXRUN_STACK_DUMPER"); it != env.end()) {
-    if (!IsStackDumper(it->second)) {
-      return UsageError(absl::StrCat("MXRUN_STACK_DUMPER='", it->second, "' is not valid; "
-                                     "accepted: py-spy, eu-stack, gdb, none (empty: choose)"));
-    }
-    config.hang.diagnostics.stack_dumper = it->second;
-  }
+  config.hang.diagnostics.stack_dumper = options.stack_dumper;
   if (worker.heartbeat_files || config.timer_pipe) {
     std::string rules;
     if (worker.heartbeat_files) {
@@ -419,24 +402,13 @@ int Main(int argc, char** argv) {
 #if MXRUN_NETWORK_BUILD
     // An agent that hosts its job's master (or may be elected to, with etcd) serves the master's
     // metrics and status page here too: there is no mxrun-master to scrape.
-    std::function<std::optional<std::vector<RunSnapshot>>()> served = rdzv->elected_runs;
+    ServedRuns served = rdzv->elected_runs;
     if (std::shared_ptr<MasterServer> master = rdzv->master) {
       served = [master] { return std::optional(master->Snapshot()); };
     }
     if (served) {
-      render = [observed, served](ExpositionFormat format) {
-        std::string page = observed->Render(format, AgentObserver::Time::clock::now());
-        const std::optional<std::vector<RunSnapshot>> runs = served();
-        if (!runs) return page;  // an etcd candidate that does not lead now
-        if (format == ExpositionFormat::kOpenMetrics) page.resize(page.size() - 6);  // "# EOF\n"
-        return page + RenderMasterMetrics(*runs, format);
-      };
-      pages["/"] = [served, elected = rdzv->elected_master](const HttpRequest&) {
-        const std::optional<std::vector<RunSnapshot>> runs = served();
-        return HttpResponse{200, "text/html; charset=utf-8",
-                            runs ? RenderStatusPage(*runs, std::chrono::steady_clock::now())
-                                 : RenderStandbyPage(elected ? elected() : "")};
-      };
+      render = MasterMetrics(served, std::move(render));
+      pages = MasterPages(served, rdzv->elected_master);
     }
 #endif
     absl::StatusOr<std::unique_ptr<HttpServer>> server =

@@ -82,15 +82,29 @@ void FlagValues::Imply(absl::string_view name, std::string text, std::string sou
   values_[std::string(name)] = FlagValue{std::move(text), std::move(source), true};
 }
 
-FlagSpec ConfigFileFlag() {
-  FlagSpec spec{"config", "", false, "TOML file: flags as keys, plus entrypoint and args", ""};
+FlagSpec EnvSetting(std::string name, std::string variable) {
+  FlagSpec spec;
+  spec.name = std::move(name);
+  spec.stand_in_env = std::move(variable);
+  spec.file_key = false;
+  spec.env_only = true;
+  return spec;
+}
+
+FlagSpec ConfigFileFlag(const ProgramFlags& program) {
+  FlagSpec spec{"config", "", false,
+                absl::StrCat("TOML file: flags as keys",
+                             program.takes_command ? ", plus entrypoint and args" : ""),
+                ""};
   spec.file_key = false;
   return spec;
 }
 
-FlagSpec PrintConfigFlag() {
+FlagSpec PrintConfigFlag(const ProgramFlags& program) {
   FlagSpec spec{"print_config", "", true,
-                "check the configuration as a launch would, then print it with each value's source",
+                absl::StrCat("check the configuration as ",
+                             program.takes_command ? "a launch" : "a start",
+                             " would, then print it with each value's source"),
                 ""};
   spec.file_key = false;
   return spec;
@@ -106,6 +120,7 @@ absl::StatusOr<ResolvedFlags> ResolveFlags(const ProgramFlags& program,
   std::map<std::string, std::string> cli_text;
   std::map<std::string, bool> cli_flag;
   for (const FlagSpec& flag : flags) {
+    if (flag.env_only) continue;
     std::string names = absl::StrCat("--", flag.name);
     if (Dashed(flag.name) != flag.name) absl::StrAppend(&names, ",--", Dashed(flag.name));
     if (!flag.short_name.empty()) absl::StrAppend(&names, ",", flag.short_name);
@@ -135,6 +150,11 @@ absl::StatusOr<ResolvedFlags> ResolveFlags(const ProgramFlags& program,
   // A flag's value from the command line or the environment, the sources above a configuration
   // file; nullopt when none of them gives it.
   auto from_command_line_or_env = [&](const FlagSpec& flag) -> std::optional<FlagValue> {
+    if (flag.env_only) {
+      auto it = env.find(flag.stand_in_env);
+      if (it == env.end()) return std::nullopt;
+      return FlagValue{it->second, flag.stand_in_env, true};
+    }
     const std::string option = absl::StrCat("--", flag.name);
     if (app.count(option) > 0) {
       return FlagValue{flag.boolean ? (cli_flag[flag.name] ? "1" : "0") : cli_text[flag.name],

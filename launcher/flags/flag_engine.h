@@ -35,9 +35,15 @@ struct FlagSpec {
   std::string help;
   std::string default_value;
   bool file_key = true;      // may be set in a --config file (and is listed by --print-config)
-  std::string stand_in_env;  // another variable that gives it, below the prefixed ones
+  std::string stand_in_env{};  // another variable that gives it, below the prefixed ones
   bool key_value_list = false;  // k=v,k=v: a config file may also give it as a TOML table
+  // Read from stand_in_env only: a knob of torchrun's environment contract (TORCHELASTIC_*), with
+  // no flag, no file key, and no line in --help or --print-config.
+  bool env_only = false;
 };
+
+// An environment-only setting (FlagSpec::env_only).
+FlagSpec EnvSetting(std::string name, std::string variable);
 
 // A flag's value and where it came from, for messages.
 struct FlagValue {
@@ -69,12 +75,17 @@ class FlagValues {
   absl::Status From(absl::string_view name, const absl::Status& error,
                     absl::string_view separator = ": ") const;
 
+  // A warning a group has about a value it does not refuse (the launch goes on and logs it).
+  void Warn(std::string warning) const { warnings_.push_back(std::move(warning)); }
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
   // Sets a value no source above gave (step 5 above).
   void Imply(absl::string_view name, std::string text, std::string source);
   void Set(const std::string& name, FlagValue value) { values_[name] = std::move(value); }
 
  private:
   std::map<std::string, FlagValue, std::less<>> values_;
+  mutable std::vector<std::string> warnings_;
 };
 
 // What one mechanism contributes: its flags (in --help's order) and how it fills its part of the
@@ -100,8 +111,8 @@ struct ProgramFlags {
 };
 
 // --config and --print-config, for a program's list (where its --help should show them).
-FlagSpec ConfigFileFlag();
-FlagSpec PrintConfigFlag();
+FlagSpec ConfigFileFlag(const ProgramFlags& program);
+FlagSpec PrintConfigFlag(const ProgramFlags& program);
 
 struct ResolvedFlags {
   FlagValues values;

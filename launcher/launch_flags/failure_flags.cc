@@ -15,6 +15,7 @@ LaunchFlagGroup FailureFlags() {
       {"straggler_restart", "", true,
        "restart the worker group when a rank is named a straggler (spends a restart; default: "
        "only name it)", ""},
+      EnvSetting("agent_error_file", "TORCHELASTIC_ERROR_FILE"),  // mxrun's own, as torchrun's
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     absl::StatusOr<int> code = v.Int("do_not_requeue_exit_code", 0, 125,
@@ -25,6 +26,7 @@ LaunchFlagGroup FailureFlags() {
                        "usage, 3 rendezvous)", "0 (off) or an exit code from 4 to 125");
     }
     o.do_not_requeue_exit_code = *code;
+    o.agent_error_file = v.Text("agent_error_file");
     o.straggler_restart = v.Bool("straggler_restart");
     if (o.straggler_restart && o.stragglers.steps == 0) {
       return absl::InvalidArgumentError(

@@ -1,6 +1,11 @@
-// Hang detection's time-outs (agent/hang_watch.h): a silent heartbeat, and workers that run on
-// after another one finished. The bundled trainer beats, so it is watched by default.
+// Hang detection (agent/hang_monitor.h): a silent heartbeat, workers that run on after another
+// one finished (the bundled trainer beats, so it is watched by default), and torchrun's knobs in
+// the environment: its FileTimer watchdog, its watch on workers in uninterruptible sleep, and how
+// a hung worker's stacks are dumped.
 
+#include "absl/strings/str_cat.h"
+#include "agent/hang_diagnostics.h"
+#include "agent/uninterruptible_watch.h"
 #include "launcher/launch_flags/groups.h"
 
 namespace mxrun {
@@ -14,6 +19,10 @@ LaunchFlagGroup HangFlags() {
       {"exit_barrier_timeout", "", false,
        "seconds workers may run on after another worker of the job exited 0 before they count "
        "as hung (0: off)", "300"},
+      EnvSetting("file_timer", "TORCHELASTIC_ENABLE_FILE_TIMER"),
+      EnvSetting("file_timer_path", "TORCHELASTIC_TIMER_FILE"),
+      EnvSetting("uninterruptible_timeout", kUninterruptibleTimeoutEnv),
+      EnvSetting("stack_dumper", "MXRUN_STACK_DUMPER"),
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     double heartbeat =
@@ -27,6 +36,29 @@ LaunchFlagGroup HangFlags() {
     absl::StatusOr<std::chrono::milliseconds> barrier = v.Duration("exit_barrier_timeout");
     if (!barrier.ok()) return barrier.status();
     o.hang.exit_barrier_timeout = *barrier;
+
+    // torchrun's watchdog: at TORCHELASTIC_TIMER_FILE when set, else a private path.
+    o.file_timer = v.Text("file_timer") == "1";
+    o.file_timer_path = v.Text("file_timer_path");
+    if (v.Given("uninterruptible_timeout")) {
+      absl::StatusOr<std::chrono::milliseconds> timeout =
+          ParseUninterruptibleTimeout(v.Text("uninterruptible_timeout"));
+      if (timeout.ok()) {
+        o.uninterruptible_timeout = *timeout;
+      } else {  // as torchrun: a warning, and no watch
+        v.Warn(absl::StrCat(timeout.status().message(),
+                            ": workers in uninterruptible sleep are not watched (as under "
+                            "torchrun)"));
+      }
+    }
+    if (v.Given("stack_dumper")) {
+      o.stack_dumper = v.Text("stack_dumper");
+      if (!IsStackDumper(o.stack_dumper)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "MXRUN_STACK_DUMPER='", o.stack_dumper, "' is not valid; accepted: py-spy, eu-stack, "
+            "gdb, none (empty: choose)"));
+      }
+    }
     return absl::OkStatus();
   };
   return group;

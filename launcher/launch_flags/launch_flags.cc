@@ -20,7 +20,7 @@ LaunchFlagGroup ConfigFlags() {
                       "print a completion script for this shell (bash or zsh) to stdout and exit "
                       "(torchrun 2.14)", ""};
   completion.file_key = false;
-  group.flags = {ConfigFileFlag(), PrintConfigFlag(), completion};
+  group.flags = {ConfigFileFlag(LaunchProgram()), PrintConfigFlag(LaunchProgram()), completion};
   return group;
 }
 
@@ -133,6 +133,7 @@ absl::StatusOr<LaunchFlags> ResolveLaunchFlags(int argc, const char* const* argv
         ": torchrun uses a node rank only for static rendezvous and ignores it here; mxrun takes "
         "it as a request, granted when that rank is free in the round"));
   }
+  out.warnings.insert(out.warnings.end(), values.warnings().begin(), values.warnings().end());
   out.print_config = values.Bool("print_config");
   out.options = std::move(o);
   return out;

@@ -77,6 +77,10 @@ struct LaunchOptions {
                                       // is shortened to fit KillWait: slurm_kill_wait.h)
 
   HangSettings hang;                  // hang_flags.cc (the bundled trainer's default applied)
+  bool file_timer = false;            // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's watchdog
+  std::string file_timer_path;        // TORCHELASTIC_TIMER_FILE (empty: a private path)
+  std::chrono::milliseconds uninterruptible_timeout{0};  // torchrun's D-state watch (0: off)
+  std::string stack_dumper;           // MXRUN_STACK_DUMPER (empty: choose)
   int standby_workers = 0;            // standby_flags.cc (the bundled trainer's default applied)
   bool prestart = false;              // python/mxrun/_prestart.py
   bool virtual_local_rank = false;    // placement_flags.cc
@@ -87,6 +91,7 @@ struct LaunchOptions {
   HealthCheckConfig health;           // health_flags.cc (the GPUs are the launcher's to add)
   GpuReclaimConfig gpu_reclaim;       // gpu_reclaim_flags.cc
   int do_not_requeue_exit_code = 93;  // failure_flags.cc
+  std::string agent_error_file;       // TORCHELASTIC_ERROR_FILE: mxrun's own (may be empty)
   bool straggler_restart = false;
   MetricsEndpointFlags metrics;       // metrics_flags.cc
 

@@ -122,14 +122,14 @@ TEST_CASE("metrics flags: bad values are refused with what is accepted", "[metri
   ProcessResult master_bad =
       mxrun::testing::Run({MXRUN_MASTER_BIN, "--port=0", "--metrics_port=x"}, {}, 20s);
   CHECK(master_bad.exit_code == 2);
-  CHECK_THAT(master_bad.err, Catch::Contains("--metrics_port=x (or MXRUN_MASTER_METRICS_PORT) is "
-                                             "not valid; accepted: a port from 1 to 65535, 0 for "
-                                             "a free one, or off"));
+  CHECK_THAT(master_bad.err, Catch::Contains("--metrics_port='x' is not valid: not an integer; "
+                                             "accepted: a port from 1 to 65535, 0 for a free one, "
+                                             "or off"));
   // The environment form, for a service unit: the same check, and a port when it is one.
   ProcessResult env_bad = mxrun::testing::Run({MXRUN_MASTER_BIN, "--port=0"},
                                               {{"MXRUN_MASTER_METRICS_PORT", "x"}}, 20s);
   CHECK(env_bad.exit_code == 2);
-  CHECK_THAT(env_bad.err, Catch::Contains("(or MXRUN_MASTER_METRICS_PORT) is not valid"));
+  CHECK_THAT(env_bad.err, Catch::Contains("MXRUN_MASTER_METRICS_PORT='x' is not valid"));
   Subprocess env_off({MXRUN_MASTER_BIN, "--port=0"}, {{"MXRUN_MASTER_METRICS_PORT", "off"}});
   REQUIRE(env_off.WaitForStdout("listening on", 1, 10s));
   kill(env_off.pid(), SIGTERM);

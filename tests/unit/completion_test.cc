@@ -138,6 +138,7 @@ TEST_CASE("the bash completion names every flag of the table in every spelling",
   const BashLists bash = ReadBash(Script("bash"));
   REQUIRE_FALSE(bash.flags.empty());
   for (const FlagSpec& flag : mxrun::LaunchFlagSpecs()) {
+    if (flag.env_only) continue;  // no flag to complete
     for (const std::string& name : Spellings(flag)) {
       INFO(name);
       CHECK(bash.flags.count(name) == 1);
@@ -152,6 +153,7 @@ TEST_CASE("the zsh completion has a spec for every flag of the table in every sp
           "[completion]") {
   const std::map<std::string, ZshSpec> zsh = ReadZsh(Script("zsh"));
   for (const FlagSpec& flag : mxrun::LaunchFlagSpecs()) {
+    if (flag.env_only) continue;  // no flag to complete
     for (const std::string& name : Spellings(flag)) {
       INFO(name);
       REQUIRE(zsh.count(name) == 1);
@@ -168,6 +170,7 @@ TEST_CASE("both scripts offer each closed set of values and the paths", "[comple
   const std::map<std::string, ZshSpec> zsh = ReadZsh(Script("zsh"));
   const std::string bash_text = Script("bash");
   for (const FlagSpec& flag : mxrun::LaunchFlagSpecs()) {
+    if (flag.env_only) continue;  // no flag to complete
     auto it = mxrun::FlagValueCompletions().find(flag.name);
     if (it == mxrun::FlagValueCompletions().end()) continue;
     const ValueCompletion& value = it->second;
