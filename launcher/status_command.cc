@@ -10,11 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "mxrun.grpc.pb.h"
-#include "launcher/options.h"
+#include "launcher/launch_flags/value_parsers.h"
+#include "launcher/status_flags.h"
 #include "launcher/token.h"
 #include "rendezvous/etcd_client.h"
 #include "rendezvous/net.h"
@@ -132,56 +132,28 @@ std::string StatusJson(const v1::StatusReply& reply, const std::string& address)
 }
 
 int RunStatusCommand(int argc, char** argv) {
-  CLI::App app{"mxrun status: show the runs a rendezvous master holds", "mxrun status"};
-  std::string endpoint;
-  std::string run_id;
-  std::string backend = "c10d";
-  std::string rdzv_conf;
-  double timeout_s = 5;
-  app.add_option("--rdzv_endpoint,--rdzv-endpoint", endpoint,
-                 "master HOST[:PORT]; with --rdzv_backend=etcd the etcd members")
-      ->required();
-  app.add_option("--rdzv_id,--rdzv-id", run_id, "only this run (with etcd: the job's run)");
-  app.add_option("--rdzv_backend,--rdzv-backend", backend,
-                 "c10d (default: the endpoint is the master) or etcd (etcd-v2): find the master "
-                 "elected in etcd");
-  app.add_option("--rdzv_conf,--rdzv-conf", rdzv_conf,
-                 "cert, key, cacert: mutual TLS with the master (as the agents); with etcd: "
-                 "protocol, cacert, cert, key (etcd's TLS), etcd_prefix, master_service, master_cert, "
-                 "master_key, master_cacert (the elected master's TLS)");
-  app.add_option("--timeout", timeout_s, "seconds to wait for the master (default 5)")
-      ->check(CLI::PositiveNumber);
-  bool json = false;
-  double watch_s = 0;
-  app.add_flag("--json", json,
-               "one JSON object on stdout: the master's address and its runs with their "
-               "rounds, failures by cause and members (for scripts)");
-  app.add_option("--watch", watch_s,
-                 "show it again every SECONDS (default 2) until interrupted, clearing the "
-                 "terminal in between")
-      ->expected(0, 1)
-      ->default_str("2")
-      ->check(CLI::Range(0.1, 3600.0));
-  try {
-    app.parse(argc - 1, argv + 1);
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "mxrun status: error: %s\n", e.what());
+  const EnvMap env = EnvFromStrings(environ);
+  absl::StatusOr<StatusFlagsResult> resolved = ResolveStatusFlags(argc, argv, env);
+  if (!resolved.ok()) {
+    std::fprintf(stderr, "mxrun status: error: %s\n",
+                 std::string(resolved.status().message()).c_str());
     return 2;
   }
-  if (backend == "etcd" || backend == "etcd-v2") {
+  if (!resolved->flags) {  // --help, --print-config
+    std::fputs(resolved->text.c_str(), stdout);
+    return 0;
+  }
+  const StatusFlags& flags = *resolved->flags;
+  std::string endpoint = flags.endpoint;
+  const std::string& run_id = flags.run_id;
+  const std::string& rdzv_conf = flags.rdzv_conf;
+  if (flags.etcd) {
     absl::StatusOr<std::string> found = FindEtcdMaster(endpoint, run_id, rdzv_conf);
     if (!found.ok()) {
       std::fprintf(stderr, "mxrun status: %s\n", std::string(found.status().message()).c_str());
       return absl::IsInvalidArgument(found.status()) ? 2 : 3;
     }
     endpoint = *found;
-  } else if (backend != "c10d") {
-    std::fprintf(stderr, "mxrun status: error: --rdzv_backend=%s is not valid; accepted: c10d, "
-                 "etcd, etcd-v2\n", backend.c_str());
-    return 2;
   }
   // --rdzv_conf may be the agents' own: the master's TLS files are used (with c10d cert, key and
   // cacert; with etcd master_cert, master_key and master_cacert, cert and the others being etcd's).
@@ -194,7 +166,7 @@ int RunStatusCommand(int argc, char** argv) {
       return 2;
     }
     // The agents' other keys (timeouts, is_host, ...) mean nothing to a status query.
-    const std::string prefix = backend == "c10d" ? "" : "master_";
+    const std::string prefix = flags.etcd ? "master_" : "";
     tls.cert = (*conf)[prefix + "cert"];
     tls.key = (*conf)[prefix + "key"];
     tls.cacert = (*conf)[prefix + "cacert"];
@@ -204,7 +176,7 @@ int RunStatusCommand(int argc, char** argv) {
     }
     // The same token the agents present: token_file, else MXRUN_RDZV_TOKEN, trimmed.
     const std::string token_file = (*conf)["token_file"];
-    absl::StatusOr<std::string> read = ReadRendezvousToken(token_file, EnvFromStrings(environ));
+    absl::StatusOr<std::string> read = ReadRendezvousToken(token_file, env);
     if (!read.ok()) {
       std::fprintf(stderr, "mxrun status: error: --rdzv_conf token_file=%s: %s\n",
                    token_file.c_str(), std::string(read.status().message()).c_str());
@@ -220,11 +192,10 @@ int RunStatusCommand(int argc, char** argv) {
   const std::string address = JoinHostPort(target->host, target->port);
   auto stub = v1::Rendezvous::NewStub(
       grpc::CreateChannel(address, ClientCredentials(tls)));
-  if (app.count("--watch") > 0) {
-    if (watch_s <= 0) watch_s = 2;
-    return WatchStatus(*stub, address, run_id, token, timeout_s, json, watch_s);
+  if (flags.watch_s) {
+    return WatchStatus(*stub, address, run_id, token, flags.timeout_s, flags.json, *flags.watch_s);
   }
-  return ShowStatus(*stub, address, run_id, token, timeout_s, json, /*clear=*/false);
+  return ShowStatus(*stub, address, run_id, token, flags.timeout_s, flags.json, /*clear=*/false);
 }
 
 namespace {

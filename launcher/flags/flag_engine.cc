@@ -102,9 +102,10 @@ FlagSpec ConfigFileFlag(const ProgramFlags& program) {
 
 FlagSpec PrintConfigFlag(const ProgramFlags& program) {
   FlagSpec spec{"print_config", "", true,
-                absl::StrCat("check the configuration as ",
-                             program.takes_command ? "a launch" : "a start",
-                             " would, then print it with each value's source"),
+                program.takes_command
+                    ? "check the configuration as a launch would, then print it with each value's "
+                      "source"
+                    : "check the settings, then print them with each value's source",
                 ""};
   spec.file_key = false;
   return spec;
@@ -128,6 +129,8 @@ absl::StatusOr<ResolvedFlags> ResolveFlags(const ProgramFlags& program,
                                     flag.default_value, flag.default_value.empty() ? "" : ")");
     if (flag.boolean) {
       app.add_flag(names, cli_flag[flag.name], help);
+    } else if (!flag.implicit_value.empty()) {
+      app.add_option(names, cli_text[flag.name], help)->expected(0, 1);
     } else {
       app.add_option(names, cli_text[flag.name], help);
     }
@@ -157,8 +160,9 @@ absl::StatusOr<ResolvedFlags> ResolveFlags(const ProgramFlags& program,
     }
     const std::string option = absl::StrCat("--", flag.name);
     if (app.count(option) > 0) {
-      return FlagValue{flag.boolean ? (cli_flag[flag.name] ? "1" : "0") : cli_text[flag.name],
-                       option, true};
+      std::string text = flag.boolean ? (cli_flag[flag.name] ? "1" : "0") : cli_text[flag.name];
+      if (text.empty() && !flag.implicit_value.empty()) text = flag.implicit_value;
+      return FlagValue{std::move(text), option, true};
     }
     const std::string upper = absl::AsciiStrToUpper(flag.name);
     for (const std::string& prefix : program.env_prefixes) {
@@ -196,6 +200,11 @@ absl::StatusOr<ResolvedFlags> ResolveFlags(const ProgramFlags& program,
       if (flag != nullptr && !flag->file_key) flag = nullptr;
       const bool command_key =
           program.takes_command && (entry.key == kEntrypointKey || entry.key == kArgsKey);
+      if (flag == nullptr && !command_key &&
+          std::find(program.foreign_file_keys.begin(), program.foreign_file_keys.end(),
+                    entry.key) != program.foreign_file_keys.end()) {
+        continue;  // another program's setting in a shared file
+      }
       const std::string where = absl::StrCat(file->path, ":", entry.line, ": ");
       if (flag == nullptr && !command_key) {
         std::string accepted;

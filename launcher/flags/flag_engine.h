@@ -40,6 +40,8 @@ struct FlagSpec {
   // Read from stand_in_env only: a knob of torchrun's environment contract (TORCHELASTIC_*), with
   // no flag, no file key, and no line in --help or --print-config.
   bool env_only = false;
+  // A value flag that may be given alone on the command line (--watch), meaning this value.
+  std::string implicit_value{};
 };
 
 // An environment-only setting (FlagSpec::env_only).
@@ -108,6 +110,9 @@ struct ProgramFlags {
   // The program runs a command given after its flags (mxrun's ENTRYPOINT [ARGS...]); a config
   // file may then give it as `entrypoint` and `args`.
   bool takes_command = false;
+  // Keys a config file may hold that belong to another program sharing it (mxrun status reads
+  // the job's file): accepted and ignored.
+  std::vector<std::string> foreign_file_keys{};
 };
 
 // --config and --print-config, for a program's list (where its --help should show them).
