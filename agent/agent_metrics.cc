@@ -119,7 +119,8 @@ void AgentMetrics::Progress(Time now, int local_rank, int global_rank,
   }
 }
 
-void AgentMetrics::GroupSucceeded(Time /*now*/) {
+void AgentMetrics::GroupSucceeded(Time /*now*/,
+                                  const std::vector<WorkerGroup::WorkerStatus>& /*workers*/) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [global_rank, rank] : ranks_) rank.running = false;
 }

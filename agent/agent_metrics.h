@@ -48,7 +48,7 @@ class AgentMetrics : public AgentObserver {
   void Reforming(Time now, bool restart, const std::string& reason) override;
   void Progress(Time now, int local_rank, int global_rank,
                 const WorkerControlMessage& report) override;
-  void GroupSucceeded(Time now) override;
+  void GroupSucceeded(Time now, const std::vector<WorkerGroup::WorkerStatus>& workers) override;
   void GoodputChanged(const GoodputClock& clock) override;
   void StragglerChanged(Time now, const StragglerNews& news) override;
 

@@ -12,38 +12,42 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/cancel_summary.h"
+#include "agent/event_log_observer.h"
+#include "agent/goodput_observer.h"
+#include "agent/systemd_observer.h"
 #include "agent/failure_report.h"
 #include "common/signal_names.h"
 #include "spdlog/spdlog.h"
 
 namespace mxrun {
 
-namespace {
-
-// One line for the log and for the service's status (`systemctl status`); with `stopping`, the
-// status also tells systemd the service is stopping. Logged first: the status may be the last thing
-// said before a long stop.
-void Announce(ServiceNotifier& notifier, spdlog::level::level_enum level, const std::string& text,
-              bool stopping = false) {
-  spdlog::log(level, "{}", text);
-  if (stopping) {
-    notifier.Stopping(text);
-  } else {
-    notifier.Status(text);
-  }
-}
-
-}  // namespace
-
 ElasticAgent::ElasticAgent(AgentConfig config, Rendezvous& rendezvous, DeathGuardian& guardian)
-    : config_(std::move(config)),
-      events_(config_.events),
-      rendezvous_(rendezvous),
-      guardian_(guardian) {
+    : config_(std::move(config)), rendezvous_(rendezvous), guardian_(guardian) {
   config_.worker.on_progress = [this](int local_rank, int global_rank,
                                       const WorkerControlMessage& report) {
     OnProgress(local_rank, global_rank, report);
   };
+  const std::vector<AgentObserver*> others = config_.observers;
+  own_observers_.push_back(std::make_unique<GoodputObserver>([others](const GoodputClock& clock) {
+    for (AgentObserver* observer : others) observer->GoodputChanged(clock);
+  }));
+  own_observers_.push_back(std::make_unique<EventLogObserver>(config_.events));
+  own_observers_.push_back(std::make_unique<SystemdObserver>(std::move(config_.notifier)));
+  for (const std::unique_ptr<AgentObserver>& observer : own_observers_) {
+    observers_.push_back(observer.get());
+  }
+  observers_.insert(observers_.end(), others.begin(), others.end());
+}
+
+void ElasticAgent::Tell(const std::function<void(AgentObserver&)>& event) {
+  for (AgentObserver* observer : observers_) event(*observer);
+}
+
+// Logged first: the status may be the last thing said before a long stop.
+void ElasticAgent::Announce(spdlog::level::level_enum level, const std::string& text,
+                            bool stopping) {
+  spdlog::log(level, "{}", text);
+  Tell([&](AgentObserver& o) { o.Status(text, stopping); });
 }
 
 void ElasticAgent::OnProgress(int local_rank, int global_rank, WorkerControlMessage report) {
@@ -56,21 +60,13 @@ void ElasticAgent::OnProgress(int local_rank, int global_rank, WorkerControlMess
   }
   last = {report.step, now};
   if (hangs_) hangs_->ProgressSeen(local_rank);
-  Account([&](GoodputClock& clock, AgentObserver::Time) { clock.Progress(now, report.step); });
-  if (AgentObserver* observer = config_.observer) {
-    observer->Progress(now, local_rank, global_rank, report);
-  }
+  Tell([&](AgentObserver& o) { o.Progress(now, local_rank, global_rank, report); });
+  // The rendezvous judges stragglers: the local one this node's ranks, a master the whole job's.
   progress_[global_rank] = {global_rank, local_rank, report.step, report.step_seconds, now};
   std::vector<RankProgress> ranks;
   ranks.reserve(progress_.size());
   for (const auto& [rank, p] : progress_) ranks.push_back(p);
   rendezvous_.ReportProgress(ranks);
-  if (judge_stragglers_) {
-    if (std::optional<StragglerNews> news =
-            stragglers_.Report(global_rank, report.step, report.step_seconds)) {
-      OnStraggler(*news);
-    }
-  }
 }
 
 void ElasticAgent::OnStraggler(const StragglerNews& news) {
@@ -84,7 +80,7 @@ void ElasticAgent::OnStraggler(const StragglerNews& news) {
                DescribeStraggler(news), local_rank, config_.stragglers.factor,
                config_.stragglers.steps,
                restart ? "; --straggler_restart: restarting the group" : "");
-  if (config_.observer) config_.observer->StragglerChanged(AgentObserver::Time::clock::now(), news);
+  Tell([&](AgentObserver& o) { o.StragglerChanged(AgentObserver::Time::clock::now(), news); });
   if (restart) {
     WorkerHang hang;
     hang.rule = kStragglerRule;
@@ -93,22 +89,8 @@ void ElasticAgent::OnStraggler(const StragglerNews& news) {
   }
 }
 
-void ElasticAgent::Account(
-    const std::function<void(GoodputClock&, AgentObserver::Time)>& event) {
-  event(goodput_, AgentObserver::Time::clock::now());
-  if (config_.observer) config_.observer->GoodputChanged(goodput_);
-}
-
 int ElasticAgent::Exit(int exit_code, std::optional<std::string> why_failed) {
-  if (goodput_.ran()) {
-    Account([](GoodputClock& clock, AgentObserver::Time now) { clock.Ended(now); });
-    spdlog::info("{}", FormatGoodput(goodput_.Report(AgentObserver::Time::clock::now())));
-  }
-  if (why_failed) {
-    events_.Agent("FAILED", std::nullopt, std::move(why_failed));
-  } else {
-    events_.Agent("SUCCEEDED");  // as torchelastic: the agent ran to the end, whatever its workers
-  }
+  Tell([&](AgentObserver& o) { o.Exited(AgentObserver::Time::clock::now(), exit_code, why_failed); });
   return exit_code;
 }
 
@@ -150,15 +132,11 @@ std::vector<WorkerGroup::WorkerStatus> ElasticAgent::StopGroup(int signo) {
   if (group_ == nullptr) return {};
   hangs_->Watch(nullptr);
   std::vector<WorkerGroup::WorkerStatus> running;
-  if (events_.enabled()) {
-    for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
-      if (worker.running) running.push_back(worker);
-    }
+  for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
+    if (worker.running) running.push_back(worker);
   }
   group_->Stop(signo, config_.term_timeout, [this] { ReapChildren(); });
-  for (const WorkerGroup::WorkerStatus& worker : running) {
-    events_.Worker("TERMINATED", worker.local_rank, worker.pid);
-  }
+  Tell([&](AgentObserver& o) { o.WorkersStopped(AgentObserver::Time::clock::now(), running); });
   std::vector<WorkerGroup::WorkerStatus> ended = group_->Workers();
   ended_workers_.clear();
   for (const WorkerGroup::WorkerStatus& worker : ended) {
@@ -186,18 +164,16 @@ void ElasticAgent::CheckGroup() {
   switch (group_->state()) {
     case WorkerGroup::State::kRunning:
       return;
-    case WorkerGroup::State::kSucceeded:
-      for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
-        events_.Worker("SUCCEEDED", worker.local_rank, worker.pid, 0);
-      }
+    case WorkerGroup::State::kSucceeded: {
+      const std::vector<WorkerGroup::WorkerStatus> workers = group_->Workers();
       hangs_->Watch(nullptr);
       group_->Finish();
       group_.reset();
       phase_ = Phase::kAwaiting;
-      if (config_.observer) config_.observer->GroupSucceeded(AgentObserver::Time::clock::now());
-      Account([](GoodputClock& clock, AgentObserver::Time now) { clock.Ended(now); });
+      Tell([&](AgentObserver& o) { o.GroupSucceeded(AgentObserver::Time::clock::now(), workers); });
       rendezvous_.ReportSucceeded();
       return;
+    }
     case WorkerGroup::State::kFailed: {
       const WorkerFailure failure = *group_->first_failure();
       group_->ReadControlChannels();
@@ -208,22 +184,8 @@ void ElasticAgent::CheckGroup() {
                    : group_->HasReadyPrestarts()
                        ? "stopping the workers; the pre-started interpreters take the ranks"
                        : "stopping the group");
-      // torchelastic's exit code: negative for a signal; none for a hung worker still running.
-      std::optional<int> exit_code;
-      if (failure.term_signal != 0) {
-        exit_code = -failure.term_signal;
-      } else if (!failure.hang.hung()) {
-        exit_code = failure.exit_code;
-      }
-      events_.Worker("FAILED", failure.local_rank, failure.pid, exit_code,
-                     failure.error_file_contents.empty()
-                         ? std::nullopt
-                         : std::optional<std::string>(failure.error_file_contents));
       phase_ = Phase::kAwaiting;
-      if (config_.observer) {
-        config_.observer->WorkerFailed(AgentObserver::Time::clock::now(), failure);
-      }
-      Account([](GoodputClock& clock, AgentObserver::Time now) { clock.Failure(now); });
+      Tell([&](AgentObserver& o) { o.WorkerFailed(AgentObserver::Time::clock::now(), failure); });
       failure_time_ = std::chrono::duration<double>(failure.time.time_since_epoch()).count();
       rendezvous_.ReportFailure(failure);  // first, so that other nodes stop at the same time
       KeepOrStopGroup();
@@ -266,7 +228,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       }
       excluded_ = event.excluded;
       waiting_reason_ = event.reason;
-      config_.notifier.Ready(event.reason);
+      Tell([&](AgentObserver& o) { o.Registered(AgentObserver::Time::clock::now(), event.reason); });
       return std::nullopt;
     case Kind::kRoundReady: {
       if (phase_ != Phase::kJoining) return std::nullopt;  // stale: a newer request is pending
@@ -282,32 +244,14 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
         group_->Start(event.round, failure_time_);
       }
       failure_time_ = 0;
-      if (events_.enabled()) {
-        events_.SetRound(event.round);
-        events_.Agent("RENDEZVOUS", std::chrono::duration<double, std::milli>(
-                                        EventLoop::Deadline::clock::now() - joined_at_)
-                                        .count());
-        events_.Agent("ASSIGN_WORKER_RANKS", 0.0);  // ranks come with the round
-        for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
-          if (worker.running) events_.Worker("START", worker.local_rank, worker.pid);
-        }
-      }
       hangs_->Watch(group_.get());
-      if (config_.observer) {
-        config_.observer->RoundStarted(AgentObserver::Time::clock::now(), event.round,
-                                       group_->Workers());
-      }
-      Account([](GoodputClock& clock, AgentObserver::Time now) { clock.RoundStarted(now); });
-      stragglers_.Reset();
       last_reports_.clear();
       progress_.clear();
       round_ = event.round;
-      judge_stragglers_ = !rendezvous_.JudgesStragglers() && config_.stragglers.steps > 0;
-      const RoundAssignment& r = event.round;
-      config_.notifier.Ready(absl::StrCat(
-          "round ", r.round, ": node ", r.node_rank, " of ", r.num_nodes, ", ranks ",
-          r.global_rank_base, "-", r.global_rank_base + r.local_world_size - 1, " of ",
-          r.world_size, ", restarts ", r.restart_count, "/", r.max_restarts));
+      const std::vector<WorkerGroup::WorkerStatus> workers = group_->Workers();
+      Tell([&](AgentObserver& o) {
+        o.RoundStarted(AgentObserver::Time::clock::now(), event.round, workers);
+      });
       return std::nullopt;
     }
     case Kind::kRejoin:
@@ -318,18 +262,15 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
             std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
       }
-      if (config_.observer) {
-        config_.observer->Reforming(AgentObserver::Time::clock::now(), event.restart,
-                                    event.reason);
-      }
-      Account([](GoodputClock& clock, AgentObserver::Time now) { clock.Failure(now); });
+      Tell([&](AgentObserver& o) {
+        o.Reforming(AgentObserver::Time::clock::now(), event.restart, event.reason);
+      });
       if (event.restart) {
-        Announce(config_.notifier, spdlog::level::warn,
+        Announce(spdlog::level::warn,
                  absl::StrCat("restarting the worker group (", event.restarts_spent, " of ",
                               event.max_restarts, " restarts): ", event.reason));
       } else {
-        Announce(config_.notifier,
-                 event.master_silent ? spdlog::level::warn : spdlog::level::info,
+        Announce(event.master_silent ? spdlog::level::warn : spdlog::level::info,
                  absl::StrCat("re-forming the worker group: ", event.reason));
       }
       if (event.master_silent) {
@@ -355,17 +296,19 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       return std::nullopt;
     case Kind::kJobSucceeded:
       NoteExcluded(event);
-      config_.notifier.Stopping("job succeeded");
+      Tell([](AgentObserver& o) { o.Status("job succeeded", /*stopping=*/true); });
       StopGroup(SIGTERM);  // normally already gone
       return Exit(kExitSuccess);
     case Kind::kJobFailed:
       NoteExcluded(event);
-      config_.notifier.Stopping("job failed: the restart budget is spent");
+      Tell([](AgentObserver& o) {
+        o.Status("job failed: the restart budget is spent", /*stopping=*/true);
+      });
       StopGroup(SIGTERM);
       return Exit(JobFailed(event));
     case Kind::kError:
-      Announce(config_.notifier, spdlog::level::err,
-               absl::StrCat("rendezvous failed: ", event.error.message()), /*stopping=*/true);
+      Announce(spdlog::level::err, absl::StrCat("rendezvous failed: ", event.error.message()),
+               /*stopping=*/true);
       StopGroup(SIGTERM);
       return Exit(kExitRendezvousFailed,
                   absl::StrCat("rendezvous failed: ", event.error.message()));
@@ -414,7 +357,7 @@ bool ElasticAgent::Healthy() {
   const std::vector<std::string> problems = health_->Check();
   if (problems.empty()) return true;
   const std::string why = absl::StrJoin(problems, "; ");
-  Announce(config_.notifier, spdlog::level::err,
+  Announce(spdlog::level::err,
            absl::StrCat("this node is unhealthy: ", why, "; it does not join the job (exit ",
                         UnhealthyExit(), ", do not requeue here)"),
            /*stopping=*/true);
@@ -429,8 +372,8 @@ int ElasticAgent::UnhealthyExit() {
 
 bool ElasticAgent::Join() {
   if (!Healthy()) return false;
-  Account([](GoodputClock& clock, AgentObserver::Time now) { clock.Joining(now); });
   joined_at_ = EventLoop::Deadline::clock::now();
+  Tell([&](AgentObserver& o) { o.Joining(joined_at_); });
   loop_->Cancel(waiting_note_timer_);
   waiting_note_timer_ = loop_->At(joined_at_ + config_.waiting_notice_after, [this] { NoteWaiting(); });
   waiting_reason_.clear();
@@ -448,14 +391,6 @@ void ElasticAgent::NoteWaiting() {
                config_.rendezvous_description.empty() ? "the local rendezvous"
                                                       : config_.rendezvous_description);
   waiting_note_timer_ = loop_->At(now + std::chrono::seconds(30), [this] { NoteWaiting(); });
-}
-
-void ElasticAgent::WatchdogTick() {
-  // WATCHDOG=1 when due (service_notify.h), then a timer for the next one.
-  config_.notifier.Tick(ServiceNotifier::Clock::now());
-  if (std::optional<ServiceNotifier::Clock::time_point> next = config_.notifier.NextWatchdog()) {
-    loop_->At(*next, [this] { WatchdogTick(); });
-  }
 }
 
 void ElasticAgent::StartHealthChecks() {
@@ -482,7 +417,7 @@ int ElasticAgent::Run() {
   loop_ = std::move(*loop);
   if (config_.timer_pipe) config_.worker.timer_file = config_.timer_pipe->path();
   hangs_ = std::make_unique<HangMonitor>(config_.hang, *loop_, std::move(config_.timer_pipe));
-  WatchdogTick();
+  Tell([this](AgentObserver& o) { o.Started(*loop_); });
   // Events are buffered here as they arrive, also while a group is being stopped (a nested loop).
   loop_->Watch(rendezvous_.EventFd(), [this] {
     for (RendezvousEvent& event : rendezvous_.TakeEvents()) pending_.push_back(std::move(event));
@@ -492,7 +427,8 @@ int ElasticAgent::Run() {
   if (!Join()) return Exit(UnhealthyExit(), "the node is unhealthy");
   while (true) {
     if (stop_signal_ != 0) {
-      config_.notifier.Stopping(absl::StrCat("stopping the workers on ", SignalName(stop_signal_)));
+      const std::string stopping = absl::StrCat("stopping the workers on ", SignalName(stop_signal_));
+      Tell([&](AgentObserver& o) { o.Status(stopping, /*stopping=*/true); });
       const int exit_code = 128 + stop_signal_;
       std::vector<StoppedWorker> stopped;
       for (const WorkerGroup::WorkerStatus& w : StopGroup(stop_signal_)) {
@@ -519,9 +455,9 @@ int ElasticAgent::Run() {
       if (std::optional<int> exit_code = OnRendezvousEvent(event)) return *exit_code;
       continue;
     }
-    // The loop wakes for its timers (the watchdog, waiting notes, health checks, --prestart) by
-    // itself; the hang monitor's checks still run here, each turn.
-    loop_->RunOnce(hangs_->NextWake());
+    // The loop wakes for its timers by itself: the watchdog, waiting notes, health checks,
+    // --prestart's start and the hang monitor's checks.
+    loop_->RunOnce(std::nullopt);
   }
 }
 

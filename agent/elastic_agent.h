@@ -23,6 +23,7 @@
 #include "agent/agent_observer.h"
 #include "agent/death_guardian.h"
 #include "agent/event_log.h"
+#include "spdlog/common.h"
 #include "agent/file_timer.h"
 #include "agent/hang_monitor.h"
 #include "agent/gpu_reclaim.h"
@@ -57,7 +58,9 @@ struct AgentConfig {
   std::string rendezvous_description;
   std::chrono::milliseconds waiting_notice_after{5000};
   EventLogConfig events;                    // --event-log-handler (event_log.h)
-  AgentObserver* observer = nullptr;        // told what happens (the metrics); not owned
+  // Told what happens besides the agent's own observers (time accounting, event records,
+  // systemd): the metrics. Not owned.
+  std::vector<AgentObserver*> observers;
   StragglerRule stragglers;                 // --straggler_factor, --straggler_steps
   bool straggler_restart = false;           // --straggler_restart: a straggler fails the group
   // --do_not_requeue_exit_code: the exit code when every attempt failed the same deterministic
@@ -85,7 +88,6 @@ class ElasticAgent {
  private:
   enum class Phase { kJoining, kRunning, kAwaiting };
   // Goodput accounting (goodput.h): the call, then the observer told.
-  void Account(const std::function<void(GoodputClock&, AgentObserver::Time)>& event);
 
   void OnSignal(int signo);
   // Checks the node's health, then asks the rendezvous for a place and starts the clock of the
@@ -99,7 +101,6 @@ class ElasticAgent {
   // waiting_notice_after, then every 30 s), systemd's watchdog, and --health_check_interval's
   // checks while workers run (a failed one sets became_unhealthy_, which Run() acts on).
   void NoteWaiting();
-  void WatchdogTick();
   void StartHealthChecks();
   void ReapChildren();
   // Stops the group (if any) and returns how each of its workers ended.
@@ -121,7 +122,6 @@ class ElasticAgent {
   int Exit(int exit_code, std::optional<std::string> why_failed = std::nullopt);
 
   AgentConfig config_;
-  ElasticEventLog events_;
   Rendezvous& rendezvous_;
   DeathGuardian& guardian_;
   std::unique_ptr<EventLoop> loop_;
@@ -141,11 +141,9 @@ class ElasticAgent {
   std::unique_ptr<HealthChecker> health_;
   EventLoop::TimerId health_timer_ = 0;  // --health_check_interval's, from the round's start
   bool became_unhealthy_ = false;        // a health check failed while workers ran
-  GoodputClock goodput_{AgentObserver::Time::clock::now()};  // where this node's time went
-  // Stragglers among this node's ranks, judged here when the rendezvous does not judge them over
-  // the whole job (the local rendezvous of a one-node job; a master judges every rank).
-  StragglerWatch stragglers_{config_.stragglers};
-  bool judge_stragglers_ = false;
+  // Everything that reports what happens (agent_observer.h): its own, then config_.observers.
+  std::vector<std::unique_ptr<AgentObserver>> own_observers_;
+  std::vector<AgentObserver*> observers_;
   RoundAssignment round_;                   // the running round (for the ranks' local ranks)
   struct LastReport {
     long long step = -1;
@@ -154,6 +152,10 @@ class ElasticAgent {
   std::map<int, LastReport> last_reports_;  // by global rank: step times of reports without one
   std::map<int, RankProgress> progress_;    // by global rank: passed on to the rendezvous
   void OnProgress(int local_rank, int global_rank, WorkerControlMessage report);
+  // Tells every observer, in order.
+  void Tell(const std::function<void(AgentObserver&)>& event);
+  // A line for the log and the observers' status (systemd's); `stopping`: on the way out.
+  void Announce(spdlog::level::level_enum level, const std::string& text, bool stopping = false);
   // A rank of this node named a straggler or no longer (here or by the master): logged, told to
   // the observer, and with --straggler_restart the group is failed.
   void OnStraggler(const StragglerNews& news);

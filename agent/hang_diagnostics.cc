@@ -22,6 +22,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/helper_run.h"
 #include "agent/process_launcher.h"
 #include "agent/proc_stat.h"
 #include "common/files.h"
@@ -77,10 +78,7 @@ struct StackDump {
   std::string tool;        // "gdb", "py-spy"; empty: none was run
   std::string skipped;     // why no dump was made
   std::string output_path;
-  pid_t tool_pid = -1;
-  int pidfd = -1;
-  bool timed_out = false;
-  Clock::duration took{};
+  StartedHelper helper;    // the tool's process (helper_run.h)
   std::string output;
 };
 
@@ -156,75 +154,26 @@ void StartStackDump(const HungWorker& worker, const std::string& dir,
     dump.tool.clear();
     return;
   }
-  SpawnRequest request;
-  request.executable = executable;
-  request.argv = std::move(argv);
   // HOME: gdb wants one for its caches (it writes nothing there with these settings).
-  request.env = {"PATH=" + options.path_env, "LC_ALL=C", "HOME=" + dir};
-  request.stdout_fd = out;
-  request.stderr_fd = out;
-  absl::StatusOr<pid_t> tool_pid = SpawnProcess(request);
+  absl::StatusOr<StartedHelper> started = StartHelper(
+      executable, std::move(argv), {"PATH=" + options.path_env, "LC_ALL=C", "HOME=" + dir}, out);
   close(out);
-  if (!tool_pid.ok()) {
-    dump.skipped = std::string(tool_pid.status().message());
+  if (!started.ok()) {
+    dump.skipped = std::string(started.status().message());
     dump.tool.clear();
     return;
   }
-  dump.tool_pid = *tool_pid;
-  dump.pidfd = static_cast<int>(syscall(SYS_pidfd_open, dump.tool_pid, 0));
+  dump.helper = *started;
 }
 
-// Waits for every started dump until `deadline`, calling `keep_reading.on_readable` whenever its fd
-// is readable meanwhile; kills (by its own process group) the dumps still running then, and reaps
-// them. Without pidfds (kernels before 5.3, some seccomp profiles) it polls every 20 ms instead.
+// Waits for every started dump until `deadline` (helper_run.h), serving `keep_reading`
+// meanwhile, then reads what each wrote.
 void FinishStackDumps(std::vector<StackDump>& dumps, Clock::time_point started,
                       Clock::time_point deadline, const KeepReading& keep_reading) {
-  auto reap_finished = [&] {
-    for (StackDump& dump : dumps) {
-      int status = 0;
-      if (dump.tool_pid > 0 && waitpid(dump.tool_pid, &status, WNOHANG) == dump.tool_pid) {
-        dump.took = Clock::now() - started;
-        dump.tool_pid = -1;
-        if (dump.pidfd >= 0) close(dump.pidfd);
-        dump.pidfd = -1;
-      }
-    }
-  };
-  while (true) {
-    reap_finished();
-    std::vector<pollfd> waits;
-    bool blind = false;  // a running dump without a pidfd
-    for (StackDump& dump : dumps) {
-      if (dump.tool_pid <= 0) continue;
-      if (dump.pidfd >= 0) {
-        waits.push_back({dump.pidfd, POLLIN, 0});
-      } else {
-        blind = true;
-      }
-    }
-    if (waits.empty() && !blind) break;
-    if (keep_reading.fd >= 0) waits.push_back({keep_reading.fd, POLLIN, 0});
-    auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) break;
-    if (blind) left = std::min<long>(left, 20);
-    if (poll(waits.data(), waits.size(), static_cast<int>(left)) < 0 && errno != EINTR) break;
-    if (keep_reading.fd >= 0 && (waits.back().revents & POLLIN) != 0) keep_reading.on_readable();
-  }
+  std::vector<StartedHelper*> helpers;
+  for (StackDump& dump : dumps) helpers.push_back(&dump.helper);
+  WaitForHelpers(helpers, started, deadline, keep_reading.fd, keep_reading.on_readable);
   for (StackDump& dump : dumps) {
-    if (dump.tool_pid > 0) {
-      dump.timed_out = true;
-      dump.took = Clock::now() - started;
-      kill(-dump.tool_pid, SIGKILL);
-      // Bounded: a tool stuck in uninterruptible sleep is left for the agent to reap later.
-      for (int i = 0; i < 50; ++i) {
-        int status = 0;
-        if (waitpid(dump.tool_pid, &status, WNOHANG) != 0) break;
-        usleep(10'000);
-      }
-      dump.tool_pid = -1;
-    }
-    if (dump.pidfd >= 0) close(dump.pidfd);
-    dump.pidfd = -1;
     if (!dump.output_path.empty()) {
       dump.output = ReadWholeFile(dump.output_path).value_or("");
       unlink(dump.output_path.c_str());
@@ -257,7 +206,9 @@ std::string StackSummary(const StackDump& dump, pid_t pid) {
     return absl::StrCat("no stack dump: the kernel refused ", dump.tool,
                         " ptrace (kernel.yama.ptrace_scope, or no CAP_SYS_PTRACE)");
   }
-  if (dump.timed_out) return absl::StrCat("no stack dump: ", dump.tool, " ran out of time");
+  if (dump.helper.timed_out) {
+    return absl::StrCat("no stack dump: ", dump.tool, " ran out of time");
+  }
   std::string top = TopFrames(dump.output, pid, 4);
   if (top.empty()) return absl::StrCat("no stack in ", dump.tool, "'s output");
   return absl::StrCat("stack (", dump.tool, "): ", top);
@@ -386,7 +337,7 @@ HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, cons
   if (options.stack_dumper.empty()) {
     std::vector<size_t> retry;
     for (size_t i = 0; i < hung.size(); ++i) {
-      if (dumps[i].tool == "eu-stack" && !dumps[i].timed_out &&
+      if (dumps[i].tool == "eu-stack" && !dumps[i].helper.timed_out &&
           TopFrames(dumps[i].output, hung[i].pid, 1).empty()) {
         retry.push_back(i);
       }
@@ -480,10 +431,10 @@ HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, cons
     if (dumps[i].tool.empty()) {
       absl::StrAppend(&report, "skipped: ", dumps[i].skipped, "\n");
     } else {
+      const StartedHelper& tool = dumps[i].helper;
       absl::StrAppend(&report, dumps[i].tool, ", ",
-                      FormatDuration(std::chrono::duration_cast<milliseconds>(dumps[i].took)),
-                      dumps[i].timed_out ? " (killed: out of time)" : "", "\n", dumps[i].output,
-                      "\n");
+                      FormatDuration(std::chrono::duration_cast<milliseconds>(tool.took)),
+                      tool.timed_out ? " (killed: out of time)" : "", "\n", dumps[i].output, "\n");
     }
     for (const std::string& trace : traces) {
       absl::StrAppend(&report, "NCCL flight-recorder dump: ", trace, "\n");

@@ -58,6 +58,7 @@ HangMonitor::HangMonitor(HangMonitorConfig config, EventLoop& loop,
 }
 
 HangMonitor::~HangMonitor() {
+  loop_.Cancel(timer_);
   if (pipe_) loop_.Unwatch(pipe_->fd());
 }
 
@@ -67,7 +68,12 @@ void HangMonitor::Watch(WorkerGroup* group) {
   dwell_.Reset();
   exits_seen_.clear();
   stamps_.clear();
-  if (group_ == nullptr) return;
+  if (group_ == nullptr) {
+    loop_.Cancel(timer_);  // nothing to check until a group runs again
+    timer_ = 0;
+    armed_for_.reset();
+    return;
+  }
   const auto now = std::chrono::steady_clock::now();
   last_state_poll_ = now;
   for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
@@ -163,6 +169,26 @@ void HangMonitor::PollHeartbeats(HangWatch::Time now) {
 }
 
 void HangMonitor::Check() {
+  CheckNow();
+  Rearm();
+}
+
+void HangMonitor::Rearm() {
+  const std::optional<Deadline> next = NextWake();
+  if (next == armed_for_) return;
+  loop_.Cancel(timer_);
+  timer_ = 0;
+  armed_for_ = next;
+  if (next) {
+    timer_ = loop_.At(*next, [this] {
+      timer_ = 0;
+      armed_for_.reset();
+      Check();
+    });
+  }
+}
+
+void HangMonitor::CheckNow() {
   // A group that has already failed or ended is the agent's to handle, not ours to diagnose.
   if (group_ == nullptr || group_->state() != WorkerGroup::State::kRunning) return;
   const auto now = std::chrono::steady_clock::now();

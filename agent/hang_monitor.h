@@ -70,12 +70,16 @@ class HangMonitor {
   // says so), for workers in any language that never touch the heartbeat file.
   void ProgressSeen(int local_rank);
   // Observes the workers (exits, heartbeats) and acts on the verdicts due now. Call at every turn
-  // of the agent's loop; it may take a few seconds when it collects diagnostics.
+  // of the agent's loop (worker exits are seen there); it may take a few seconds when it collects
+  // diagnostics. It also runs on a timer of its own on the loop, set for when it next has
+  // something to do (a deadline, a poll), so the loop wakes for it by itself.
   void Check();
-  // When Check next has something to do; nullopt: nothing.
-  std::optional<Deadline> NextWake() const;
 
  private:
+  // When Check next has something to do; nullopt: nothing.
+  std::optional<Deadline> NextWake() const;
+  void CheckNow();
+  void Rearm();
   void OnTimerLine(const absl::StatusOr<FileTimerRequest>& request, std::string_view line);
   std::optional<int> OwnerOf(pid_t pid) const;  // the local rank whose worker is pid or its ancestor
   void PollHeartbeats(HangWatch::Time now);
@@ -97,6 +101,8 @@ class HangMonitor {
   HangWatch watch_;
   std::unique_ptr<FileTimerPipe> pipe_;
   WorkerGroup* group_ = nullptr;
+  EventLoop::TimerId timer_ = 0;       // Check's next wake-up on the loop (0: none)
+  std::optional<Deadline> armed_for_;  // ... and when
   std::set<int> exits_seen_;       // local ranks whose end the watch was told of
   std::map<int, Stamp> stamps_;    // by local rank
   HangWatch::Time last_poll_{};

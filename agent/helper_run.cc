@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,6 +106,77 @@ absl::StatusOr<HelperRun> RunHelper(const std::string& executable,
   }
   Record(run, status);
   return run;
+}
+
+absl::StatusOr<StartedHelper> StartHelper(const std::string& executable,
+                                          std::vector<std::string> argv,
+                                          std::vector<std::string> env, int output_fd) {
+  SpawnRequest request;
+  request.executable = executable;
+  request.argv = std::move(argv);
+  request.env = std::move(env);
+  request.stdout_fd = output_fd;
+  request.stderr_fd = output_fd;
+  absl::StatusOr<pid_t> pid = SpawnProcess(request);
+  if (!pid.ok()) return pid.status();
+  StartedHelper helper;
+  helper.pid = *pid;
+  helper.pidfd = static_cast<int>(syscall(SYS_pidfd_open, helper.pid, 0));
+  return helper;
+}
+
+void WaitForHelpers(const std::vector<StartedHelper*>& helpers,
+                    std::chrono::steady_clock::time_point started,
+                    std::chrono::steady_clock::time_point deadline, int also_watch,
+                    const std::function<void()>& on_readable) {
+  using Clock = std::chrono::steady_clock;
+  auto forget = [](StartedHelper& helper) {
+    helper.pid = -1;
+    if (helper.pidfd >= 0) close(helper.pidfd);
+    helper.pidfd = -1;
+  };
+  auto reap_finished = [&] {
+    for (StartedHelper* helper : helpers) {
+      int status = 0;
+      if (helper->pid > 0 && waitpid(helper->pid, &status, WNOHANG) == helper->pid) {
+        helper->took = Clock::now() - started;
+        forget(*helper);
+      }
+    }
+  };
+  while (true) {
+    reap_finished();
+    std::vector<pollfd> waits;
+    bool blind = false;  // a running helper without a pidfd
+    for (StartedHelper* helper : helpers) {
+      if (helper->pid <= 0) continue;
+      if (helper->pidfd >= 0) {
+        waits.push_back({helper->pidfd, POLLIN, 0});
+      } else {
+        blind = true;
+      }
+    }
+    if (waits.empty() && !blind) break;
+    if (also_watch >= 0) waits.push_back({also_watch, POLLIN, 0});
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) break;
+    if (blind) left = std::min<long>(left, 20);
+    if (poll(waits.data(), waits.size(), static_cast<int>(left)) < 0 && errno != EINTR) break;
+    if (also_watch >= 0 && (waits.back().revents & POLLIN) != 0) on_readable();
+  }
+  for (StartedHelper* helper : helpers) {
+    if (helper->pid <= 0) continue;
+    helper->timed_out = true;
+    helper->took = Clock::now() - started;
+    kill(-helper->pid, SIGKILL);
+    // Bounded: a helper stuck in uninterruptible sleep is left for the caller to reap later.
+    for (int i = 0; i < 50; ++i) {
+      int status = 0;
+      if (waitpid(helper->pid, &status, WNOHANG) != 0) break;
+      usleep(10'000);
+    }
+    forget(*helper);
+  }
 }
 
 }  // namespace mxrun

@@ -416,7 +416,7 @@ int Main(int argc, char** argv) {
     if (!server.ok()) return UsageError(server.status().message());
     metrics_server = std::move(*server);
     spdlog::info("serving Prometheus metrics at {}/metrics", metrics_server->url());
-    config.observer = metrics.get();
+    config.observers.push_back(metrics.get());
   }
   ElasticAgent agent(std::move(config), *rdzv->rendezvous, *guardian);
   const int exit_code = agent.Run();

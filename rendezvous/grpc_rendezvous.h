@@ -67,7 +67,6 @@ class GrpcRendezvous final : public Rendezvous {
   void ReportFailure(const WorkerFailure& failure) override;
   void ReportSucceeded() override;
   void ReportProgress(const std::vector<RankProgress>& ranks) override;
-  bool JudgesStragglers() const override { return true; }
   void ReportUnhealthy(const std::string& why) override;
   void Leave() override;
   int EventFd() const override { return events_.fd(); }

@@ -32,7 +32,27 @@ void LocalRendezvous::Join() {
       round.master_port = *port;
     }
   }
+  stragglers_.Reset();
+  judged_.clear();
+  round_assignment_ = event.round;
   events_.Post(std::move(event));
+}
+
+void LocalRendezvous::ReportProgress(const std::vector<RankProgress>& ranks) {
+  if (config_.stragglers.steps <= 0) return;
+  for (const RankProgress& rank : ranks) {
+    auto [last, first] = judged_.emplace(rank.global_rank, rank.at);
+    if (!first && last->second == rank.at) continue;  // judged already: no new report
+    last->second = rank.at;
+    if (std::optional<StragglerNews> news =
+            stragglers_.Report(rank.global_rank, rank.step, rank.step_seconds)) {
+      RendezvousEvent event;
+      event.kind = RendezvousEvent::Kind::kStraggler;
+      event.round = round_assignment_;
+      event.straggler = *news;
+      events_.Post(std::move(event));
+    }
+  }
 }
 
 void LocalRendezvous::ReportFailure(const WorkerFailure& failure) {

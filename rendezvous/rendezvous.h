@@ -89,12 +89,10 @@ class Rendezvous {
   virtual void ReportFailure(const WorkerFailure& failure) = 0;
   // Every worker on this node succeeded; answered by kJobSucceeded, or kRejoin if a peer failed.
   virtual void ReportSucceeded() = 0;
-  // The latest progress of this node's ranks in the running round, passed on to the master with
-  // the next heartbeat when the rendezvous judges stragglers over the whole job.
+  // The latest progress of this node's ranks in the running round. The rendezvous judges
+  // stragglers (the local one this node's ranks, a master the whole job's, passed on with the next
+  // heartbeat) and tells the agent with kStraggler.
   virtual void ReportProgress(const std::vector<RankProgress>& /*ranks*/) {}
-  // True when the rendezvous judges stragglers itself (and tells the agent with kStraggler);
-  // otherwise the agent judges its own ranks, which is all there is to judge in a one-node job.
-  virtual bool JudgesStragglers() const { return false; }
   // This node found itself unhealthy (`why`): it does not join; the rendezvous tells the master,
   // whose status lists it. Best effort; the agent exits next.
   virtual void ReportUnhealthy(const std::string& /*why*/) {}
