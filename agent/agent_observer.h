@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "agent/goodput.h"
-#include "agent/worker_group.h"
+#include "agent/workers/worker_group.h"
 #include "common/control_protocol.h"
 #include "common/straggler_watch.h"
 #include "common/worker_failure.h"

@@ -15,7 +15,7 @@
 #include "agent/event_log_observer.h"
 #include "agent/goodput_observer.h"
 #include "agent/systemd_observer.h"
-#include "agent/failure_report.h"
+#include "agent/workers/failure_report.h"
 #include "common/signal_names.h"
 #include "spdlog/spdlog.h"
 

@@ -8,8 +8,8 @@
 // A worker failure is reported before the rest of the group is stopped, so that other nodes can
 // stop theirs at the same time. A hung worker (hang_monitor.h) is a worker failure like any other.
 //
-// Exit codes (docs/CONTRACT.md): 0 every worker succeeded; 1 workers failed after the restart budget;
-// 3 rendezvous failed; 128+N stopped by signal N.
+// Exit codes (docs/CONTRACT.md): 0 every worker succeeded; 1 workers failed after the restart
+// budget; 3 rendezvous failed; 128+N stopped by signal N.
 
 #include <chrono>
 #include <deque>
@@ -21,15 +21,15 @@
 #include <string>
 
 #include "agent/agent_observer.h"
-#include "agent/death_guardian.h"
+#include "agent/process/death_guardian.h"
 #include "agent/event_log.h"
 #include "spdlog/common.h"
-#include "agent/file_timer.h"
-#include "agent/hang_monitor.h"
-#include "agent/gpu_reclaim.h"
-#include "agent/health_check.h"
+#include "agent/hang/file_timer.h"
+#include "agent/hang/hang_monitor.h"
+#include "agent/node/gpu_reclaim.h"
+#include "agent/node/health_check.h"
 #include "common/straggler_watch.h"
-#include "agent/worker_group.h"
+#include "agent/workers/worker_group.h"
 #include "common/service_notify.h"
 #include "rendezvous/rendezvous.h"
 

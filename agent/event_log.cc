@@ -6,8 +6,8 @@
 
 #include <cstdio>
 
-#include "agent/json_quote.h"
-#include "agent/output_relay.h"
+#include "agent/workers/json_quote.h"
+#include "agent/workers/output_relay.h"
 
 namespace mxrun {
 namespace {

@@ -1,7 +1,7 @@
 #include "agent/systemd_observer.h"
 
 #include "absl/strings/str_cat.h"
-#include "agent/event_loop.h"
+#include "agent/process/event_loop.h"
 
 namespace mxrun {
 

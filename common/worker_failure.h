@@ -10,7 +10,8 @@
 
 namespace mxrun {
 
-// Why mxrun judged a worker hung (agent/hang_watch.h), and what it found out before stopping it.
+// Why mxrun judged a worker hung (agent/hang/hang_watch.h), and what it found out before stopping
+// it.
 struct WorkerHang {
   std::string rule;                      // "FileTimer", "heartbeat", "exit barrier"; empty: none
   std::string detail;                    // what happened, with the numbers
@@ -43,9 +44,9 @@ struct WorkerFailure {
   WorkerHang hang;        // set when the failure is a hang (then the exit may be 0: still running)
 };
 
-// How a worker ended, in words: "exit code 3", "Signal 9 (SIGKILL)", or for a hang
-// "hung (heartbeat): no heartbeat for 10.2 s (--hang_timeout=10.0 s)" followed, when the worker then
-// died of it, by ", then Signal 9 (SIGKILL)".
+// How a worker ended, in words: "exit code 3", "Signal 9 (SIGKILL)", or for a hang "hung
+// (heartbeat): no heartbeat for 10.2 s (--hang_timeout=10.0 s)" followed, when the worker then died
+// of it, by ", then Signal 9 (SIGKILL)".
 std::string DescribeExit(const WorkerFailure& failure);
 
 // What the failure counts as in the metrics and `mxrun status`: exit, signal, hang or straggler.

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "agent/numa_binding.h"
+#include "agent/node/numa_binding.h"
 #include "launcher/launch_flags/launch_flags.h"
 
 namespace mxrun {

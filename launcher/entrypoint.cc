@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "agent/process_launcher.h"
+#include "agent/process/process_launcher.h"
 
 namespace mxrun {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "agent/json_quote.h"
+#include "agent/workers/json_quote.h"
 #include "spdlog/pattern_formatter.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"

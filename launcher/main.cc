@@ -16,12 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
-#include "agent/death_guardian.h"
+#include "agent/process/death_guardian.h"
 #include "agent/elastic_agent.h"
-#include "agent/gpu_devices.h"
-#include "agent/numa_binding.h"
-#include "agent/numa_topology.h"
-#include "agent/uninterruptible_watch.h"
+#include "agent/node/gpu_devices.h"
+#include "agent/node/numa_binding.h"
+#include "agent/node/numa_topology.h"
+#include "agent/hang/uninterruptible_watch.h"
 #include "common/env_contract.h"
 #include "common/files.h"
 #include "common/strings.h"
@@ -35,12 +35,12 @@
 #include "launcher/rendezvous_setup.h"
 #include "launcher/scratch_sweep.h"
 #include "launcher/slurm_kill_wait.h"
-#include "agent/agent_metrics.h"
-#include "common/metrics_endpoint.h"
+#include "agent/metrics/agent_metrics.h"
+#include "common/http/metrics_endpoint.h"
 #if MXRUN_NETWORK_BUILD
-#include "common/http_tls.h"
-#include "rendezvous/master_endpoint.h"
-#include "rendezvous/master_server.h"
+#include "common/http/tls/http_tls.h"
+#include "rendezvous/server/master_endpoint.h"
+#include "rendezvous/server/master_server.h"
 #include "launcher/status_command.h"
 #endif
 #include "spdlog/spdlog.h"
@@ -290,7 +290,7 @@ int Main(int argc, char** argv) {
     }
   }
 
-  // Hang detection (agent/hang_monitor.h).
+  // Hang detection (agent/hang/hang_monitor.h).
   config.hang.settings = options.hang;
   worker.heartbeat_files = options.hang.heartbeat_timeout.count() > 0;
   if (options.file_timer) {  // torchrun's watchdog

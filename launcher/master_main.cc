@@ -35,18 +35,18 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/env_contract.h"
-#include "common/http_tls.h"
-#include "common/metrics_endpoint.h"
+#include "common/http/tls/http_tls.h"
+#include "common/http/metrics_endpoint.h"
 #include "common/service_notify.h"
 #include "common/tls_files.h"
 #include "launcher/master_flags.h"
 #include "launcher/token.h"
-#include "rendezvous/etcd_leadership.h"
-#include "rendezvous/grpc_logs.h"
-#include "rendezvous/master_endpoint.h"
-#include "rendezvous/master_server.h"
+#include "rendezvous/etcd/etcd_leadership.h"
+#include "rendezvous/grpc/grpc_logs.h"
+#include "rendezvous/server/master_endpoint.h"
+#include "rendezvous/server/master_server.h"
 #include "rendezvous/net.h"
-#include "rendezvous/tls_credentials.h"
+#include "rendezvous/grpc/tls_credentials.h"
 
 extern char** environ;
 
@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
   // Debian builds Abseil without NDEBUG, so every absl::Mutex that gRPC locks would feed a
   // deadlock-detection graph: 4% of the master's CPU at 16,384 sessions, for gRPC's own locks.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // gRPC's own lines stay quiet, a failed TLS handshake excepted (rendezvous/grpc_logs.h).
+  // gRPC's own lines stay quiet, a failed TLS handshake excepted (rendezvous/grpc/grpc_logs.h).
   mxrun::RouteGrpcLogs(
       [](const std::string& line) { std::fprintf(stderr, "mxrun-master: %s\n", line.c_str()); },
       [](const std::string& line) {  // gRPC's errors, as gRPC itself would print them

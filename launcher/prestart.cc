@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "agent/helper_run.h"
+#include "agent/process/helper_run.h"
 #include "common/env_contract.h"
 
 namespace mxrun {

@@ -8,7 +8,7 @@
 //     has bound H:P yet.
 //   etcd (--rdzv_backend=etcd or etcd-v2 --rdzv_endpoint=ETCD[,ETCD...] --rdzv_id=ID): the master is
 //     elected in etcd among the job's agents (or mxrun-master replicas with master_service=NAME)
-//     and keeps its state there; agents follow whoever leads (rendezvous/etcd_leadership.h).
+//     and keeps its state there; agents follow whoever leads (rendezvous/etcd/etcd_leadership.h).
 // --rdzv_conf keys: join_timeout, last_call_timeout, heartbeat_interval (keep_alive_interval),
 // missed_heartbeats (keep_alive_max_attempt), close_timeout (accepted), is_host, bind_all,
 // token_file (the token, else MXRUN_RDZV_TOKEN: token.h); with etcd also protocol, cacert, cert,
@@ -25,7 +25,7 @@
 #include "common/tls_files.h"
 #include "launcher/options.h"
 #include "rendezvous/etcd_config.h"
-#include "rendezvous/master_state.h"
+#include "rendezvous/master/master_state.h"
 #include "rendezvous/net.h"
 #include "rendezvous/rendezvous.h"
 

@@ -8,7 +8,7 @@
 #include <optional>
 #include <sstream>
 
-#include "agent/proc_stat.h"
+#include "agent/process/proc_stat.h"
 #include "common/files.h"
 
 namespace mxrun {

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "agent/helper_run.h"
-#include "agent/process_launcher.h"
+#include "agent/process/helper_run.h"
+#include "agent/process/process_launcher.h"
 
 namespace mxrun {
 

@@ -16,10 +16,10 @@
 #include "launcher/launch_flags/value_parsers.h"
 #include "launcher/status_flags.h"
 #include "launcher/token.h"
-#include "rendezvous/etcd_client.h"
+#include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/net.h"
-#include "rendezvous/validation.h"
-#include "rendezvous/tls_credentials.h"
+#include "rendezvous/wire/validation.h"
+#include "rendezvous/grpc/tls_credentials.h"
 #include "common/tls_files.h"
 
 namespace mxrun {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "rendezvous/net.h"
-#include "rendezvous/validation.h"
+#include "rendezvous/wire/validation.h"
 
 namespace mxrun {
 absl::StatusOr<EtcdConfig> ParseEtcdConfig(const std::string& endpoints, const std::string& protocol,

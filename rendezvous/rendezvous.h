@@ -15,33 +15,9 @@
 #include "absl/status/status.h"
 #include "common/straggler_watch.h"
 #include "common/worker_failure.h"
+#include "rendezvous/wire/wire.h"
 
 namespace mxrun {
-
-// One closed round, as seen by one node.
-struct RoundAssignment {
-  std::string run_id;
-  int round = 0;             // increases with every re-formation of the group
-  int node_rank = 0;
-  int num_nodes = 1;
-  int local_world_size = 1;  // this node's workers
-  int global_rank_base = 0;  // global rank of this node's local rank 0
-  int world_size = 1;
-  std::string master_addr;   // TCPStore of global rank 0 (MASTER_ADDR)
-  int master_port = 0;
-  int restart_count = 0;     // failures spent so far (TORCHELASTIC_RESTART_COUNT)
-  int max_restarts = 0;
-  bool use_agent_store = false;
-};
-
-// A rank's last progress report on this node (its worker's control channel).
-struct RankProgress {
-  int global_rank = 0;
-  int local_rank = 0;
-  long long step = 0;
-  double step_seconds = -1;  // negative: unknown
-  std::chrono::steady_clock::time_point at;  // when the agent received it
-};
 
 struct RendezvousEvent {
   enum class Kind {

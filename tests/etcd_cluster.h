@@ -17,7 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "rendezvous/etcd_client.h"
+#include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/net.h"
 #include "tests/free_port.h"
 #include "tests/subprocess.h"

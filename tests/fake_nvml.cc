@@ -1,6 +1,6 @@
 // A stand-in for the NVIDIA driver's NVML (libnvidia-ml.so.1) for tests on machines without a GPU:
 // built as a shared library of that name and found through LD_LIBRARY_PATH, it answers the calls
-// mxrun makes (launcher/nproc.cc, agent/gpu_devices.cc) from FAKE_NVML_DEVICES:
+// mxrun makes (launcher/nproc.cc, agent/node/gpu_devices.cc) from FAKE_NVML_DEVICES:
 //   FAKE_NVML_DEVICES="GPU-<uuid>@<pci bus id>[+MIG-<uuid>],..."   in NVML's index order
 // e.g. "GPU-aaaa@0000:00:03.0,GPU-bbbb@0000:00:02.0+MIG-cccc". Return codes are NVML's
 // (0 success, 2 invalid argument, 6 not found, 7 insufficient size). Only what mxrun uses is here.

@@ -1,4 +1,4 @@
-// Waiting for the old workers' GPU memory before a new group starts (agent/gpu_reclaim.h).
+// Waiting for the old workers' GPU memory before a new group starts (agent/node/gpu_reclaim.h).
 
 #include "launcher/launch_flags/groups.h"
 

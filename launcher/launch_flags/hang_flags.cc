@@ -1,11 +1,11 @@
-// Hang detection (agent/hang_monitor.h): a silent heartbeat, workers that run on after another
+// Hang detection (agent/hang/hang_monitor.h): a silent heartbeat, workers that run on after another
 // one finished (the bundled trainer beats, so it is watched by default), and torchrun's knobs in
 // the environment: its FileTimer watchdog, its watch on workers in uninterruptible sleep, and how
 // a hung worker's stacks are dumped.
 
 #include "absl/strings/str_cat.h"
-#include "agent/hang_diagnostics.h"
-#include "agent/uninterruptible_watch.h"
+#include "agent/hang/hang_diagnostics.h"
+#include "agent/hang/uninterruptible_watch.h"
 #include "launcher/launch_flags/groups.h"
 
 namespace mxrun {

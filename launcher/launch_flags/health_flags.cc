@@ -1,5 +1,5 @@
-// The node's health checks before each join and on a period (agent/health_check.h). The GPUs to
-// check are the launcher's to add: they follow from --nproc_per_node on this machine.
+// The node's health checks before each join and on a period (agent/node/health_check.h). The GPUs
+// to check are the launcher's to add: they follow from --nproc_per_node on this machine.
 
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"

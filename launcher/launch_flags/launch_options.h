@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "agent/gpu_reclaim.h"
-#include "agent/hang_watch.h"
-#include "agent/health_check.h"
-#include "agent/log_spec.h"
-#include "agent/numa_binding.h"
+#include "agent/node/gpu_reclaim.h"
+#include "agent/hang/hang_watch.h"
+#include "agent/node/health_check.h"
+#include "agent/workers/log_spec.h"
+#include "agent/node/numa_binding.h"
 #include "common/straggler_watch.h"
-#include "rendezvous/wire.h"
+#include "rendezvous/wire/wire.h"
 
 namespace mxrun {
 
@@ -29,9 +29,10 @@ enum class EntrypointKind { kPythonScript, kPythonModule, kExecutable, kBundledT
 
 // --hang_timeout when the entrypoint is the bundled trainer and the flag is not given. The trainer
 // beats after every step, every evaluation batch and every second of a checkpoint write, so this
-// only has to exceed the slowest healthy step: a ResNet-101 step at batch 256 takes about a minute on
-// a slow CPU host and well under a second on a GPU. Five minutes leaves a wide margin yet catches a
-// stuck collective in half the time NCCL's own 10-minute watchdog takes (Gloo's default is 30).
+// only has to exceed the slowest healthy step: a ResNet-101 step at batch 256 takes about a minute
+// on a slow CPU host and well under a second on a GPU. Five minutes leaves a wide margin yet
+// catches a stuck collective in half the time NCCL's own 10-minute watchdog takes (Gloo's default
+// is 30).
 inline constexpr double kTrainerHangTimeoutSeconds = 300;
 
 struct MetricsEndpointFlags {

@@ -1,6 +1,6 @@
 // The workers' output: where each stream goes (files per attempt, the console, both), what the
-// console shows, and torchrun 2.x's line prefix and duplicated lines (agent/log_spec.h,
-// agent/output_relay.h).
+// console shows, and torchrun 2.x's line prefix and duplicated lines (agent/workers/log_spec.h,
+// agent/workers/output_relay.h).
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"

@@ -1,4 +1,4 @@
-// The agent's Prometheus endpoint (agent/agent_metrics.h, common/metrics_endpoint.h).
+// The agent's Prometheus endpoint (agent/metrics/agent_metrics.h, common/http/metrics_endpoint.h).
 
 #include "absl/strings/str_cat.h"
 #include "launcher/launch_flags/groups.h"

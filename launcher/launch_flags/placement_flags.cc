@@ -1,5 +1,5 @@
 // Where a worker runs (torchrun 2.x): one GPU per worker's view, and NUMA binding near its GPU
-// (agent/numa_binding.h).
+// (agent/node/numa_binding.h).
 
 #include "launcher/launch_flags/groups.h"
 

@@ -1,4 +1,4 @@
-// Spare workers for in-process restarts (agent/worker_group.h) and, for an ordinary Python
+// Spare workers for in-process restarts (agent/workers/worker_group.h) and, for an ordinary Python
 // script, pre-started interpreters (python/mxrun/_prestart.py, launcher/prestart.h).
 
 #include "launcher/launch_flags/groups.h"

@@ -32,7 +32,7 @@
 
 #include "CLI/CLI.hpp"
 #include "mxrun.grpc.pb.h"
-#include "rendezvous/tls_credentials.h"
+#include "rendezvous/grpc/tls_credentials.h"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/master_state.h"
+#include "rendezvous/master/master_state.h"
 
 namespace {
 

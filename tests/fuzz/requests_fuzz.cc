@@ -11,10 +11,10 @@
 #include <string>
 
 #include "mxrun.pb.h"
-#include "rendezvous/master_state.h"
-#include "rendezvous/memory_store.h"
-#include "rendezvous/proto_convert.h"
-#include "rendezvous/validation.h"
+#include "rendezvous/master/master_state.h"
+#include "rendezvous/server/memory_store.h"
+#include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/wire/validation.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);

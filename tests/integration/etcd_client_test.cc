@@ -1,13 +1,13 @@
-// mxrun's etcd client (rendezvous/etcd_client.h) against real etcd members started by the test:
-// keys, fenced transactions, leases, the election service, watching a key, a 3-member cluster
+// mxrun's etcd client (rendezvous/etcd/etcd_client.h) against real etcd members started by the
+// test: keys, fenced transactions, leases, the election service, watching a key, a 3-member cluster
 // losing a member, and the master's state laid out for 16,384 nodes. Every wait is bounded.
 
 #include <catch2/catch.hpp>
 
 #include <thread>
 
-#include "rendezvous/etcd_client.h"
-#include "rendezvous/etcd_state_layout.h"
+#include "rendezvous/etcd/etcd_client.h"
+#include "rendezvous/etcd/etcd_state_layout.h"
 #include "tests/etcd_cluster.h"
 #include "tests/persisted_runs.h"
 

@@ -10,9 +10,9 @@
 #include <memory>
 #include <thread>
 
-#include "agent/descendants.h"
+#include "agent/process/descendants.h"
 #include "rendezvous/etcd_config.h"
-#include "rendezvous/etcd_master_store.h"
+#include "rendezvous/etcd/etcd_master_store.h"
 #include "tests/etcd_cluster.h"
 #include "tests/metrics_client.h"
 #include "tests/persisted_runs.h"

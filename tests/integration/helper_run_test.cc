@@ -1,5 +1,6 @@
-// RunHelper (agent/helper_run.h): a helper program run to its end under a deadline, with real
-// processes. The deadline case waits its 0.3 s, so it lives here rather than with the unit tests.
+// RunHelper (agent/process/helper_run.h): a helper program run to its end under a deadline, with
+// real processes. The deadline case waits its 0.3 s, so it lives here rather than with the unit
+// tests.
 
 #include <catch2/catch.hpp>
 
@@ -11,7 +12,7 @@
 #include <chrono>
 #include <string>
 
-#include "agent/helper_run.h"
+#include "agent/process/helper_run.h"
 
 using namespace std::chrono_literals;
 

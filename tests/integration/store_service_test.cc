@@ -14,9 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "mxrun.grpc.pb.h"
-#include "rendezvous/memory_store.h"
-#include "rendezvous/store_service.h"
-#include "rendezvous/validation.h"
+#include "rendezvous/server/memory_store.h"
+#include "rendezvous/server/store_service.h"
+#include "rendezvous/wire/validation.h"
 
 namespace {
 

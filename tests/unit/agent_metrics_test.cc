@@ -6,8 +6,8 @@
 #include <map>
 #include <string>
 
-#include "agent/agent_metrics.h"
-#include "agent/proc_stat.h"
+#include "agent/metrics/agent_metrics.h"
+#include "agent/process/proc_stat.h"
 #include "common/control_protocol.h"
 #include "trainer/progress_report.h"
 

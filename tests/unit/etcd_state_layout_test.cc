@@ -1,5 +1,5 @@
-// The master's kept state laid out in etcd (rendezvous/etcd_state_layout.h): plans applied to an
-// in-memory key space, read back; a 16,384-node job within etcd's limits; generations switched
+// The master's kept state laid out in etcd (rendezvous/etcd/etcd_state_layout.h): plans applied to
+// an in-memory key space, read back; a 16,384-node job within etcd's limits; generations switched
 // atomically, unfinished writes ignored and cleaned up.
 
 #include <catch2/catch.hpp>
@@ -7,8 +7,8 @@
 #include <map>
 
 #include "absl/strings/match.h"
-#include "rendezvous/etcd_state_layout.h"
-#include "rendezvous/master_state_file.h"
+#include "rendezvous/etcd/etcd_state_layout.h"
+#include "rendezvous/master/master_state_file.h"
 #include "tests/persisted_runs.h"
 
 using mxrun::EtcdKeyValue;

@@ -13,7 +13,7 @@
 #include <chrono>
 #include <thread>
 
-#include "agent/event_loop.h"
+#include "agent/process/event_loop.h"
 
 namespace {
 

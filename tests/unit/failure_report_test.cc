@@ -5,7 +5,7 @@
 #include <csignal>
 #include <fstream>
 
-#include "agent/failure_report.h"
+#include "agent/workers/failure_report.h"
 #include "common/signal_names.h"
 #include "nlohmann/json.hpp"
 

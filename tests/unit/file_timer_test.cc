@@ -1,6 +1,6 @@
-// The FileTimer protocol's lines and pipe (agent/file_timer.h), the /proc stat parser and the stack
-// summary of hang diagnostics. A real named pipe in a temporary folder; no sleeps: writes to a pipe
-// are readable at once.
+// The FileTimer protocol's lines and pipe (agent/hang/file_timer.h), the /proc stat parser and the
+// stack summary of hang diagnostics. A real named pipe in a temporary folder; no sleeps: writes to
+// a pipe are readable at once.
 
 #include <catch2/catch.hpp>
 
@@ -11,9 +11,9 @@
 
 #include <fstream>
 
-#include "agent/file_timer.h"
-#include "agent/hang_diagnostics.h"
-#include "agent/proc_stat.h"
+#include "agent/hang/file_timer.h"
+#include "agent/hang/hang_diagnostics.h"
+#include "agent/process/proc_stat.h"
 #include "common/worker_failure.h"
 #include "tests/temp_dir.h"
 

@@ -5,7 +5,7 @@
 
 #include <deque>
 
-#include "agent/gpu_reclaim.h"
+#include "agent/node/gpu_reclaim.h"
 
 using mxrun::GpuProcess;
 using mxrun::GpuReclaimConfig;

@@ -1,12 +1,12 @@
-// Scenario tests of the hang bookkeeping (agent/hang_watch.h) with fake clocks: no processes, no
-// sleeps. Verdicts are rendered as one line each and compared with the expected lines.
+// Scenario tests of the hang bookkeeping (agent/hang/hang_watch.h) with fake clocks: no processes,
+// no sleeps. Verdicts are rendered as one line each and compared with the expected lines.
 
 #include <catch2/catch.hpp>
 
 #include <csignal>
 
 #include "absl/strings/str_cat.h"
-#include "agent/hang_watch.h"
+#include "agent/hang/hang_watch.h"
 
 using namespace std::chrono_literals;
 using mxrun::FileTimerRequest;

@@ -1,11 +1,11 @@
-// Scenario tests of the rendezvous master's state machine: events in with a fake clock, messages out
-// rendered as one line each, compared with the expected lines.
+// Scenario tests of the rendezvous master's state machine: events in with a fake clock, messages
+// out rendered as one line each, compared with the expected lines.
 
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "rendezvous/master_state.h"
-#include "rendezvous/master_state_file.h"
+#include "rendezvous/master/master_state.h"
+#include "rendezvous/master/master_state_file.h"
 
 using namespace std::chrono_literals;
 using mxrun::JobDesc;

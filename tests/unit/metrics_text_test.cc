@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "common/http_server.h"
-#include "common/metrics_text.h"
+#include "common/http/http_server.h"
+#include "common/http/metrics_text.h"
 
 using mxrun::ExpositionFormat;
 using mxrun::MetricType;

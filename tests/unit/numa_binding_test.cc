@@ -7,9 +7,9 @@
 
 #include <unistd.h>
 
-#include "agent/gpu_devices.h"
-#include "agent/numa_binding.h"
-#include "agent/numa_topology.h"
+#include "agent/node/gpu_devices.h"
+#include "agent/node/numa_binding.h"
+#include "agent/node/numa_topology.h"
 
 using mxrun::CpuListText;
 using mxrun::NumaMode;

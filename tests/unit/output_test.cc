@@ -3,10 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "agent/json_quote.h"
-#include "agent/line_prefix.h"
-#include "agent/log_spec.h"
-#include "agent/output_relay.h"
+#include "agent/workers/json_quote.h"
+#include "agent/workers/line_prefix.h"
+#include "agent/workers/log_spec.h"
+#include "agent/workers/output_relay.h"
 #include "nlohmann/json.hpp"
 
 using mxrun::LineAssembler;

@@ -5,7 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/process_launcher.h"
+#include "agent/process/process_launcher.h"
 
 TEST_CASE("a spawned process runs in its own process group with the given environment",
           "[spawn]") {

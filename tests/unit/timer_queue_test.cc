@@ -1,4 +1,4 @@
-// The event loop's timers (agent/timer_queue.h), on a clock the test moves: order, repeats,
+// The event loop's timers (agent/process/timer_queue.h), on a clock the test moves: order, repeats,
 // missed turns, cancelling from a callback. No waiting.
 
 #include <catch2/catch.hpp>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/timer_queue.h"
+#include "agent/process/timer_queue.h"
 
 using namespace std::chrono_literals;
 using mxrun::TimerQueue;

@@ -7,7 +7,7 @@
 
 #include "common/tls_files.h"
 #include "launcher/rendezvous_setup.h"
-#include "rendezvous/grpc_logs.h"
+#include "rendezvous/grpc/grpc_logs.h"
 #include "tests/temp_dir.h"
 #include "tests/unit/parse_launch_args.h"
 

@@ -1,13 +1,13 @@
-// Scenario tests of the uninterruptible-sleep bookkeeping (agent/uninterruptible_watch.h) with a
-// fake clock: no processes, no /proc, no sleeps. Each pass is one line of "local_rank:pid:state"
+// Scenario tests of the uninterruptible-sleep bookkeeping (agent/hang/uninterruptible_watch.h) with
+// a fake clock: no processes, no /proc, no sleeps. Each pass is one line of "local_rank:pid:state"
 // observations ('?' for a state that could not be read); its verdicts come back as lines.
 
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "agent/proc_stat.h"
-#include "agent/uninterruptible_watch.h"
+#include "agent/process/proc_stat.h"
+#include "agent/hang/uninterruptible_watch.h"
 
 using namespace std::chrono_literals;
 using mxrun::ParseUninterruptibleTimeout;

@@ -1,0 +1,178 @@
+#include "agent/workers/output_relay.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+#include "agent/workers/json_quote.h"
+#include "agent/workers/line_prefix.h"
+
+namespace mxrun {
+
+void LineAssembler::Feed(std::string_view data,
+                         const std::function<void(std::string_view)>& emit) {
+  while (!data.empty()) {
+    size_t newline = data.find('\n');
+    if (newline == std::string_view::npos) {
+      partial_.append(data);
+      while (partial_.size() >= kMaxLine) {
+        emit(std::string_view(partial_).substr(0, kMaxLine));
+        partial_.erase(0, kMaxLine);
+      }
+      return;
+    }
+    if (partial_.empty()) {
+      emit(data.substr(0, newline));
+    } else {
+      partial_.append(data.substr(0, newline));
+      emit(partial_);
+      partial_.clear();
+    }
+    data.remove_prefix(newline + 1);
+  }
+}
+
+void LineAssembler::Flush(const std::function<void(std::string_view)>& emit) {
+  if (!partial_.empty()) {
+    emit(partial_);
+    partial_.clear();
+  }
+}
+
+void LastLines::Add(std::string_view line) {
+  if (capacity_ == 0) return;
+  if (lines_.size() == capacity_) lines_.pop_front();
+  lines_.emplace_back(line);
+}
+
+bool WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+OutputRelay::OutputRelay(int pipe_fd, RelayTarget target, LastLines* last_lines)
+    : pipe_fd_(pipe_fd), target_(std::move(target)), last_lines_(last_lines) {
+  fcntl(pipe_fd_, F_SETFL, fcntl(pipe_fd_, F_GETFL) | O_NONBLOCK);
+  MakePrefix();
+}
+
+void OutputRelay::Retarget(int node_rank, int global_rank, int local_rank) {
+  target_.node_rank = node_rank;
+  target_.global_rank = global_rank;
+  target_.local_rank = local_rank;
+  MakePrefix();
+}
+
+void OutputRelay::SetFile(int file_fd) {
+  if (target_.file_fd >= 0) close(target_.file_fd);
+  target_.file_fd = file_fd;
+}
+
+void OutputRelay::MakePrefix() {
+  const std::string node = std::to_string(target_.node_rank);
+  const std::string rank = std::to_string(target_.global_rank);
+  if (target_.global_rank < 0) {
+    text_prefix_ = "[n" + node + " standby] ";  // a spare without a rank yet
+  } else if (!target_.prefix_template.empty()) {
+    text_prefix_ = ExpandLinePrefix(target_.prefix_template,
+                                    {{"role_name", target_.role},
+                                     {"rank", rank},
+                                     {"local_rank", std::to_string(target_.local_rank)},
+                                     {"hostname", target_.host_name}});
+  } else {
+    text_prefix_ = "[n" + node + " r" + rank + "] ";
+  }
+  if (!target_.json) {
+    line_prefix_ = text_prefix_;
+    return;
+  }
+  line_prefix_ = "{\"node\":" + node + ",\"rank\":" + rank +
+                 ",\"local_rank\":" + std::to_string(target_.local_rank) + ",\"stream\":\"" +
+                 (target_.is_stderr ? "stderr" : "stdout") + "\",";
+  if (!target_.prefix_template.empty()) line_prefix_ += "\"prefix\":" + JsonQuote(text_prefix_) + ",";
+  line_prefix_ += "\"line\":";
+}
+
+OutputRelay::~OutputRelay() { Close(); }
+
+void OutputRelay::EmitLine(std::string_view line) {
+  last_lines_->Add(line);
+  const LineDuplicate* duplicate = target_.duplicate;
+  if (duplicate != nullptr && duplicate->fd >= 0 && MatchesAnyFilter(line, duplicate->filters)) {
+    std::string copy;
+    copy.reserve(text_prefix_.size() + line.size() + 1);
+    copy.append(text_prefix_).append(line).push_back('\n');
+    WriteAll(duplicate->fd, copy);  // one write per line: lines of several workers stay whole
+  }
+  if (target_.console_fd < 0) return;
+  std::string whole;
+  whole.reserve(line_prefix_.size() + line.size() + 4);
+  whole.append(line_prefix_);
+  if (target_.json) {
+    whole.append(JsonQuote(line)).append("}\n");
+  } else {
+    whole.append(line).push_back('\n');
+  }
+  if (!WriteAll(target_.console_fd, whole)) target_.console_fd = -1;  // console gone (EPIPE)
+}
+
+OutputRelay::ReadResult OutputRelay::ReadOnce() {
+  char buffer[16384];
+  ssize_t n;
+  do {
+    n = read(pipe_fd_, buffer, sizeof buffer);
+  } while (n < 0 && errno == EINTR);
+  if (n > 0) {
+    std::string_view chunk(buffer, static_cast<size_t>(n));
+    if (target_.file_fd >= 0) WriteAll(target_.file_fd, chunk);
+    assembler_.Feed(chunk, [this](std::string_view line) { EmitLine(line); });
+    return ReadResult::kData;
+  }
+  if (n < 0 && errno == EAGAIN) return ReadResult::kWouldBlock;
+  return ReadResult::kEnd;  // EOF or error
+}
+
+bool OutputRelay::OnReadable() {
+  if (pipe_fd_ < 0) return false;
+  for (int reads = 0; reads < 16; ++reads) {  // bounded, so one chatty worker cannot starve others
+    switch (ReadOnce()) {
+      case ReadResult::kData:
+        continue;
+      case ReadResult::kWouldBlock:
+        return true;
+      case ReadResult::kEnd:
+        Close();
+        return false;
+    }
+  }
+  return true;
+}
+
+void OutputRelay::DrainAndClose() {
+  // Stops at EAGAIN too: a descendant that is still alive may hold the pipe's write end.
+  while (pipe_fd_ >= 0 && ReadOnce() == ReadResult::kData) {
+  }
+  Close();
+}
+
+void OutputRelay::Close() {
+  if (pipe_fd_ < 0) return;
+  assembler_.Flush([this](std::string_view line) { EmitLine(line); });
+  close(pipe_fd_);
+  pipe_fd_ = -1;
+  if (target_.file_fd >= 0) {
+    close(target_.file_fd);
+    target_.file_fd = -1;
+  }
+}
+
+}  // namespace mxrun

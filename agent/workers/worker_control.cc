@@ -1,0 +1,76 @@
+#include "agent/workers/worker_control.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <stdexcept>
+
+#include "absl/strings/str_cat.h"
+#include "common/strings.h"
+#include "spdlog/spdlog.h"
+
+namespace mxrun {
+
+absl::StatusOr<std::unique_ptr<WorkerControl>> WorkerControl::Create() {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot create a worker's control channel: ", ErrnoText(errno)));
+  }
+  // The worker's end blocks: a worker reading it (from a thread) waits for the next notice.
+  int flags = fcntl(fds[1], F_GETFL);
+  if (flags >= 0) fcntl(fds[1], F_SETFL, flags & ~O_NONBLOCK);
+  return std::unique_ptr<WorkerControl>(new WorkerControl(fds[0], fds[1]));
+}
+
+WorkerControl::~WorkerControl() {
+  CloseChildEnd();
+  if (agent_fd_ >= 0) close(agent_fd_);
+}
+
+void WorkerControl::CloseChildEnd() {
+  if (child_fd_ >= 0) close(child_fd_);
+  child_fd_ = -1;
+}
+
+bool WorkerControl::OnReadable() {
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = read(agent_fd_, buffer, sizeof(buffer));
+    if (n > 0) {
+      lines_.Feed(std::string_view(buffer, static_cast<size_t>(n)), [&](std::string_view line) {
+        if (line.empty()) return;
+        try {
+          const WorkerControlMessage message = ParseWorkerControlLine(line);
+          if (message.kind == WorkerControlMessage::Kind::kHello) {
+            in_process_restart_ = message.in_process_restart;
+            spdlog::log(standby_ ? spdlog::level::info : spdlog::level::debug,
+                        "{}: {} (control protocol {})", who_,
+                        in_process_restart_ ? "ready to take a rank in-process"
+                                            : "declines in-process restart",
+                        message.version);
+          } else if (message.kind == WorkerControlMessage::Kind::kJoined) {
+            joined_round_ = message.round;
+          } else if (progress_sink_) {
+            progress_sink_(message);
+          }
+        } catch (const std::invalid_argument& e) {
+          spdlog::warn("{}: ignoring a control line: {}", who_, e.what());
+        }
+      });
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;  // end of stream (the worker closed it or exited) or an error
+  }
+}
+
+bool WorkerControl::Send(const RoundNotice& notice) {
+  // False also when a worker that reads nothing has filled its buffer.
+  return SendControlLine(agent_fd_, RoundNoticeLine(notice));
+}
+
+}  // namespace mxrun
