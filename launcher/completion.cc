@@ -262,6 +262,13 @@ const std::map<std::string, ValueCompletion>& FlagValueCompletions() {
 }
 
 std::optional<std::string> FindPrintCompletion(int argc, const char* const* argv) {
+  // Every launch passes here: the flag table is built only when the flag appears at all.
+  bool mentioned = false;
+  for (int i = 1; i < argc && !mentioned; ++i) {
+    mentioned = absl::StartsWith(argv[i], "--print-completion") ||
+                absl::StartsWith(argv[i], "--print_completion");
+  }
+  if (!mentioned) return std::nullopt;
   std::set<std::string, std::less<>> with_value;
   for (const CompletedFlag& flag : CompletedFlags()) {
     if (flag.takes_value) with_value.insert(flag.names.begin(), flag.names.end());

@@ -17,7 +17,7 @@ PACKAGES=(
   libgloo-dev  # Gloo's headers, which the torch wheel lacks: docs/ARCHITECTURE.md says why they are safe
   python3 python3-venv  # the interpreter of .venv (scripts/python-env.sh)
   libhwloc-dev  # --numa-binding: the topology library
-  libtomlplusplus-dev  # toml++ 3.3 (header-only): --config files (launcher/flags/config_file.cc)
+  libtomlplusplus-dev  # toml++ 3.3, used header-only: --config files (launcher/flags/config_file.cc)
   golang-etcd-server-dev golang-github-gogo-protobuf-dev golang-github-grpc-ecosystem-grpc-gateway-dev
                            # etcd's v3 .proto files and their imports, compiled into mxrun
 )
