@@ -23,10 +23,6 @@ namespace mxrun {
 
 ElasticAgent::ElasticAgent(AgentConfig config, Rendezvous& rendezvous, DeathGuardian& guardian)
     : config_(std::move(config)), rendezvous_(rendezvous), guardian_(guardian) {
-  config_.worker.on_progress = [this](int local_rank, int global_rank,
-                                      const WorkerControlMessage& report) {
-    OnProgress(local_rank, global_rank, report);
-  };
   const std::vector<AgentObserver*> others = config_.observers;
   own_observers_.push_back(std::make_unique<GoodputObserver>([others](const GoodputClock& clock) {
     for (AgentObserver* observer : others) observer->GoodputChanged(clock);
@@ -103,6 +99,7 @@ void ElasticAgent::OnSignal(int signo) {
   }
   if (IsForwardOnlySignal(signo)) {
     const int sent = group_ != nullptr ? group_->SignalRunning(signo) : 0;
+    if (restart_ != nullptr) restart_->SignalStandbys(signo);
     spdlog::info("received {}: passed it on to {} running worker(s); the job goes on",
                  SignalName(signo), sent);
     return;
@@ -121,6 +118,7 @@ void ElasticAgent::ReapChildren() {
   pid_t pid;
   while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
     if (group_ != nullptr && group_->OnChildExit(pid, status)) continue;
+    if (restart_ != nullptr && restart_->OnChildExit(pid, status)) continue;
     if (pid == guardian_.pid()) {
       spdlog::warn("the guardian process (pid {}) exited unexpectedly", pid);
     }
@@ -135,6 +133,7 @@ std::vector<WorkerGroup::WorkerStatus> ElasticAgent::StopGroup(int signo) {
   for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
     if (worker.running) running.push_back(worker);
   }
+  restart_->StopStandbys();
   group_->Stop(signo, config_.term_timeout, [this] { ReapChildren(); });
   Tell([&](AgentObserver& o) { o.WorkersStopped(AgentObserver::Time::clock::now(), running); });
   std::vector<WorkerGroup::WorkerStatus> ended = group_->Workers();
@@ -142,6 +141,7 @@ std::vector<WorkerGroup::WorkerStatus> ElasticAgent::StopGroup(int signo) {
   for (const WorkerGroup::WorkerStatus& worker : ended) {
     if (worker.pid > 0) ended_workers_[worker.pid] = worker.global_rank;
   }
+  restart_.reset();
   group_.reset();
   return ended;
 }
@@ -149,14 +149,14 @@ std::vector<WorkerGroup::WorkerStatus> ElasticAgent::StopGroup(int signo) {
 void ElasticAgent::KeepOrStopGroup() {
   if (group_ == nullptr) return;
   group_->ReadControlChannels();
-  if (!group_->HasKeepableWorkers() && !group_->HasReadyPrestarts()) {
+  if (!group_->HasKeepableWorkers() && !restart_->HasReadyPrestarts()) {
     StopGroup(SIGTERM);
     return;
   }
   // In-process restart: the workers that said they can take the next round stay; the rest go.
   // (None stays with --prestart's interpreters: the group is kept for them to take the ranks.)
   hangs_->Watch(nullptr);
-  group_->StopUnkeepable(SIGTERM, config_.term_timeout, [this] { ReapChildren(); });
+  restart_->StopUnkeepable(SIGTERM, config_.term_timeout, [this] { ReapChildren(); });
 }
 
 void ElasticAgent::CheckGroup() {
@@ -168,6 +168,7 @@ void ElasticAgent::CheckGroup() {
       const std::vector<WorkerGroup::WorkerStatus> workers = group_->Workers();
       hangs_->Watch(nullptr);
       group_->Finish();
+      restart_.reset();
       group_.reset();
       phase_ = Phase::kAwaiting;
       Tell([&](AgentObserver& o) { o.GroupSucceeded(AgentObserver::Time::clock::now(), workers); });
@@ -181,7 +182,7 @@ void ElasticAgent::CheckGroup() {
                    failure.local_rank, failure.pid, DescribeExit(failure),
                    group_->HasKeepableWorkers()
                        ? "keeping the workers that take the next round in-process"
-                   : group_->HasReadyPrestarts()
+                   : restart_->HasReadyPrestarts()
                        ? "stopping the workers; the pre-started interpreters take the ranks"
                        : "stopping the group");
       phase_ = Phase::kAwaiting;
@@ -235,13 +236,15 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       phase_ = Phase::kRunning;
       StartHealthChecks();
       if (group_ != nullptr) {
-        const std::string what = group_->Reassign(event.round, failure_time_, SIGTERM,
+        const std::string what = restart_->Reassign(event.round, failure_time_, SIGTERM,
                                                   config_.term_timeout, [this] { ReapChildren(); });
         spdlog::warn("round {}: in-process restart: {}", event.round.round, what);
       } else {
         ReclaimGpuMemory();
         group_ = std::make_unique<WorkerGroup>(config_.worker, *loop_, guardian_);
+        restart_ = std::make_unique<InProcessRestart>(*group_, *loop_, guardian_);
         group_->Start(event.round, failure_time_);
+        restart_->RoundBegan(event.round);
       }
       failure_time_ = 0;
       hangs_->Watch(group_.get());
@@ -448,7 +451,13 @@ int ElasticAgent::Run() {
     }
     hangs_->Check();  // a hung worker fails the group, which CheckGroup then reports
     CheckGroup();
-    if (group_ != nullptr && phase_ == Phase::kRunning) group_->MaybeStartStandbys();
+    if (group_ != nullptr) {
+      // Progress reaches the agent as the loop's events do: taken here, at each turn.
+      for (WorkerGroup::ProgressReport& report : group_->TakeProgress()) {
+        OnProgress(report.local_rank, report.global_rank, std::move(report.message));
+      }
+      if (phase_ == Phase::kRunning) restart_->MaybeStartStandbys();
+    }
     if (!pending_.empty()) {
       RendezvousEvent event = std::move(pending_.front());
       pending_.pop_front();
