@@ -15,7 +15,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  // The TOML subset of --config files.
+  // --config files (TOML through toml++, after mxrun's own check of where non-ASCII may be).
   absl::StatusOr<mxrun::ConfigFile> config = mxrun::ParseConfigText("fuzz.toml", text);
   if (!config.ok() && config.status().message().empty()) std::abort();
   // Slurm's hostlist expressions.

@@ -104,6 +104,17 @@ TEST_CASE("malformed configuration files name the file and line", "[config]") {
   CHECK_THAT(ErrorOf("= 3\n"), Catch::StartsWith("job.toml:1: ") && Catch::Contains("keys"));
   CHECK_THAT(ErrorOf("x = 1979-05-27\n"), Catch::Contains("'x' is a date or time"));
   CHECK_THAT(ErrorOf("x = [[1]]\n"), Catch::Contains("not a string, number or boolean"));
+  // Beyond ASCII outside strings and comments: a clear error before toml++ 3.3, which reaches
+  // undefined behaviour on some of them (scripts/fuzz.sh found U+02CF).
+  CHECK_THAT(ErrorOf("a = 1\nnnodes = 2 \xcb\x8f\n"),
+             Catch::StartsWith("job.toml:2: a character beyond ASCII outside a string"));
+  CHECK_THAT(ErrorOf("x = \xc3\xa9\n"), Catch::Contains("beyond ASCII"));
+  CHECK_THAT(ErrorOf("x = \"a\\\"\" \xc3\xa9\n"), Catch::Contains("beyond ASCII"));
+  CHECK_THAT(ErrorOf("x = '''\n\xc3\xa9'''\ny = \xc3\xa9\n"),
+             Catch::StartsWith("job.toml:3: a character beyond ASCII"));
+  // ... and fine inside them.
+  CHECK(ErrorOf("# caf\xc3\xa9\nlog_dir = \"/data/caf\xc3\xa9\"  # \xcb\x8f\n"
+                "role = 'r\xc3\xb4le'\nargs = [\"\"\"x\n\xc3\xa9\"\"\"]\n") == "no error");
 }
 
 TEST_CASE("precedence: flag over MXRUN_* over PET_* over file over default", "[config]") {
