@@ -6,7 +6,7 @@
 #   cpu   .venv/       PyTorch 2.13 (CPU build): the Python, torchrun and PyTorch DDP that tests,
 #                      benchmarks and the demo use, and what the trainer is built against.
 #   cuda  .venv-cuda/  PyTorch 2.14 (CUDA 13 build, ~5.5 GB) with its NCCL: what
-#                      scripts/build-trainer-cuda.sh builds the CUDA trainer against in CI.
+#                      scripts/gpu/build-trainer-cuda.sh builds the CUDA trainer against in CI.
 #   wheel .venv-wheel/ auditwheel: scripts/build-wheel.sh asks it for the wheel's platform tag.
 #
 # Idempotent: an environment whose stamp lists exactly these requirements is left alone (no pip

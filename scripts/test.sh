@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: installs dependencies, builds, runs every test with ctest, then builds the
-# wheel and tests it as a user installs it (scripts/check-wheel.sh), then builds the CUDA trainer against PyTorch 2.14 (CUDA 13) and checks it on the CPU (scripts/check-cuda-trainer.sh;
+# wheel and tests it as a user installs it (scripts/check-wheel.sh), then builds the CUDA trainer against PyTorch 2.14 (CUDA 13) and checks it on the CPU (scripts/gpu/check-cuda-trainer.sh;
 # MXRUN_SKIP_CUDA_TRAINER=1 skips it in a quick developer loop, CI never does), then every
 # libFuzzer target for FUZZ_SECONDS (default 30 here) on its corpus (scripts/fuzz.sh;
 # FUZZ_SECONDS=0 skips them). Tests labelled gpu are skipped on machines without an NVIDIA GPU.
@@ -17,7 +17,7 @@ status=0
 (cd "$build" && "$(dirname "$cmake")/ctest" --output-on-failure --timeout 600 "${exclude[@]}") || status=$?
 "$root/scripts/check-wheel.sh" || status=1
 if [[ "${MXRUN_SKIP_CUDA_TRAINER:-0}" != 1 || "${CI:-}" == true ]]; then
-  "$root/scripts/check-cuda-trainer.sh" || status=1
+  "$root/scripts/gpu/check-cuda-trainer.sh" || status=1
 fi
 if [ "${FUZZ_SECONDS:-30}" != 0 ]; then
   FUZZ_SECONDS="${FUZZ_SECONDS:-30}" "$root/scripts/fuzz.sh" || status=1

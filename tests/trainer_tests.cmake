@@ -1,6 +1,6 @@
 # The bundled trainer's LibTorch test binaries, built two ways: by tests/CMakeLists.txt in the whole
 # project (Debian's LibTorch 1.13, launcher mxrun) and by the trainer-only build on a GPU machine
-# (scripts/build-trainer-cuda.sh: PyTorch's LibTorch 2.x with CUDA, launcher that PyTorch's
+# (scripts/gpu/build-trainer-cuda.sh: PyTorch's LibTorch 2.x with CUDA, launcher that PyTorch's
 # torchrun), where the same tests check the code against the other LibTorch.
 #   mxrun_trainer_tests      models, gradient reducer, optimizer step, checkpoints ([gpu]: on CUDA)
 #   mxrun_trainer_gpu_tests  the train binary on a GPU

@@ -55,7 +55,7 @@ static std::string NoGpuReason(const std::string& what) {
          "'; no driver, or no GPU): run on a GPU machine, or use --device cpu --backend gloo";
 #else
   return what + ": this train was built against a CPU-only LibTorch; use --device cpu --backend "
-         "gloo, or build against a CUDA PyTorch (scripts/build-trainer-cuda.sh)";
+         "gloo, or build against a CUDA PyTorch (scripts/gpu/build-trainer-cuda.sh)";
 #endif
 }
 
@@ -112,7 +112,7 @@ CommBackend ChooseBackend(const TrainerOptions& o, const torch::Device& device) 
     if (!NcclAvailable()) {
       throw UnmetRequest(
           "--backend nccl: this train was built without NCCL (a CPU LibTorch); use --backend "
-          "gloo, or build against a CUDA PyTorch (scripts/build-trainer-cuda.sh)");
+          "gloo, or build against a CUDA PyTorch (scripts/gpu/build-trainer-cuda.sh)");
     }
     if (!device.is_cuda()) throw UnmetRequest(NoGpuReason("--backend nccl"));
     return CommBackend::kNccl;

@@ -46,7 +46,7 @@ Environment:
              idle (< 15% CPU busy) (default 120; 0: don't)
   TRAINER_LAUNCHER  mxrun (default) or torchrun: what launches the bundled trainer. On a GPU
              machine where mxrun itself is not built (only the trainer, with
-             scripts/build-trainer-cuda.sh), torchrun --no_python runs it; the comparison is then
+             scripts/gpu/build-trainer-cuda.sh), torchrun --no_python runs it; the comparison is then
              trainer against trainer, the launcher the same on both sides.
   MXRUN      mxrun binary (default <repo>/build/bin/mxrun; its bundled trainer `train`
              must sit beside it)

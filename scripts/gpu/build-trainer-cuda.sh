@@ -2,7 +2,7 @@
 # Builds only the bundled trainer against the CUDA LibTorch inside a PyTorch installation, with
 # NCCL: for GPU machines that have PyTorch but neither gRPC nor Debian's packages.
 #
-#   scripts/build-trainer-cuda.sh [BUILD_DIR]        (default: build-cuda)
+#   scripts/gpu/build-trainer-cuda.sh [BUILD_DIR]        (default: build-cuda)
 #
 # Environment:
 #   PYTHON        the Python whose torch to build against (default: python3)
@@ -12,7 +12,7 @@
 #                 Debian's are safe) and, for the tests, catch2/catch.hpp
 #                 (default: .deps/include, filled from /usr/include when those headers are
 #                 installed there; on a machine without them, run
-#                 `scripts/build-trainer-cuda.sh --vendor-headers` on a Debian machine with the
+#                 `scripts/gpu/build-trainer-cuda.sh --vendor-headers` on a Debian machine with the
 #                 project's dependencies first and carry .deps/ over). Without Catch2 only `train`
 #                 is built.
 #
@@ -20,7 +20,7 @@
 # (their launcher is this PyTorch's torchrun). mxrun itself is built by scripts/build.sh on
 # Debian; the trainer runs under any launcher (mxrun, torchrun --no_python) or alone.
 set -euo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 headers="${HEADERS_DIR:-$root/.deps/include}"
 
 vendor_headers() {

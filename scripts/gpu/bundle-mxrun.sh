@@ -8,7 +8,7 @@
 # BUNDLE_DIR/lib (scripts/vendor-libs.sh: RPATH $ORIGIN, so nothing on the other machine is
 # searched for them and no LD_LIBRARY_PATH leaks into the workers mxrun starts). glibc stays the
 # machine's own: a newer glibc runs programs linked against Debian 12's. Also fills
-# .deps/include with the headers scripts/build-trainer-cuda.sh needs there (CLI11, nlohmann/json,
+# .deps/include with the headers scripts/gpu/build-trainer-cuda.sh needs there (CLI11, nlohmann/json,
 # Catch2). Carry both folders: run(carry=[".gpu-bundle", ".deps"]), then scripts/gpu/run-all.sh.
 # Checks that the bundle's programs start with only its own libraries and prints its size.
 set -euo pipefail
@@ -18,7 +18,7 @@ bundle="${1:-$root/.gpu-bundle}"
 programs=(mxrun mxrun-multinode mxrun-master)
 
 MXRUN_BUILD_TARGETS="${programs[*]}" "$root/scripts/build.sh" >&2
-"$root/scripts/build-trainer-cuda.sh" --vendor-headers >&2
+"$root/scripts/gpu/build-trainer-cuda.sh" --vendor-headers >&2
 
 rm -rf "$bundle"
 "$root/scripts/vendor-libs.sh" "$bundle/bin" "$bundle/lib" "${programs[@]/#/$build/bin/}"

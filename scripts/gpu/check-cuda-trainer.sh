@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The CUDA trainer, built and checked on a machine without a GPU (scripts/test.sh runs this in CI).
 #
-#   scripts/check-cuda-trainer.sh [BUILD_DIR]      (default: build-cuda)
+#   scripts/gpu/check-cuda-trainer.sh [BUILD_DIR]      (default: build-cuda)
 #
 # 1. makes .venv-cuda (PyTorch 2.14.1, CUDA 13, with its NCCL wheel; scripts/python-env.sh) and
-#    builds the trainer against it with scripts/build-trainer-cuda.sh, the very script a GPU
+#    builds the trainer against it with scripts/gpu/build-trainer-cuda.sh, the very script a GPU
 #    machine runs, so MXRUN_WITH_CUDA and MXRUN_WITH_NCCL are on;
 # 2. checks that `train --version` says CUDA and NCCL are built in, and that every shared library
 #    of the binary resolves (ldd), LibTorch's CUDA and NCCL ones among them;
@@ -20,14 +20,14 @@
 # About 5.5 GB of wheels (from this machine's disk) and ~10 minutes on 2 cores the first time;
 # later runs reuse the environment and ccache. Prints "check-cuda-trainer: N passed, N failed".
 set -euo pipefail
-# shellcheck source-path=SCRIPTDIR source=lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source-path=SCRIPTDIR/.. source=../lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 build_cuda="${1:-$root/build-cuda}"
 mxrun_bin="$build/bin/mxrun"
 [[ -x "$mxrun_bin" ]] || { echo "check-cuda-trainer: $mxrun_bin is missing: run scripts/build.sh first" >&2; exit 2; }
 
 venv_cuda=$("$root/scripts/python-env.sh" cuda)
-PYTHON="$venv_cuda/bin/python3" "$root/scripts/build-trainer-cuda.sh" "$build_cuda"
+PYTHON="$venv_cuda/bin/python3" "$root/scripts/gpu/build-trainer-cuda.sh" "$build_cuda"
 train="$build_cuda/bin/train"
 
 passed=0

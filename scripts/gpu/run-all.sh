@@ -8,7 +8,7 @@
 #   .gpu-bundle/  mxrun, mxrun-multinode, mxrun-master and their libraries
 #                 (scripts/gpu/bundle-mxrun.sh)
 #   .deps/        the headers the trainer's build needs (CLI11, nlohmann/json, Catch2)
-# It builds the trainer there with scripts/build-trainer-cuda.sh (the script CI runs against
+# It builds the trainer there with scripts/gpu/build-trainer-cuda.sh (the script CI runs against
 # PyTorch 2.14 CUDA), against that machine's PyTorch, puts it beside the bundle's mxrun, and runs
 # the steps below in order. Each step has its own time budget and log (OUT_DIR/<step>.log); a
 # failed or timed-out step does not stop the next one. OUT_DIR/summary.md gets one row per step:
@@ -146,7 +146,7 @@ PY
 
 step_build() {
   local t0=$SECONDS
-  CUDA_ARCH="${CUDA_ARCH:-90}" PYTHON="$PY" "$ROOT/scripts/build-trainer-cuda.sh" "$BUILD_CUDA" || return 1
+  CUDA_ARCH="${CUDA_ARCH:-90}" PYTHON="$PY" "$ROOT/scripts/gpu/build-trainer-cuda.sh" "$BUILD_CUDA" || return 1
   "$BUILD_CUDA/bin/train" --version
   ldd "$BUILD_CUDA/bin/train" | grep -E 'torch|c10|nccl|cuda|not found'
   ! ldd "$BUILD_CUDA/bin/train" | grep -q 'not found' || return 1

@@ -221,7 +221,7 @@ TEST_CASE("mxrun.run: a node of a 1:2 Python job lost, the other node's ranks go
 }
 
 // PyTorch 2.14's in-place membership change (torch.distributed._reconfigure), asked for with
-// MXRUN_RECONFIGURE=1. Hidden from ctest (the project's .venv has 2.13): scripts/check-cuda-trainer.sh
+// MXRUN_RECONFIGURE=1. Hidden from ctest (the project's .venv has 2.13): scripts/gpu/check-cuda-trainer.sh
 // runs it with MXRUN_TEST_RECONFIGURE_PYTHON set to .venv-cuda's Python (2.14.1, Gloo on the CPU).
 TEST_CASE("mxrun.run through PyTorch 2.14's _reconfigure: the survivor's group is re-formed in "
           "place, and with the store's host lost a new group is made",

@@ -2,7 +2,7 @@
 // no GPU). One GPU is enough: NCCL will not put two ranks on one device, so these run one worker,
 // and name --backend nccl where NCCL must be reached (a one-rank group, as DDP's at world size 1).
 //
-// Built with the whole project (the launcher is mxrun) and by scripts/build-trainer-cuda.sh on a
+// Built with the whole project (the launcher is mxrun) and by scripts/gpu/build-trainer-cuda.sh on a
 // GPU machine that has PyTorch but not mxrun's dependencies (the launcher is that PyTorch's
 // torchrun). TRAIN_BIN, and MXRUN_BIN or TORCHRUN_PYTHON, are set by CMake.
 
