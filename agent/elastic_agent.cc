@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -331,27 +330,14 @@ void ElasticAgent::ReclaimGpuMemory() {
     return;
   }
   if (!gpu_reader_) gpu_reader_ = std::make_unique<NvmlGpuReader>();
-  GpuReclaimHooks hooks;
-  hooks.now = [] { return std::chrono::steady_clock::now(); };
-  hooks.sleep = [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
-  // The loop is not running while this waits: a stop signal is seen pending, and ends the wait.
-  hooks.stop = [this] {
-    sigset_t pending;
-    sigemptyset(&pending);
-    if (sigpending(&pending) != 0) return false;
-    for (int signo : config_.handled_signals) {
-      if (!IsForwardOnlySignal(signo) && sigismember(&pending, signo) == 1) return true;
-    }
-    return false;
-  };
-  hooks.describe_pid = DescribeProcessState;
-  const GpuReclaimOutcome outcome =
-      WaitForGpuMemory(*gpu_reader_, config_.gpu_entries, ended, config_.gpu_reclaim, hooks);
-  if (outcome.text.empty()) return;
-  if (outcome.released) {
-    spdlog::info("{}", outcome.text);
-  } else {
-    spdlog::warn("{}", outcome.text);
+  std::set<int> stops;  // a stop signal ends the wait
+  for (int signo : config_.handled_signals) {
+    if (!IsForwardOnlySignal(signo)) stops.insert(signo);
+  }
+  const GpuReclaimOutcome outcome = WaitForGpuMemory(
+      *gpu_reader_, config_.gpu_entries, ended, config_.gpu_reclaim, SystemReclaimHooks(stops));
+  if (!outcome.text.empty()) {
+    spdlog::log(outcome.released ? spdlog::level::info : spdlog::level::warn, "{}", outcome.text);
   }
 }
 

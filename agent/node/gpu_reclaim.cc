@@ -1,7 +1,10 @@
 #include "agent/node/gpu_reclaim.h"
 
+#include <signal.h>
+
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -122,6 +125,23 @@ std::string DescribeProcessState(pid_t pid) {
     case 'T': case 't': return "state T: stopped";
     default: return absl::StrCat("state ", std::string(1, state), ": alive");
   }
+}
+
+GpuReclaimHooks SystemReclaimHooks(std::set<int> stop_signals) {
+  GpuReclaimHooks hooks;
+  hooks.now = [] { return std::chrono::steady_clock::now(); };
+  hooks.sleep = [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
+  hooks.stop = [stop_signals = std::move(stop_signals)] {
+    sigset_t pending;
+    sigemptyset(&pending);
+    if (sigpending(&pending) != 0) return false;
+    for (int signo : stop_signals) {
+      if (sigismember(&pending, signo) == 1) return true;
+    }
+    return false;
+  };
+  hooks.describe_pid = DescribeProcessState;
+  return hooks;
 }
 
 }  // namespace mxrun

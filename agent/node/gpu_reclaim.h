@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,10 @@ struct GpuReclaimOutcome {
 GpuReclaimOutcome WaitForGpuMemory(GpuReader& reader, const std::vector<std::string>& entries,
                                    const std::map<pid_t, int>& old_workers,
                                    const GpuReclaimConfig& config, const GpuReclaimHooks& hooks);
+
+// The real hooks: the steady clock, a sleep, and a stop as soon as one of `stop_signals` is
+// pending (the caller's loop does not run while this waits, so its signalfd reads nothing).
+GpuReclaimHooks SystemReclaimHooks(std::set<int> stop_signals);
 
 // "state Z (a zombie: its parent has not reaped it)", "running", "gone" from /proc/<pid>/stat.
 std::string DescribeProcessState(pid_t pid);
