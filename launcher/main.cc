@@ -220,7 +220,7 @@ int Main(int argc, char** argv) {
   AgentConfig config;
   config.entrypoint_name = command->display_name;
   config.term_timeout = options.term_timeout;
-  if (env.count("SLURM_JOB_ID") != 0 && !options.term_timeout_given) FitGraceToKillWait(env, config);
+  if (options.grace_fits_kill_wait) FitGraceToKillWait(env, config);
   config.handled_signals = options.signals_to_handle;
   config.agent_error_file = options.agent_error_file;
   config.notifier = ServiceNotifier::FromEnv(env, static_cast<long>(::getpid()));

@@ -76,6 +76,7 @@ struct LaunchOptions {
   std::chrono::milliseconds term_timeout{30'000};
   bool term_timeout_given = false;    // from any source but the default (under Slurm, the default
                                       // is shortened to fit KillWait: slurm_kill_wait.h)
+  bool grace_fits_kill_wait = false;  // under Slurm with the default grace: ask for KillWait
 
   HangSettings hang;                  // hang_flags.cc (the bundled trainer's default applied)
   bool file_timer = false;            // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's watchdog

@@ -20,6 +20,8 @@ LaunchFlagGroup StopFlags() {
        "torchrun 2.x's name for --term_timeout (also TORCH_ELASTIC_SHUTDOWN_TIMEOUT); the two "
        "are one setting and must agree when both are given", "", true,
        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"},
+      // Under Slurm the grace must end before KillWait's SIGKILL (slurm_kill_wait.h).
+      EnvSetting("slurm_job_id", "SLURM_JOB_ID"),
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     for (absl::string_view name :
@@ -52,6 +54,7 @@ LaunchFlagGroup StopFlags() {
       grace = *shutdown;
     }
     o.term_timeout = std::chrono::milliseconds(static_cast<long>(grace * 1000.0));
+    o.grace_fits_kill_wait = v.Given("slurm_job_id") && !o.term_timeout_given;
     return absl::OkStatus();
   };
   return group;
