@@ -195,18 +195,9 @@ void ElasticAgent::CheckGroup() {
 }
 
 int ElasticAgent::JobFailed(const RendezvousEvent& event) {
-  SummaryContext context{config_.entrypoint_name, event.restarts_spent, event.max_restarts};
-  std::string summary = FormatFailureSummary(event.first_failure, context);
-  if (config_.worker.json_logs) {
-    spdlog::error("{}", summary);  // one JSON record; the summary's lines stay in its message
-  } else {
-    std::fwrite(summary.data(), 1, summary.size(), stderr);
-  }
-  std::fflush(stderr);
-  if (!config_.agent_error_file.empty() &&
-      !WriteAgentErrorFile(config_.agent_error_file, event.first_failure)) {
-    spdlog::warn("cannot write the error file {}", config_.agent_error_file);
-  }
+  ReportJobFailure(event.first_failure,
+                   {config_.entrypoint_name, event.restarts_spent, event.max_restarts},
+                   config_.worker.json_logs, config_.agent_error_file);
   if (event.same_failure_every_attempt && config_.do_not_requeue_exit_code > 0) {
     spdlog::error("every attempt ({} of them) failed the same way ({}): a requeue would too; "
                   "exit code {} (do not requeue; --do_not_requeue_exit_code=0 exits 1 instead)",
@@ -306,16 +297,35 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       Tell([](AgentObserver& o) {
         o.Status("job failed: the restart budget is spent", /*stopping=*/true);
       });
-      StopGroup(SIGTERM);
+      if (std::vector<WorkerGroup::WorkerStatus> ended = StopGroup(SIGTERM); stop_signal_ != 0) {
+        return Cancelled(std::move(ended));  // the failure was the cancellation reaching a peer
+      }
       return Exit(JobFailed(event));
     case Kind::kError:
       Announce(spdlog::level::err, absl::StrCat("rendezvous failed: ", event.error.message()),
                /*stopping=*/true);
-      StopGroup(SIGTERM);
+      if (std::vector<WorkerGroup::WorkerStatus> ended = StopGroup(SIGTERM); stop_signal_ != 0) {
+        return Cancelled(std::move(ended));  // the master's host was cancelled first
+      }
       return Exit(kExitRendezvousFailed,
                   absl::StrCat("rendezvous failed: ", event.error.message()));
   }
   return std::nullopt;
+}
+
+// Cancelled by a stop signal (also when it came while the agent was stopping for another
+// reason: under scancel, every node's workers get the signal too, so a peer's failure or its
+// master's end may reach this node first). Says how each rank ended.
+int ElasticAgent::Cancelled(const std::vector<WorkerGroup::WorkerStatus>& ended) {
+  const int exit_code = 128 + stop_signal_;
+  std::vector<StoppedWorker> stopped;
+  for (const WorkerGroup::WorkerStatus& w : ended) {
+    stopped.push_back({w.global_rank, w.running, w.exit_code, w.term_signal, w.killed_after_grace});
+  }
+  rendezvous_.Leave();
+  spdlog::warn("{}", FormatCancellation(stop_signal_, config_.term_timeout, std::move(stopped),
+                                        exit_code));
+  return Exit(exit_code, absl::StrCat("received ", SignalName(stop_signal_)));
 }
 
 void ElasticAgent::NoteExcluded(const RendezvousEvent& event) {
@@ -418,16 +428,7 @@ int ElasticAgent::Run() {
     if (stop_signal_ != 0) {
       const std::string stopping = absl::StrCat("stopping the workers on ", SignalName(stop_signal_));
       Tell([&](AgentObserver& o) { o.Status(stopping, /*stopping=*/true); });
-      const int exit_code = 128 + stop_signal_;
-      std::vector<StoppedWorker> stopped;
-      for (const WorkerGroup::WorkerStatus& w : StopGroup(stop_signal_)) {
-        stopped.push_back({w.global_rank, w.running, w.exit_code, w.term_signal,
-                           w.killed_after_grace});
-      }
-      rendezvous_.Leave();
-      spdlog::warn("{}", FormatCancellation(stop_signal_, config_.term_timeout, std::move(stopped),
-                                            exit_code));
-      return Exit(exit_code, absl::StrCat("received ", SignalName(stop_signal_)));
+      return Cancelled(StopGroup(stop_signal_));
     }
     if (became_unhealthy_) {
       // Its workers would fail on it: they stop, the node leaves, the others re-form.

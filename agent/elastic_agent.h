@@ -114,6 +114,7 @@ class ElasticAgent {
   // Checks the running group; reports to the rendezvous when its workers have ended.
   void CheckGroup();
   int JobFailed(const RendezvousEvent& event);
+  int Cancelled(const std::vector<WorkerGroup::WorkerStatus>& ended);
   // The end-of-job summary's word on the nodes the master left out (repeat offenders).
   void NoteExcluded(const RendezvousEvent& event);
   // Before a new group starts where the last one ran: waits (bounded) until the GPUs its workers

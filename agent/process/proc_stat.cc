@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
+
 namespace mxrun {
 
 std::optional<ProcStat> ParseProcStat(std::string_view text) {
@@ -102,6 +104,17 @@ std::string ProcStateName(char state) {
     case 'I': return "I (idle kernel thread)";
     default: return std::string(1, state) + " (unknown)";
   }
+}
+
+std::string DescribeUnreaped(pid_t pid) {
+  std::optional<ProcStat> stat = ReadProcStat(pid);
+  if (!stat) return "did not exit after SIGKILL (state unknown)";
+  if (stat->state == 'D') return "did not exit after SIGKILL (uninterruptible sleep)";
+  if (stat->state == 'Z') {
+    return "exited but cannot be reaped (a thread of it still in uninterruptible sleep, or a "
+           "tracer holding it)";
+  }
+  return absl::StrCat("did not exit after SIGKILL (", ProcStateName(stat->state), ")");
 }
 
 }  // namespace mxrun

@@ -42,4 +42,8 @@ std::vector<std::string> ReadKernelStack(pid_t pid);
 // "S (sleeping)", "T (stopped: SIGSTOP, SIGTSTP or a debugger)", ...
 std::string ProcStateName(char state);
 
+// Why a SIGKILLed process has not been reaped, from its /proc state ("did not exit after SIGKILL
+// (uninterruptible sleep)", ...).
+std::string DescribeUnreaped(pid_t pid);
+
 }  // namespace mxrun

@@ -1,5 +1,6 @@
 #include "agent/workers/failure_report.h"
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -9,6 +10,7 @@
 #include "absl/time/time.h"
 #include "common/signal_names.h"
 #include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
 
 namespace mxrun {
 namespace {
@@ -143,6 +145,20 @@ bool WriteAgentErrorFile(const std::string& path, const WorkerFailure& failure) 
   if (!out) return false;
   out << doc.dump(2) << "\n";
   return static_cast<bool>(out);
+}
+
+void ReportJobFailure(const WorkerFailure& failure, const SummaryContext& context, bool json_logs,
+                      const std::string& agent_error_file) {
+  const std::string summary = FormatFailureSummary(failure, context);
+  if (json_logs) {
+    spdlog::error("{}", summary);  // one JSON record; the summary's lines stay in its message
+  } else {
+    std::fwrite(summary.data(), 1, summary.size(), stderr);
+  }
+  std::fflush(stderr);
+  if (!agent_error_file.empty() && !WriteAgentErrorFile(agent_error_file, failure)) {
+    spdlog::warn("cannot write the error file {}", agent_error_file);
+  }
 }
 
 }  // namespace mxrun

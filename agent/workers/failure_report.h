@@ -34,4 +34,9 @@ std::string FormatFailureSummary(const WorkerFailure& failure, const SummaryCont
 // object naming the failed worker. Returns false when the file could not be written.
 bool WriteAgentErrorFile(const std::string& path, const WorkerFailure& failure);
 
+// The job failed: the summary on stderr (one JSON log record with `json_logs`), and the agent's
+// error file when one is asked for (`agent_error_file`; empty: none).
+void ReportJobFailure(const WorkerFailure& failure, const SummaryContext& context, bool json_logs,
+                      const std::string& agent_error_file);
+
 }  // namespace mxrun

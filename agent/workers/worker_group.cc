@@ -20,21 +20,6 @@
 
 namespace mxrun {
 
-namespace {
-
-// Why a SIGKILLed worker has not been reaped, from its /proc state.
-std::string WhyNotReaped(pid_t pid) {
-  std::optional<ProcStat> stat = ReadProcStat(pid);
-  if (!stat) return "did not exit after SIGKILL (state unknown)";
-  if (stat->state == 'D') return "did not exit after SIGKILL (uninterruptible sleep)";
-  if (stat->state == 'Z') {
-    return "exited but cannot be reaped (a thread of it still in uninterruptible sleep, or a "
-           "tracer holding it)";
-  }
-  return absl::StrCat("did not exit after SIGKILL (", ProcStateName(stat->state), ")");
-}
-
-}  // namespace
 
 WorkerGroup::WorkerGroup(const WorkerSpec& spec, EventLoop& loop, DeathGuardian& guardian)
     : spec_(spec), loop_(loop), guardian_(guardian), files_(spec) {}
@@ -353,7 +338,7 @@ void WorkerGroup::StopWhere(const std::function<bool(const WorkerProcess&)>& whi
   for (WorkerProcess* worker : stopping) {
     if (!worker->running) continue;
     spdlog::error("worker rank {} (pid {}) {}: waited {} s, going on without it",
-                  worker->global_rank, worker->pid, WhyNotReaped(worker->pid),
+                  worker->global_rank, worker->pid, DescribeUnreaped(worker->pid),
                   std::chrono::duration_cast<std::chrono::seconds>(kReapAfterKill).count());
   }
 }
