@@ -119,7 +119,6 @@ class WorkerGroup {
 
   // Primitives of the in-process restart (in_process_restart.h).
   const WorkerSpec& spec() const { return spec_; }
-  const RoundAssignment& round() const { return round_; }
   // Stops, as Stop does, the running workers `which` selects (their whole grace at once).
   void StopWhere(const std::function<bool(const WorkerProcess&)>& which, int signo,
                  std::chrono::milliseconds grace, const std::function<void()>& reap);

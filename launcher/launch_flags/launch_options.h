@@ -74,9 +74,9 @@ struct LaunchOptions {
   std::set<int> signals_to_handle;
   std::string signals_to_handle_text;  // as given: TORCHELASTIC_SIGNALS_TO_HANDLE, as torchrun sets
   std::chrono::milliseconds term_timeout{30'000};
-  bool term_timeout_given = false;    // from any source but the default (under Slurm, the default
-                                      // is shortened to fit KillWait: slurm_kill_wait.h)
-  bool grace_fits_kill_wait = false;  // under Slurm with the default grace: ask for KillWait
+  // Under Slurm with no grace given (from any source): the default is shortened to fit KillWait
+  // (slurm_kill_wait.h).
+  bool grace_fits_kill_wait = false;
 
   HangSettings hang;                  // hang_flags.cc (the bundled trainer's default applied)
   bool file_timer = false;            // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's watchdog

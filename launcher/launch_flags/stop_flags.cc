@@ -39,7 +39,7 @@ LaunchFlagGroup StopFlags() {
     absl::StatusOr<double> term = v.Seconds("term_timeout");
     if (!term.ok()) return term.status();
     double grace = *term;
-    o.term_timeout_given = v.Given("term_timeout") || v.Given("shutdown_timeout");
+    const bool grace_given = v.Given("term_timeout") || v.Given("shutdown_timeout");
     // One grace period, two names: torchrun 2.x's --shutdown_timeout stands in for --term_timeout;
     // given both (from any sources), they must say the same.
     if (v.Given("shutdown_timeout")) {
@@ -54,7 +54,7 @@ LaunchFlagGroup StopFlags() {
       grace = *shutdown;
     }
     o.term_timeout = std::chrono::milliseconds(static_cast<long>(grace * 1000.0));
-    o.grace_fits_kill_wait = v.Given("slurm_job_id") && !o.term_timeout_given;
+    o.grace_fits_kill_wait = v.Given("slurm_job_id") && !grace_given;
     return absl::OkStatus();
   };
   return group;

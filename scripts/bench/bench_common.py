@@ -104,6 +104,18 @@ def wait_quiet(limit, progress):
         time.sleep(1.0)
 
 
+def print_busy_waits(quiet_wait, counted, gave_up_what, effect, note):
+    """The report's line on the load and on wait_quiet's waits (`counted`: what was measured,
+    "iterations"); a note when some ran on a busy machine (`gave_up_what`: "iteration(s) ran",
+    `effect`: what that does to the figures)."""
+    print("Load average at end: " + loadavg() + "; "
+          f"{counted} that waited for an idle machine: {busy_waits['waited']}, "
+          f"that ran on a busy one after {quiet_wait:.0f}s: {busy_waits['gave_up']}")
+    if busy_waits["gave_up"]:
+        note(f"{busy_waits['gave_up']} {gave_up_what} while other work used up to "
+             f"{busy_waits['worst']:.0%} of the CPU; {effect}")
+
+
 def print_problems(problems):
     """The report's closing list of problems, if there were any (continuation lines indented
     so that a multi-line message stays one Markdown list item)."""

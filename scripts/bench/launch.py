@@ -49,11 +49,10 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import (DEFAULT_MXRUN, DEFAULT_PYTHON, DEFAULT_TORCHRUN, Log,  # noqa: E402
-                          busy_waits, detect_env, die, env, executable, is_whole,
-                          link_bundle_lib, loadavg, machine, make_workdir, median,
-                          print_problems, private_copy, python_version, run_main, sha256_12,
-                          signal_pid, status_kib, torch_version, utc_now, version_line,
-                          wait_quiet)
+                          detect_env, die, env, executable, is_whole, link_bundle_lib, loadavg,
+                          machine, make_workdir, median, print_busy_waits, print_problems,
+                          private_copy, python_version, run_main, sha256_12, signal_pid,
+                          status_kib, torch_version, utc_now, version_line, wait_quiet)
 
 SCRIPT = "launch.sh"
 DEFAULT_CASES = "launch,rss,restart,flags,metrics"
@@ -540,12 +539,7 @@ def main():
     print_flag_rows(flag_rows)
     print_metric_rows(metric_rows)
     print_baseline_rows(baseline_rows)
-    print("Load average at end: " + loadavg() + "; "
-          f"iterations that waited for an idle machine: {busy_waits['waited']}, "
-          f"that ran on a busy one after {QUIET_WAIT:.0f}s: {busy_waits['gave_up']}")
-    if busy_waits["gave_up"]:
-        note(f"{busy_waits['gave_up']} iteration(s) ran while other work used up to "
-             f"{busy_waits['worst']:.0%} of the CPU; timings may be inflated")
+    print_busy_waits(QUIET_WAIT, "iterations", "iteration(s) ran", "timings may be inflated", note)
     print_problems(problems)
 
 

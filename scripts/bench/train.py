@@ -77,10 +77,10 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import (DEFAULT_MXRUN, DEFAULT_PYTHON, DEFAULT_TORCHRUN, REPO, Log,  # noqa: E402
-                          busy_waits, descendants, detect_env, die, env, executable, is_whole,
-                          kill_tree, link_bundle_lib, loadavg, machine, make_workdir, median,
-                          output_of, print_problems, private_copy, python_version, run_main,
-                          sha256_12, signal_group, signal_pids, torch_version, utc_now,
+                          descendants, detect_env, die, env, executable, is_whole, kill_tree,
+                          link_bundle_lib, loadavg, machine, make_workdir, median, output_of,
+                          print_busy_waits, print_problems, private_copy, python_version,
+                          run_main, sha256_12, signal_group, signal_pids, torch_version, utc_now,
                           version_line, wait_quiet)
 
 SCRIPT = "train.sh"
@@ -416,12 +416,7 @@ def main():
     print("- reference: `" + q(["torchrun", "--standalone", f"--nproc_per_node={NPROC}",
                                 "scripts/bench/reference/ddp_resnet.py"] + COMMON + REFERENCE_EXTRA) + "`")
     print()
-    print("Load average at end: " + loadavg() + "; "
-          f"pairs that waited for an idle machine: {busy_waits['waited']}, "
-          f"that ran on a busy one after {QUIET_WAIT:.0f}s: {busy_waits['gave_up']}")
-    if busy_waits["gave_up"]:
-        note(f"{busy_waits['gave_up']} pair(s) of runs started while other work used up to "
-             f"{busy_waits['worst']:.0%} of the CPU; figures may be low")
+    print_busy_waits(QUIET_WAIT, "pairs", "pair(s) of runs started", "figures may be low", note)
     print_problems(problems)
 
 
