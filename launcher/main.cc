@@ -41,7 +41,7 @@
 #include "common/http/tls/http_tls.h"
 #include "rendezvous/server/master_endpoint.h"
 #include "rendezvous/server/master_server.h"
-#include "launcher/status_command.h"
+#include "launcher/network/status_command.h"
 #endif
 #include "spdlog/spdlog.h"
 

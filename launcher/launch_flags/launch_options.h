@@ -52,7 +52,7 @@ struct LaunchOptions {
   std::string rdzv_backend = "static";
   std::string rdzv_endpoint;
   // The endpoint is Slurm's default (slurm.h): the master is on one of the ports from its port on,
-  // and the agents find which by asking (launcher/rendezvous_setup_network.cc).
+  // and the agents find which by asking (launcher/network/rendezvous_setup_network.cc).
   bool rdzv_endpoint_from_slurm = false;
   std::string rdzv_id = "none";
   std::map<std::string, std::string> rdzv_conf;

@@ -2,7 +2,7 @@
 
 #include <fstream>
 
-#include "launcher/master_flags.h"
+#include "launcher/master/master_flags.h"
 #include "tests/temp_dir.h"
 
 namespace {

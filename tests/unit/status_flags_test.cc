@@ -2,7 +2,7 @@
 
 #include <fstream>
 
-#include "launcher/status_flags.h"
+#include "launcher/network/status_flags.h"
 #include "tests/temp_dir.h"
 
 namespace {

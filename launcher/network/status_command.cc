@@ -1,4 +1,4 @@
-#include "launcher/status_command.h"
+#include "launcher/network/status_command.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "mxrun.grpc.pb.h"
 #include "launcher/launch_flags/value_parsers.h"
-#include "launcher/status_flags.h"
+#include "launcher/network/status_flags.h"
 #include "launcher/token.h"
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/net.h"

@@ -1,4 +1,4 @@
-#include "launcher/status_flags.h"
+#include "launcher/network/status_flags.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

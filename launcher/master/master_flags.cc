@@ -1,4 +1,4 @@
-#include "launcher/master_flags.h"
+#include "launcher/master/master_flags.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

@@ -39,7 +39,7 @@
 #include "common/http/metrics_endpoint.h"
 #include "common/service_notify.h"
 #include "common/tls_files.h"
-#include "launcher/master_flags.h"
+#include "launcher/master/master_flags.h"
 #include "launcher/token.h"
 #include "rendezvous/etcd/etcd_leadership.h"
 #include "rendezvous/grpc/grpc_logs.h"
