@@ -2,8 +2,8 @@
 // What the agent tells its observers as its job goes on: the rendezvous' word, rounds and their
 // workers, failures, stops, re-formations, the workers' progress, its status lines and its end.
 // The agent itself only decides (elastic_agent.h); everything that reports what happened is an
-// observer, each in its own file: the time accounting (goodput_observer.h), torchelastic's event
-// records (event_log_observer.h), systemd's notifications (systemd_observer.h) and the metrics
+// observer, each in its own file: the time accounting (goodput_observer.h), each restart's phases
+// (restart_phases_observer.h), torchelastic's event records (event_log_observer.h), systemd's notifications (systemd_observer.h) and the metrics
 // endpoint (agent_metrics.h). Every method has a default that does nothing, so an observer says
 // only what it listens to. Called on the agent's loop thread, in the order the observers were
 // given, so implementations must be quick and guard what another thread reads.
@@ -16,6 +16,7 @@
 #include "agent/goodput.h"
 #include "agent/workers/worker_group.h"
 #include "common/control_protocol.h"
+#include "common/restart_phases.h"
 #include "common/straggler_watch.h"
 #include "common/worker_failure.h"
 #include "rendezvous/rendezvous.h"
@@ -35,6 +36,9 @@ class AgentObserver {
   virtual void Registered(Time /*now*/, const std::string& /*reason*/) {}
   // The node asks the rendezvous for a round.
   virtual void Joining(Time /*now*/) {}
+  // The rendezvous gave a round, before its workers start; `in_process`: the group's kept workers
+  // and standbys take it (an in-process restart).
+  virtual void RoundReady(Time /*now*/, const RoundAssignment& /*round*/, bool /*in_process*/) {}
   // A round started here, with these workers (after a start or an in-process reassignment).
   virtual void RoundStarted(Time /*now*/, const RoundAssignment& /*round*/,
                             const std::vector<WorkerGroup::WorkerStatus>& /*workers*/) {}
@@ -55,6 +59,8 @@ class AgentObserver {
                               const std::vector<WorkerGroup::WorkerStatus>& /*workers*/) {}
   // The node's time accounting changed (a copy: the observer extrapolates it to its own now).
   virtual void GoodputChanged(const GoodputClock& /*clock*/) {}
+  // A restart of this node is timed, phase by phase (restart_phases_observer.h).
+  virtual void RestartTimed(const RestartPhases& /*phases*/) {}
   // A rank became a straggler, or stopped being one (straggler_watch.h).
   virtual void StragglerChanged(Time /*now*/, const StragglerNews& /*news*/) {}
   // A line on where the agent stands (also logged); `stopping`: it is on its way out.

@@ -13,6 +13,7 @@
 #include "agent/cancel_summary.h"
 #include "agent/event_log_observer.h"
 #include "agent/goodput_observer.h"
+#include "agent/restart_phases_observer.h"
 #include "agent/systemd_observer.h"
 #include "agent/workers/failure_report.h"
 #include "common/signal_names.h"
@@ -26,6 +27,11 @@ ElasticAgent::ElasticAgent(AgentConfig config, Rendezvous& rendezvous, DeathGuar
   own_observers_.push_back(std::make_unique<GoodputObserver>([others](const GoodputClock& clock) {
     for (AgentObserver* observer : others) observer->GoodputChanged(clock);
   }));
+  own_observers_.push_back(std::make_unique<RestartPhasesObserver>(
+      [others, &rendezvous](const RestartPhases& phases) {
+        for (AgentObserver* observer : others) observer->RestartTimed(phases);
+        rendezvous.ReportRestartPhases(phases);
+      }));
   own_observers_.push_back(std::make_unique<EventLogObserver>(config_.events));
   own_observers_.push_back(std::make_unique<SystemdObserver>(std::move(config_.notifier)));
   for (const std::unique_ptr<AgentObserver>& observer : own_observers_) {
@@ -155,7 +161,18 @@ void ElasticAgent::KeepOrStopGroup() {
   // In-process restart: the workers that said they can take the next round stay; the rest go.
   // (None stays with --prestart's interpreters: the group is kept for them to take the ranks.)
   hangs_->Watch(nullptr);
+  std::vector<WorkerGroup::WorkerStatus> were_running;
+  for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
+    if (worker.running) were_running.push_back(worker);
+  }
   restart_->StopUnkeepable(SIGTERM, config_.term_timeout, [this] { ReapChildren(); });
+  std::vector<WorkerGroup::WorkerStatus> stopped;
+  for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
+    for (const WorkerGroup::WorkerStatus& before : were_running) {
+      if (!worker.running && worker.pid == before.pid) stopped.push_back(before);
+    }
+  }
+  Tell([&](AgentObserver& o) { o.WorkersStopped(AgentObserver::Time::clock::now(), stopped); });
 }
 
 void ElasticAgent::CheckGroup() {
@@ -225,6 +242,9 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       if (phase_ != Phase::kJoining) return std::nullopt;  // stale: a newer request is pending
       phase_ = Phase::kRunning;
       StartHealthChecks();
+      Tell([&](AgentObserver& o) {
+        o.RoundReady(AgentObserver::Time::clock::now(), event.round, group_ != nullptr);
+      });
       if (group_ != nullptr) {
         const std::string what = restart_->Reassign(event.round, failure_time_, SIGTERM,
                                                   config_.term_timeout, [this] { ReapChildren(); });

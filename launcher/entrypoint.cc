@@ -6,7 +6,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "agent/process/process_launcher.h"
+#include "launcher/script_head.h"
 
 namespace mxrun {
 namespace {
@@ -79,6 +81,15 @@ absl::StatusOr<WorkerCommand> BuildWorkerCommand(const LaunchOptions& options, c
           return absl::InvalidArgumentError(absl::StrCat(
               "the entrypoint script '", options.entrypoint,
               "' does not exist; give a Python file, -m module, --no_python program, or 'train'"));
+        }
+        // A .py file is Python's whatever it holds, as before.
+        if (!absl::EndsWith(options.entrypoint, ".py")) {
+          if (std::optional<std::string> what = NotPythonFileReason(options.entrypoint)) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "the entrypoint '", options.entrypoint, "' is ", *what,
+                ", not a Python script: run it with --no_python (mxrun --no_python ... ",
+                options.entrypoint, ")"));
+          }
         }
       }
       command.argv.push_back(options.entrypoint);

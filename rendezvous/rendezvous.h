@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/restart_phases.h"
 #include "common/straggler_watch.h"
 #include "common/worker_failure.h"
 #include "rendezvous/wire/wire.h"
@@ -69,6 +70,9 @@ class Rendezvous {
   // stragglers (the local one this node's ranks, a master the whole job's, passed on with the next
   // heartbeat) and tells the agent with kStraggler.
   virtual void ReportProgress(const std::vector<RankProgress>& /*ranks*/) {}
+  // One of this node's restarts, timed phase by phase: a master keeps them for `mxrun status`.
+  // Best effort.
+  virtual void ReportRestartPhases(const RestartPhases& /*phases*/) {}
   // This node found itself unhealthy (`why`): it does not join; the rendezvous tells the master,
   // whose status lists it. Best effort; the agent exits next.
   virtual void ReportUnhealthy(const std::string& /*why*/) {}

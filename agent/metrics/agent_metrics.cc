@@ -36,6 +36,21 @@ std::optional<ProcessUsage> ReadProcessUsage(pid_t pid) {
                       static_cast<double>(stat->rss_pages) * page};
 }
 
+const std::vector<double>& AgentMetrics::PhaseBuckets() {
+  // Finer at the low end than a whole recovery: a stop or a start takes milliseconds.
+  static const std::vector<double> buckets{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120, 600};
+  return buckets;
+}
+
+void AgentMetrics::RestartTimed(const RestartPhases& phases) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::string& phase : RestartPhaseNames()) {
+    const double seconds = PhaseSeconds(phases, phase);
+    if (seconds < 0) continue;  // unknown: no sample rather than a guess
+    restart_phases_.try_emplace(phase, PhaseBuckets()).first->second.Observe(seconds);
+  }
+}
+
 const std::vector<double>& AgentMetrics::RecoveryBuckets() {
   static const std::vector<double> buckets{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
   return buckets;
@@ -174,6 +189,17 @@ std::string AgentMetrics::Render(ExpositionFormat format, Time now) const {
            "Seconds from a failure (here or on another node) to the first step reported after "
            "the group re-formed.");
   w.HistogramSamples(job, recovery_);
+  w.Family("mxrun_agent_restart_phase_seconds", MetricType::kHistogram,
+           "Seconds of each phase of this node's restarts: stop (failure seen to the old "
+           "workers stopped), reform (to the new round), start (to its workers running), "
+           "first_step (to their first progress report; only restarts whose workers report).");
+  for (const std::string& phase : RestartPhaseNames()) {
+    MetricLabels labels = job;
+    labels.emplace_back("phase", phase);
+    auto it = restart_phases_.find(phase);
+    w.HistogramSamples(labels, it == restart_phases_.end() ? Histogram(PhaseBuckets())
+                                                           : it->second);
+  }
   w.Family("mxrun_agent_workers_running", MetricType::kGauge, "Workers running on this node.");
   int running = 0;
   for (const auto& [global_rank, rank] : ranks_) running += rank.running ? 1 : 0;

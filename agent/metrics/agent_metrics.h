@@ -51,11 +51,13 @@ class AgentMetrics : public AgentObserver {
   void GroupSucceeded(Time now, const std::vector<WorkerGroup::WorkerStatus>& workers) override;
   void GoodputChanged(const GoodputClock& clock) override;
   void StragglerChanged(Time now, const StragglerNews& news) override;
+  void RestartTimed(const RestartPhases& phases) override;
 
   // The page, as of `now`. Thread-safe.
   std::string Render(ExpositionFormat format, Time now) const;
 
   static const std::vector<double>& RecoveryBuckets();
+  static const std::vector<double>& PhaseBuckets();  // a restart's phases
 
  private:
   struct Rank {
@@ -87,6 +89,8 @@ class AgentMetrics : public AgentObserver {
   bool round_started_since_failure_ = false;
   Histogram recovery_{RecoveryBuckets()};
   double last_recovery_seconds_ = -1;
+  // Per phase (RestartPhaseNames()), the known seconds of each timed restart.
+  std::map<std::string, Histogram> restart_phases_;
   mutable std::map<int, Rank> ranks_;          // by global rank (mutable: CPU read at render)
   std::optional<GoodputClock> goodput_;        // the agent's, as of its last change
   long long stragglers_named_ = 0;

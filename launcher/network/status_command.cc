@@ -19,6 +19,7 @@
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/net.h"
 #include "rendezvous/wire/validation.h"
+#include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/tls_credentials.h"
 #include "common/tls_files.h"
 
@@ -122,9 +123,24 @@ std::string StatusJson(const v1::StatusReply& reply, const std::string& address)
                     {"members", members}});
   }
   for (size_t i = 0; i < runs.size(); ++i) {
-    if (reply.runs(static_cast<int>(i)).last_recovery_s() >= 0) {
-      runs[i]["last_recovery_s"] = reply.runs(static_cast<int>(i)).last_recovery_s();
+    const v1::RunStatus& run = reply.runs(static_cast<int>(i));
+    if (run.last_recovery_s() >= 0) runs[i]["last_recovery_s"] = run.last_recovery_s();
+    nlohmann::json restarts = nlohmann::json::array();
+    for (const v1::RestartPhases& p : run.restarts()) {
+      const RestartPhases phases = FromProto(p);
+      nlohmann::json restart{{"round", phases.round},
+                             {"cause", phases.cause},
+                             {"in_process", phases.in_process},
+                             {"nodes", phases.nodes},
+                             {"total_s", phases.TotalSeconds()}};
+      // Per phase, the slowest node's seconds; null where no node could time it.
+      for (const std::string& name : RestartPhaseNames()) {
+        const double seconds = PhaseSeconds(phases, name);
+        restart[name + "_s"] = seconds < 0 ? nlohmann::json(nullptr) : nlohmann::json(seconds);
+      }
+      restarts.push_back(std::move(restart));
     }
+    runs[i]["restarts"] = std::move(restarts);
   }
   nlohmann::json out{{"master", address}, {"runs", runs}};
   if (!reply.serves_only_run_id().empty()) out["serves_only_run_id"] = reply.serves_only_run_id();
@@ -294,6 +310,9 @@ int ShowStatus(v1::Rendezvous::Stub& stub, const std::string& address, const std
       if (!m.note().empty()) std::printf("            %s: %s\n", m.state().c_str(), m.note().c_str());
     }
     for (const std::string& line : run.unhealthy()) std::printf("  unhealthy: %s\n", line.c_str());
+    for (const v1::RestartPhases& p : run.restarts()) {
+      std::printf("  %s\n", FormatRestartPhases(FromProto(p), /*number=*/0).c_str());
+    }
     PrintRanks(run);
   }
   return 0;

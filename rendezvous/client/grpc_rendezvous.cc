@@ -406,6 +406,12 @@ void GrpcRendezvous::ReportProgress(const std::vector<RankProgress>& ranks) {
   progress_round_ = running_round_;
 }
 
+void GrpcRendezvous::ReportRestartPhases(const RestartPhases& phases) {
+  v1::AgentMessage message;
+  *message.mutable_restart_phases() = ToProto(phases);
+  Send(std::move(message));
+}
+
 void GrpcRendezvous::ReportSucceeded() {
   v1::AgentMessage message;
   message.mutable_succeeded()->set_round(round_);

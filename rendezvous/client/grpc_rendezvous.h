@@ -68,6 +68,7 @@ class GrpcRendezvous final : public Rendezvous {
   void ReportSucceeded() override;
   void ReportProgress(const std::vector<RankProgress>& ranks) override;
   void ReportUnhealthy(const std::string& why) override;
+  void ReportRestartPhases(const RestartPhases& phases) override;
   void Leave() override;
   int EventFd() const override { return events_.fd(); }
   std::vector<RendezvousEvent> TakeEvents() override { return events_.Take(); }

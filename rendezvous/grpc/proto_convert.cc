@@ -244,4 +244,30 @@ std::vector<RankReport> FromProto(const v1::Heartbeat& heartbeat) {
   return ranks;
 }
 
+v1::RestartPhases ToProto(const RestartPhases& p) {
+  v1::RestartPhases out;
+  out.set_round(p.round);
+  out.set_cause(p.cause);
+  out.set_in_process(p.in_process);
+  out.set_stop_s(p.stop_s);
+  out.set_reform_s(p.reform_s);
+  out.set_start_s(p.start_s);
+  out.set_first_step_s(p.first_step_s);
+  out.set_nodes(p.nodes);
+  return out;
+}
+
+RestartPhases FromProto(const v1::RestartPhases& p) {
+  RestartPhases out;
+  out.round = p.round();
+  out.cause = p.cause();
+  out.in_process = p.in_process();
+  out.stop_s = p.stop_s();
+  out.reform_s = p.reform_s();
+  out.start_s = p.start_s();
+  out.first_step_s = p.first_step_s();
+  out.nodes = p.nodes() > 0 ? p.nodes() : 1;
+  return out;
+}
+
 }  // namespace mxrun

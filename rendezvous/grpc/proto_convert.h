@@ -5,6 +5,7 @@
 #include <chrono>
 #include <vector>
 
+#include "common/restart_phases.h"
 #include "common/straggler_watch.h"
 #include "common/worker_failure.h"
 #include "mxrun.pb.h"
@@ -24,6 +25,9 @@ NodeDesc FromProto(const v1::NodeInfo& info);
 
 v1::JobSpec ToProto(const JobDesc& job);
 JobDesc FromProto(const v1::JobSpec& spec);
+
+v1::RestartPhases ToProto(const RestartPhases& phases);
+RestartPhases FromProto(const v1::RestartPhases& phases);
 
 v1::MasterMessage ToProto(const ToAgent& message);
 StragglerNews FromProto(const v1::StragglerNotice& notice);

@@ -345,6 +345,19 @@ MasterState::Out MasterState::ReportFailure(Time now, NodeId node, int round,
   return out;
 }
 
+MasterState::Out MasterState::ReportRestartPhases(Time now, NodeId node,
+                                                  const RestartPhases& phases) {
+  Run* run = FindRunOf(node);
+  if (run == nullptr) return {};
+  Node& n = run->nodes[node];
+  Seen(*run, n, now);
+  if (std::string wrong = run->restart_timings.Add(phases, run->round); !wrong.empty()) {
+    Record(*run, now, "ignored",
+           absl::StrCat(n.desc.host, "'s restart timing left out: ", wrong));
+  }
+  return {};
+}
+
 MasterState::Out MasterState::ReportSucceeded(Time now, NodeId node, int round) {
   Out out;
   Run* run = FindRunOf(node);
@@ -701,6 +714,7 @@ std::vector<RunSnapshot> MasterState::Snapshot(Time now, const std::string& run_
     s.world_size = run.phase == Phase::kRunning ? run.world_size : 0;
     s.failures = run.failures;
     s.unhealthy = run.unhealthy;
+    s.restarts = run.restart_timings.Slowest();
     if (run.last_recovery) {
       s.last_recovery_s = std::chrono::duration<double>(*run.last_recovery).count();
     }

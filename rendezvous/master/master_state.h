@@ -44,6 +44,7 @@
 #include "common/straggler_watch.h"
 #include "common/worker_failure.h"
 #include "rendezvous/master/node_exclusion.h"
+#include "rendezvous/master/restart_timings.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/master/run_progress.h"
 #include "rendezvous/wire/wire.h"
@@ -104,6 +105,8 @@ struct RunSnapshot {
   // reported step; negative before any recovery.
   double last_recovery_s = -1;
   std::vector<std::string> unhealthy;  // "host: why" of the nodes that found themselves unhealthy
+  // The last restarts, phase by phase: per phase the slowest node's seconds (restart_timings.h).
+  std::vector<RestartPhases> restarts;
 };
 
 class MasterState {
@@ -138,6 +141,9 @@ class MasterState {
   Out Heartbeat(Time now, NodeId node, int round = -1, const std::vector<RankReport>& ranks = {});
   Out ReportFailure(Time now, NodeId node, int round, const WorkerFailure& failure);
   Out ReportSucceeded(Time now, NodeId node, int round);
+  // One of the node's restarts, timed phase by phase; kept for the status. A report that does
+  // not hold (out of range, a round not formed) is left out and noted in the run's history.
+  Out ReportRestartPhases(Time now, NodeId node, const RestartPhases& phases);
   // The session ended (stream closed or Leave). `why` appears in the other nodes' logs.
   Out NodeGone(Time now, NodeId node, const std::string& why);
   // Lease expiry, last-call and join time-outs, forgetting finished runs.
@@ -178,6 +184,7 @@ class MasterState {
     RepeatedFailures repeated;                  // every attempt's failure: the same each time?
     NodeExclusion exclusion;                    // repeat offenders left out
     std::vector<std::string> unhealthy;         // "host: why", the last kHistory
+    RestartTimings restart_timings;             // the nodes' restarts, phase by phase
     std::optional<Time> failed_at;              // a failure the group has not recovered from
     std::optional<Time::duration> last_recovery;  // the last failure to the first step after it
     bool stop_restart = false;

@@ -192,6 +192,9 @@ void RendezvousService::OnMessage(NodeId node, const v1::AgentMessage& message) 
     case v1::AgentMessage::kLeave:
       Deliver(state_.NodeGone(now, node, "left"));
       return;
+    case v1::AgentMessage::kRestartPhases:
+      Deliver(state_.ReportRestartPhases(now, node, FromProto(message.restart_phases())));
+      return;
     case v1::AgentMessage::KIND_NOT_SET:
       return;
   }
@@ -332,6 +335,7 @@ grpc::ServerUnaryReactor* RendezvousService::GetStatus(grpc::CallbackServerConte
     for (const auto& [cause, count] : run.failures) (*r->mutable_failures())[cause] = count;
     r->set_last_recovery_s(run.last_recovery_s);
     for (const std::string& line : run.unhealthy) r->add_unhealthy(line);
+    for (const RestartPhases& phases : run.restarts) *r->add_restarts() = ToProto(phases);
     for (const MemberSnapshot& m : run.members) {
       v1::MemberStatus* s = r->add_members();
       s->set_host(m.desc.host);

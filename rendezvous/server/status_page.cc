@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace mxrun {
 namespace {
@@ -74,6 +75,21 @@ std::string RenderStatusPage(const std::vector<RunSnapshot>& runs,
     absl::StrAppend(&h, failures.empty() ? "; no failures" : "; failures: " + failures, "</p>");
     for (const std::string& line : run.unhealthy) {
       absl::StrAppend(&h, "<p class=\"late\">unhealthy: ", HtmlEscape(line), "</p>");
+    }
+    if (!run.restarts.empty()) {
+      // Each restart phase by phase: the slowest node's seconds per phase; "?" where none knew.
+      h += "<table><tr><th>restart into round</th><th>cause</th><th>stop</th><th>re-form</th>"
+           "<th>start</th><th>first step</th><th>in all</th><th>nodes</th></tr>";
+      auto cell = [](double s) {
+        return s < 0 ? std::string("<td>?</td>") : absl::StrFormat("<td>%.3f s</td>", s);
+      };
+      for (const RestartPhases& r : run.restarts) {
+        absl::StrAppend(&h, "<tr><td>", r.round, r.in_process ? " (in-process)" : "", "</td><td>",
+                        HtmlEscape(r.cause), "</td>", cell(r.stop_s), cell(r.reform_s),
+                        cell(r.start_s), cell(r.first_step_s), cell(r.TotalSeconds()), "<td>",
+                        r.nodes, "</td></tr>");
+      }
+      h += "</table>";
     }
 
     // Nodes, with the global ranks each holds (ranks follow node ranks).

@@ -15,8 +15,8 @@ Measures, for both launchers with the same flags:
      metrics: "unchanged" means within the spread of the two)
   baseline (not in the default CASES; needs BASELINE_MXRUN): the current mxrun against an older
      build, interleaved run by run (the one going first alternates): launch-to-exit (N = 1, 2, 4)
-     as in 1 and peak RSS (N = 2) as in 2, medians and the ratio new/old; target: within 5% of
-     the baseline (new/old <= 1.05; below 1 is better)
+     as in 1, peak RSS (N = 2) as in 2 and the restart time as in 3, medians and the ratio
+     new/old; target: within 5% of the baseline (new/old <= 1.05; below 1 is better)
 
 Prints a Markdown table of medians and torchrun/mxrun ratios on stdout; progress on stderr.
 
@@ -38,6 +38,7 @@ Both launchers get the same flags: torchrun 2.13's default --monitor_interval is
 mxrun (and BASELINE_MXRUN) run as private copies, so that a rebuild during the benchmark cannot
 swap or remove the binary under it. Every process it starts is tracked by pid and killed by pid.
 """
+import itertools
 import os
 import select
 import shutil
@@ -510,6 +511,11 @@ def main():
                      alternate=True)
         baseline_rows.append(("launcher peak RSS, N=2 (MiB)",
                               {l: [v / 1024.0 for v in vs] for l, vs in xs.items()}))
+        restarts = itertools.count(1000)
+        xs = measure("baseline restart", lambda l: restart_time(old_new[l], next(restarts)),
+                     BASELINE_LAUNCHERS, alternate=True)
+        baseline_rows.append(("restart, SIGKILL to all replacements running, N=2 (ms)",
+                              {l: [v * 1000.0 for v in vs] for l, vs in xs.items()}))
 
     if rows:
         print("| metric (median) | mxrun | torchrun | torchrun/mxrun | target | met |")

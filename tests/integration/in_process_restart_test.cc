@@ -100,6 +100,10 @@ TEST_CASE("workers that declare in-process restart keep their processes, only th
   REQUIRE(pids.at(2).size() == 1);
   REQUIRE(pids.at(1).size() == 2);
   CHECK(pids.at(1)[0] != pids.at(1)[1]);
+  // The summary times it as an in-process restart (test_child sends no progress: no first step).
+  CHECK_THAT(r.err, Catch::Contains("in-process restart 1 (round 1; rank 1 failed: exit code 3): "
+                                    "stop ") &&
+                        Catch::Contains("first step unknown (no progress reports)"));
   // The kept workers were told round 1 with their own ranks and the spent restart.
   for (int rank : {0, 2}) {
     const std::string pid = std::to_string(pids.at(rank)[0]);

@@ -274,6 +274,37 @@ TEST_CASE("bad input exits 2 with a message saying what is accepted", "[integrat
   }
 }
 
+TEST_CASE("an executable entrypoint run as Python is named for what it is", "[integration][usage]") {
+  TempDir dir;
+  const std::string shell_script = dir.path() + "/job";
+  std::ofstream(shell_script) << "#!/bin/sh\necho hello\n";
+  const std::string python_script = dir.path() + "/job_py";  // no .py: its #! line says Python
+  std::ofstream(python_script) << "#!/usr/bin/env python3\nimport os\nprint('rank', os.environ['RANK'])\n";
+  chmod(shell_script.c_str(), 0755);
+  // An ELF program and a shell script: one line (exit 2) before any worker starts, instead of a
+  // SyntaxError from every rank.
+  for (const auto& [entrypoint, what] :
+       std::vector<std::pair<std::string, std::string>>{{"/bin/true", "is an ELF executable"},
+                                                        {shell_script, "is a script for /bin/sh"}}) {
+    ProcessResult r = Run({kMxrun, "--standalone", "--nproc_per_node=2", entrypoint}, {}, 10s);
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains(what) && Catch::Contains("--no_python"));
+    CHECK(CountOccurrences(r.err, "\n") == 1);
+    CHECK_THAT(r.err, !Catch::Contains("SyntaxError"));
+  }
+  // The same files run with --no_python; a Python #! line without .py runs under Python as before.
+  ProcessResult shell = Run({kMxrun, "--standalone", "--nproc_per_node=2", "--no_python",
+                             shell_script}, {}, 30s);
+  INFO(shell.err);
+  CHECK(shell.exit_code == 0);
+  CHECK(CountOccurrences(shell.out, "hello") == 2);
+  ProcessResult python = Run({kMxrun, "--standalone", "--nproc_per_node=2", python_script}, {}, 60s);
+  INFO(python.err);
+  CHECK(python.exit_code == 0);
+  CHECK_THAT(python.out, Catch::Contains("rank 1"));
+}
+
 TEST_CASE("log_dir keeps per-rank, per-attempt files and redirects keep stdout off the console",
           "[integration][logs]") {
   TempDir dir;

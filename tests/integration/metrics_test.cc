@@ -87,6 +87,13 @@ TEST_CASE("Prometheus scrapes a two-node job: restarts after a killed worker, wo
       "sum(mxrun_agent_worker_failures_total{run_id=\"prom1\",cause=\"signal\"})", 1));
   // Both nodes saw their group's first step after the failure.
   CHECK(prometheus.WaitForValue("sum(mxrun_agent_recovery_seconds_count{run_id=\"prom1\"})", 2));
+  // And timed each phase of that restart: one sample per node and phase.
+  for (const char* phase : {"stop", "reform", "start", "first_step"}) {
+    CHECK(prometheus.WaitForValue(
+        std::string("sum(mxrun_agent_restart_phase_seconds_count{run_id=\"prom1\",phase=\"") +
+            phase + "\"})",
+        2));
+  }
 
   // A node lost: its agent killed outright. The survivor re-forms alone.
   REQUIRE(kill(agents[1]->pid(), SIGKILL) == 0);
@@ -245,6 +252,35 @@ TEST_CASE("mxrun status --json gives scripts the runs with failures by cause, --
   }
   CHECK(recovered > 0);
   CHECK(recovered < 30);
+  // The restart phase by phase: both nodes timed it, the master shows the slowest of each phase.
+  nlohmann::json restart;
+  for (int i = 0; i < 50; ++i) {
+    ProcessResult again = mxrun::testing::Run(
+        {MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint(), "--json"}, {}, 20s);
+    const nlohmann::json r = nlohmann::json::parse(again.out)["runs"][0];
+    if (!r["restarts"].empty() && r["restarts"][0]["nodes"] == 2) {
+      restart = r["restarts"][0];
+      break;
+    }
+    usleep(200'000);
+  }
+  INFO("restart: " << restart.dump());
+  REQUIRE(restart.is_object());
+  CHECK(restart["round"] == 1);
+  CHECK(restart["in_process"] == false);
+  CHECK_THAT(restart["cause"].get<std::string>(), !Catch::Equals(""));
+  for (const char* phase : {"stop_s", "reform_s", "start_s", "first_step_s"}) {
+    INFO(phase);
+    REQUIRE(restart[phase].is_number());
+    CHECK(restart[phase].get<double>() >= 0);
+  }
+  CHECK(restart["total_s"].get<double>() ==
+        Approx(restart["stop_s"].get<double>() + restart["reform_s"].get<double>() +
+               restart["start_s"].get<double>() + restart["first_step_s"].get<double>()));
+  ProcessResult phases = mxrun::testing::Run(
+      {MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint()}, {}, 20s);
+  CHECK_THAT(phases.out, Catch::Contains("  restart (round 1, slowest of 2 nodes; ") &&
+                             Catch::Contains("first step "));
   // --watch: shown again and again until SIGINT, then exit 0.
   Subprocess watch({MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint(), "--json",
                     "--watch=0.2"});

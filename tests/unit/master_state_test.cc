@@ -688,3 +688,21 @@ TEST_CASE("no node is left out when the job would fall below its minimum", "[mas
   s.Join(2, "h2", 1);
   CHECK(s.Join(3, "h3", 1).size() == 3);  // all three in the next round
 }
+
+TEST_CASE("a master's run shows its restarts phase by phase and notes a report it left out",
+          "[master][restart_phases]") {
+  Scenario s(1, 1, 1);
+  s.Join(1, "node1");
+  CHECK(s.Fail(1, 0, 0) == Lines{"n1: stop restart 1/1: worker rank 0 on h failed (exit code 3)"});
+  s.Join(1, "node1");
+  s.state.ReportRestartPhases(s.now, 1,
+                              mxrun::RestartPhases{1, "rank 0 failed", false, 0.1, 0.2, 0.3, 0.4});
+  s.state.ReportRestartPhases(s.now, 1, mxrun::RestartPhases{7, "", false, 0, 0, 0, 0});
+  const std::vector<mxrun::RunSnapshot> runs = s.state.Snapshot(s.now, "job1");
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].round == 1);
+  REQUIRE(runs[0].restarts.size() == 1);
+  CHECK(runs[0].restarts[0].first_step_s == 0.4);
+  CHECK_THAT(runs[0].history.back().text,
+             Catch::Contains("node1's restart timing left out: round 7 has not formed"));
+}

@@ -42,8 +42,13 @@ TEST_CASE("the status page: runs, nodes with their ranks, late nodes marked, the
   run.history = {{now - seconds(60), "round", "round 0 formed: 2 nodes, world size 4"},
                  {now - seconds(20), "failure", "worker rank 3 on node-b failed (Signal 9 (SIGKILL))"},
                  {now - seconds(19), "round", "round 1 formed: 2 nodes, world size 4"}};
+  run.restarts = {mxrun::RestartPhases{1, "rank 3 failed: <signal>", false, 0.25, 1.5, 0.0625, -1, 2}};
   const std::string page = mxrun::RenderStatusPage({run}, now);
   INFO(page);
+  // Each restart phase by phase, the slowest node's; unknown phases shown as such.
+  CHECK_THAT(page, Catch::Contains("<tr><td>1</td><td>rank 3 failed: &lt;signal&gt;</td>"
+                                   "<td>0.250 s</td><td>1.500 s</td><td>0.062 s</td><td>?</td>"
+                                   "<td>1.812 s</td><td>2</td></tr>"));
   CHECK_THAT(page, Catch::StartsWith("<!DOCTYPE html>"));
   CHECK_THAT(page, Catch::Contains("run job&lt;1&gt;: <span class=\"phase-running\">running"));
   CHECK_THAT(page, Catch::Contains("restarts 1 of 3; failures: signal 1"));
