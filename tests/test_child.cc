@@ -17,6 +17,10 @@
 //   --progress=P            while sleeping, send a progress report ({"step": N}, N = 1, 2, ...)
 //                           on the control channel every P seconds
 //   --slow-rank=R           with --progress, global rank R takes 3P a step (a straggler)
+//   --say=TEXT              print TEXT (the same on every rank) once set up, then "said rank=<RANK>"
+//   --say-at=T              with --say, wait until the Unix time T (fractional) to say it, so that
+//                           every rank prints it within milliseconds
+//   --say-stderr            with --say, print TEXT on stderr
 //   --kill-self=SIG         raise signal SIG (number) at the end instead of exiting
 //   --beat                  touch MXRUN_HEARTBEAT_FILE once set up (before any sleep)
 //   --hang-rank=R           global rank R sleeps 600 s (until SIGTERM) after setting up, while the
@@ -52,6 +56,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -200,7 +205,9 @@ int main(int argc, char** argv) {
   bool fail_on_signal = false, unreapable = false;
   int hang_rank = -1, hang_below = -1, vfork_below = -1;
   double vfork_seconds = 0;
-  std::string error_message, env_out;
+  std::string error_message, env_out, say;
+  double say_at = 0;
+  bool say_stderr = false;
   for (int i = 1; i < argc; ++i) {
     std::string v;
     if (Flag(argv[i], "--exit", &v)) exit_code = std::atoi(v.c_str());
@@ -230,6 +237,9 @@ int main(int argc, char** argv) {
     else if (Flag(argv[i], "--report-usr1", &v)) g_report_usr1 = true;
     else if (Flag(argv[i], "--progress", &v)) progress_period = std::atof(v.c_str());
     else if (Flag(argv[i], "--slow-rank", &v)) slow_rank = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--say", &v)) say = v;
+    else if (Flag(argv[i], "--say-at", &v)) say_at = std::atof(v.c_str());
+    else if (Flag(argv[i], "--say-stderr", &v)) say_stderr = true;
     else {
       std::fprintf(stderr, "test_child: unknown argument %s\n", argv[i]);
       return 64;
@@ -289,6 +299,20 @@ int main(int argc, char** argv) {
                 Env("TORCHELASTIC_RUN_ID").c_str());
   }
   std::fflush(stdout);
+  if (!say.empty()) {
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    const double wait = say_at - (static_cast<double>(now.tv_sec) + now.tv_nsec / 1e9);
+    if (wait > 0 && wait < 60) {
+      timespec pause{static_cast<time_t>(wait), static_cast<long>((wait - static_cast<long>(wait)) * 1e9)};
+      while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
+      }
+    }
+    std::fprintf(say_stderr ? stderr : stdout, "%s\n", say.c_str());
+    std::fflush(say_stderr ? stderr : stdout);
+    std::printf("said rank=%s\n", rank.c_str());
+    std::fflush(stdout);
+  }
   if (beat && !Env("MXRUN_HEARTBEAT_FILE").empty()) {
     FILE* f = std::fopen(Env("MXRUN_HEARTBEAT_FILE").c_str(), "a");
     if (f != nullptr) std::fclose(f);

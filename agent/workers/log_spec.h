@@ -7,6 +7,7 @@
 //   - goes to the console unless it is redirected (and not teed) or the rank is filtered out.
 
 #include "absl/strings/string_view.h"
+#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
@@ -46,6 +47,9 @@ struct LogSpec {
   // attempt_<N>/filtered_stdout.log / filtered_stderr.log (empty: no such file).
   std::vector<std::string> duplicate_stdout_filters;
   std::vector<std::string> duplicate_stderr_filters;
+  // --log_collapse_window: a console line that several ranks print within it goes out once, with
+  // their ranks (console_collapse.h); 0: every line at once, as torchrun.
+  std::chrono::milliseconds collapse_window{0};
 
   // `stream` is kStdOut or kStdErr.
   StreamRouting Route(int local_rank, StdMask stream) const;

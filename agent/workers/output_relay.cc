@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <string>
 
+#include "agent/workers/console_collapser.h"
+#include "agent/workers/console_line.h"
 #include "agent/workers/json_quote.h"
 #include "agent/workers/line_prefix.h"
 
@@ -78,28 +80,26 @@ void OutputRelay::SetFile(int file_fd) {
 }
 
 void OutputRelay::MakePrefix() {
-  const std::string node = std::to_string(target_.node_rank);
-  const std::string rank = std::to_string(target_.global_rank);
   if (target_.global_rank < 0) {
-    text_prefix_ = "[n" + node + " standby] ";  // a spare without a rank yet
-  } else if (!target_.prefix_template.empty()) {
-    text_prefix_ = ExpandLinePrefix(target_.prefix_template,
-                                    {{"role_name", target_.role},
-                                     {"rank", rank},
-                                     {"local_rank", std::to_string(target_.local_rank)},
-                                     {"hostname", target_.host_name}});
-  } else {
-    text_prefix_ = "[n" + node + " r" + rank + "] ";
-  }
-  if (!target_.json) {
+    text_prefix_ = "[n" + std::to_string(target_.node_rank) + " standby] ";  // no rank yet
     line_prefix_ = text_prefix_;
+    if (target_.json) {
+      line_prefix_ = "{\"node\":" + std::to_string(target_.node_rank) + ",\"rank\":" +
+                     std::to_string(target_.global_rank) + ",\"local_rank\":" +
+                     std::to_string(target_.local_rank) + ",\"stream\":\"" +
+                     (target_.is_stderr ? "stderr" : "stdout") + "\",";
+      if (!target_.prefix_template.empty()) {
+        line_prefix_ += "\"prefix\":" + JsonQuote(text_prefix_) + ",";
+      }
+      line_prefix_ += "\"line\":";
+    }
     return;
   }
-  line_prefix_ = "{\"node\":" + node + ",\"rank\":" + rank +
-                 ",\"local_rank\":" + std::to_string(target_.local_rank) + ",\"stream\":\"" +
-                 (target_.is_stderr ? "stderr" : "stdout") + "\",";
-  if (!target_.prefix_template.empty()) line_prefix_ += "\"prefix\":" + JsonQuote(text_prefix_) + ",";
-  line_prefix_ += "\"line\":";
+  const ConsoleStyle style{target_.json, target_.prefix_template, target_.role, target_.host_name};
+  ConsolePrefix prefix = MakeConsolePrefix(style, target_.node_rank, {target_.global_rank},
+                                           {target_.local_rank}, target_.is_stderr);
+  text_prefix_ = std::move(prefix.text);
+  line_prefix_ = std::move(prefix.line);
 }
 
 OutputRelay::~OutputRelay() { Close(); }
@@ -114,15 +114,15 @@ void OutputRelay::EmitLine(std::string_view line) {
     WriteAll(duplicate->fd, copy);  // one write per line: lines of several workers stay whole
   }
   if (target_.console_fd < 0) return;
-  std::string whole;
-  whole.reserve(line_prefix_.size() + line.size() + 4);
-  whole.append(line_prefix_);
-  if (target_.json) {
-    whole.append(JsonQuote(line)).append("}\n");
-  } else {
-    whole.append(line).push_back('\n');
+  if (target_.collapse != nullptr && target_.global_rank >= 0) {
+    target_.collapse->Offer({target_.console_fd, target_.is_stderr, target_.node_rank,
+                             target_.global_rank, target_.local_rank},
+                            line);
+    return;
   }
-  if (!WriteAll(target_.console_fd, whole)) target_.console_fd = -1;  // console gone (EPIPE)
+  if (!WriteAll(target_.console_fd, ConsoleLine(line_prefix_, target_.json, line))) {
+    target_.console_fd = -1;  // console gone (EPIPE)
+  }
 }
 
 OutputRelay::ReadResult OutputRelay::ReadOnce() {

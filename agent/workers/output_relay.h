@@ -12,6 +12,8 @@
 
 namespace mxrun {
 
+class ConsoleCollapser;
+
 // Splits a byte stream into lines. Pure; no I/O.
 class LineAssembler {
  public:
@@ -63,6 +65,9 @@ struct RelayTarget {
   std::string role;                  // ${role_name}
   std::string host_name;             // ${hostname}
   const LineDuplicate* duplicate = nullptr;  // not owned; nullptr: none
+  // Console lines go through it (one line for the ranks that print the same); not owned;
+  // nullptr: written at once. A standby's lines (no rank yet) are always written at once.
+  ConsoleCollapser* collapse = nullptr;
 };
 
 class OutputRelay {

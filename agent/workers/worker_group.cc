@@ -22,7 +22,13 @@ namespace mxrun {
 
 
 WorkerGroup::WorkerGroup(const WorkerSpec& spec, EventLoop& loop, DeathGuardian& guardian)
-    : spec_(spec), loop_(loop), guardian_(guardian), files_(spec) {}
+    : spec_(spec), loop_(loop), guardian_(guardian), files_(spec) {
+  if (spec_.logs.collapse_window.count() > 0) {
+    collapse_ = std::make_unique<ConsoleCollapser>(
+        loop_, spec_.logs.collapse_window,
+        ConsoleStyle{spec_.json_logs, spec_.line_prefix_template, spec_.role, spec_.host_name});
+  }
+}
 
 WorkerGroup::~WorkerGroup() { CleanUp(); }
 
@@ -103,6 +109,7 @@ void WorkerGroup::SpawnWorker(WorkerProcess& worker, const RoundAssignment& roun
     target.role = spec_.role;
     target.host_name = spec_.host_name;
     target.duplicate = files_.Duplicate(stream == kStdErr);
+    target.collapse = collapse_.get();
     return std::make_unique<OutputRelay>(read_fd, std::move(target), &worker.last_lines);
   };
   worker.out = make_relay(out_pipe[0], kStdOut, STDOUT_FILENO, "stdout.log");
@@ -181,6 +188,8 @@ void WorkerGroup::RecordExit(WorkerProcess& worker, int exit_code, int term_sign
   CloseStreams(worker);
   ++ended_;
   const bool failed = exit_code != 0 || term_signal != 0;
+  // Its last lines go out now, before the agent says anything about it.
+  if (failed && collapse_) collapse_->Flush();
   worker.exited_ok = !failed && !worker.stopped_by_agent;
   if (!failed || first_failure_ || worker.stopped_by_agent) return;
   first_failure_ = FailureOf(worker, exit_code, term_signal);
@@ -438,6 +447,7 @@ void WorkerGroup::CleanUp() {
     CloseStreams(*worker);
     if (worker->pid > 0 && !worker->running) guardian_.Forget(worker->pid);
   }
+  if (collapse_) collapse_->Flush();
 }
 
 }  // namespace mxrun

@@ -26,6 +26,7 @@
 #include "agent/process/death_guardian.h"
 #include "agent/process/event_loop.h"
 #include "agent/workers/attempt_files.h"
+#include "agent/workers/console_collapser.h"
 #include "agent/workers/output_relay.h"
 #include "agent/workers/rank_env.h"
 #include "agent/workers/worker_process.h"
@@ -156,6 +157,8 @@ class WorkerGroup {
   const WorkerSpec& spec_;
   EventLoop& loop_;
   DeathGuardian& guardian_;
+  // Before workers_: their relays offer it lines until they close (console_collapser.h).
+  std::unique_ptr<ConsoleCollapser> collapse_;     // nullptr: --log_collapse_window=0
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
   RoundAssignment round_;                          // the current round
   std::optional<WorkerFailure> first_failure_;

@@ -76,6 +76,10 @@ LaunchFlagGroup ConsoleLineFlags() {
        "also written to <log folder>/attempt_<N>/filtered_stdout.log", ""},
       {"duplicate_stderr_filters", "", false,
        "the same for stderr lines, into attempt_<N>/filtered_stderr.log", ""},
+      {"log_collapse_window", "", false,
+       "seconds: a console line that several ranks of a node print within them is shown once, "
+       "with their ranks ([n0 r1-7] ...); every console line waits this long; 0: off (log files "
+       "keep every line either way)", "0.5"},
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     o.log_line_prefix_template = v.Text("log_line_prefix_template");
@@ -86,6 +90,13 @@ LaunchFlagGroup ConsoleLineFlags() {
                                                              : o.logs.duplicate_stderr_filters) =
           std::move(*filters);
     }
+    absl::StatusOr<double> window = v.Seconds("log_collapse_window");
+    if (!window.ok()) return window.status();
+    if (*window > 10) {
+      return v.Invalid("log_collapse_window", "a console line would wait that long",
+                       "seconds from 0 (off) to 10");
+    }
+    o.logs.collapse_window = std::chrono::milliseconds(static_cast<long long>(*window * 1000));
     return absl::OkStatus();
   };
   return group;

@@ -201,7 +201,9 @@ TEST_CASE("three plain one-node PyTorch jobs started at once each reduce with th
         std::vector<std::string>{MXRUN_BIN, "--nproc_per_node=2", script},
         std::map<std::string, std::string>{{"PYTHON_EXEC", PYTHON_BIN},
                                            {"JOB_VALUE", std::to_string(k)},
-                                           {"JOB_SLEEP", sleep}});
+                                           {"JOB_SLEEP", sleep},
+                                           // each rank's own lines (the test counts them)
+                                           {"MXRUN_LOG_COLLAPSE_WINDOW", "0"}});
   };
   auto one = job(1, "60");
   auto two = job(2, "3");

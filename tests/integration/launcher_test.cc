@@ -171,7 +171,7 @@ TEST_CASE("a worker ignoring the stop signal is killed after its grace period",
   // mxrun's name for the grace period, and torchrun 2.x's.
   const std::string grace = GENERATE(as<std::string>{}, "--term_timeout=1", "--shutdown-timeout=1");
   INFO(grace);
-  Subprocess mxrun(Mxrun({"--nproc_per_node=2", grace},
+  Subprocess mxrun(Mxrun({"--nproc_per_node=2", grace, "--log_collapse_window=0"},
                          {"--ready", "--sleep=60", "--ignore-sigterm"}));
   REQUIRE(mxrun.WaitForStdout("ready", 2, 20s));
   std::vector<int> workers = mxrun::testing::IntsAfter(mxrun.out(), " pid");
@@ -295,7 +295,7 @@ TEST_CASE("an executable entrypoint run as Python is named for what it is", "[in
   }
   // The same files run with --no_python; a Python #! line without .py runs under Python as before.
   ProcessResult shell = Run({kMxrun, "--standalone", "--nproc_per_node=2", "--no_python",
-                             shell_script}, {}, 30s);
+                             "--log_collapse_window=0", shell_script}, {}, 30s);
   INFO(shell.err);
   CHECK(shell.exit_code == 0);
   CHECK(CountOccurrences(shell.out, "hello") == 2);
@@ -372,7 +372,9 @@ TEST_CASE("scratch files are cleaned up: nothing is left in TMPDIR", "[integrati
 
 TEST_CASE("a real PyTorch DDP program all-reduces over Gloo with 2 workers",
           "[integration][pytorch]") {
-  ProcessResult r = Run({kMxrun, "--standalone", "--nproc_per_node=2", EXAMPLES_DIR "/ddp_allreduce.py"},
+  // Each rank's own line (--log_collapse_window=0: not one line for both).
+  ProcessResult r = Run({kMxrun, "--standalone", "--nproc_per_node=2", "--log_collapse_window=0",
+                         EXAMPLES_DIR "/ddp_allreduce.py"},
                         {{"PYTHON_EXEC", PYTHON_BIN}}, 180s);
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);

@@ -294,7 +294,8 @@ TEST_CASE("PyTorch Gloo all-reduce across 2 nodes x 2 workers, also after a re-f
       std::vector<std::string> argv{kMxrun};
       for (const std::string& f : Dynamic(master.endpoint(), id, "2",
                                           {"--nproc_per_node=2", "--max_restarts=1",
-                                           "--rdzv_conf=is_host=0"})) {
+                                           "--rdzv_conf=is_host=0",
+                                           "--log_collapse_window=0"})) {
         argv.push_back(f);
       }
       argv.push_back(EXAMPLES_DIR "/ddp_allreduce.py");

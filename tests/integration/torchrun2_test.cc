@@ -234,7 +234,8 @@ TEST_CASE("numa binding on this machine: each worker on the CPUs hwloc reports",
   ProcessResult hwloc = Run({"hwloc-calc", "--physical-output", "--intersect", "pu", "all"});
   REQUIRE(hwloc.exit_code == 0);
   std::string cpus = hwloc.out.substr(0, hwloc.out.find('\n'));
-  ProcessResult r = Run(MxrunShell({"--nproc_per_node=2", "--numa-binding=" + mode},
+  ProcessResult r = Run(MxrunShell({"--nproc_per_node=2", "--numa-binding=" + mode,
+                                    "--log_collapse_window=0"},
                                    "grep Cpus_allowed_list /proc/self/status"));
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
