@@ -344,6 +344,9 @@ int Main(int argc, char** argv) {
   }
   const std::string host_name = config.worker.host_name;
 #if MXRUN_NETWORK_BUILD
+  if (NeedsNetwork(options) && options.rank_order.mode != RankOrderMode::kHost) {
+    settings->nvlink_domain = NvlinkDomainOf(env);  // NVML: its own GPUs' NVLink domain
+  }
   absl::StatusOr<NodeRendezvous> rdzv =
       NeedsNetwork(options) ? SetUpNetworkRendezvous(options, *settings, *nproc, host_name)
                             : SetUpLocalRendezvous(options, *nproc, run_id);

@@ -44,6 +44,7 @@ struct RendezvousSettings {
   std::chrono::seconds lease_ttl = kDefaultEtcdLeaseTtl;
   std::string etcd_prefix = kDefaultEtcdPrefix;
   std::string master_service;  // follow this mxrun-master service instead of electing an agent
+  std::string nvlink_domain;   // this node's (agent/node/gpu_devices.h), for the rank order
 };
 
 // Checks the node and rendezvous flags as a launch does before it starts anything, and returns

@@ -8,6 +8,8 @@
 // that a test can change them while mxrun polls; one line per GPU:
 //   <uuid> used_mib=<N> pids=<pid>[:<MiB>],... [retired_pending=1] [remap_pending=1]
 //          [remap_failed=1] [xids=<xid>,...]        (a GPU not listed: 0 used, no process)
+// The GPU fabric (an NVLink domain, nvmlDeviceGetGpuFabricInfo): `fabric=<32 hex digits>.<clique>`
+// on a GPU's line (registration complete); without it the call says not supported (3).
 // XID events: a device registered for them reports, in order, the XIDs of its `xids=` list added
 // after its registration, one per nvmlEventSetWait_v2 (then 10, NVML_ERROR_TIMEOUT).
 
@@ -61,6 +63,7 @@ long HandleValue(void* handle) { return reinterpret_cast<long>(handle); }
 
 struct Usage {
   bool retired_pending = false, remap_pending = false, remap_failed = false;
+  std::string fabric;  // "<32 hex>.<clique>", or empty
   std::vector<unsigned long long> xids;
   unsigned long long used = 0;
   std::vector<std::pair<unsigned, unsigned long long>> processes;  // pid, bytes
@@ -80,6 +83,9 @@ Usage UsageOf(const std::string& uuid) {
     usage.retired_pending = text.find("retired_pending=1") != std::string::npos;
     usage.remap_pending = text.find("remap_pending=1") != std::string::npos;
     usage.remap_failed = text.find("remap_failed=1") != std::string::npos;
+    if (const size_t fabric = text.find("fabric="); fabric != std::string::npos) {
+      usage.fabric = text.substr(fabric + 7, text.find_first_of(" \n", fabric + 7) - fabric - 7);
+    }
     if (const size_t xids = text.find("xids="); xids != std::string::npos) {
       const char* at = text.c_str() + xids + 5;
       while (*at >= '0' && *at <= '9') {
@@ -221,6 +227,29 @@ int nvmlDeviceGetRetiredPagesPendingStatus(void* handle, int* pending) {
   const long value = HandleValue(handle);
   if (value < 1 || value > static_cast<long>(Devices().size())) return 2;
   *pending = UsageOf(Devices()[value - 1].uuid).retired_pending ? 1 : 0;
+  return 0;
+}
+
+// nvml.h's nvmlGpuFabricInfo_t (v1).
+struct FabricInfo {
+  unsigned char cluster_uuid[16];
+  int status;
+  unsigned int clique_id;
+  unsigned char state;  // 3: NVML_GPU_FABRIC_STATE_COMPLETED
+};
+
+int nvmlDeviceGetGpuFabricInfo(void* handle, FabricInfo* info) {
+  const long value = HandleValue(handle);
+  if (value < 1 || value > static_cast<long>(Devices().size()) || info == nullptr) return 2;
+  const std::string fabric = UsageOf(Devices()[value - 1].uuid).fabric;
+  if (fabric.size() < 34 || fabric[32] != '.') return 3;
+  for (int i = 0; i < 16; ++i) {
+    info->cluster_uuid[i] =
+        static_cast<unsigned char>(std::strtoul(fabric.substr(2 * i, 2).c_str(), nullptr, 16));
+  }
+  info->status = 0;
+  info->clique_id = static_cast<unsigned int>(std::strtoul(fabric.c_str() + 33, nullptr, 10));
+  info->state = 3;
   return 0;
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 // A real Slurm (Debian's slurm-wlm 22.05 with munge) for integration tests: a private munged, a
-// slurmctld and two slurmd, `slurmd -N n0` and `slurmd -N n1`, on this one host over loopback.
+// slurmctld and a slurmd per node (two by default, at most 8), `slurmd -N n0`, `slurmd -N n1`,
+// ..., on this one host over loopback; optionally with a network topology (topology/tree and the
+// topology.conf given), under which srun tells each task its node's switches.
 //
 // - Everything lives in a private temporary folder: slurm.conf (clients and daemons find it by
 //   SLURM_CONF, so /etc/slurm is never read), munge's key, socket and logs, the controller's state,
@@ -76,13 +78,15 @@ class SlurmCluster {
   // tests/slurm/harness.cc (without it, only the last assertion and exceptions are seen).
   static inline bool test_case_failed = false;
 
-  SlurmCluster() {
+  // `nodes`: n0 .. n<nodes-1>; `topology_conf`: the text of topology.conf (empty: none).
+  explicit SlurmCluster(int nodes = 2, const std::string& topology_conf = "") : nodes_(nodes) {
+    REQUIRE(nodes >= 1);
+    REQUIRE(nodes <= 8);
     const std::string d = dir_.path();
     // munged wants its socket's folders searchable by all and writable by none but root.
     chmod(d.c_str(), 0711);
-    for (const char* sub : {"/state", "/spool-n0", "/spool-n1", "/munge", "/jobs"}) {
-      mkdir((d + sub).c_str(), 0711);
-    }
+    for (const char* sub : {"/state", "/munge", "/jobs"}) mkdir((d + sub).c_str(), 0711);
+    for (int i = 0; i < nodes; ++i) mkdir(absl::StrCat(d, "/spool-n", i).c_str(), 0711);
     chmod((d + "/jobs").c_str(), 0755);
     WriteMungeKey(d + "/munge/key");
     PrivateHosts(d + "/hosts");
@@ -90,8 +94,13 @@ class SlurmCluster {
     gethostname(host, sizeof host - 1);
     std::set<int> taken;
     const int ctld_port = DistinctFreePort(taken);
-    const int n0_port = DistinctFreePort(taken);
-    const int n1_port = DistinctFreePort(taken);
+    std::string node_lines, names;
+    for (int i = 0; i < nodes; ++i) {
+      absl::StrAppend(&node_lines, "NodeName=n", i, " NodeHostname=", host,
+                      " NodeAddr=127.0.0.1 Port=", DistinctFreePort(taken), " CPUs=2\n");
+      absl::StrAppend(&names, i == 0 ? "" : ",", "n", i);
+    }
+    if (!topology_conf.empty()) std::ofstream(d + "/topology.conf") << topology_conf;
     conf_ = d + "/slurm.conf";
     // slurmctld runs only where SlurmctldHost names this machine ("This host (...) not a valid
     // controller" otherwise): its own name, reached at 127.0.0.1. Debian builds slurmd with
@@ -114,25 +123,30 @@ class SlurmCluster {
         "SlurmdParameters=config_overrides\nMpiDefault=none\nReturnToService=2\n"
         "MailProg=/bin/true\n"
         "KillWait=", kKillWaitSeconds, "\n"
-        "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
-        "NodeName=n0 NodeHostname=", host, " NodeAddr=127.0.0.1 Port=", n0_port, " CPUs=2\n"
-        "NodeName=n1 NodeHostname=", host, " NodeAddr=127.0.0.1 Port=", n1_port, " CPUs=2\n"
-        "PartitionName=debug Nodes=n0,n1 Default=YES MaxTime=INFINITE State=UP\n");
+        "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n",
+        // topology.conf is read from slurm.conf's folder.
+        topology_conf.empty() ? "" : "TopologyPlugin=topology/tree\n",
+        node_lines,
+        "PartitionName=debug Nodes=", names, " Default=YES MaxTime=INFINITE State=UP\n");
     setenv("SLURM_CONF", conf_.c_str(), 1);
     Start("munged", {"/usr/sbin/munged", "-F", "--key-file=" + d + "/munge/key",
            "--socket=" + d + "/munge/socket", "--pid-file=" + d + "/munge/pid",
            "--log-file=" + d + "/munged.log", "--seed-file=" + d + "/munge/seed"});
     WaitFor([&] { return access((d + "/munge/socket").c_str(), F_OK) == 0; }, "munged's socket");
     Start("slurmctld", {"/usr/sbin/slurmctld", "-D", "-i"});
-    Start("slurmd-n0", {"/usr/sbin/slurmd", "-D", "-N", "n0"});
-    Start("slurmd-n1", {"/usr/sbin/slurmd", "-D", "-N", "n1"});
+    for (int i = 0; i < nodes; ++i) {
+      Start(absl::StrCat("slurmd-n", i), {"/usr/sbin/slurmd", "-D", "-N", absl::StrCat("n", i)});
+    }
     WaitFor(
         [&] {
           ProcessResult r = Run({"sinfo", "-N", "-h", "-o", "%N %t"}, {}, kClientTimeout);
-          return r.exit_code == 0 && r.out.find("n0 idle") != std::string::npos &&
-                 r.out.find("n1 idle") != std::string::npos;
+          if (r.exit_code != 0) return false;
+          for (int i = 0; i < nodes; ++i) {
+            if (r.out.find(absl::StrCat("n", i, " idle")) == std::string::npos) return false;
+          }
+          return true;
         },
-        "both nodes idle in sinfo");
+        "every node idle in sinfo");
   }
 
   ~SlurmCluster() {
@@ -158,7 +172,9 @@ class SlurmCluster {
     // they said before opening the log: NAME.out stands in for an empty or missing log. munged
     // (-F) logs to stderr only.
     std::string all;
-    for (const char* name : {"munged", "slurmctld", "slurmd-n0", "slurmd-n1"}) {
+    std::vector<std::string> names{"munged", "slurmctld"};
+    for (int i = 0; i < nodes_; ++i) names.push_back(absl::StrCat("slurmd-n", i));
+    for (const std::string& name : names) {
       std::string file = absl::StrCat(dir_.path(), "/", name, ".log");
       std::string text = ReadFile(file);
       if (text.empty()) text = ReadFile(file = absl::StrCat(dir_.path(), "/", name, ".out"));
@@ -277,13 +293,13 @@ class SlurmCluster {
     }
   }
 
-  // Once per process: a mount namespace of our own with a private /etc/hosts naming n0 and n1.
+  // Once per process: a mount namespace of our own with a private /etc/hosts naming n0 to n7.
   static void PrivateHosts(const std::string& copy) {
     static bool done = false;
     if (done) return;
     {
       std::ofstream out(copy);
-      out << ReadFile("/etc/hosts") << "\n127.0.0.1 n0 n1\n";
+      out << ReadFile("/etc/hosts") << "\n127.0.0.1 n0 n1 n2 n3 n4 n5 n6 n7\n";
     }
     INFO("the Slurm test cluster needs root (a mount namespace, munged, slurmd)");
     REQUIRE(unshare(CLONE_NEWNS) == 0);
@@ -325,6 +341,7 @@ class SlurmCluster {
   }
 
   TempDir dir_;
+  int nodes_ = 2;
   std::string conf_;
   std::vector<std::unique_ptr<Subprocess>> daemons_;
 };

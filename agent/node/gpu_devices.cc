@@ -31,4 +31,14 @@ std::vector<std::string> WorkerGpuBusIds(const EnvMap& agent_env, int local_worl
   return bus_ids;
 }
 
+std::string NvlinkDomainOf(const EnvMap& agent_env) {
+  const std::optional<std::string> entry = DeviceOfLocalRank(agent_env, 0);
+  if (!entry) return "";
+  Nvml nvml;
+  if (!nvml.ready()) return "";
+  const std::optional<Nvml::Device> device = nvml.Find(*entry);
+  if (!device) return "";
+  return nvml.FabricDomain(*device).value_or("");
+}
+
 }  // namespace mxrun

@@ -19,4 +19,9 @@ namespace mxrun {
 std::vector<std::string> WorkerGpuBusIds(const EnvMap& agent_env, int local_world_size,
                                          const NumaTopology& topology);
 
+// The NVLink domain of this node's GPUs (Nvml::FabricDomain of local rank 0's GPU: the GPUs of
+// one node share it), "" without NVML, a GPU or a fabric. For the rank order
+// (rendezvous/node_topology.h).
+std::string NvlinkDomainOf(const EnvMap& agent_env);
+
 }  // namespace mxrun

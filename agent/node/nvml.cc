@@ -36,6 +36,7 @@ Nvml::Nvml() {
   retired_pending_ = Load<int (*)(Device, int*)>("nvmlDeviceGetRetiredPagesPendingStatus");
   remapped_rows_ = Load<int (*)(Device, unsigned int*, unsigned int*, unsigned int*, unsigned int*)>(
       "nvmlDeviceGetRemappedRows");
+  fabric_info_ = Load<int (*)(Device, FabricInfo*)>("nvmlDeviceGetGpuFabricInfo");
   event_set_create_ = Load<int (*)(void**)>("nvmlEventSetCreate");
   event_set_free_ = Load<int (*)(void*)>("nvmlEventSetFree");
   register_events_ = Load<int (*)(Device, unsigned long long, void*)>("nvmlDeviceRegisterEvents");
@@ -116,6 +117,22 @@ std::optional<bool> Nvml::RetiredPagesPending(Device device) const {
   int pending = 0;  // nvmlEnableState_t
   if (retired_pending_ == nullptr || retired_pending_(device, &pending) != 0) return std::nullopt;
   return pending != 0;
+}
+
+std::optional<std::string> Nvml::FabricDomain(Device device) const {
+  FabricInfo info{};
+  if (fabric_info_ == nullptr || fabric_info_(device, &info) != 0) return std::nullopt;
+  if (info.state != 3 || info.status != 0) return std::nullopt;  // not (yet) in a fabric
+  static const char kHex[] = "0123456789abcdef";
+  std::string domain = "nvl:";
+  bool all_zero = true;
+  for (unsigned char byte : info.cluster_uuid) {
+    domain.push_back(kHex[byte >> 4]);
+    domain.push_back(kHex[byte & 15]);
+    all_zero = all_zero && byte == 0;
+  }
+  if (all_zero) return std::nullopt;  // registered, but in no cluster
+  return domain + "." + std::to_string(info.clique_id);
 }
 
 std::optional<Nvml::RemappedRows> Nvml::RowRemapping(Device device) const {

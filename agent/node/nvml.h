@@ -46,6 +46,10 @@ class Nvml {
     bool failed = false;
   };
   std::optional<RemappedRows> RowRemapping(Device device) const;
+  // The NVLink domain the GPU belongs to (multi-node NVLink, e.g. GB200 NVL72): its fabric's
+  // cluster UUID and clique, "nvl:<32 hex digits>.<clique>", once the fabric manager has
+  // registered it; nullopt where there is none (no NVSwitch fabric, an older driver).
+  std::optional<std::string> FabricDomain(Device device) const;
   // XID errors (NVML's "critical error" events): WatchXids registers `device` for them, from now
   // on; TakeXids returns the XIDs reported since the last call (for every watched device:
   // device, XID), without waiting. False / empty where the driver does not support events.
@@ -93,6 +97,13 @@ class Nvml {
   int (*processes_)(Device, unsigned int*, ProcessInfo*) = nullptr;
   int (*retired_pending_)(Device, int*) = nullptr;
   int (*remapped_rows_)(Device, unsigned int*, unsigned int*, unsigned int*, unsigned int*) = nullptr;
+  struct FabricInfo {  // nvml.h's nvmlGpuFabricInfo_t (v1)
+    unsigned char cluster_uuid[16];
+    int status;              // nvmlReturn_t
+    unsigned int clique_id;
+    unsigned char state;     // nvmlGpuFabricState_t: 3 is NVML_GPU_FABRIC_STATE_COMPLETED
+  };
+  int (*fabric_info_)(Device, FabricInfo*) = nullptr;
   struct EventData {  // nvmlEventData_t
     Device device;
     unsigned long long event_type;

@@ -79,7 +79,7 @@ absl::StatusOr<std::chrono::milliseconds> FlagValues::Duration(absl::string_view
 
 void FlagValues::Imply(absl::string_view name, std::string text, std::string source) {
   (void)(*this)[name];  // declared
-  values_[std::string(name)] = FlagValue{std::move(text), std::move(source), true};
+  values_[std::string(name)] = FlagValue{std::move(text), std::move(source), true, true};
 }
 
 FlagSpec EnvSetting(std::string name, std::string variable) {

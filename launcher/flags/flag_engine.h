@@ -52,6 +52,7 @@ struct FlagValue {
   std::string text;
   std::string source;  // "--nproc_per_node", "MXRUN_...", "FILE:LINE: key", "default", ...
   bool given = false;  // from any source but the default
+  bool implied = false;  // from what the caller implies (Slurm, Kubernetes), not the user
 };
 
 class FlagValues {

@@ -16,6 +16,7 @@ LaunchFlagGroup StopFlags();         // signals and the grace period
 LaunchFlagGroup HangFlags();         // heartbeat and exit-barrier time-outs
 LaunchFlagGroup StandbyFlags();      // warm standbys, pre-started interpreters
 LaunchFlagGroup PlacementFlags();    // virtual local rank, NUMA binding
+LaunchFlagGroup RankOrderFlags();    // node ranks by the network
 LaunchFlagGroup ConsoleLineFlags();  // line prefix, duplicated lines
 LaunchFlagGroup EventFlags();        // torchelastic's event records
 LaunchFlagGroup StragglerFlags();

@@ -86,6 +86,7 @@ LaunchFlagGroup JobFlags() {
     if (!node_rank.ok()) return node_rank.status();
     o.node_rank = *node_rank;
     o.node_rank_given = v.Given("node_rank");
+    o.node_rank_from_scheduler = v["node_rank"].implied;
     absl::StatusOr<int> port = v.Int("master_port", 0, 65535, "a TCP port 0-65535");
     if (!port.ok()) return port.status();
     o.master_port = *port;

@@ -29,7 +29,7 @@ const std::vector<LaunchFlagGroup>& Groups() {
       JobFlags(),       LogFileFlags(),     StopFlags(),    HangFlags(),
       StandbyFlags(),   PlacementFlags(),   ConsoleLineFlags(), EventFlags(),
       StragglerFlags(), ExclusionFlags(),   HealthFlags(),  GpuReclaimFlags(),
-      FailureFlags(),   MetricsFlags(),     CompatFlags(),  EntrypointFlags(),
+      FailureFlags(),   MetricsFlags(),     RankOrderFlags(), CompatFlags(),  EntrypointFlags(),
       ConfigFlags(),
   };
   return groups;

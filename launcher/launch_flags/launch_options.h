@@ -16,6 +16,7 @@
 #include "agent/workers/log_spec.h"
 #include "agent/node/numa_binding.h"
 #include "common/straggler_watch.h"
+#include "rendezvous/node_topology.h"
 #include "rendezvous/wire/wire.h"
 
 namespace mxrun {
@@ -47,6 +48,9 @@ struct LaunchOptions {
   std::string nproc_per_node = "1";   // integer, gpu, cpu or auto (resolved later, see nproc.h)
   int node_rank = 0;
   bool node_rank_given = false;       // --node_rank or PET_NODE_RANK was set explicitly
+  // ... or by the scheduler (SLURM_NODEID): a rank the network's order may replace
+  // (rendezvous/node_topology.h), while node 0 still hosts the master.
+  bool node_rank_from_scheduler = false;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string rdzv_backend = "static";
@@ -96,6 +100,7 @@ struct LaunchOptions {
   std::string agent_error_file;       // TORCHELASTIC_ERROR_FILE: mxrun's own (may be empty)
   bool straggler_restart = false;
   MetricsEndpointFlags metrics;       // metrics_flags.cc
+  RankOrderSettings rank_order;       // rank_order_flags.cc (rendezvous/node_topology.h)
 
   // What to run (entrypoint_flags.cc).
   EntrypointKind entrypoint_kind = EntrypointKind::kPythonScript;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "rendezvous/net.h"
+#include "rendezvous/node_topology.h"
 
 namespace mxrun {
 namespace {
@@ -182,6 +183,12 @@ absl::StatusOr<std::optional<SlurmDefaults>> DetectSlurm(
       d.flags["rdzv_endpoint"] = JoinHostPort(hosts.front(), SlurmRendezvousPort(*job_id));
     }
     d.flags["rdzv_id"] = absl::StrCat("slurm-", *job_id);
+  }
+  // Under TopologyPlugin=topology/tree, srun tells each task where its node sits.
+  if (const std::string* addr = get("SLURM_TOPOLOGY_ADDR")) {
+    const std::string* pattern = get("SLURM_TOPOLOGY_ADDR_PATTERN");
+    const std::string group = SlurmTopologyGroup(*addr, pattern ? *pattern : "");
+    if (!group.empty()) d.flags["topology_group"] = group;
   }
   // SLURM_GPUS_ON_NODE: a count; Slurm sets 0 or leaves it out when no GPUs were requested.
   if (const std::string* gpus = get("SLURM_GPUS_ON_NODE")) {

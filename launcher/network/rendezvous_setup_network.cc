@@ -167,6 +167,11 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
   config.node.address = options.local_addr;
   config.node.local_world_size = local_world_size;
   config.node.requested_rank = -1;
+  absl::StatusOr<std::string> topology =
+      ResolveNodeTopology(options.rank_order, host_name, settings.nvlink_domain);
+  if (!topology.ok()) return topology.status();
+  config.node.topology = *topology;
+  if (!topology->empty()) spdlog::info("this node's place in the network: {}", *topology);
 
   if (options.rdzv_backend == "etcd") return SetUpEtcdRendezvous(options, settings, std::move(config));
 
@@ -187,7 +192,10 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
   } else {
     absl::StatusOr<HostPort> endpoint = RendezvousEndpoint(options);
     if (!endpoint.ok()) return endpoint.status();
-    if (options.node_rank_given) config.node.requested_rank = options.node_rank;
+    // The scheduler's node index gives way to the network's order when this node knows its
+    // place; a --node_rank the user gave does not.
+    const bool network_orders = !config.node.topology.empty() && options.node_rank_from_scheduler;
+    if (options.node_rank_given && !network_orders) config.node.requested_rank = options.node_rank;
     if (options.rdzv_endpoint_from_slurm) {
       master.host = endpoint->host;
       if (absl::Status found =

@@ -104,6 +104,7 @@ std::string StatusJson(const v1::StatusReply& reply, const std::string& address)
                          {"last_seen_s_ago", m.last_seen_s_ago()},
                          {"ranks", std::move(ranks)}});
       if (!m.note().empty()) members.back()["note"] = m.note();
+      if (!m.topology().empty()) members.back()["topology"] = m.topology();
     }
     nlohmann::json failures = nlohmann::json::object();
     for (const auto& [cause, count] : run.failures()) failures[cause] = count;
@@ -308,6 +309,7 @@ int ShowStatus(v1::Rendezvous::Stub& stub, const std::string& address, const std
                   m.address().c_str(), m.local_world_size(), m.state().c_str(),
                   m.last_seen_s_ago());
       if (!m.note().empty()) std::printf("            %s: %s\n", m.state().c_str(), m.note().c_str());
+      if (!m.topology().empty()) std::printf("            topology: %s\n", m.topology().c_str());
     }
     for (const std::string& line : run.unhealthy()) std::printf("  unhealthy: %s\n", line.c_str());
     for (const v1::RestartPhases& p : run.restarts()) {

@@ -109,6 +109,7 @@ v1::NodeInfo ToProto(const NodeDesc& d) {
   p.set_master_port(d.master_port);
   p.set_agent_id(d.agent_id);
   p.set_unhealthy(d.unhealthy);
+  p.set_topology(d.topology);
   return p;
 }
 
@@ -122,6 +123,7 @@ NodeDesc FromProto(const v1::NodeInfo& p) {
   d.master_port = p.master_port();
   d.agent_id = p.agent_id();
   d.unhealthy = p.unhealthy();
+  d.topology = p.topology();
   return d;
 }
 

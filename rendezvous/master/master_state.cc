@@ -9,33 +9,6 @@
 
 namespace mxrun {
 
-bool NaturalLess(const std::string& a, const std::string& b) {
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    const bool da = absl::ascii_isdigit(static_cast<unsigned char>(a[i]));
-    const bool db = absl::ascii_isdigit(static_cast<unsigned char>(b[j]));
-    if (da && db) {
-      size_t ei = i, ej = j;
-      while (ei < a.size() && absl::ascii_isdigit(static_cast<unsigned char>(a[ei]))) ++ei;
-      while (ej < b.size() && absl::ascii_isdigit(static_cast<unsigned char>(b[ej]))) ++ej;
-      // Compare numerically without overflow: strip leading zeros, then by length, then text.
-      size_t si = i, sj = j;
-      while (si + 1 < ei && a[si] == '0') ++si;
-      while (sj + 1 < ej && b[sj] == '0') ++sj;
-      if (ei - si != ej - sj) return ei - si < ej - sj;
-      int cmp = a.compare(si, ei - si, b, sj, ej - sj);
-      if (cmp != 0) return cmp < 0;
-      i = ei;
-      j = ej;
-      continue;
-    }
-    if (a[i] != b[j]) return a[i] < b[j];
-    ++i;
-    ++j;
-  }
-  return a.size() - i < b.size() - j;
-}
-
 ToAgent MasterState::Message(NodeId node, ToAgent::Kind kind) {
   ToAgent m;
   m.node = node;
@@ -82,6 +55,7 @@ absl::Status ValidateJoin(const NodeDesc& desc, const JobDesc& job) {
   if (desc.master_port < 0 || desc.master_port > 65535) {
     return absl::InvalidArgumentError("master port must be 0 to 65535");
   }
+  if (absl::Status topology = ValidateTopology(desc.topology); !topology.ok()) return topology;
   if (job.timeouts.heartbeat_interval.count() <= 0 || job.timeouts.missed_heartbeats < 1 ||
       job.timeouts.join_timeout.count() <= 0 || job.timeouts.last_call_timeout.count() < 0) {
     return absl::InvalidArgumentError(
@@ -146,12 +120,6 @@ void MasterState::ForgetNodes(Run& run) {
   run.members.clear();
   run.requested_ranks.clear();
   run.waiting = run.stopping = run.succeeded = 0;
-}
-
-bool MasterState::RankOrderLess(const Node& a, const Node& b) {
-  if (a.desc.hosts_master != b.desc.hosts_master) return a.desc.hosts_master;
-  if (a.desc.host != b.desc.host) return NaturalLess(a.desc.host, b.desc.host);
-  return a.join_order < b.join_order;
 }
 
 std::string MasterState::PhaseName(Phase phase) {
@@ -581,13 +549,19 @@ void MasterState::MaybeCloseRound(Time now, Run& run, Out& out) {
 
 void MasterState::CloseRound(Run& run, std::vector<NodeId> waiting, Out& out) {
   // Who gets in when more than max_nodes wait: requested ranks first, then rank order.
+  std::vector<RankOrder::Entry> entries;
+  for (NodeId id : waiting) entries.push_back({&run.nodes[id].desc, run.nodes[id].join_order});
+  const RankOrder order(entries);
+  auto rank_order_less = [&order](const Node& x, const Node& y) {
+    return order.Less({&x.desc, x.join_order}, {&y.desc, y.join_order});
+  };
   std::sort(waiting.begin(), waiting.end(), [&](NodeId a, NodeId b) {
     const Node& na = run.nodes[a];
     const Node& nb = run.nodes[b];
     const bool ra = na.desc.requested_rank >= 0, rb = nb.desc.requested_rank >= 0;
     if (ra != rb) return ra;
     if (ra && rb) return na.desc.requested_rank < nb.desc.requested_rank;
-    return RankOrderLess(na, nb);
+    return rank_order_less(na, nb);
   });
   if (static_cast<int>(waiting.size()) > run.job.max_nodes) waiting.resize(run.job.max_nodes);
   const int n = static_cast<int>(waiting.size());
@@ -606,7 +580,7 @@ void MasterState::CloseRound(Run& run, std::vector<NodeId> waiting, Out& out) {
     }
   }
   std::sort(rest.begin(), rest.end(),
-            [&](NodeId a, NodeId b) { return RankOrderLess(run.nodes[a], run.nodes[b]); });
+            [&](NodeId a, NodeId b) { return rank_order_less(run.nodes[a], run.nodes[b]); });
   size_t next = 0;
   for (int rank = 0; rank < n; ++rank) {
     if (!taken[rank]) slots[rank] = rest[next++];

@@ -26,9 +26,10 @@
 // * succeeded / failed: late joiners are refused (FailedPrecondition); the run is forgotten after
 //   finished_run_ttl.
 //
-// Node ranks in a closed round: an explicitly requested rank wins, then the node hosting the master
-// gets rank 0, then natural order of host names (node7 before node66), then join order. Global
-// ranks follow node ranks; nodes may have different numbers of workers.
+// Node ranks in a closed round: an explicitly requested rank wins, then the network's order
+// (rank_order.h: each node's topology path, the master's group first; without paths, the node
+// hosting the master gets rank 0, then natural order of host names, node7 before node66), then
+// join order. Global ranks follow node ranks; nodes may have different numbers of workers.
 
 #include <chrono>
 #include <cstdint>
@@ -44,6 +45,7 @@
 #include "common/straggler_watch.h"
 #include "common/worker_failure.h"
 #include "rendezvous/master/node_exclusion.h"
+#include "rendezvous/master/rank_order.h"
 #include "rendezvous/master/restart_timings.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/master/run_progress.h"
@@ -224,7 +226,6 @@ class MasterState {
   void RemoveNode(Run& run, NodeId node);
   // A detached member's entry moves to the session `to` of its reconnected agent.
   void MoveNode(Time now, Run& run, NodeId from, NodeId to);
-  static bool RankOrderLess(const Node& a, const Node& b);
   static std::string PhaseName(Phase phase);
   static std::string NodeStateName(NodeState state);
 
@@ -236,7 +237,5 @@ class MasterState {
   NodeId next_detached_id_ = ~NodeId{0};
 };
 
-// Natural order of host names: digit runs compare as numbers ("node7" < "node66").
-bool NaturalLess(const std::string& a, const std::string& b);
 
 }  // namespace mxrun

@@ -67,6 +67,7 @@ std::string PersistedRunsToJson(const std::vector<PersistedRun>& runs) {
                                 {"requested_rank", m.desc.requested_rank},
                                 {"hosts_master", m.desc.hosts_master},
                                 {"master_port", m.desc.master_port},
+                                {"topology", m.desc.topology},
                                 {"node_rank", m.node_rank},
                                 {"succeeded", m.succeeded}});
     }
@@ -114,6 +115,8 @@ absl::StatusOr<std::vector<PersistedRun>> PersistedRunsFromJson(const std::strin
         member.desc.requested_rank = m.at("requested_rank");
         member.desc.hosts_master = m.at("hosts_master");
         member.desc.master_port = m.at("master_port");
+        // Files written before topology existed have none: the node's place is then unknown.
+        member.desc.topology = m.value("topology", std::string());
         member.node_rank = m.at("node_rank");
         member.succeeded = m.at("succeeded");
         r.members.push_back(std::move(member));

@@ -345,6 +345,7 @@ grpc::ServerUnaryReactor* RendezvousService::GetStatus(grpc::CallbackServerConte
       s->set_state(m.state);
       s->set_last_seen_s_ago(static_cast<double>(m.since_last_seen.count()) / 1000.0);
       s->set_note(m.note);
+      s->set_topology(m.desc.topology);
       for (const RankSnapshot& rank : m.ranks) {
         v1::RankStatus* r = s->add_ranks();
         r->set_global_rank(rank.global_rank);

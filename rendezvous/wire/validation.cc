@@ -40,6 +40,31 @@ absl::Status ValidateValue(absl::string_view value) {
                                                  kMaxValueBytes, " bytes"));
 }
 
+absl::Status ValidateTopology(absl::string_view topology) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "topology '", topology.substr(0, 64), topology.size() > 64 ? "..." : "", "' is not valid: ",
+        why, "; accepted: groups of letters, digits and ._:- separated by '/', widest first (e.g. "
+        "spine0/leaf3), at most ", kMaxTopologyLength, " characters"));
+  };
+  if (topology.empty()) return absl::OkStatus();
+  if (topology.size() > kMaxTopologyLength) return bad("too long");
+  bool group_empty = true;
+  for (char c : topology) {
+    if (c == '/') {
+      if (group_empty) return bad("an empty group");
+      group_empty = true;
+      continue;
+    }
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == ':' || c == '-';
+    if (!ok) return bad(absl::StrCat("the character '", std::string(1, c), "'"));
+    group_empty = false;
+  }
+  if (group_empty) return bad("an empty group");
+  return absl::OkStatus();
+}
+
 absl::Status CheckToken(absl::string_view expected, absl::string_view presented) {
   if (expected.empty()) return absl::OkStatus();
   unsigned char diff = expected.size() == presented.size() ? 0 : 1;

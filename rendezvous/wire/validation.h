@@ -17,11 +17,15 @@ inline constexpr size_t kMaxHostLength = 255;
 inline constexpr int kMaxNodes = 65536;
 inline constexpr int kMaxLocalWorldSize = 4096;
 inline constexpr const char* kTokenMetadataKey = "x-mxrun-token";
+inline constexpr size_t kMaxTopologyLength = 256;
 
 // [A-Za-z0-9._-]{1,128}
 absl::Status ValidateRunId(absl::string_view run_id);
 absl::Status ValidateKey(absl::string_view key);
 absl::Status ValidateValue(absl::string_view value);
+// A node's place in the network (NodeDesc::topology): empty, or '/'-separated groups, each of
+// [A-Za-z0-9._:-], at most kMaxTopologyLength characters in all.
+absl::Status ValidateTopology(absl::string_view topology);
 
 // What a master that serves run `served` only (an agent hosts it) says to a request for run
 // `asked`: the message agents print (rendezvous_service.h, store_service.h).

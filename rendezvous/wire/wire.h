@@ -79,6 +79,9 @@ struct NodeDesc {
   int master_port = 0;        // free port on `address` for the workers' TCPStore
   std::string agent_id;       // stable for the agent process (recognised after a master restart)
   std::string unhealthy;      // the node found itself unhealthy: why (it does not join)
+  // Where the node sits in the network, widest group first ("spine0/leaf3/nvl:<id>"; empty:
+  // unknown or --rank_order=host): its rank follows it (rendezvous/master/rank_order.h).
+  std::string topology;
 };
 
 struct JobDesc {

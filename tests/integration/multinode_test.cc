@@ -11,6 +11,7 @@
 #include <fstream>
 #include <memory>
 
+#include "nlohmann/json.hpp"
 #include "rendezvous/net.h"
 #include "tests/master.h"
 #include "tests/subprocess.h"
@@ -452,4 +453,66 @@ TEST_CASE("an agent that waits for its rendezvous says so within seconds", "[mul
   kill(agent.pid(), SIGTERM);
   ProcessResult r = agent.Wait(30s);
   CHECK(r.exit_code == 128 + SIGTERM);
+}
+
+TEST_CASE("node ranks follow the network: the groups agents give and an NVLink domain from NVML",
+          "[multinode][rank_order]") {
+  Master master;
+  TempDir dir;
+  // Node C's GPU is in an NVLink domain (the fake NVML's fabric) and its group comes from the
+  // environment, as a Kubernetes pod gets a label through the downward API.
+  const std::string state = dir.path() + "/nvml-state";
+  std::ofstream(state) << "GPU-aaaa used_mib=0 fabric=0123456789abcdef0123456789abcdef.7\n";
+  const std::map<std::string, std::string> gpu{{"LD_LIBRARY_PATH", FAKE_NVML_DIR},
+                                               {"FAKE_NVML_DEVICES", "GPU-aaaa@0000:00:03.0"},
+                                               {"FAKE_NVML_STATE", state},
+                                               {"MXRUN_TOPOLOGY_GROUP", "leaf1"}};
+  auto node = [&](const std::string& name, std::vector<std::string> more,
+                  const std::map<std::string, std::string>& env = {}) {
+    more.push_back("--nproc_per_node=1");
+    return std::make_unique<Subprocess>(
+        Agent(Dynamic(master.endpoint(), "topo1", "3", more), {"--ready", "--sleep=30"}), env);
+  };
+  // Joined in the order A, B, C; host order (one machine: join order) would rank them so.
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  agents.push_back(node("A", {"--topology_group=leaf1/x"}));
+  agents.push_back(node("B", {"--topology_group=leaf0"}));
+  agents.push_back(node("C", {"--rank_order=topology"}, gpu));
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 60s));
+  // leaf0 first (B); in leaf1, C's NVLink domain ("nvl:...") before A's group x.
+  CHECK(IntsAfter(agents[0]->out(), "ready rank") == std::vector<int>{2});
+  CHECK(IntsAfter(agents[1]->out(), "ready rank") == std::vector<int>{0});
+  CHECK(IntsAfter(agents[2]->out(), "ready rank") == std::vector<int>{1});
+  // mxrun status shows each node's place.
+  ProcessResult status = mxrun::testing::Run(
+      {kMxrun, "status", "--rdzv_endpoint=" + master.endpoint(), "--json"}, {}, 20s);
+  INFO(status.out << status.err);
+  REQUIRE(status.exit_code == 0);
+  std::vector<std::string> places;
+  const nlohmann::json reply = nlohmann::json::parse(status.out);
+  for (const nlohmann::json& m : reply["runs"][0]["members"]) {
+    places.push_back(m.value("topology", ""));
+  }
+  CHECK(places == std::vector<std::string>{
+                      "leaf0", "leaf1/nvl:0123456789abcdef0123456789abcdef.7", "leaf1/x"});
+  for (auto& agent : agents) kill(agent->pid(), SIGTERM);
+  for (auto& agent : agents) agent->Wait(30s);
+}
+
+TEST_CASE("a topology rank order without a place, and a bad group, are refused before anything "
+          "starts",
+          "[multinode][rank_order]") {
+  Master master;
+  ProcessResult none = mxrun::testing::Run(
+      Agent(Dynamic(master.endpoint(), "topo2", "2", {"--rank_order=topology"}), {}), {}, 30s);
+  CHECK(none.exit_code == 2);
+  CHECK_THAT(none.err, Catch::Contains("--rank_order=topology: nothing says where this node"));
+  ProcessResult bad = mxrun::testing::Run(
+      Agent(Dynamic(master.endpoint(), "topo2", "2", {"--topology_group=leaf 1"}), {}), {}, 30s);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--topology_group") && Catch::Contains("the character ' '"));
+  ProcessResult order = mxrun::testing::Run(
+      Agent(Dynamic(master.endpoint(), "topo2", "2", {"--rank_order=switches"}), {}), {}, 30s);
+  CHECK(order.exit_code == 2);
+  CHECK_THAT(order.err, Catch::Contains("auto, host or topology"));
 }

@@ -220,6 +220,44 @@ TEST_CASE("srun mxrun on two nodes and on one takes its layout from Slurm", "[sl
   CHECK(CountOccurrences(doubled.out, "ready rank=0") == 1);
 }
 
+TEST_CASE("under Slurm's topology/tree node ranks follow the switches, and --rank_order=host the "
+          "node ids",
+          "[slurm][rank_order]") {
+  // Four nodes under two leaf switches that interleave their names: s0 holds n0 and n2.
+  SlurmCluster cluster(4, "SwitchName=s0 Nodes=n0,n2\nSwitchName=s1 Nodes=n1,n3\n"
+                          "SwitchName=top Switches=s0,s1\n");
+  auto run = [&](const std::string& name, const std::string& order) {
+    const std::string dir = cluster.jobs() + "/" + name;
+    REQUIRE(mkdir(dir.c_str(), 0755) == 0);
+    ProcessResult r = Run({"srun", "-N4", "--ntasks-per-node=1", kMxrun, "--nproc_per_node=1",
+                           "--rank_order=" + order, "--no_python", kChild, "--ready",
+                           "--env-out=" + dir},
+                          {}, 120s);
+    INFO(mxrun::testing::Describe(r));
+    REQUIRE(r.exit_code == 0);
+    return WorkerEnvs(dir, 4);
+  };
+  auto envs = run("by-switch", "auto");
+  std::vector<std::string> nodes, places;
+  for (auto& [rank, env] : envs) {
+    nodes.push_back(env["SLURMD_NODENAME"]);
+    places.push_back(env["SLURM_TOPOLOGY_ADDR"]);
+  }
+  INFO("topology addresses: " << absl::StrJoin(places, " "));
+  // n0 (node 0, which hosts the master) keeps rank 0; its switch's other node comes next, then
+  // s1's two. (All four "nodes" are this machine, with one host name: within a switch the
+  // master's tie-break is then the order they joined in, where real nodes sort by name.)
+  REQUIRE(nodes.size() == 4);
+  CHECK(nodes[0] == "n0");
+  CHECK(nodes[1] == "n2");
+  CHECK(std::set<std::string>{nodes[2], nodes[3]} == std::set<std::string>{"n1", "n3"});
+  CHECK(places[0] == "top.s0.n0");
+  envs = run("by-host", "host");
+  nodes.clear();
+  for (auto& [rank, env] : envs) nodes.push_back(env["SLURMD_NODENAME"]);
+  CHECK(nodes == std::vector<std::string>{"n0", "n1", "n2", "n3"});
+}
+
 TEST_CASE("salloc runs a step on its allocation without a terminal", "[slurm]") {
   SlurmCluster cluster;
   // stdin is /dev/null (Subprocess): salloc runs its command and returns when it ends.
