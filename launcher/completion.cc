@@ -256,6 +256,8 @@ const std::map<std::string, ValueCompletion>& FlagValueCompletions() {
         {"print_completion", {CompletionShells()}},
         {"config", {{}, Path::kFile}},
         {"log_dir", {{}, Path::kFolder}},
+        {"rank_order", {{"auto", "host", "topology"}}},
+        {"topology_file", {{}, Path::kFile}},
     };
   }();
   return values;
