@@ -471,6 +471,12 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
     }
     micro = 0;
     reducer_->FinishBackward();
+    // The window's loss and accuracy over every rank, when this step is logged: reduced before
+    // the step is applied, so that a peer lost in that collective leaves the step undone (it is
+    // trained again, with the same loss) rather than applied but never logged.
+    const bool log_now = o_.log_every > 0 && (progress_.step + 1) % o_.log_every == 0;
+    std::optional<TallyResult> logged;
+    if (log_now) logged = Reduce(window_tally);
     const bool step_ok = !scaler_.enabled || scaler_.Unscale(params_);
     if (o_.clip_grad_norm > 0) ClipGradNorm(params_, o_.clip_grad_norm);
     lr = schedule_.At(static_cast<double>(step_start_seen) / train_set_.size());
@@ -499,8 +505,8 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
       control_->Joined(round_);
       joined_ = true;
     }
-    if (o_.log_every > 0 && progress_.step % o_.log_every == 0) {
-      const TallyResult r = Reduce(window_tally);
+    if (logged) {
+      const TallyResult& r = *logged;
       const double rate = window_samples / std::max(SecondsSince(window_start), 1e-9);
       Say("epoch %lld/%d step %lld/%lld loss %.4f acc %.2f%% lr %.5f %.0f img/s",
           static_cast<long long>(epoch + 1), o_.epochs, static_cast<long long>(progress_.step),
