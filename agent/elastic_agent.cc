@@ -193,6 +193,7 @@ void ElasticAgent::CheckGroup() {
     }
     case WorkerGroup::State::kFailed: {
       const WorkerFailure failure = *group_->first_failure();
+      if (AwaitingOwnStopSignal(failure)) return;
       group_->ReadControlChannels();
       spdlog::warn("worker rank {} (local_rank {}, pid {}) failed: {}; {}", failure.global_rank,
                    failure.local_rank, failure.pid, DescribeExit(failure),
@@ -209,6 +210,24 @@ void ElasticAgent::CheckGroup() {
       return;
     }
   }
+}
+
+bool ElasticAgent::AwaitingOwnStopSignal(const WorkerFailure& failure) {
+  if (config_.await_own_stop_signal.count() <= 0) return false;
+  if (stop_signal_ != 0) return true;  // it came: Run's stop path reports the cancellation
+  const bool stop_signal = failure.term_signal == SIGTERM || failure.term_signal == SIGINT ||
+                           failure.exit_code == 128 + SIGTERM || failure.exit_code == 128 + SIGINT;
+  if (!stop_signal) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (!own_signal_deadline_) {
+    own_signal_deadline_ = now + config_.await_own_stop_signal;
+    loop_->At(*own_signal_deadline_, [this] { CheckGroup(); });
+    spdlog::info("worker rank {} ended by {} that mxrun did not send: waiting up to {} s for "
+                 "mxrun's own stop signal (a cancelled job) before counting it as a failure",
+                 failure.global_rank, DescribeExit(failure),
+                 config_.await_own_stop_signal.count() / 1000.0);
+  }
+  return now < *own_signal_deadline_;
 }
 
 int ElasticAgent::JobFailed(const RendezvousEvent& event) {
@@ -241,6 +260,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
     case Kind::kRoundReady: {
       if (phase_ != Phase::kJoining) return std::nullopt;  // stale: a newer request is pending
       phase_ = Phase::kRunning;
+      own_signal_deadline_.reset();
       StartHealthChecks();
       Tell([&](AgentObserver& o) {
         o.RoundReady(AgentObserver::Time::clock::now(), event.round, group_ != nullptr);

@@ -48,6 +48,11 @@ struct AgentConfig {
   WorkerSpec worker;
   std::string entrypoint_name;              // for the summary's headline
   std::chrono::milliseconds term_timeout{30000};
+  // Under a manager that stops the whole process tree (Slurm's scancel, systemd's stop: both
+  // signal every process, one after another), a worker dead of SIGTERM or SIGINT that the agent
+  // did not send waits this long for the agent's own stop signal: if it comes, the job was
+  // cancelled (cancel_summary.h), not failed. 0: judged at once (a worker killed alone).
+  std::chrono::milliseconds await_own_stop_signal{0};
   std::set<int> handled_signals;            // forwarded to the workers, then the agent exits
                                             // (SIGUSR1 and SIGUSR2: forwarded only, kForwardOnly)
   std::string agent_error_file;             // mxrun's own TORCHELASTIC_ERROR_FILE (may be empty)
@@ -113,6 +118,9 @@ class ElasticAgent {
   std::optional<int> OnRendezvousEvent(const RendezvousEvent& event);
   // Checks the running group; reports to the rendezvous when its workers have ended.
   void CheckGroup();
+  // A worker's death by a stop signal the agent did not send, while the agent may yet get its own
+  // (AgentConfig::await_own_stop_signal): true until that wait is over, and a timer checks again.
+  bool AwaitingOwnStopSignal(const WorkerFailure& failure);
   int JobFailed(const RendezvousEvent& event);
   int Cancelled(const std::vector<WorkerGroup::WorkerStatus>& ended);
   // The end-of-job summary's word on the nodes the master left out (repeat offenders).
@@ -133,6 +141,8 @@ class ElasticAgent {
   std::deque<RendezvousEvent> pending_;  // rendezvous events not yet handled
   Phase phase_ = Phase::kJoining;
   int stop_signal_ = 0;                  // first handled signal received
+  // The end of the wait of AwaitingOwnStopSignal for the current group (nullopt: none began).
+  std::optional<std::chrono::steady_clock::time_point> own_signal_deadline_;
   double failure_time_ = 0;              // when the failure (or re-formation) behind the next
                                          // round was seen, seconds since the Unix epoch; 0: none
   EventLoop::Deadline joined_at_{};      // when the last Join() was asked

@@ -220,6 +220,7 @@ int Main(int argc, char** argv) {
   AgentConfig config;
   config.entrypoint_name = command->display_name;
   config.term_timeout = options.term_timeout;
+  config.await_own_stop_signal = options.await_own_stop_signal;
   if (options.grace_fits_kill_wait) FitGraceToKillWait(env, config);
   config.handled_signals = options.signals_to_handle;
   config.agent_error_file = options.agent_error_file;

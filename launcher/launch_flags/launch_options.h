@@ -81,6 +81,7 @@ struct LaunchOptions {
   // Under Slurm with no grace given (from any source): the default is shortened to fit KillWait
   // (slurm_kill_wait.h).
   bool grace_fits_kill_wait = false;
+  std::chrono::milliseconds await_own_stop_signal{0};  // stop_flags.cc
 
   HangSettings hang;                  // hang_flags.cc (the bundled trainer's default applied)
   bool file_timer = false;            // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's watchdog

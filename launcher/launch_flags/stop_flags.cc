@@ -22,6 +22,8 @@ LaunchFlagGroup StopFlags() {
        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"},
       // Under Slurm the grace must end before KillWait's SIGKILL (slurm_kill_wait.h).
       EnvSetting("slurm_job_id", "SLURM_JOB_ID"),
+      // Started by systemd: a stop signals every process of the unit's cgroup.
+      EnvSetting("systemd_invocation_id", "INVOCATION_ID"),
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     for (absl::string_view name :
@@ -55,6 +57,13 @@ LaunchFlagGroup StopFlags() {
     }
     o.term_timeout = std::chrono::milliseconds(static_cast<long>(grace * 1000.0));
     o.grace_fits_kill_wait = v.Given("slurm_job_id") && !grace_given;
+    // scancel and `systemctl stop` signal the workers as well as mxrun, one process after
+    // another: a worker may die of that SIGTERM before mxrun has its own. Such a death waits
+    // this long for mxrun's own signal before it counts as the worker's failure
+    // (elastic_agent.h, AgentConfig::await_own_stop_signal).
+    if (v.Given("slurm_job_id") || v.Given("systemd_invocation_id")) {
+      o.await_own_stop_signal = std::chrono::milliseconds(1000);
+    }
     return absl::OkStatus();
   };
   return group;

@@ -157,6 +157,37 @@ TEST_CASE("an exhausted restart budget reports the last attempt's failure",
   CHECK_THAT(r.err, Catch::Contains("exit code 5"));
 }
 
+TEST_CASE("under systemd a worker dead of SIGTERM just before mxrun gets its own is a cancellation "
+          "and one killed alone is a failure a second later",
+          "[integration][signals]") {
+  // systemctl stop (like scancel) signals every process of the unit, one after another: here the
+  // test does what it does, a worker first and mxrun 0.2 s later.
+  const std::map<std::string, std::string> systemd{{"INVOCATION_ID", "0123456789abcdef"}};
+  Subprocess stopped(Mxrun({"--nproc_per_node=2"}, {"--ready", "--sleep=60"}), systemd);
+  REQUIRE(stopped.WaitForStdout("ready", 2, 20s));
+  std::vector<int> pids = mxrun::testing::IntsAfter(stopped.out(), " pid");
+  REQUIRE(pids.size() == 2);
+  kill(pids[1], SIGTERM);
+  usleep(200'000);
+  kill(stopped.pid(), SIGTERM);
+  ProcessResult r = stopped.Wait(20s);
+  INFO(r.err);
+  CHECK(r.exit_code == 143);
+  CHECK_THAT(r.err, Catch::Contains("waiting up to 1 s for mxrun's own stop signal") &&
+                        Catch::Contains("cancelled by SIGTERM"));
+  CHECK_THAT(r.err, !Catch::Contains("FAILED"));
+  // A worker SIGTERMed alone: after the second, its group fails as any worker's would.
+  Subprocess alone(Mxrun({"--nproc_per_node=2"}, {"--ready", "--sleep=60"}), systemd);
+  REQUIRE(alone.WaitForStdout("ready", 2, 20s));
+  pids = mxrun::testing::IntsAfter(alone.out(), " pid");
+  REQUIRE(pids.size() == 2);
+  kill(pids[1], SIGTERM);
+  ProcessResult failed = alone.Wait(20s);
+  INFO(failed.err);
+  CHECK(failed.exit_code == 1);
+  CHECK_THAT(failed.err, Catch::Contains("failed: exit code 143") && Catch::Contains("FAILED"));
+}
+
 TEST_CASE("SIGTERM to mxrun is forwarded to the workers and mxrun exits 128+15", "[integration][signals]") {
   Subprocess mxrun(Mxrun({"--nproc_per_node=2"}, {"--ready", "--sleep=60"}));
   REQUIRE(mxrun.WaitForStdout("ready", 2, 20s));
