@@ -15,6 +15,7 @@
 #include "agent/goodput_observer.h"
 #include "agent/restart_phases_observer.h"
 #include "agent/systemd_observer.h"
+#include "agent/waiting_note_observer.h"
 #include "agent/workers/failure_report.h"
 #include "common/signal_names.h"
 #include "spdlog/spdlog.h"
@@ -33,6 +34,8 @@ ElasticAgent::ElasticAgent(AgentConfig config, Rendezvous& rendezvous, DeathGuar
         rendezvous.ReportRestartPhases(phases);
       }));
   own_observers_.push_back(std::make_unique<EventLogObserver>(config_.events));
+  own_observers_.push_back(std::make_unique<WaitingNoteObserver>(config_.rendezvous_description,
+                                                                 config_.waiting_notice_after));
   own_observers_.push_back(std::make_unique<SystemdObserver>(std::move(config_.notifier)));
   for (const std::unique_ptr<AgentObserver>& observer : own_observers_) {
     observers_.push_back(observer.get());
@@ -53,21 +56,11 @@ void ElasticAgent::Announce(spdlog::level::level_enum level, const std::string& 
 
 void ElasticAgent::OnProgress(int local_rank, int global_rank, WorkerControlMessage report) {
   const AgentObserver::Time now = AgentObserver::Time::clock::now();
-  // A report without its step time: the time since the rank's previous report, per step.
-  LastReport& last = last_reports_[global_rank];
-  if (report.step_seconds < 0 && last.step >= 0 && report.step > last.step) {
-    report.step_seconds = std::chrono::duration<double>(now - last.at).count() /
-                          static_cast<double>(report.step - last.step);
-  }
-  last = {report.step, now};
+  report = progress_.Record(local_rank, global_rank, report, now);
   if (hangs_) hangs_->ProgressSeen(local_rank);
   Tell([&](AgentObserver& o) { o.Progress(now, local_rank, global_rank, report); });
   // The rendezvous judges stragglers: the local one this node's ranks, a master the whole job's.
-  progress_[global_rank] = {global_rank, local_rank, report.step, report.step_seconds, now};
-  std::vector<RankProgress> ranks;
-  ranks.reserve(progress_.size());
-  for (const auto& [rank, p] : progress_) ranks.push_back(p);
-  rendezvous_.ReportProgress(ranks);
+  rendezvous_.ReportProgress(progress_.Latest());
 }
 
 void ElasticAgent::OnStraggler(const StragglerNews& news) {
@@ -161,17 +154,8 @@ void ElasticAgent::KeepOrStopGroup() {
   // In-process restart: the workers that said they can take the next round stay; the rest go.
   // (None stays with --prestart's interpreters: the group is kept for them to take the ranks.)
   hangs_->Watch(nullptr);
-  std::vector<WorkerGroup::WorkerStatus> were_running;
-  for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
-    if (worker.running) were_running.push_back(worker);
-  }
-  restart_->StopUnkeepable(SIGTERM, config_.term_timeout, [this] { ReapChildren(); });
-  std::vector<WorkerGroup::WorkerStatus> stopped;
-  for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
-    for (const WorkerGroup::WorkerStatus& before : were_running) {
-      if (!worker.running && worker.pid == before.pid) stopped.push_back(before);
-    }
-  }
+  const std::vector<WorkerGroup::WorkerStatus> stopped =
+      restart_->StopUnkeepable(SIGTERM, config_.term_timeout, [this] { ReapChildren(); });
   Tell([&](AgentObserver& o) { o.WorkersStopped(AgentObserver::Time::clock::now(), stopped); });
 }
 
@@ -213,21 +197,16 @@ void ElasticAgent::CheckGroup() {
 }
 
 bool ElasticAgent::AwaitingOwnStopSignal(const WorkerFailure& failure) {
-  if (config_.await_own_stop_signal.count() <= 0) return false;
-  if (stop_signal_ != 0) return true;  // it came: Run's stop path reports the cancellation
-  const bool stop_signal = failure.term_signal == SIGTERM || failure.term_signal == SIGINT ||
-                           failure.exit_code == 128 + SIGTERM || failure.exit_code == 128 + SIGINT;
-  if (!stop_signal) return false;
-  const auto now = std::chrono::steady_clock::now();
-  if (!own_signal_deadline_) {
-    own_signal_deadline_ = now + config_.await_own_stop_signal;
-    loop_->At(*own_signal_deadline_, [this] { CheckGroup(); });
+  const OwnStopSignalWait::Verdict verdict =
+      own_signal_.Check(std::chrono::steady_clock::now(), failure, stop_signal_ != 0);
+  if (verdict == OwnStopSignalWait::Verdict::kBegin) {
+    loop_->At(own_signal_.deadline(), [this] { CheckGroup(); });
     spdlog::info("worker rank {} ended by {} that mxrun did not send: waiting up to {} s for "
                  "mxrun's own stop signal (a cancelled job) before counting it as a failure",
                  failure.global_rank, DescribeExit(failure),
                  config_.await_own_stop_signal.count() / 1000.0);
   }
-  return now < *own_signal_deadline_;
+  return verdict != OwnStopSignalWait::Verdict::kJudge;
 }
 
 int ElasticAgent::JobFailed(const RendezvousEvent& event) {
@@ -260,7 +239,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
     case Kind::kRoundReady: {
       if (phase_ != Phase::kJoining) return std::nullopt;  // stale: a newer request is pending
       phase_ = Phase::kRunning;
-      own_signal_deadline_.reset();
+      own_signal_.Reset();
       StartHealthChecks();
       Tell([&](AgentObserver& o) {
         o.RoundReady(AgentObserver::Time::clock::now(), event.round, group_ != nullptr);
@@ -278,8 +257,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       }
       failure_time_ = 0;
       hangs_->Watch(group_.get());
-      last_reports_.clear();
-      progress_.clear();
+      progress_.Clear();
       round_ = event.round;
       const std::vector<WorkerGroup::WorkerStatus> workers = group_->Workers();
       Tell([&](AgentObserver& o) {
@@ -375,20 +353,14 @@ void ElasticAgent::NoteExcluded(const RendezvousEvent& event) {
 }
 
 void ElasticAgent::ReclaimGpuMemory() {
-  std::map<pid_t, int> ended = std::exchange(ended_workers_, {});
-  if (ended.empty() || config_.gpu_entries.empty() || config_.gpu_reclaim.timeout.count() <= 0) {
-    return;
+  if (!reclaimer_) {
+    std::set<int> stops;  // a stop signal ends the wait
+    for (int signo : config_.handled_signals) {
+      if (!IsForwardOnlySignal(signo)) stops.insert(signo);
+    }
+    reclaimer_ = std::make_unique<GpuMemoryReclaimer>(config_.gpu_reclaim, config_.gpu_entries, stops);
   }
-  if (!gpu_reader_) gpu_reader_ = std::make_unique<NvmlGpuReader>();
-  std::set<int> stops;  // a stop signal ends the wait
-  for (int signo : config_.handled_signals) {
-    if (!IsForwardOnlySignal(signo)) stops.insert(signo);
-  }
-  const GpuReclaimOutcome outcome = WaitForGpuMemory(
-      *gpu_reader_, config_.gpu_entries, ended, config_.gpu_reclaim, SystemReclaimHooks(stops));
-  if (!outcome.text.empty()) {
-    spdlog::log(outcome.released ? spdlog::level::info : spdlog::level::warn, "{}", outcome.text);
-  }
+  reclaimer_->Reclaim(std::exchange(ended_workers_, {}));
 }
 
 bool ElasticAgent::Healthy() {
@@ -411,25 +383,10 @@ int ElasticAgent::UnhealthyExit() {
 
 bool ElasticAgent::Join() {
   if (!Healthy()) return false;
-  joined_at_ = EventLoop::Deadline::clock::now();
-  Tell([&](AgentObserver& o) { o.Joining(joined_at_); });
-  loop_->Cancel(waiting_note_timer_);
-  waiting_note_timer_ = loop_->At(joined_at_ + config_.waiting_notice_after, [this] { NoteWaiting(); });
+  Tell([&](AgentObserver& o) { o.Joining(AgentObserver::Time::clock::now()); });
   waiting_reason_.clear();
   rendezvous_.Join();
   return true;
-}
-
-void ElasticAgent::NoteWaiting() {
-  if (phase_ != Phase::kJoining) return;  // a round came: nothing to say
-  const auto now = EventLoop::Deadline::clock::now();
-  const double waited = std::chrono::duration<double>(now - joined_at_).count();
-  spdlog::info("no round yet after {:.0f} s: {} ({})", waited,
-               waiting_reason_.empty() ? "the rendezvous has not answered this node's join"
-                                       : waiting_reason_,
-               config_.rendezvous_description.empty() ? "the local rendezvous"
-                                                      : config_.rendezvous_description);
-  waiting_note_timer_ = loop_->At(now + std::chrono::seconds(30), [this] { NoteWaiting(); });
 }
 
 void ElasticAgent::StartHealthChecks() {

@@ -21,6 +21,8 @@
 #include <string>
 
 #include "agent/agent_observer.h"
+#include "agent/own_stop_signal_wait.h"
+#include "agent/rank_progress_book.h"
 #include "agent/process/death_guardian.h"
 #include "agent/event_log.h"
 #include "spdlog/common.h"
@@ -106,7 +108,6 @@ class ElasticAgent {
   // Timers on the loop: the waiting note while no round comes (its first after
   // waiting_notice_after, then every 30 s), systemd's watchdog, and --health_check_interval's
   // checks while workers run (a failed one sets became_unhealthy_, which Run() acts on).
-  void NoteWaiting();
   void StartHealthChecks();
   void ReapChildren();
   // Stops the group (if any) and returns how each of its workers ended.
@@ -141,16 +142,13 @@ class ElasticAgent {
   std::deque<RendezvousEvent> pending_;  // rendezvous events not yet handled
   Phase phase_ = Phase::kJoining;
   int stop_signal_ = 0;                  // first handled signal received
-  // The end of the wait of AwaitingOwnStopSignal for the current group (nullopt: none began).
-  std::optional<std::chrono::steady_clock::time_point> own_signal_deadline_;
+  OwnStopSignalWait own_signal_{config_.await_own_stop_signal};  // for the current group
   double failure_time_ = 0;              // when the failure (or re-formation) behind the next
                                          // round was seen, seconds since the Unix epoch; 0: none
-  EventLoop::Deadline joined_at_{};      // when the last Join() was asked
-  EventLoop::TimerId waiting_note_timer_ = 0;
   std::string waiting_reason_;           // the rendezvous' last word on what it waits for
   bool excluded_ = false;                // the master leaves this node out of rounds for now
   std::map<pid_t, int> ended_workers_;   // pid -> global rank of the last group that was stopped
-  std::unique_ptr<GpuReader> gpu_reader_;  // NVML, loaded at the first respawn
+  std::unique_ptr<GpuMemoryReclaimer> reclaimer_;  // made at the first respawn
   std::unique_ptr<HealthChecker> health_;
   EventLoop::TimerId health_timer_ = 0;  // --health_check_interval's, from the round's start
   bool became_unhealthy_ = false;        // a health check failed while workers ran
@@ -158,12 +156,7 @@ class ElasticAgent {
   std::vector<std::unique_ptr<AgentObserver>> own_observers_;
   std::vector<AgentObserver*> observers_;
   RoundAssignment round_;                   // the running round (for the ranks' local ranks)
-  struct LastReport {
-    long long step = -1;
-    AgentObserver::Time at;
-  };
-  std::map<int, LastReport> last_reports_;  // by global rank: step times of reports without one
-  std::map<int, RankProgress> progress_;    // by global rank: passed on to the rendezvous
+  RankProgressBook progress_;               // this round's reports, passed on to the rendezvous
   void OnProgress(int local_rank, int global_rank, WorkerControlMessage report);
   // Tells every observer, in order.
   void Tell(const std::function<void(AgentObserver&)>& event);

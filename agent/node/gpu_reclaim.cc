@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "spdlog/spdlog.h"
 
 namespace mxrun {
 
@@ -142,6 +143,16 @@ GpuReclaimHooks SystemReclaimHooks(std::set<int> stop_signals) {
   };
   hooks.describe_pid = DescribeProcessState;
   return hooks;
+}
+
+void GpuMemoryReclaimer::Reclaim(const std::map<pid_t, int>& ended_workers) {
+  if (ended_workers.empty() || entries_.empty() || config_.timeout.count() <= 0) return;
+  if (!reader_) reader_ = std::make_unique<NvmlGpuReader>();
+  const GpuReclaimOutcome outcome = WaitForGpuMemory(*reader_, entries_, ended_workers, config_,
+                                                     SystemReclaimHooks(stop_signals_));
+  if (!outcome.text.empty()) {
+    spdlog::log(outcome.released ? spdlog::level::info : spdlog::level::warn, "{}", outcome.text);
+  }
 }
 
 }  // namespace mxrun

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -78,6 +79,23 @@ GpuReclaimOutcome WaitForGpuMemory(GpuReader& reader, const std::vector<std::str
 // The real hooks: the steady clock, a sleep, and a stop as soon as one of `stop_signals` is
 // pending (the caller's loop does not run while this waits, so its signalfd reads nothing).
 GpuReclaimHooks SystemReclaimHooks(std::set<int> stop_signals);
+
+// Before a respawn, for the agent: waits (WaitForGpuMemory, with the real hooks) until the GPUs of
+// `entries` no longer hold the ended workers' memory, NVML loaded at the first call, and logs
+// the outcome in one line. Nothing when it is off (timeout 0), with no GPUs or no ended workers.
+class GpuMemoryReclaimer {
+ public:
+  GpuMemoryReclaimer(GpuReclaimConfig config, std::vector<std::string> entries,
+                     std::set<int> stop_signals)
+      : config_(config), entries_(std::move(entries)), stop_signals_(std::move(stop_signals)) {}
+  void Reclaim(const std::map<pid_t, int>& ended_workers);
+
+ private:
+  GpuReclaimConfig config_;
+  std::vector<std::string> entries_;
+  std::set<int> stop_signals_;
+  std::unique_ptr<GpuReader> reader_;
+};
 
 // "state Z (a zombie: its parent has not reaped it)", "running", "gone" from /proc/<pid>/stat.
 std::string DescribeProcessState(pid_t pid);

@@ -116,9 +116,16 @@ bool InProcessRestart::HasReadyPrestarts() const {
   return false;
 }
 
-void InProcessRestart::StopUnkeepable(int signo, std::chrono::milliseconds grace,
-                                      const std::function<void()>& reap) {
+std::vector<WorkerGroup::WorkerStatus> InProcessRestart::StopUnkeepable(
+    int signo, std::chrono::milliseconds grace, const std::function<void()>& reap) {
+  const std::vector<WorkerGroup::WorkerStatus> before = group_.Workers();
   group_.StopWhere([](const WorkerProcess& w) { return !Keepable(w); }, signo, grace, reap);
+  std::vector<WorkerGroup::WorkerStatus> stopped;
+  for (const WorkerGroup::WorkerStatus& now : group_.Workers()) {
+    for (const WorkerGroup::WorkerStatus& was : before) {
+      if (was.running && !now.running && now.pid == was.pid) stopped.push_back(was);
+    }
+  }
   // What the ended workers left behind (their process groups, orphans re-parented to the agent);
   // the kept workers' own children, and the standbys, run on.
   std::set<pid_t> spare = {guardian_.pid()};
@@ -130,6 +137,7 @@ void InProcessRestart::StopUnkeepable(int signo, std::chrono::milliseconds grace
     if (worker.pid > 0 && spare.count(worker.pid) == 0) kill(-worker.pid, SIGKILL);
   }
   KillDescendants(spare);
+  return stopped;
 }
 
 bool InProcessRestart::PromoteStandby(int local_rank, const RoundAssignment& round,

@@ -48,9 +48,10 @@ class InProcessRestart {
   // restarts from the newest checkpoint instead.)
   bool HasReadyPrestarts() const;
   // Stops, as the group's Stop does, every running worker that cannot be kept, and kills what the
-  // ended workers left behind; the kept workers and their children run on.
-  void StopUnkeepable(int signo, std::chrono::milliseconds grace,
-                      const std::function<void()>& reap);
+  // ended workers left behind; the kept workers and their children run on. Returns the workers
+  // it stopped, as they were while running.
+  std::vector<WorkerGroup::WorkerStatus> StopUnkeepable(int signo, std::chrono::milliseconds grace,
+                                                        const std::function<void()>& reap);
   // The group, after its failure was reported, becomes `round`'s: each kept worker whose local
   // rank is still in the round is sent its place (one that cannot be told is killed and replaced),
   // kept workers beyond the round's local world size are stopped, and a ready standby or a new
