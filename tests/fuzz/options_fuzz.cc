@@ -12,6 +12,8 @@
 #include "launcher/flags/config_file.h"
 #include "launcher/options.h"
 #include "launcher/launch_flags/slurm.h"
+#include "rendezvous/node_topology.h"
+#include "rendezvous/wire/validation.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
@@ -21,6 +23,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Slurm's hostlist expressions.
   absl::StatusOr<std::vector<std::string>> hosts = mxrun::ExpandHostlist(text.substr(0, 256));
   if (!hosts.ok() && hosts.status().message().empty()) std::abort();
+  // --topology_file's lines, and Slurm's topology address with its pattern.
+  absl::StatusOr<std::map<std::string, std::string>> places =
+      mxrun::ParseTopologyFile(text, "fuzz.topology");
+  if (!places.ok() && places.status().message().empty()) std::abort();
+  const std::string group = mxrun::SlurmTopologyGroup(
+      text.substr(0, 128), text.size() > 128 ? text.substr(128, 128) : std::string());
+  (void)mxrun::ValidateTopology(group);
   // The command line: the input split at NUL bytes into arguments, and also as one value of
   // every kind of flag through the environment.
   std::vector<std::string> args = {"mxrun"};
@@ -35,13 +44,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const std::string& arg : args) {
     // --config names a file to read: not the fuzzer's business (it could name /dev/zero).
     if (arg.find("config") != std::string::npos) return 0;
+    if (arg.find("topology_file") != std::string::npos ||
+        arg.find("topology-file") != std::string::npos) {
+      return 0;  // names a file to read, as --config does
+    }
     argv.push_back(arg.c_str());
   }
   std::map<std::string, std::string> env;
   const std::string value = text.substr(0, 128).c_str();
   for (const char* name : {"PET_NNODES", "PET_RDZV_CONF", "PET_REDIRECTS", "PET_LOCAL_RANKS_FILTER",
                            "PET_DUPLICATE_STDOUT_FILTERS", "PET_NUMA_BINDING",
-                           "PET_LOG_LINE_PREFIX_TEMPLATE", "PET_SIGNALS_TO_HANDLE"}) {
+                           "PET_LOG_LINE_PREFIX_TEMPLATE", "PET_SIGNALS_TO_HANDLE",
+                           "PET_RANK_ORDER", "PET_TOPOLOGY_GROUP", "PET_LOG_COLLAPSE_WINDOW"}) {
     env[name] = value;
   }
   for (const auto& environment : {std::map<std::string, std::string>{}, env}) {
