@@ -24,7 +24,9 @@ ConsolePrefix MakeConsolePrefix(const ConsoleStyle& style, int node_rank,
   const std::string node = std::to_string(node_rank);
   const std::string rank = RankList(ranks);
   ConsolePrefix prefix;
-  if (!style.prefix_template.empty()) {
+  if (ranks.front() < 0) {
+    prefix.text = "[n" + node + " standby] ";  // a spare without a rank yet (no template)
+  } else if (!style.prefix_template.empty()) {
     prefix.text = ExpandLinePrefix(style.prefix_template, {{"role_name", style.role},
                                                            {"rank", rank},
                                                            {"local_rank", RankList(local_ranks)},

@@ -24,7 +24,8 @@ struct ConsolePrefix {
   std::string line;  // what comes before the line: the text prefix, or a JSON object's start
 };
 
-// `ranks` and `local_ranks` ascending, at least one each.
+// `ranks` and `local_ranks` ascending, at least one each; a negative rank is a warm standby's
+// line ("[n0 standby] ").
 ConsolePrefix MakeConsolePrefix(const ConsoleStyle& style, int node_rank,
                                 const std::vector<int>& ranks,
                                 const std::vector<int>& local_ranks, bool is_stderr);

@@ -8,7 +8,6 @@
 
 #include "agent/workers/console_collapser.h"
 #include "agent/workers/console_line.h"
-#include "agent/workers/json_quote.h"
 #include "agent/workers/line_prefix.h"
 
 namespace mxrun {
@@ -80,21 +79,6 @@ void OutputRelay::SetFile(int file_fd) {
 }
 
 void OutputRelay::MakePrefix() {
-  if (target_.global_rank < 0) {
-    text_prefix_ = "[n" + std::to_string(target_.node_rank) + " standby] ";  // no rank yet
-    line_prefix_ = text_prefix_;
-    if (target_.json) {
-      line_prefix_ = "{\"node\":" + std::to_string(target_.node_rank) + ",\"rank\":" +
-                     std::to_string(target_.global_rank) + ",\"local_rank\":" +
-                     std::to_string(target_.local_rank) + ",\"stream\":\"" +
-                     (target_.is_stderr ? "stderr" : "stdout") + "\",";
-      if (!target_.prefix_template.empty()) {
-        line_prefix_ += "\"prefix\":" + JsonQuote(text_prefix_) + ",";
-      }
-      line_prefix_ += "\"line\":";
-    }
-    return;
-  }
   const ConsoleStyle style{target_.json, target_.prefix_template, target_.role, target_.host_name};
   ConsolePrefix prefix = MakeConsolePrefix(style, target_.node_rank, {target_.global_rank},
                                            {target_.local_rank}, target_.is_stderr);

@@ -39,13 +39,14 @@ std::vector<std::string> TopologyComponents(const std::string& topology) {
 
 RankOrder::RankOrder(const std::vector<Entry>& nodes) {
   for (const Entry& e : nodes) {
-    if (e.desc->hosts_master) master_path_ = TopologyComponents(e.desc->topology);
+    paths_[e.desc] = TopologyComponents(e.desc->topology);
+    if (e.desc->hosts_master) master_path_ = paths_[e.desc];
   }
 }
 
 bool RankOrder::Less(const Entry& a, const Entry& b) const {
-  const std::vector<std::string> pa = TopologyComponents(a.desc->topology);
-  const std::vector<std::string> pb = TopologyComponents(b.desc->topology);
+  const std::vector<std::string>& pa = PathOf(a.desc);
+  const std::vector<std::string>& pb = PathOf(b.desc);
   bool on_master_path = true;  // the components so far are the master's
   for (size_t i = 0; i < pa.size() && i < pb.size(); ++i) {
     if (pa[i] != pb[i]) {

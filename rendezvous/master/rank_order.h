@@ -14,6 +14,7 @@
 // caller before this order applies.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,10 @@ class RankOrder {
   bool Less(const Entry& a, const Entry& b) const;
 
  private:
+  // Each node's path, split once (a sort compares a node O(log n) times).
+  const std::vector<std::string>& PathOf(const NodeDesc* desc) const { return paths_.at(desc); }
+
+  std::map<const NodeDesc*, std::vector<std::string>> paths_;
   std::vector<std::string> master_path_;
 };
 
