@@ -77,6 +77,8 @@ EnvMap BuildWorkerEnv(const EnvMap& agent_env, const GroupContract& group, int l
   env.erase("MXRUN_FAILURE_TIME");
   env.erase("MXRUN_ROUND");
   env.erase("MXRUN_STANDBY");
+  env.erase("MXRUN_FLIGHT_SOCKET");
+  if (!extras.flight_socket.empty()) set("MXRUN_FLIGHT_SOCKET", extras.flight_socket);
   if (extras.control_channel) set("MXRUN_CONTROL_FD", "3");
   if (extras.round >= 0) set("MXRUN_ROUND", std::to_string(extras.round));
   if (!extras.virtual_device.empty()) {

@@ -44,6 +44,8 @@ struct WorkerExtras {
   std::string timer_file;     // TORCHELASTIC_TIMER_FILE: the FileTimer pipe (empty: none)
   std::string nccl_trace_prefix;  // TORCH_NCCL_DEBUG_INFO_TEMP_FILE unless the agent's own
                                   // environment sets it (empty: left to PyTorch)
+  std::string flight_socket;      // MXRUN_FLIGHT_SOCKET: where the mxrun module serves PyTorch's
+                                  // flight recorder to the agent (empty: not set)
   bool control_channel = false;   // MXRUN_CONTROL_FD=3 (common/control_protocol.h)
   int round = -1;                 // MXRUN_ROUND: the rendezvous round it starts in (-1: not set)
   std::string virtual_device;     // --virtual-local-rank: LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES

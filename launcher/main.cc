@@ -28,6 +28,7 @@
 #include "common/visible_devices.h"
 #include "launcher/completion.h"
 #include "launcher/entrypoint.h"
+#include "launcher/flight_recorder_setup.h"
 #include "launcher/log_setup.h"
 #include "launcher/nproc.h"
 #include "launcher/prestart.h"
@@ -314,6 +315,7 @@ int Main(int argc, char** argv) {
   config.hang.diagnostics.path_env =
       path_env != env.end() ? path_env->second : "/usr/local/bin:/usr/bin:/bin";
   config.hang.diagnostics.stack_dumper = options.stack_dumper;
+  SetUpFlightRecorder(options, *command, scratch_dir, *nproc, worker, config.hang.flight);
   if (worker.heartbeat_files || config.timer_pipe) {
     std::string rules;
     if (worker.heartbeat_files) {

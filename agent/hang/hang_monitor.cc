@@ -344,6 +344,16 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
     ranks.push_back(worker.global_rank);
   }
   const std::string dir = MakeDiagnosticsDir();
+  // Every live rank's flight recorder first, while nothing is stopped or traced: the ranks
+  // waiting in a collective say which one they wait for.
+  std::vector<FlightTarget> live;
+  for (const auto& [local_rank, worker] : workers) {
+    if (worker.running && !worker.flight_socket.empty()) {
+      live.push_back({worker.global_rank, worker.pid, worker.flight_socket});
+    }
+  }
+  const std::vector<std::string> flight =
+      TakeFlightRecords(config_.flight, live, dir, group_->world_size());
   // The FileTimer pipe is served meanwhile: healthy workers' clients fail when it fills up.
   KeepReading keep_reading;
   if (pipe_) {
@@ -370,6 +380,7 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
       const std::vector<std::string>& lines = diagnostics.short_form[worker.local_rank];
       hang.diagnostics.insert(hang.diagnostics.end(), lines.begin(), lines.end());
     }
+    hang.diagnostics.insert(hang.diagnostics.end(), flight.begin(), flight.end());
     if (verdict.rule != HangRule::kFileTimer) {
       group_->MarkHung(verdict.local_rank, hang);
       continue;

@@ -34,6 +34,7 @@
 
 #include "agent/process/event_loop.h"
 #include "agent/hang/file_timer.h"
+#include "agent/hang/flight_records.h"
 #include "agent/hang/hang_diagnostics.h"
 #include "agent/hang/hang_watch.h"
 #include "agent/hang/uninterruptible_watch.h"
@@ -48,6 +49,7 @@ struct HangMonitorConfig {
   DiagnosticsOptions diagnostics;
   // TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT: a worker in D state this long is hung; 0: off.
   std::chrono::milliseconds uninterruptible_timeout{0};
+  FlightRecorderConfig flight;  // every live rank's recorder, taken before anything stops
 };
 
 class HangMonitor {

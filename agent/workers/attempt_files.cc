@@ -69,6 +69,12 @@ void AttemptFiles::PrepareRank(WorkerProcess& worker) const {
     nccl_prefix = worker.nccl_trace_prefix = dir + "/nccl_trace_rank_";
   }
   worker.nccl_trace_file = absl::StrCat(nccl_prefix, worker.global_rank);
+  if (!spec_.flight_socket_dir.empty()) {
+    // By local rank: a worker kept in-process keeps its socket when its global rank changes. A
+    // file left by the rank's last worker would make the new one's bind fail.
+    worker.flight_socket = absl::StrCat(spec_.flight_socket_dir, "/fr-", worker.local_rank, ".sock");
+    unlink(worker.flight_socket.c_str());
+  }
 }
 
 }  // namespace mxrun

@@ -29,6 +29,7 @@ EnvMap RankEnv(const WorkerSpec& spec, int local_rank, const RankFiles& files,
   extras.heartbeat_file = files.heartbeat_file;
   extras.timer_file = spec.timer_file;
   extras.nccl_trace_prefix = files.nccl_trace_prefix;
+  extras.flight_socket = files.flight_socket;
   extras.control_channel = true;
   extras.round = round.round;
   extras.failure_time = failure_time;
@@ -47,7 +48,7 @@ EnvMap StandbyEnv(const WorkerSpec& spec, int local_world_size) {
                           "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                           "TORCHELASTIC_ERROR_FILE", "MXRUN_HEARTBEAT_FILE", "MXRUN_LOG_DIR",
                           "MXRUN_FAILURE_TIME", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID",
-                          "MXRUN_RDZV_TOKEN"}) {
+                          "MXRUN_RDZV_TOKEN", "MXRUN_FLIGHT_SOCKET"}) {
     env.erase(key);
   }
   env["LOCAL_WORLD_SIZE"] = std::to_string(local_world_size);

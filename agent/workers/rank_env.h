@@ -19,6 +19,7 @@ struct RankFiles {
   std::string error_file;
   std::string heartbeat_file;     // empty: none
   std::string nccl_trace_prefix;  // empty: PyTorch's default
+  std::string flight_socket;      // MXRUN_FLIGHT_SOCKET (empty: none)
 };
 
 EnvMap RankEnv(const WorkerSpec& spec, int local_rank, const RankFiles& files,

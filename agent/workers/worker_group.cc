@@ -50,7 +50,8 @@ void WorkerGroup::Start(const RoundAssignment& round, double failure_time) {
 }
 
 RankFiles WorkerGroup::FilesOf(const WorkerProcess& worker) {
-  return {worker.dir, worker.error_file, worker.heartbeat_file, worker.nccl_trace_prefix};
+  return {worker.dir, worker.error_file, worker.heartbeat_file, worker.nccl_trace_prefix,
+          worker.flight_socket};
 }
 
 void WorkerGroup::SpawnWorker(WorkerProcess& worker, const RoundAssignment& round,
@@ -262,6 +263,7 @@ std::vector<WorkerGroup::WorkerStatus> WorkerGroup::Workers() const {
     s.killed_after_grace = worker->killed_after_grace;
     s.heartbeat_file = worker->heartbeat_file;
     s.nccl_trace_file = worker->nccl_trace_file;
+    s.flight_socket = worker->flight_socket;
     s.started_at = worker->started_at;
     out.push_back(std::move(s));
   }

@@ -74,6 +74,7 @@ class WorkerGroup {
     bool killed_after_grace = false;  // SIGKILLed by the agent when the stop's grace ran out
     std::string heartbeat_file;   // MXRUN_HEARTBEAT_FILE (empty: none)
     std::string nccl_trace_file;  // where PyTorch's NCCL flight recorder would dump
+    std::string flight_socket;    // where the mxrun module serves its flight recorder (empty: none)
     std::chrono::system_clock::time_point started_at;
   };
   std::vector<WorkerStatus> Workers() const;
@@ -83,6 +84,7 @@ class WorkerGroup {
   // This attempt's folder, and whether it outlives the agent (--log_dir) or is scratch.
   std::string AttemptDir() const;
   bool attempt_dir_kept() const { return spec_.attempts_dir_kept; }
+  int world_size() const { return round_.world_size; }  // of the round the group runs
   // The running worker `local_rank` is hung: the group fails with it as the cause unless it has
   // already failed; Stop() then ends it like the others.
   void MarkHung(int local_rank, const WorkerHang& hang);

@@ -31,6 +31,7 @@ struct WorkerProcess {
   std::string error_file;
   std::string heartbeat_file;
   std::string nccl_trace_file;
+  std::string flight_socket;      // MXRUN_FLIGHT_SOCKET (empty: none)
   std::string nccl_trace_prefix;  // the TORCH_NCCL_DEBUG_INFO_TEMP_FILE mxrun sets (empty: none)
   std::chrono::system_clock::time_point started_at;
   WorkerHang hang;

@@ -25,6 +25,9 @@ struct WorkerSpec {
                                        // agent's failure summary as one log record
   bool heartbeat_files = false;        // give each worker MXRUN_HEARTBEAT_FILE (--hang_timeout)
   std::string timer_file;              // the FileTimer pipe for TORCHELASTIC_TIMER_FILE (or empty)
+  // Where each rank's MXRUN_FLIGHT_SOCKET is made (fr-<local_rank>.sock); empty: none is given
+  // (the flight recorder is off, or the folder's path is too long for a Unix socket).
+  std::string flight_socket_dir;
   int standby_workers = 0;             // spare processes kept loaded for in-process restarts
   std::vector<std::string> standby_argv;  // how a standby starts (empty: as a worker, argv)
   // --prestart: the standbys are pre-started interpreters for an ordinary script, one per local

@@ -31,7 +31,7 @@ import os
 import runpy
 import sys
 
-from . import _channel, _rounds
+from . import _channel, _flight_recorder, _rounds
 
 # What a round notice may set without making the pre-imported torch stale (none is read at import).
 ROUND_ONLY = frozenset({
@@ -84,6 +84,8 @@ def main(argv):
         _usage()
     channel = _channel.shared()
     if channel is None or os.environ.get("MXRUN_STANDBY") != "1":
+        if channel is not None:
+            _flight_recorder.serve()
         _run_target(argv)
         return 0
     for name in ["torch", "torch.distributed"] + [
@@ -103,6 +105,7 @@ def main(argv):
         print(f"mxrun: the round set {', '.join(stale)}, which torch may have read at import: "
               "starting a fresh interpreter", file=sys.stderr, flush=True)
         os.execv(sys.executable, [sys.executable, "-u", *argv])
+    _flight_recorder.serve()  # the round named this rank's socket
     _run_target(argv)
     return 0
 

@@ -14,7 +14,7 @@ import operator
 import os
 import time
 
-from . import _channel
+from . import _channel, _flight_recorder
 
 MIN_INTERVAL = 0.05  # seconds between two reports
 
@@ -91,6 +91,7 @@ def step_done(step=None):
             return
         _progress = Progress(channel)
         atexit.register(_progress.flush)
+        _flight_recorder.serve()  # the agent may ask for the recorder's dump on a hang
     _progress.step_done(step)
 
 

@@ -29,7 +29,7 @@ import os
 import sys
 import time
 
-from . import _channel, _groups, _nccl, _progress, _rounds, _state
+from . import _channel, _flight_recorder, _groups, _nccl, _progress, _rounds, _state
 from ._rounds import RoundPending
 
 NOTICE_WAIT = 15.0  # after a collective failed: how long a round notice may take (a lease is 5 s)
@@ -115,6 +115,7 @@ def run(train, state, start_step=0, backend=None, reconfigure=None):
         dist.destroy_process_group()
         return
 
+    _flight_recorder.serve()  # the agent may ask for the recorder's dump on a hang
     reconfigure = _groups.reconfigure_wanted(reconfigure)
     if reconfigure and dist.is_initialized():
         print("mxrun: the script joined its process group before mxrun.run: re-forming groups "

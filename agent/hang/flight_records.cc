@@ -1,0 +1,287 @@
+#include "agent/hang/flight_records.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "agent/process/helper_run.h"
+#include "common/strings.h"
+#include "spdlog/spdlog.h"
+
+namespace mxrun {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::string_view kRequest = "fr_trace\n";
+constexpr size_t kMaxHeader = 4096;  // "ok <N>" or "error <why>"
+
+// Whether `pid` is `root` or descends from it (the worker may run Python under a shell).
+bool IsSelfOrDescendant(pid_t pid, pid_t root) {
+  for (int depth = 0; depth < 16 && pid > 1; ++depth) {
+    if (pid == root) return true;
+    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t close = text.rfind(')');
+    if (close == std::string::npos) return false;
+    std::vector<std::string> fields = absl::StrSplit(text.substr(close + 2), ' ');
+    if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &pid)) return false;
+  }
+  return false;
+}
+
+struct Connection {
+  const FlightTarget* target = nullptr;
+  FlightDump* dump = nullptr;
+  int fd = -1;
+  size_t sent = 0;
+  std::string received;
+  bool done = false;
+};
+
+void Fail(Connection& c, std::string why) {
+  c.dump->error = std::move(why);
+  c.done = true;
+  if (c.fd >= 0) close(c.fd);
+  c.fd = -1;
+}
+
+void Connect(Connection& c) {
+  const std::string& path = c.target->socket;
+  sockaddr_un address{};
+  if (path.empty() || path.size() >= sizeof address.sun_path) {
+    return Fail(c, "no flight-recorder socket was given to it");
+  }
+  c.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (c.fd < 0) return Fail(c, absl::StrCat("cannot make a socket: ", ErrnoText(errno)));
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.data(), path.size());
+  if (connect(c.fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    const int err = errno;
+    if (err == ENOENT || err == ECONNREFUSED) {
+      return Fail(c, "it serves no flight recorder (the script never called mxrun.step_done or "
+                     "mxrun.run, which start the server)");
+    }
+    return Fail(c, absl::StrCat("cannot connect to ", path, ": ", ErrnoText(err)));
+  }
+  // A Unix socket connects at once (or fails): who listens is known now.
+  ucred peer{};
+  socklen_t size = sizeof peer;
+  if (getsockopt(c.fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 ||
+      !IsSelfOrDescendant(peer.pid, c.target->pid)) {
+    return Fail(c, absl::StrCat("the process serving ", path, " (pid ", peer.pid,
+                                ") is not this worker's; not trusted"));
+  }
+}
+
+}  // namespace
+
+FlightReply ParseFlightReply(std::string_view whole, bool eof, size_t max_bytes) {
+  FlightReply reply;
+  const absl::string_view data(whole.data(), whole.size());  // Debian's absl has its own
+  const size_t newline = data.find('\n');
+  if (newline == absl::string_view::npos) {
+    if (data.size() > kMaxHeader) {
+      reply.complete = true;
+      reply.error = "a reply without a header line";
+    } else if (eof) {
+      reply.complete = true;
+      reply.error = data.empty() ? "it closed the connection without a reply"
+                                 : "a reply cut short in its header line";
+    }
+    return reply;
+  }
+  absl::string_view header = data.substr(0, newline);
+  if (absl::ConsumePrefix(&header, "error ")) {
+    reply.complete = true;
+    reply.error = absl::StrCat("it could not dump: ", header.substr(0, 300));
+    return reply;
+  }
+  size_t length = 0;
+  if (!absl::ConsumePrefix(&header, "ok ") || !absl::SimpleAtoi(header, &length)) {
+    reply.complete = true;
+    reply.error = absl::StrCat("an unexpected reply: ", data.substr(0, std::min<size_t>(newline, 80)));
+    return reply;
+  }
+  if (length > max_bytes) {
+    reply.complete = true;
+    reply.error = absl::StrCat("its dump of ", length, " bytes is over the limit of ", max_bytes);
+    return reply;
+  }
+  absl::string_view body = data.substr(newline + 1);
+  if (body.size() >= length) {
+    reply.complete = true;
+    reply.ok = true;
+    reply.body = std::string(body.substr(0, length));
+  } else if (eof) {
+    reply.complete = true;
+    reply.error = absl::StrCat("its dump was cut short (", body.size(), " of ", length, " bytes)");
+  }
+  return reply;
+}
+
+std::vector<FlightDump> FetchFlightRecords(const std::vector<FlightTarget>& targets,
+                                           const std::string& dir,
+                                           const FlightFetchOptions& options) {
+  std::vector<FlightDump> dumps(targets.size());
+  std::vector<Connection> connections(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    dumps[i].global_rank = targets[i].global_rank;
+    connections[i].target = &targets[i];
+    connections[i].dump = &dumps[i];
+    Connect(connections[i]);
+  }
+  const Clock::time_point deadline = Clock::now() + options.budget;
+  char buffer[65536];
+  while (true) {
+    std::vector<pollfd> fds;
+    std::vector<Connection*> polled;
+    for (Connection& c : connections) {
+      if (c.done) continue;
+      fds.push_back({c.fd, static_cast<short>(c.sent < kRequest.size() ? POLLOUT : POLLIN), 0});
+      polled.push_back(&c);
+    }
+    if (fds.empty()) break;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      for (Connection* c : polled) {
+        Fail(*c, absl::StrCat("it did not answer within ", options.budget.count() / 1000.0,
+                              " s (a worker holding Python's GIL, or stopped)"));
+      }
+      break;
+    }
+    if (poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      Connection& c = *polled[i];
+      if (fds[i].revents == 0) continue;
+      if (c.sent < kRequest.size()) {
+        const ssize_t n = send(c.fd, kRequest.data() + c.sent, kRequest.size() - c.sent,
+                               MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno != EAGAIN && errno != EINTR) {
+          Fail(c, absl::StrCat("cannot send the request: ", ErrnoText(errno)));
+        } else if (n > 0) {
+          c.sent += static_cast<size_t>(n);
+        }
+        continue;
+      }
+      const ssize_t n = recv(c.fd, buffer, sizeof buffer, MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n < 0) {
+        Fail(c, absl::StrCat("cannot read its reply: ", ErrnoText(errno)));
+        continue;
+      }
+      c.received.append(buffer, static_cast<size_t>(n));
+      FlightReply reply = ParseFlightReply(c.received, n == 0, options.max_bytes);
+      if (!reply.complete) continue;
+      if (!reply.ok) {
+        Fail(c, std::move(reply.error));
+        continue;
+      }
+      c.dump->file = absl::StrCat(dir, "/rank", c.target->global_rank, ".json");
+      std::ofstream out(c.dump->file, std::ios::binary | std::ios::trunc);
+      out << reply.body;
+      out.close();
+      if (!out) {
+        c.dump->file.clear();
+        Fail(c, absl::StrCat("cannot write its dump into ", dir));
+        continue;
+      }
+      c.dump->bytes = reply.body.size();
+      close(c.fd);
+      c.fd = -1;
+      c.done = true;
+    }
+  }
+  for (Connection& c : connections) {
+    if (c.fd >= 0) close(c.fd);
+  }
+  return dumps;
+}
+
+std::vector<std::string> FlightVerdict(const std::string& python,
+                                       const std::vector<std::string>& env,
+                                       const std::string& dir, int world_size,
+                                       std::chrono::milliseconds timeout) {
+  if (python.empty()) {
+    return {"no verdict: no Python is known to run the analyzer with (--no_python)"};
+  }
+  HelperOptions options;
+  options.timeout = timeout;
+  options.env = env;
+  options.capture_stderr = true;
+  absl::StatusOr<HelperRun> run =
+      RunHelper(python, {python, "-m", "mxrun._flight_verdict", dir, std::to_string(world_size)},
+                options);
+  if (!run.ok()) return {absl::StrCat("no verdict: ", run.status().message())};
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(run->output, '\n', absl::SkipWhitespace())) {
+    lines.emplace_back(absl::StripAsciiWhitespace(line));
+  }
+  if (!run->ok()) {
+    std::string last = lines.empty() ? "" : absl::StrCat(": ", lines.back());
+    return {absl::StrCat("no verdict: ", python, " -m mxrun._flight_verdict ",
+                         run->Describe(timeout), last)};
+  }
+  return lines;
+}
+
+std::vector<std::string> TakeFlightRecords(const FlightRecorderConfig& config,
+                                           const std::vector<FlightTarget>& targets,
+                                           const std::string& dir, int world_size) {
+  if (!config.on || targets.empty() || dir.empty()) return {};
+  const std::string folder = dir + "/flight_recorder";
+  if (mkdir(folder.c_str(), 0755) != 0 && errno != EEXIST) {
+    return {absl::StrCat("flight recorder: cannot create ", folder, ": ", ErrnoText(errno))};
+  }
+  const auto started = Clock::now();
+  FlightFetchOptions options;
+  options.budget = config.fetch_budget;
+  const std::vector<FlightDump> dumps = FetchFlightRecords(targets, folder, options);
+  std::vector<std::string> lines = DescribeFlightDumps(dumps);
+  const bool any = std::any_of(dumps.begin(), dumps.end(),
+                               [](const FlightDump& d) { return !d.file.empty(); });
+  if (any) {
+    for (std::string& line : FlightVerdict(config.python, config.env, folder, world_size,
+                                           config.verdict_timeout)) {
+      lines.push_back(std::move(line));
+    }
+  }
+  for (std::string& line : lines) line = absl::StrCat("flight recorder: ", line);
+  spdlog::warn("flight recorder of {} rank(s) taken into {} in {:.2f} s", targets.size(), folder,
+               std::chrono::duration<double>(Clock::now() - started).count());
+  return lines;
+}
+
+std::vector<std::string> DescribeFlightDumps(const std::vector<FlightDump>& dumps) {
+  std::vector<std::string> lines;
+  std::vector<int> got;
+  for (const FlightDump& dump : dumps) {
+    if (dump.file.empty()) {
+      lines.push_back(absl::StrCat("rank ", dump.global_rank, ": no dump: ", dump.error));
+    } else {
+      got.push_back(dump.global_rank);
+    }
+  }
+  if (!got.empty()) {
+    lines.insert(lines.begin(), absl::StrCat("dumps of rank ", absl::StrJoin(got, ","), " (",
+                                             got.size(), " of ", dumps.size(),
+                                             " live ranks here)"));
+  }
+  return lines;
+}
+
+}  // namespace mxrun

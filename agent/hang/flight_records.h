@@ -1,0 +1,87 @@
+#pragma once
+// PyTorch's flight recorder from every live rank of this node, taken before anything is stopped
+// (a hang judged here, or a peer's hang reported by the master), and the verdict on them.
+//
+// Each worker that runs the mxrun Python module serves its recorder on MXRUN_FLIGHT_SOCKET
+// (python/mxrun/_flight_recorder.py): the agent connects, checks that the process at the other
+// end is the worker or one of its descendants (SO_PEERCRED: a socket in mxrun's scratch folder
+// is trusted only when its server belongs to this run), writes `fr_trace\n` and reads back
+// `ok <N>\n` and N bytes of JSON, or `error <why>\n`. All ranks are asked at once and waited for
+// together under one deadline; each dump is capped in size. A rank that does not answer (no
+// server: the script never called mxrun.step_done; a worker holding the GIL; stopped) is named
+// with the reason, and the others are kept.
+//
+// The verdict is `python -m mxrun._flight_verdict DIR WORLD_SIZE`, run with the workers' Python:
+// which ranks are behind on which collective, and PyTorch's own analyzer's findings.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mxrun {
+
+struct FlightTarget {
+  int global_rank = 0;
+  pid_t pid = 0;       // the worker; the server must be it or a descendant
+  std::string socket;  // MXRUN_FLIGHT_SOCKET given to it
+};
+
+struct FlightDump {
+  int global_rank = 0;
+  std::string file;   // DIR/rank<R>.json when it answered
+  size_t bytes = 0;
+  std::string error;  // why there is none
+};
+
+// How the agent takes the recorders (launcher/flight_recorder_setup.h fills it in).
+struct FlightRecorderConfig {
+  bool on = false;                 // workers were given MXRUN_FLIGHT_SOCKET
+  std::string python;              // runs the verdict (the workers' Python); empty: none
+  std::vector<std::string> env;    // its environment ("KEY=VALUE": the workers' PYTHONPATH)
+  std::chrono::milliseconds fetch_budget{3000};
+  // Importing torch for the analyzer takes 1-3 s on a busy 2-core machine.
+  std::chrono::milliseconds verdict_timeout{20000};
+};
+
+// Takes the recorders of `targets` (the running workers) into DIR/flight_recorder and returns the
+// short form: which ranks gave none and why, then the verdict on the whole job's dumps there
+// (`world_size` ranks expected). Empty when `config` is off or there is nobody to ask.
+std::vector<std::string> TakeFlightRecords(const FlightRecorderConfig& config,
+                                           const std::vector<FlightTarget>& targets,
+                                           const std::string& dir, int world_size);
+
+struct FlightFetchOptions {
+  std::chrono::milliseconds budget{3000};  // for every rank together
+  size_t max_bytes = 64u << 20;            // per rank
+};
+
+// Asks every target at once and writes each answer to DIR/rank<R>.json. Never throws; a target
+// that fails has its `error` set.
+std::vector<FlightDump> FetchFlightRecords(const std::vector<FlightTarget>& targets,
+                                           const std::string& dir,
+                                           const FlightFetchOptions& options = {});
+
+// A reply read so far: complete (ok with its body, or an error line), or not yet. Pure.
+struct FlightReply {
+  bool complete = false;
+  bool ok = false;
+  std::string body;   // the JSON when ok
+  std::string error;  // the worker's words, or what is wrong with the reply
+};
+// `eof`: the worker closed its end (nothing more will come).
+FlightReply ParseFlightReply(std::string_view data, bool eof, size_t max_bytes);
+
+// The verdict's lines on the dumps in `dir` (python -m mxrun._flight_verdict), or one line saying
+// why there is none. `python` empty: none is known (--no_python workers) and no verdict is made.
+std::vector<std::string> FlightVerdict(const std::string& python, const std::vector<std::string>& env,
+                                       const std::string& dir, int world_size,
+                                       std::chrono::milliseconds timeout);
+
+// One line per rank that gave no dump, and how many did: for the diagnostics' short form.
+std::vector<std::string> DescribeFlightDumps(const std::vector<FlightDump>& dumps);
+
+}  // namespace mxrun

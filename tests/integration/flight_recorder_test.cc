@@ -1,0 +1,84 @@
+// PyTorch's flight recorder from every rank on a hang, with real PyTorch Gloo workers under a real
+// mxrun: mxrun turns the recorder on, takes every live rank's dump before stopping anything, runs
+// the verdict (the rank behind, PyTorch's own analyzer) and puts it in the failure summary
+// (agent/hang/flight_records.h). The Python halves' own tests: tests/python/test_flight_recorder.py.
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <regex>
+
+#include "tests/python_workers.h"
+#include "tests/subprocess.h"
+#include "tests/temp_dir.h"
+
+using namespace std::chrono_literals;
+using mxrun::testing::Describe;
+using mxrun::testing::ProcessResult;
+using mxrun::testing::PythonWorkerEnv;
+using mxrun::testing::Run;
+using mxrun::testing::TempDir;
+
+namespace {
+
+const std::string kWorker = std::string(PYTHON_TESTS_DIR) + "/collective_hang_worker.py";
+
+ProcessResult RunHang(int nproc, std::vector<std::string> worker_args,
+                      std::map<std::string, std::string> env = {}) {
+  std::vector<std::string> argv{MXRUN_BIN, "--standalone", "--nproc_per_node=" + std::to_string(nproc),
+                                "--hang_timeout=3", "--max_restarts=0", "--log_collapse_window=0",
+                                kWorker};
+  argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+  for (const auto& [key, value] : PythonWorkerEnv()) env.emplace(key, value);
+  return Run(argv, env, 120s);
+}
+
+std::string DiagnosticsDir(const std::string& err) {
+  std::smatch m;
+  REQUIRE(std::regex_search(err, m, std::regex("diagnostics: (\\S+) \\(on that host\\)")));
+  return m[1];
+}
+
+}  // namespace
+
+TEST_CASE("a hang's summary names the rank behind and the collective its peers wait in, from "
+          "every rank's flight recorder",
+          "[integration][flight_recorder]") {
+  TempDir tmp;  // the hang folder lands in TMPDIR (no --log_dir)
+  ProcessResult r = RunHang(3, {"1", "4"}, {{"TMPDIR", tmp.path()}});
+  INFO(Describe(r));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("flight recorder: dumps of rank 0,1,2 (3 of 3 live ranks here)"));
+  CHECK(std::regex_search(r.err, std::regex(
+      "flight recorder: group 0 \\(default_pg\\): rank 1 behind at collective 3; ranks 0,2 "
+      "waiting in collective 4 \\(gloo:all_reduce, sizes \\[\\[16\\]\\], called at "
+      "collective_hang_worker.py:[0-9]+\\)")));
+  CHECK_THAT(r.err, Catch::Contains("flight recorder: PyTorch's analyzer: collective 4 "
+                                    "(gloo:all_reduce, group 0:default_pg, sizes [[16]]): ranks "
+                                    "{1} did not join"));
+  const std::filesystem::path folder = std::filesystem::path(DiagnosticsDir(r.err)) / "flight_recorder";
+  for (const char* file : {"rank0.json", "rank1.json", "rank2.json", "analysis.txt"}) {
+    CHECK(std::filesystem::is_regular_file(folder / file));
+  }
+}
+
+TEST_CASE("a script that never imports mxrun serves no recorder, and the summary says so",
+          "[integration][flight_recorder]") {
+  TempDir tmp;
+  ProcessResult r = RunHang(2, {"1", "4", "--heartbeat-file"}, {{"TMPDIR", tmp.path()}});
+  INFO(Describe(r));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("flight recorder: rank 0: no dump: it serves no flight "
+                                    "recorder (the script never called mxrun.step_done"));
+  CHECK_THAT(r.err, !Catch::Contains("PyTorch's analyzer"));
+}
+
+TEST_CASE("TORCH_FR_BUFFER_SIZE=0 from the user turns the recorder off: nothing is asked",
+          "[integration][flight_recorder]") {
+  TempDir tmp;
+  ProcessResult r = RunHang(2, {"1", "4"}, {{"TMPDIR", tmp.path()}, {"TORCH_FR_BUFFER_SIZE", "0"}});
+  INFO(Describe(r));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("hung (heartbeat)"));
+  CHECK_THAT(r.err, !Catch::Contains("flight recorder"));
+}
