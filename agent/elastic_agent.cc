@@ -295,6 +295,11 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
         return Exit(UnhealthyExit(), "the node is unhealthy");
       }
       return std::nullopt;
+    case Kind::kFlightRequest:  // another node judged a hang: this node's dumps, before any stop
+      if (phase_ == Phase::kRunning && event.round.round == round_.round) {
+        rendezvous_.OfferFlightRecords(hangs_->TakeFlightRecordsForPeer(round_.round, event.reason));
+      }
+      return std::nullopt;
     case Kind::kStraggler:
       if (event.round.round == round_.round) OnStraggler(event.straggler);
       return std::nullopt;
@@ -412,6 +417,11 @@ int ElasticAgent::Run() {
   }
   loop_ = std::move(*loop);
   if (config_.timer_pipe) config_.worker.timer_file = config_.timer_pipe->path();
+  // A hang judged here takes the other nodes' flight recorders through the rendezvous.
+  config_.hang.flight.gather = [this](const FlightRecordSet& own, const std::set<int>& expected,
+                                      std::chrono::milliseconds budget) {
+    return rendezvous_.GatherFlightRecords(own, expected, budget);
+  };
   hangs_ = std::make_unique<HangMonitor>(config_.hang, *loop_, std::move(config_.timer_pipe));
   Tell([this](AgentObserver& o) { o.Started(*loop_); });
   // Events are buffered here as they arrive, also while a group is being stopped (a nested loop).

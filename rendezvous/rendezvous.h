@@ -9,6 +9,7 @@
 // other threads (it must then make EventFd() readable).
 
 #include <chrono>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct RendezvousEvent {
     kError,         // rendezvous failed (`error`): exit 3
     kStraggler,     // the master named one of this node's ranks a straggler, or no longer
                     // (`straggler`, about round `round.round`)
+    kFlightRequest, // another node (`reason`: its host) judged a hang in round `round.round`:
+                    // take the live ranks' flight recorders and OfferFlightRecords() them,
+                    // before stopping anything
   };
   Kind kind = Kind::kError;
   RoundAssignment round;
@@ -76,6 +80,16 @@ class Rendezvous {
   // This node found itself unhealthy (`why`): it does not join; the rendezvous tells the master,
   // whose status lists it. Best effort; the agent exits next.
   virtual void ReportUnhealthy(const std::string& /*why*/) {}
+  // This node's answer to kFlightRequest: its live ranks' flight-recorder dumps. Best effort.
+  virtual void OfferFlightRecords(const FlightRecordSet& /*own*/) {}
+  // This node judged a hang: sends its own ranks' dumps and waits until the other nodes' sets
+  // account for every rank in `expected` (or `budget` passes); returns what came. Blocks the
+  // caller only (the rendezvous's own threads carry on, so heartbeats still go). One node: none.
+  virtual std::vector<FlightRecordSet> GatherFlightRecords(const FlightRecordSet& /*own*/,
+                                                           const std::set<int>& /*expected*/,
+                                                           std::chrono::milliseconds /*budget*/) {
+    return {};
+  }
   // The agent is leaving for good (it was told to stop by a signal). Best effort, non-blocking.
   virtual void Leave() = 0;
 

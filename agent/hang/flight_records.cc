@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/process/helper_run.h"
+#include "common/files.h"
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 
@@ -239,31 +240,141 @@ std::vector<std::string> FlightVerdict(const std::string& python,
   return lines;
 }
 
-std::vector<std::string> TakeFlightRecords(const FlightRecorderConfig& config,
-                                           const std::vector<FlightTarget>& targets,
-                                           const std::string& dir, int world_size) {
-  if (!config.on || targets.empty() || dir.empty()) return {};
+namespace {
+
+std::string MakeFlightFolder(const std::string& dir, std::string* error) {
   const std::string folder = dir + "/flight_recorder";
   if (mkdir(folder.c_str(), 0755) != 0 && errno != EEXIST) {
-    return {absl::StrCat("flight recorder: cannot create ", folder, ": ", ErrnoText(errno))};
+    *error = absl::StrCat("cannot create ", folder, ": ", ErrnoText(errno));
   }
+  return folder;
+}
+
+std::string JoinRanks(const std::set<int>& ranks) { return absl::StrJoin(ranks, ","); }
+
+}  // namespace
+
+FlightRecordSet ToFlightRecordSet(const std::vector<FlightDump>& dumps, int round) {
+  FlightRecordSet set;
+  set.round = round;
+  size_t total = 0;
+  for (const FlightDump& dump : dumps) {
+    RankFlightRecord rank;
+    rank.global_rank = dump.global_rank;
+    rank.error = dump.error;
+    if (!dump.file.empty()) {
+      std::optional<std::string> json = ReadWholeFile(dump.file);
+      if (!json) {
+        rank.error = absl::StrCat("cannot read back ", dump.file);
+      } else if (total + json->size() > kMaxFlightMessage) {
+        rank.error = absl::StrCat("left out: this node's dumps are over ", kMaxFlightMessage >> 20,
+                                  " MiB (kept on its disk, ", dump.file, ")");
+      } else {
+        total += json->size();
+        rank.json = std::move(*json);
+      }
+    }
+    set.ranks.push_back(std::move(rank));
+  }
+  return set;
+}
+
+std::vector<std::string> WriteOtherNodesDumps(const std::vector<FlightRecordSet>& sets,
+                                              const std::set<int>& expected,
+                                              const std::string& folder, int* written) {
+  std::vector<std::string> lines;
+  std::set<int> unheard = expected;
+  for (const FlightRecordSet& set : sets) {
+    for (const RankFlightRecord& rank : set.ranks) {
+      if (unheard.erase(rank.global_rank) == 0) continue;  // not asked for, or already in
+      if (rank.json.empty()) {
+        lines.push_back(absl::StrCat("rank ", rank.global_rank, " (on ", set.host, "): no dump: ",
+                                     rank.error));
+        continue;
+      }
+      const std::string file = absl::StrCat(folder, "/rank", rank.global_rank, ".json");
+      std::ofstream out(file, std::ios::binary | std::ios::trunc);
+      out << rank.json;
+      if (!out) {
+        lines.push_back(absl::StrCat("rank ", rank.global_rank, " (on ", set.host,
+                                     "): cannot write its dump into ", folder));
+        continue;
+      }
+      ++*written;
+    }
+  }
+  if (!unheard.empty()) {
+    lines.push_back(absl::StrCat("rank ", JoinRanks(unheard),
+                                 ": no answer from their node(s) in time"));
+  }
+  return lines;
+}
+
+std::vector<std::string> TakeFlightRecords(const FlightRecorderConfig& config,
+                                           const std::vector<FlightTarget>& targets,
+                                           const std::string& dir, int world_size, int round,
+                                           const std::set<int>& local_ranks) {
+  if (!config.on || targets.empty() || dir.empty()) return {};
+  std::string error;
+  const std::string folder = MakeFlightFolder(dir, &error);
+  if (!error.empty()) return {absl::StrCat("flight recorder: ", error)};
   const auto started = Clock::now();
   FlightFetchOptions options;
   options.budget = config.fetch_budget;
   const std::vector<FlightDump> dumps = FetchFlightRecords(targets, folder, options);
   std::vector<std::string> lines = DescribeFlightDumps(dumps);
-  const bool any = std::any_of(dumps.begin(), dumps.end(),
-                               [](const FlightDump& d) { return !d.file.empty(); });
-  if (any) {
+  int got = static_cast<int>(std::count_if(dumps.begin(), dumps.end(),
+                                           [](const FlightDump& d) { return !d.file.empty(); }));
+  std::set<int> elsewhere;
+  for (int rank = 0; rank < world_size; ++rank) {
+    if (local_ranks.count(rank) == 0) elsewhere.insert(rank);
+  }
+  if (!elsewhere.empty() && config.gather) {
+    // Before this node reports the hang: every other node's live ranks are still running.
+    int written = 0;
+    std::vector<std::string> missing = WriteOtherNodesDumps(
+        config.gather(ToFlightRecordSet(dumps, round), elsewhere, config.gather_budget), elsewhere,
+        folder, &written);
+    lines.push_back(absl::StrCat("dumps of ", written, " of ", elsewhere.size(),
+                                 " ranks on other nodes gathered through the master"));
+    lines.insert(lines.end(), missing.begin(), missing.end());
+    got += written;
+  }
+  if (got > 0) {
     for (std::string& line : FlightVerdict(config.python, config.env, folder, world_size,
                                            config.verdict_timeout)) {
       lines.push_back(std::move(line));
     }
   }
   for (std::string& line : lines) line = absl::StrCat("flight recorder: ", line);
-  spdlog::warn("flight recorder of {} rank(s) taken into {} in {:.2f} s", targets.size(), folder,
+  spdlog::warn("flight recorder of {} rank(s) taken into {} in {:.2f} s", got, folder,
                std::chrono::duration<double>(Clock::now() - started).count());
   return lines;
+}
+
+FlightRecordSet TakeFlightRecordsForPeer(const FlightRecorderConfig& config,
+                                         const std::vector<FlightTarget>& targets,
+                                         const std::string& dir, int round) {
+  FlightRecordSet set;
+  set.round = round;
+  if (!config.on) {
+    for (const FlightTarget& target : targets) {
+      set.ranks.push_back({target.global_rank, "", "the flight recorder is off on its node"});
+    }
+    return set;
+  }
+  std::string error = dir.empty() ? "no folder to take them into" : "";
+  const std::string folder = dir.empty() ? "" : MakeFlightFolder(dir, &error);
+  if (!error.empty()) {
+    for (const FlightTarget& target : targets) set.ranks.push_back({target.global_rank, "", error});
+    return set;
+  }
+  FlightFetchOptions options;
+  options.budget = config.fetch_budget;
+  const std::vector<FlightDump> dumps = FetchFlightRecords(targets, folder, options);
+  spdlog::warn("flight recorder of {} rank(s) taken into {} for the node that judged a hang",
+               dumps.size(), folder);
+  return ToFlightRecordSet(dumps, round);
 }
 
 std::vector<std::string> DescribeFlightDumps(const std::vector<FlightDump>& dumps) {

@@ -11,16 +11,24 @@
 // server: the script never called mxrun.step_done; a worker holding the GIL; stopped) is named
 // with the reason, and the others are kept.
 //
+// In a job of several nodes, the node that judged the hang sends its dumps through the master and
+// gets every other node's (rendezvous.h: GatherFlightRecords; the master asks each node, which
+// takes its own live ranks' dumps before it stops anything), so that DIR holds the whole job's.
+//
 // The verdict is `python -m mxrun._flight_verdict DIR WORLD_SIZE`, run with the workers' Python:
 // which ranks are behind on which collective, and PyTorch's own analyzer's findings.
 
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "rendezvous/wire/wire.h"
 
 namespace mxrun {
 
@@ -42,17 +50,46 @@ struct FlightRecorderConfig {
   bool on = false;                 // workers were given MXRUN_FLIGHT_SOCKET
   std::string python;              // runs the verdict (the workers' Python); empty: none
   std::vector<std::string> env;    // its environment ("KEY=VALUE": the workers' PYTHONPATH)
-  std::chrono::milliseconds fetch_budget{3000};
+  // A first dump symbolizes the recorded stacks: 0.8 s for 2000 entries on this 2-core machine,
+  // every rank at once.
+  std::chrono::milliseconds fetch_budget{10000};
   // Importing torch for the analyzer takes 1-3 s on a busy 2-core machine.
   std::chrono::milliseconds verdict_timeout{20000};
+  // The other nodes' dumps (the rendezvous's GatherFlightRecords); unset: one node only.
+  std::function<std::vector<FlightRecordSet>(const FlightRecordSet& own, const std::set<int>& expected,
+                                             std::chrono::milliseconds budget)>
+      gather;
+  // How long the other nodes may take: their own fetch, and the way through the master.
+  std::chrono::milliseconds gather_budget{15000};
 };
+
+// At most this much JSON goes into one node's set (the master takes messages of up to 64 MiB);
+// the ranks past it are sent with an error instead.
+inline constexpr size_t kMaxFlightMessage = size_t{48} << 20;
 
 // Takes the recorders of `targets` (the running workers) into DIR/flight_recorder and returns the
 // short form: which ranks gave none and why, then the verdict on the whole job's dumps there
 // (`world_size` ranks expected). Empty when `config` is off or there is nobody to ask.
+// `local_ranks`: this node's ranks in the round (`round`), live or not; the others are asked of
+// the other nodes when `config.gather` is set.
 std::vector<std::string> TakeFlightRecords(const FlightRecorderConfig& config,
                                            const std::vector<FlightTarget>& targets,
-                                           const std::string& dir, int world_size);
+                                           const std::string& dir, int world_size, int round,
+                                           const std::set<int>& local_ranks);
+
+// For another node's request (kFlightRequest): this node's live ranks' dumps, taken into
+// DIR/flight_recorder, as the set to send (each rank's JSON, or why it has none).
+FlightRecordSet TakeFlightRecordsForPeer(const FlightRecorderConfig& config,
+                                         const std::vector<FlightTarget>& targets,
+                                         const std::string& dir, int round);
+
+// The set to send for `dumps` (read back from their files), at most kMaxFlightMessage of JSON.
+FlightRecordSet ToFlightRecordSet(const std::vector<FlightDump>& dumps, int round);
+// Writes the other nodes' dumps into `folder` as rank<R>.json; returns a line for each rank of
+// `expected` that has none (with the reason its node gave, or that no answer came).
+std::vector<std::string> WriteOtherNodesDumps(const std::vector<FlightRecordSet>& sets,
+                                              const std::set<int>& expected,
+                                              const std::string& folder, int* written);
 
 struct FlightFetchOptions {
   std::chrono::milliseconds budget{3000};  // for every rank together

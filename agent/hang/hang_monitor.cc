@@ -290,6 +290,19 @@ std::string HangMonitor::MakeDiagnosticsDir() {
   return templ;
 }
 
+FlightRecordSet HangMonitor::TakeFlightRecordsForPeer(int round, const std::string& requester) {
+  if (group_ == nullptr) return FlightRecordSet{round};
+  std::vector<FlightTarget> running;
+  for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
+    if (worker.running) running.push_back({worker.global_rank, worker.pid, worker.flight_socket});
+  }
+  spdlog::warn("{} judged a hang: taking the flight recorders of this node's {} running rank(s) "
+               "before anything stops", requester.empty() ? "another node" : requester,
+               running.size());
+  return mxrun::TakeFlightRecordsForPeer(config_.flight, running,
+                                         running.empty() ? "" : MakeDiagnosticsDir(), round);
+}
+
 void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
   const auto now = std::chrono::steady_clock::now();
   // A FileTimer whose process is gone (a child that died holding its timer) or no longer belongs to
@@ -347,13 +360,15 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
   // Every live rank's flight recorder first, while nothing is stopped or traced: the ranks
   // waiting in a collective say which one they wait for.
   std::vector<FlightTarget> live;
+  std::set<int> local_ranks;
   for (const auto& [local_rank, worker] : workers) {
+    local_ranks.insert(worker.global_rank);
     if (worker.running && !worker.flight_socket.empty()) {
       live.push_back({worker.global_rank, worker.pid, worker.flight_socket});
     }
   }
-  const std::vector<std::string> flight =
-      TakeFlightRecords(config_.flight, live, dir, group_->world_size());
+  const std::vector<std::string> flight = TakeFlightRecords(
+      config_.flight, live, dir, group_->world_size(), group_->round_number(), local_ranks);
   // The FileTimer pipe is served meanwhile: healthy workers' clients fail when it fills up.
   KeepReading keep_reading;
   if (pipe_) {

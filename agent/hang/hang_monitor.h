@@ -76,6 +76,9 @@ class HangMonitor {
   // diagnostics. It also runs on a timer of its own on the loop, set for when it next has
   // something to do (a deadline, a poll), so the loop wakes for it by itself.
   void Check();
+  // Another node (`requester`) judged a hang in `round`: every running worker's flight recorder,
+  // taken into a hang folder here, as the set to send it (flight_records.h).
+  FlightRecordSet TakeFlightRecordsForPeer(int round, const std::string& requester);
 
  private:
   // When Check next has something to do; nullopt: nothing.

@@ -85,6 +85,7 @@ class WorkerGroup {
   std::string AttemptDir() const;
   bool attempt_dir_kept() const { return spec_.attempts_dir_kept; }
   int world_size() const { return round_.world_size; }  // of the round the group runs
+  int round_number() const { return round_.round; }
   // The running worker `local_rank` is hung: the group fails with it as the cause unless it has
   // already failed; Stop() then ends it like the others.
   void MarkHung(int local_rank, const WorkerHang& hang);

@@ -49,6 +49,8 @@ void GrpcRendezvous::Dial(const std::string& address) {
   // A channel of its own connection: with gRPC's global subchannel pool, a channel dialled again
   // after a silent master would share the old channel's connection, dead in the partition.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // Other nodes' flight-recorder dumps after a hang run to megabytes (GatherFlightRecords).
+  args.SetMaxReceiveMessageSize(64 << 20);
   channel_ = grpc::CreateCustomChannel(address, ClientCredentials(config_.tls), args);
   stub_ = v1::Rendezvous::NewStub(channel_);
   channel_address_ = address;
@@ -412,6 +414,37 @@ void GrpcRendezvous::ReportRestartPhases(const RestartPhases& phases) {
   Send(std::move(message));
 }
 
+void GrpcRendezvous::OfferFlightRecords(const FlightRecordSet& own) {
+  v1::AgentMessage message;
+  *message.mutable_flight_records() = ToProto(own, /*request=*/false);
+  Send(std::move(message));
+}
+
+std::vector<FlightRecordSet> GrpcRendezvous::GatherFlightRecords(const FlightRecordSet& own,
+                                                                 const std::set<int>& expected,
+                                                                 std::chrono::milliseconds budget) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    gathering_ = true;
+    gathered_.clear();
+  }
+  v1::AgentMessage message;
+  *message.mutable_flight_records() = ToProto(own, /*request=*/true);
+  Send(std::move(message));
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto all_in = [&] {
+    std::set<int> missing = expected;
+    for (const FlightRecordSet& set : gathered_) {
+      for (const RankFlightRecord& rank : set.ranks) missing.erase(rank.global_rank);
+    }
+    return missing.empty() || closing_ || finished_;
+  };
+  gathered_wake_.wait_until(lock, deadline, all_in);
+  gathering_ = false;
+  return std::exchange(gathered_, {});
+}
+
 void GrpcRendezvous::ReportSucceeded() {
   v1::AgentMessage message;
   message.mutable_succeeded()->set_round(round_);
@@ -494,6 +527,19 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
       event.round.round = message.straggler().round();
       event.straggler = FromProto(message.straggler());
       break;
+    case v1::MasterMessage::kFlightRequest:
+      if (message.flight_request().round() != running_round_) return;  // that round is over here
+      event.kind = RendezvousEvent::Kind::kFlightRequest;
+      event.round.round = message.flight_request().round();
+      event.reason = message.flight_request().requester();
+      break;
+    case v1::MasterMessage::kFlightRecords: {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!gathering_) return;  // too late: the hang was already reported without them
+      gathered_.push_back(FromProto(message.flight_records()));
+      gathered_wake_.notify_all();
+      return;
+    }
     case v1::MasterMessage::kAlive:  // counted as heard by the reader
       answers_heartbeats_ = true;
       return;

@@ -69,6 +69,10 @@ class GrpcRendezvous final : public Rendezvous {
   void ReportProgress(const std::vector<RankProgress>& ranks) override;
   void ReportUnhealthy(const std::string& why) override;
   void ReportRestartPhases(const RestartPhases& phases) override;
+  void OfferFlightRecords(const FlightRecordSet& own) override;
+  std::vector<FlightRecordSet> GatherFlightRecords(const FlightRecordSet& own,
+                                                   const std::set<int>& expected,
+                                                   std::chrono::milliseconds budget) override;
   void Leave() override;
   int EventFd() const override { return events_.fd(); }
   std::vector<RendezvousEvent> TakeEvents() override { return events_.Take(); }
@@ -122,6 +126,11 @@ class GrpcRendezvous final : public Rendezvous {
   std::optional<v1::AgentMessage> last_report_;  // guarded by mutex_
   std::vector<RankProgress> progress_;           // the ranks' latest (mutex_)
   int progress_round_ = -1;                      // the round they are of (mutex_)
+  // Other nodes' flight records while GatherFlightRecords waits (gathering_, mutex_); records
+  // that come at any other time are dropped.
+  bool gathering_ = false;
+  std::vector<FlightRecordSet> gathered_;
+  std::condition_variable gathered_wake_;
   std::thread reader_;
   std::thread writer_;
 };

@@ -202,6 +202,13 @@ v1::MasterMessage ToProto(const ToAgent& m) {
       p.mutable_refused()->set_code(static_cast<int>(m.refusal.code()));
       p.mutable_refused()->set_message(std::string(m.refusal.message()));
       break;
+    case ToAgent::Kind::kFlightRequest:
+      p.mutable_flight_request()->set_round(m.flight.round);
+      p.mutable_flight_request()->set_requester(m.flight.host);
+      break;
+    case ToAgent::Kind::kFlightRecords:
+      *p.mutable_flight_records() = ToProto(m.flight, /*request=*/false);
+      break;
     case ToAgent::Kind::kStraggler: {
       v1::StragglerNotice* notice = p.mutable_straggler();
       notice->set_round(m.straggler_round);
@@ -214,6 +221,52 @@ v1::MasterMessage ToProto(const ToAgent& m) {
     }
   }
   return p;
+}
+
+v1::FlightRecords ToProto(const FlightRecordSet& set, bool request) {
+  v1::FlightRecords p;
+  p.set_round(set.round);
+  p.set_host(set.host);
+  p.set_node_rank(set.node_rank);
+  p.set_request(request);
+  for (const RankFlightRecord& rank : set.ranks) {
+    v1::RankFlightRecord* r = p.add_ranks();
+    r->set_global_rank(rank.global_rank);
+    r->set_json(rank.json);
+    r->set_error(rank.error);
+  }
+  return p;
+}
+
+FlightRecordSet FromProto(const v1::FlightRecords& p) {
+  FlightRecordSet set;
+  set.round = p.round();
+  set.host = p.host();
+  set.node_rank = p.node_rank();
+  for (const v1::RankFlightRecord& r : p.ranks()) {
+    set.ranks.push_back({r.global_rank(), r.json(), r.error()});
+  }
+  return set;
+}
+
+absl::Status ValidateFlightRecords(const v1::FlightRecords& p) {
+  constexpr int kMaxRanks = 1 << 16;
+  constexpr size_t kMaxError = 4096;
+  if (p.round() < 0) return absl::InvalidArgumentError("flight records: round below 0");
+  if (p.ranks_size() > kMaxRanks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("flight records: ", p.ranks_size(), " ranks, at most ", kMaxRanks));
+  }
+  for (const v1::RankFlightRecord& r : p.ranks()) {
+    if (r.global_rank() < 0 || r.global_rank() >= (1 << 24)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flight records: global rank ", r.global_rank(), " out of range"));
+    }
+    if (r.error().size() > kMaxError) {
+      return absl::InvalidArgumentError("flight records: an error text over 4096 bytes");
+    }
+  }
+  return absl::OkStatus();
 }
 
 StragglerNews FromProto(const v1::StragglerNotice& notice) {

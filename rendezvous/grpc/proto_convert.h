@@ -27,6 +27,11 @@ v1::JobSpec ToProto(const JobDesc& job);
 JobDesc FromProto(const v1::JobSpec& spec);
 
 v1::RestartPhases ToProto(const RestartPhases& phases);
+v1::FlightRecords ToProto(const FlightRecordSet& set, bool request);
+FlightRecordSet FromProto(const v1::FlightRecords& p);
+// What an agent sent is checked before the master keeps or passes it on (sizes are bounded by the
+// transport's message limit).
+absl::Status ValidateFlightRecords(const v1::FlightRecords& p);
 RestartPhases FromProto(const v1::RestartPhases& phases);
 
 v1::MasterMessage ToProto(const ToAgent& message);

@@ -326,6 +326,44 @@ MasterState::Out MasterState::ReportRestartPhases(Time now, NodeId node,
   return {};
 }
 
+MasterState::Out MasterState::OfferFlightRecords(Time now, NodeId node, const FlightRecordSet& set,
+                                                 bool request) {
+  Out out;
+  Run* run = FindRunOf(node);
+  if (run == nullptr) return out;
+  Node& n = run->nodes[node];
+  Seen(*run, n, now);
+  if (run->phase != Phase::kRunning || !IsMember(*run, node)) return out;
+  std::vector<NodeId> running;
+  for (NodeId member : run->members) {
+    if (run->nodes.at(member).state == NodeState::kRunning) running.push_back(member);
+  }
+  FlightRecordSet offered = set;
+  offered.host = n.desc.host;  // as the master knows it, whatever the agent wrote
+  offered.node_rank = n.node_rank;
+  FlightGathering::Step step = run->flight.Offer(node, std::move(offered), request, run->round, running);
+  if (!step.ignored.empty()) {
+    Record(*run, now, "ignored", absl::StrCat(n.desc.host, ": ", step.ignored));
+    return out;
+  }
+  if (request) {
+    Record(*run, now, "hang", absl::StrCat(n.desc.host, " judged a hang and asked every node for "
+                                           "its ranks' flight recorders"));
+  }
+  for (NodeId member : step.ask) {
+    ToAgent ask = Message(member, ToAgent::Kind::kFlightRequest);
+    ask.flight.round = run->round;
+    ask.flight.host = n.desc.host;
+    out.push_back(std::move(ask));
+  }
+  for (auto& [to, records] : step.send) {
+    ToAgent relay = Message(to, ToAgent::Kind::kFlightRecords);
+    relay.flight = std::move(records);
+    out.push_back(std::move(relay));
+  }
+  return out;
+}
+
 MasterState::Out MasterState::ReportSucceeded(Time now, NodeId node, int round) {
   Out out;
   Run* run = FindRunOf(node);

@@ -44,6 +44,7 @@
 #include "common/repeated_failure.h"
 #include "common/straggler_watch.h"
 #include "common/worker_failure.h"
+#include "rendezvous/master/flight_gathering.h"
 #include "rendezvous/master/node_exclusion.h"
 #include "rendezvous/master/rank_order.h"
 #include "rendezvous/master/restart_timings.h"
@@ -146,6 +147,10 @@ class MasterState {
   // One of the node's restarts, timed phase by phase; kept for the status. A report that does
   // not hold (out of range, a round not formed) is left out and noted in the run's history.
   Out ReportRestartPhases(Time now, NodeId node, const RestartPhases& phases);
+  // A member's flight-recorder dumps of the running round (flight_gathering.h): with `request`
+  // (it judged a hang) it gets every other member's, who are asked for theirs; without, they go
+  // to the members that asked.
+  Out OfferFlightRecords(Time now, NodeId node, const FlightRecordSet& set, bool request);
   // The session ended (stream closed or Leave). `why` appears in the other nodes' logs.
   Out NodeGone(Time now, NodeId node, const std::string& why);
   // Lease expiry, last-call and join time-outs, forgetting finished runs.
@@ -187,6 +192,7 @@ class MasterState {
     NodeExclusion exclusion;                    // repeat offenders left out
     std::vector<std::string> unhealthy;         // "host: why", the last kHistory
     RestartTimings restart_timings;             // the nodes' restarts, phase by phase
+    FlightGathering flight;                     // the round's flight recorders, for a hang
     std::optional<Time> failed_at;              // a failure the group has not recovered from
     std::optional<Time::duration> last_recovery;  // the last failure to the first step after it
     bool stop_restart = false;

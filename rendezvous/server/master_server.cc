@@ -61,6 +61,9 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(
   builder.RegisterService(server->store_service_.get());
   // A dead peer's TCP connection is noticed by keepalive even if the agent's own lease has not
   // expired yet; SO_REUSEPORT off so that a second master on the same port fails loudly.
+  // Flight-recorder dumps of a node's ranks after a hang (FlightRecords) run to megabytes; an
+  // agent caps its message at kMaxFlightMessage (flight_records.h).
+  builder.SetMaxReceiveMessageSize(64 << 20);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);

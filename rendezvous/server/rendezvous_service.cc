@@ -192,6 +192,15 @@ void RendezvousService::OnMessage(NodeId node, const v1::AgentMessage& message) 
     case v1::AgentMessage::kLeave:
       Deliver(state_.NodeGone(now, node, "left"));
       return;
+    case v1::AgentMessage::kFlightRecords:
+      if (absl::Status valid = ValidateFlightRecords(message.flight_records()); !valid.ok()) {
+        std::fprintf(stderr, "mxrun-master: ignored from node session %llu: %s\n",
+                     static_cast<unsigned long long>(node), std::string(valid.message()).c_str());
+        return;
+      }
+      Deliver(state_.OfferFlightRecords(now, node, FromProto(message.flight_records()),
+                                        message.flight_records().request()));
+      return;
     case v1::AgentMessage::kRestartPhases:
       Deliver(state_.ReportRestartPhases(now, node, FromProto(message.restart_phases())));
       return;

@@ -93,9 +93,31 @@ struct JobDesc {
   ExclusionRule exclusion;   // repeat offenders left out (node_exclusion.h; after 0: never)
 };
 
+// A node's flight-recorder dumps of one round (proto FlightRecords).
+struct RankFlightRecord {
+  int global_rank = 0;
+  std::string json;   // empty: none, `error` says why
+  std::string error;
+};
+struct FlightRecordSet {
+  int round = 0;
+  std::string host;
+  int node_rank = 0;
+  std::vector<RankFlightRecord> ranks;
+  size_t bytes() const {
+    size_t n = 0;
+    for (const RankFlightRecord& r : ranks) n += r.json.size() + r.error.size();
+    return n;
+  }
+};
+
 // One message for one agent.
 struct ToAgent {
-  enum class Kind { kWaiting, kRound, kStop, kPeerFinished, kFinished, kRefused, kStraggler };
+  enum class Kind {
+    kWaiting, kRound, kStop, kPeerFinished, kFinished, kRefused, kStraggler,
+    kFlightRequest,  // take the live ranks' flight recorders of round `flight.round`, send them
+    kFlightRecords,  // another node's recorders (`flight`), for the node that asked
+  };
   NodeId node = 0;
   Kind kind = Kind::kWaiting;
   int nodes_waiting = 0;                    // kWaiting
@@ -117,6 +139,8 @@ struct ToAgent {
   int num_nodes = 0;                        // kPeerFinished: members of the round
   StragglerNews straggler;                  // kStraggler: about one of the node's ranks
   int straggler_round = 0;                  // kStraggler
+  FlightRecordSet flight;                   // kFlightRecords; kFlightRequest: round and
+                                            // requester (host) only
   std::string log_line;                     // what the master logs with it (run and host); "": nothing
   bool close_session = false;               // the master ends this session after the message
 };

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "rendezvous/net.h"
 #include "tests/python_workers.h"
 #include "tests/subprocess.h"
 #include "tests/temp_dir.h"
@@ -17,6 +18,7 @@ using mxrun::testing::Describe;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::PythonWorkerEnv;
 using mxrun::testing::Run;
+using mxrun::testing::Subprocess;
 using mxrun::testing::TempDir;
 
 namespace {
@@ -81,4 +83,47 @@ TEST_CASE("TORCH_FR_BUFFER_SIZE=0 from the user turns the recorder off: nothing 
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("hung (heartbeat)"));
   CHECK_THAT(r.err, !Catch::Contains("flight recorder"));
+}
+
+TEST_CASE("on two nodes, the node that judged the hang gathers the other node's recorders "
+          "through the master before anything stops, and the verdict names the rank behind",
+          "[integration][flight_recorder][multinode]") {
+  TempDir tmp;
+  absl::StatusOr<int> port = mxrun::PickFreePort("127.0.0.1");
+  REQUIRE(port.ok());
+  std::map<std::string, std::string> env = PythonWorkerEnv();
+  env["TMPDIR"] = tmp.path();
+  // Both nodes judge the hang at once (each waits for the other's set), or only node 0 does and
+  // node 1 is asked for its ranks' recorders.
+  bool node1_judges = false;
+  SECTION("both nodes judge the hang") { node1_judges = true; }
+  SECTION("node 0 judges the hang, node 1 is asked") { node1_judges = false; }
+  auto node = [&](int rank) {
+    std::vector<std::string> argv{MXRUN_BIN, "--nnodes=2", "--node_rank=" + std::to_string(rank),
+                                  "--master_addr=127.0.0.1",
+                                  "--master_port=" + std::to_string(*port), "--nproc_per_node=1",
+                                  "--max_restarts=0", kWorker, "1", "4"};
+    if (rank == 0 || node1_judges) argv.insert(argv.begin() + 1, "--hang_timeout=3");
+    return std::make_unique<Subprocess>(argv, env);
+  };
+  auto n0 = node(0);
+  auto n1 = node(1);
+  ProcessResult r0 = n0->Wait(120s);
+  ProcessResult r1 = n1->Wait(120s);
+  if (!node1_judges) {
+    CHECK_THAT(r1.err, Catch::Contains("judged a hang: taking the flight recorders of this node's 1 "
+                                       "running rank(s) before anything stops"));
+  }
+  for (const ProcessResult* r : {&r0, &r1}) {
+    INFO(r->err);
+    CHECK(r->exit_code == 1);
+    // Every node prints the job's summary: the first hang reported, with its node's verdict over
+    // both nodes' dumps.
+    CHECK_THAT(r->err, Catch::Contains("flight recorder: dumps of 1 of 1 ranks on other nodes "
+                                       "gathered through the master"));
+    CHECK(std::regex_search(r->err, std::regex(
+        "flight recorder: group 0 \\(default_pg\\): rank 1 behind at collective 3; rank 0 "
+        "waiting in collective 4 \\(gloo:all_reduce")));
+    CHECK_THAT(r->err, Catch::Contains("ranks {1} did not join"));
+  }
 }
