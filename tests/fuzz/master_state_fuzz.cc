@@ -6,6 +6,8 @@
 //   - the restart budget spent is between 0 and max_restarts;
 //   - no node is in two runs; every round message fits its round (rank < nodes, ranks < world);
 //   - a node left out (excluded) holds no rank in a running round;
+//   - flight-recorder sets (a hang's dumps) are passed on only within their round, and no node
+//     is asked for its own;
 //   - heartbeats carry random rank progress: a member shows only ranks of its own range, and a
 //     straggler notice goes to the member that runs the rank it names.
 // A violated invariant aborts (a finding).
@@ -128,7 +130,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::map<NodeId, int> rounds;  // the last round each node was told
   std::map<NodeId, Range> ranges;  // and its ranks in it
   for (int events = 0; events < 400 && !in.empty(); ++events) {
-    const uint8_t op = in.Next() % 8;
+    const uint8_t op = in.Next() % 9;
     const NodeId node = 1 + in.Next() % 8;
     const std::string run_id = in.Next() % 4 == 0 ? "other" : "job";
     MasterState::Out out;
@@ -186,6 +188,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         desc.agent_id = "agent" + std::to_string(in.Next() % 8 + 1);
         desc.local_world_size = 1;
         out = state.Resume(now, 100 + node, run_id, desc, in.Next() % 3);
+        break;
+      }
+      case 7: {
+        // A node's flight-recorder dumps after a hang (asking for everyone's, or answering).
+        mxrun::FlightRecordSet set;
+        set.round = in.Next() % 5 == 0 ? rounds[node] + 1 : rounds[node];
+        for (int i = in.Next() % 3; i > 0; --i) {
+          set.ranks.push_back({ranges[node].first + i, std::string(in.Next() % 4, 'j'), ""});
+        }
+        const bool request = in.Next() % 2 == 0;
+        out = state.OfferFlightRecords(now, node, set, request);
+        for (const mxrun::ToAgent& m : out) {
+          if (m.kind == mxrun::ToAgent::Kind::kFlightRequest && m.node == node) {
+            Violated("flight records: a node asked for its own");
+          }
+          if (m.kind == mxrun::ToAgent::Kind::kFlightRecords && m.flight.round != set.round) {
+            Violated("flight records: a set of another round passed on");
+          }
+        }
         break;
       }
       default:

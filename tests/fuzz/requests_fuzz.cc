@@ -36,6 +36,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         state.ReportFailure(now, 1, message.failure().round(),
                             mxrun::FromProto(message.failure().failure()));
         break;
+      case mxrun::v1::AgentMessage::kFlightRecords:
+        if (mxrun::ValidateFlightRecords(message.flight_records()).ok()) {
+          state.OfferFlightRecords(now, 1, mxrun::FromProto(message.flight_records()),
+                                   message.flight_records().request());
+        }
+        break;
       default:
         break;
     }
