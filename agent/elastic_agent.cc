@@ -419,8 +419,9 @@ int ElasticAgent::Run() {
   if (config_.timer_pipe) config_.worker.timer_file = config_.timer_pipe->path();
   // A hang judged here takes the other nodes' flight recorders through the rendezvous.
   config_.hang.flight.gather = [this](const FlightRecordSet& own, const std::set<int>& expected,
-                                      std::chrono::milliseconds budget) {
-    return rendezvous_.GatherFlightRecords(own, expected, budget);
+                                      std::chrono::milliseconds budget,
+                                      const std::function<void()>& meanwhile) {
+    return rendezvous_.GatherFlightRecords(own, expected, budget, meanwhile);
   };
   hangs_ = std::make_unique<HangMonitor>(config_.hang, *loop_, std::move(config_.timer_pipe));
   Tell([this](AgentObserver& o) { o.Started(*loop_); });

@@ -9,6 +9,7 @@
 // other threads (it must then make EventFd() readable).
 
 #include <chrono>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -84,10 +85,11 @@ class Rendezvous {
   virtual void OfferFlightRecords(const FlightRecordSet& /*own*/) {}
   // This node judged a hang: sends its own ranks' dumps and waits until the other nodes' sets
   // account for every rank in `expected` (or `budget` passes); returns what came. Blocks the
-  // caller only (the rendezvous's own threads carry on, so heartbeats still go). One node: none.
-  virtual std::vector<FlightRecordSet> GatherFlightRecords(const FlightRecordSet& /*own*/,
-                                                           const std::set<int>& /*expected*/,
-                                                           std::chrono::milliseconds /*budget*/) {
+  // caller only (the rendezvous's own threads carry on, so heartbeats still go), calling
+  // `meanwhile` every 50 ms or so. One node: none.
+  virtual std::vector<FlightRecordSet> GatherFlightRecords(
+      const FlightRecordSet& /*own*/, const std::set<int>& /*expected*/,
+      std::chrono::milliseconds /*budget*/, const std::function<void()>& /*meanwhile*/) {
     return {};
   }
   // The agent is leaving for good (it was told to stop by a signal). Best effort, non-blocking.

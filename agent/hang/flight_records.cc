@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -137,7 +138,8 @@ FlightReply ParseFlightReply(std::string_view whole, bool eof, size_t max_bytes)
 
 std::vector<FlightDump> FetchFlightRecords(const std::vector<FlightTarget>& targets,
                                            const std::string& dir,
-                                           const FlightFetchOptions& options) {
+                                           const FlightFetchOptions& options,
+                                           const KeepReading& keep_reading) {
   std::vector<FlightDump> dumps(targets.size());
   std::vector<Connection> connections(targets.size());
   for (size_t i = 0; i < targets.size(); ++i) {
@@ -157,6 +159,7 @@ std::vector<FlightDump> FetchFlightRecords(const std::vector<FlightTarget>& targ
       polled.push_back(&c);
     }
     if (fds.empty()) break;
+    if (keep_reading.fd >= 0) fds.push_back({keep_reading.fd, POLLIN, 0});
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
       for (Connection* c : polled) {
@@ -166,7 +169,8 @@ std::vector<FlightDump> FetchFlightRecords(const std::vector<FlightTarget>& targ
       break;
     }
     if (poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0 && errno != EINTR) break;
-    for (size_t i = 0; i < fds.size(); ++i) {
+    if (keep_reading.fd >= 0 && (fds.back().revents & POLLIN) != 0) keep_reading.on_readable();
+    for (size_t i = 0; i < polled.size(); ++i) {
       Connection& c = *polled[i];
       if (fds[i].revents == 0) continue;
       if (c.sent < kRequest.size()) {
@@ -216,26 +220,38 @@ std::vector<FlightDump> FetchFlightRecords(const std::vector<FlightTarget>& targ
 std::vector<std::string> FlightVerdict(const std::string& python,
                                        const std::vector<std::string>& env,
                                        const std::string& dir, int world_size,
-                                       std::chrono::milliseconds timeout) {
+                                       std::chrono::milliseconds timeout,
+                                       const KeepReading& keep_reading) {
   if (python.empty()) {
     return {"no verdict: no Python is known to run the analyzer with (--no_python)"};
   }
-  HelperOptions options;
-  options.timeout = timeout;
-  options.env = env;
-  options.capture_stderr = true;
-  absl::StatusOr<HelperRun> run =
-      RunHelper(python, {python, "-m", "mxrun._flight_verdict", dir, std::to_string(world_size)},
-                options);
-  if (!run.ok()) return {absl::StrCat("no verdict: ", run.status().message())};
+  const std::string output = dir + "/.verdict";
+  const std::string analysis = dir + "/analysis.txt";  // written by the verdict when it ran
+  unlink(analysis.c_str());
+  const int out = open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) return {absl::StrCat("no verdict: cannot create ", output, ": ", ErrnoText(errno))};
+  const auto started = Clock::now();
+  absl::StatusOr<StartedHelper> helper = StartHelper(
+      python, {python, "-m", "mxrun._flight_verdict", dir, std::to_string(world_size)}, env, out);
+  close(out);
+  if (!helper.ok()) return {absl::StrCat("no verdict: ", helper.status().message())};
+  WaitForHelpers({&*helper}, started, started + timeout, keep_reading.fd, keep_reading.on_readable);
+  const std::string text = ReadWholeFile(output).value_or("");
+  unlink(output.c_str());
   std::vector<std::string> lines;
-  for (absl::string_view line : absl::StrSplit(run->output, '\n', absl::SkipWhitespace())) {
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
     lines.emplace_back(absl::StripAsciiWhitespace(line));
   }
-  if (!run->ok()) {
-    std::string last = lines.empty() ? "" : absl::StrCat(": ", lines.back());
-    return {absl::StrCat("no verdict: ", python, " -m mxrun._flight_verdict ",
-                         run->Describe(timeout), last)};
+  if (helper->timed_out) {
+    return {absl::StrCat("no verdict: ", python, " -m mxrun._flight_verdict did not finish in ",
+                         timeout.count() / 1000.0, " s")};
+  }
+  // No analysis.txt: it did not run to its end (the workers' Python cannot import mxrun, a crash);
+  // its last line says why.
+  struct stat st {};
+  if (stat(analysis.c_str(), &st) != 0) {
+    return {absl::StrCat("no verdict: ", python, " -m mxrun._flight_verdict failed",
+                         lines.empty() ? "" : absl::StrCat(": ", lines.back().substr(0, 300)))};
   }
   return lines;
 }
@@ -313,7 +329,8 @@ std::vector<std::string> WriteOtherNodesDumps(const std::vector<FlightRecordSet>
 std::vector<std::string> TakeFlightRecords(const FlightRecorderConfig& config,
                                            const std::vector<FlightTarget>& targets,
                                            const std::string& dir, int world_size, int round,
-                                           const std::set<int>& local_ranks) {
+                                           const std::set<int>& local_ranks,
+                                           const KeepReading& keep_reading) {
   if (!config.on || targets.empty() || dir.empty()) return {};
   std::string error;
   const std::string folder = MakeFlightFolder(dir, &error);
@@ -321,7 +338,7 @@ std::vector<std::string> TakeFlightRecords(const FlightRecorderConfig& config,
   const auto started = Clock::now();
   FlightFetchOptions options;
   options.budget = config.fetch_budget;
-  const std::vector<FlightDump> dumps = FetchFlightRecords(targets, folder, options);
+  const std::vector<FlightDump> dumps = FetchFlightRecords(targets, folder, options, keep_reading);
   std::vector<std::string> lines = DescribeFlightDumps(dumps);
   int got = static_cast<int>(std::count_if(dumps.begin(), dumps.end(),
                                            [](const FlightDump& d) { return !d.file.empty(); }));
@@ -332,9 +349,14 @@ std::vector<std::string> TakeFlightRecords(const FlightRecorderConfig& config,
   if (!elsewhere.empty() && config.gather) {
     // Before this node reports the hang: every other node's live ranks are still running.
     int written = 0;
+    auto meanwhile = [&keep_reading] {
+      if (keep_reading.fd < 0) return;
+      pollfd fd{keep_reading.fd, POLLIN, 0};
+      if (poll(&fd, 1, 0) > 0 && (fd.revents & POLLIN) != 0) keep_reading.on_readable();
+    };
     std::vector<std::string> missing = WriteOtherNodesDumps(
-        config.gather(ToFlightRecordSet(dumps, round), elsewhere, config.gather_budget), elsewhere,
-        folder, &written);
+        config.gather(ToFlightRecordSet(dumps, round), elsewhere, config.gather_budget, meanwhile),
+        elsewhere, folder, &written);
     lines.push_back(absl::StrCat("dumps of ", written, " of ", elsewhere.size(),
                                  " ranks on other nodes gathered through the master"));
     lines.insert(lines.end(), missing.begin(), missing.end());
@@ -342,7 +364,7 @@ std::vector<std::string> TakeFlightRecords(const FlightRecorderConfig& config,
   }
   if (got > 0) {
     for (std::string& line : FlightVerdict(config.python, config.env, folder, world_size,
-                                           config.verdict_timeout)) {
+                                           config.verdict_timeout, keep_reading)) {
       lines.push_back(std::move(line));
     }
   }

@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/hang/hang_diagnostics.h"
 #include "rendezvous/wire/wire.h"
 
 namespace mxrun {
@@ -56,8 +57,10 @@ struct FlightRecorderConfig {
   // Importing torch for the analyzer takes 1-3 s on a busy 2-core machine.
   std::chrono::milliseconds verdict_timeout{20000};
   // The other nodes' dumps (the rendezvous's GatherFlightRecords); unset: one node only.
+  // `meanwhile` is called every 50 ms or so while it waits (the FileTimer pipe is served).
   std::function<std::vector<FlightRecordSet>(const FlightRecordSet& own, const std::set<int>& expected,
-                                             std::chrono::milliseconds budget)>
+                                             std::chrono::milliseconds budget,
+                                             const std::function<void()>& meanwhile)>
       gather;
   // How long the other nodes may take: their own fetch, and the way through the master.
   std::chrono::milliseconds gather_budget{15000};
@@ -72,10 +75,13 @@ inline constexpr size_t kMaxFlightMessage = size_t{48} << 20;
 // (`world_size` ranks expected). Empty when `config` is off or there is nobody to ask.
 // `local_ranks`: this node's ranks in the round (`round`), live or not; the others are asked of
 // the other nodes when `config.gather` is set.
+// `keep_reading` is served all along (the FileTimer pipe: healthy workers' clients fail when it
+// fills up).
 std::vector<std::string> TakeFlightRecords(const FlightRecorderConfig& config,
                                            const std::vector<FlightTarget>& targets,
                                            const std::string& dir, int world_size, int round,
-                                           const std::set<int>& local_ranks);
+                                           const std::set<int>& local_ranks,
+                                           const KeepReading& keep_reading = {});
 
 // For another node's request (kFlightRequest): this node's live ranks' dumps, taken into
 // DIR/flight_recorder, as the set to send (each rank's JSON, or why it has none).
@@ -100,7 +106,8 @@ struct FlightFetchOptions {
 // that fails has its `error` set.
 std::vector<FlightDump> FetchFlightRecords(const std::vector<FlightTarget>& targets,
                                            const std::string& dir,
-                                           const FlightFetchOptions& options = {});
+                                           const FlightFetchOptions& options = {},
+                                           const KeepReading& keep_reading = {});
 
 // A reply read so far: complete (ok with its body, or an error line), or not yet. Pure.
 struct FlightReply {
@@ -116,7 +123,8 @@ FlightReply ParseFlightReply(std::string_view data, bool eof, size_t max_bytes);
 // why there is none. `python` empty: none is known (--no_python workers) and no verdict is made.
 std::vector<std::string> FlightVerdict(const std::string& python, const std::vector<std::string>& env,
                                        const std::string& dir, int world_size,
-                                       std::chrono::milliseconds timeout);
+                                       std::chrono::milliseconds timeout,
+                                       const KeepReading& keep_reading = {});
 
 // One line per rank that gave no dump, and how many did: for the diagnostics' short form.
 std::vector<std::string> DescribeFlightDumps(const std::vector<FlightDump>& dumps);

@@ -356,6 +356,15 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
     hung.push_back(std::move(h));
     ranks.push_back(worker.global_rank);
   }
+  // The FileTimer pipe is served meanwhile (here and while the flight recorders are taken): healthy workers' clients fail when it fills up.
+  KeepReading keep_reading;
+  if (pipe_) {
+    keep_reading.fd = pipe_->fd();
+    keep_reading.on_readable = [this] {
+      pipe_->OnReadable([this](const absl::StatusOr<FileTimerRequest>& request,
+                               std::string_view line) { OnTimerLine(request, line); });
+    };
+  }
   const std::string dir = MakeDiagnosticsDir();
   // Every live rank's flight recorder first, while nothing is stopped or traced: the ranks
   // waiting in a collective say which one they wait for.
@@ -368,16 +377,8 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
     }
   }
   const std::vector<std::string> flight = TakeFlightRecords(
-      config_.flight, live, dir, group_->world_size(), group_->round_number(), local_ranks);
-  // The FileTimer pipe is served meanwhile: healthy workers' clients fail when it fills up.
-  KeepReading keep_reading;
-  if (pipe_) {
-    keep_reading.fd = pipe_->fd();
-    keep_reading.on_readable = [this] {
-      pipe_->OnReadable([this](const absl::StatusOr<FileTimerRequest>& request,
-                               std::string_view line) { OnTimerLine(request, line); });
-    };
-  }
+      config_.flight, live, dir, group_->world_size(), group_->round_number(), local_ranks,
+      keep_reading);
   HangDiagnostics diagnostics =
       CollectHangDiagnostics(hung, dir, config_.diagnostics, keep_reading);
   if (!dir.empty()) {

@@ -420,9 +420,9 @@ void GrpcRendezvous::OfferFlightRecords(const FlightRecordSet& own) {
   Send(std::move(message));
 }
 
-std::vector<FlightRecordSet> GrpcRendezvous::GatherFlightRecords(const FlightRecordSet& own,
-                                                                 const std::set<int>& expected,
-                                                                 std::chrono::milliseconds budget) {
+std::vector<FlightRecordSet> GrpcRendezvous::GatherFlightRecords(
+    const FlightRecordSet& own, const std::set<int>& expected, std::chrono::milliseconds budget,
+    const std::function<void()>& meanwhile) {
   const auto deadline = std::chrono::steady_clock::now() + budget;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -440,7 +440,15 @@ std::vector<FlightRecordSet> GrpcRendezvous::GatherFlightRecords(const FlightRec
     }
     return missing.empty() || closing_ || finished_;
   };
-  gathered_wake_.wait_until(lock, deadline, all_in);
+  while (!all_in() && std::chrono::steady_clock::now() < deadline) {
+    gathered_wake_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
+                                                           std::chrono::milliseconds(50)));
+    if (meanwhile) {
+      lock.unlock();  // the caller's work must not hold up the reader
+      meanwhile();
+      lock.lock();
+    }
+  }
   gathering_ = false;
   return std::exchange(gathered_, {});
 }

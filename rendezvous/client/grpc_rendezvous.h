@@ -70,9 +70,9 @@ class GrpcRendezvous final : public Rendezvous {
   void ReportUnhealthy(const std::string& why) override;
   void ReportRestartPhases(const RestartPhases& phases) override;
   void OfferFlightRecords(const FlightRecordSet& own) override;
-  std::vector<FlightRecordSet> GatherFlightRecords(const FlightRecordSet& own,
-                                                   const std::set<int>& expected,
-                                                   std::chrono::milliseconds budget) override;
+  std::vector<FlightRecordSet> GatherFlightRecords(
+      const FlightRecordSet& own, const std::set<int>& expected, std::chrono::milliseconds budget,
+      const std::function<void()>& meanwhile) override;
   void Leave() override;
   int EventFd() const override { return events_.fd(); }
   std::vector<RendezvousEvent> TakeEvents() override { return events_.Take(); }

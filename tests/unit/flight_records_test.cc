@@ -150,10 +150,77 @@ TEST_CASE("a rank that does not answer in time is named, the wait bounded", "[fl
   CHECK(dumps[0].error == "it did not answer within 0.05 s (a worker holding Python's GIL, or stopped)");
 }
 
+TEST_CASE("a verdict that cannot run says why", "[flight]") {
+  testing::TempDir dir;
+  // The project's Python without the checkout's module on its path.
+  std::vector<std::string> lines =
+      FlightVerdict(PYTHON_BIN, {"PATH=/usr/bin:/bin"}, dir.path(), 2, std::chrono::seconds(20));
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].rfind(std::string("no verdict: ") + PYTHON_BIN + " -m mxrun._flight_verdict failed: ", 0) == 0);
+  CHECK(lines[0].find("No module named") != std::string::npos);
+}
+
 TEST_CASE("no verdict is made without a Python to run it", "[flight]") {
   CHECK(FlightVerdict("", {}, "/nowhere", 2, std::chrono::seconds(1)) ==
         std::vector<std::string>{
             "no verdict: no Python is known to run the analyzer with (--no_python)"});
+}
+
+}  // namespace
+}  // namespace mxrun
+
+// The launcher's part: the recorder on unless the user chose, a socket folder in the scratch.
+#include "launcher/flight_recorder_setup.h"
+
+namespace mxrun {
+namespace {
+
+struct Setup {
+  WorkerSpec worker;
+  FlightRecorderConfig flight;
+};
+
+Setup SetUp(EnvMap env, const std::string& scratch,
+            EntrypointKind kind = EntrypointKind::kPythonScript) {
+  LaunchOptions options;
+  options.entrypoint_kind = kind;
+  WorkerCommand command;
+  command.executable = "/usr/bin/python3";
+  Setup s;
+  s.worker.base_env = std::move(env);
+  SetUpFlightRecorder(options, command, scratch, 8, s.worker, s.flight);
+  return s;
+}
+
+TEST_CASE("the flight recorder is turned on for Python workers unless the user chose",
+          "[flight]") {
+  testing::TempDir scratch;
+  Setup on = SetUp({}, scratch.path());
+  CHECK(on.worker.base_env.at("TORCH_FR_BUFFER_SIZE") == "2000");
+  CHECK(on.worker.flight_socket_dir == scratch.path() + "/fr");
+  CHECK(on.flight.on);
+  CHECK(on.flight.python == "/usr/bin/python3");
+
+  Setup theirs = SetUp({{"TORCH_FR_BUFFER_SIZE", "500"}}, scratch.path());
+  CHECK(theirs.worker.base_env.at("TORCH_FR_BUFFER_SIZE") == "500");
+  CHECK(theirs.flight.on);
+
+  Setup off = SetUp({{"TORCH_NCCL_TRACE_BUFFER_SIZE", "0"}}, scratch.path());
+  CHECK(off.worker.base_env.count("TORCH_FR_BUFFER_SIZE") == 0);
+  CHECK(off.worker.flight_socket_dir.empty());
+  CHECK_FALSE(off.flight.on);
+
+  Setup trainer = SetUp({}, scratch.path(), EntrypointKind::kBundledTrainer);
+  CHECK(trainer.worker.base_env.count("TORCH_FR_BUFFER_SIZE") == 0);
+  CHECK_FALSE(trainer.flight.on);
+}
+
+TEST_CASE("a scratch path too long for a Unix socket leaves the recorder on but asks nothing",
+          "[flight]") {
+  Setup s = SetUp({}, "/tmp/" + std::string(120, 'x'));
+  CHECK(s.worker.base_env.at("TORCH_FR_BUFFER_SIZE") == "2000");
+  CHECK(s.worker.flight_socket_dir.empty());
+  CHECK_FALSE(s.flight.on);
 }
 
 }  // namespace
