@@ -176,8 +176,10 @@ void ElasticAgent::CheckGroup() {
       return;
     }
     case WorkerGroup::State::kFailed: {
-      const WorkerFailure failure = *group_->first_failure();
+      WorkerFailure failure = *group_->first_failure();
       if (AwaitingOwnStopSignal(failure)) return;
+      // A collective that failed: its peers' recorders before anything stops (every node's).
+      hangs_->TakeFlightRecordsOnCollectiveFailure(failure);
       group_->ReadControlChannels();
       spdlog::warn("worker rank {} (local_rank {}, pid {}) failed: {}; {}", failure.global_rank,
                    failure.local_rank, failure.pid, DescribeExit(failure),

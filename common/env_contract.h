@@ -34,6 +34,10 @@ struct GroupContract {
   bool use_agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE ("True"/"False")
 };
 
+// Where a worker that dies of an uncaught exception leaves its flight-recorder dump: beside its
+// MXRUN_FLIGHT_SOCKET, with this suffix (python/mxrun/_flight_recorder.py).
+inline constexpr const char* kFlightExitSuffix = ".exit.json";
+
 // Extra per-worker values that are not part of the group's shape.
 struct WorkerExtras {
   std::string error_file;     // TORCHELASTIC_ERROR_FILE (empty: not set)

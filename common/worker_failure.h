@@ -42,6 +42,12 @@ struct WorkerFailure {
   std::string traceback;  // from the error file (py_callstack), when there is one
   std::vector<std::string> last_lines;  // the worker's last output lines, as printed
   WorkerHang hang;        // set when the failure is a hang (then the exit may be 0: still running)
+  // Set when the failure was a collective's (agent/hang/collective_failure.h): what told it, and
+  // every live rank's flight recorder taken before anything stopped, its folder (on `host`) and
+  // the verdict's lines.
+  std::string collective_sign;
+  std::string flight_dir;
+  std::vector<std::string> flight;
 };
 
 // How a worker ended, in words: "exit code 3", "Signal 9 (SIGKILL)", or for a hang "hung

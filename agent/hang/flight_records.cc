@@ -90,6 +90,31 @@ void Connect(Connection& c) {
   }
 }
 
+// An ended worker's dump, written as it died (kFlightExitSuffix beside its socket).
+void TakeExitDump(const FlightTarget& target, const std::string& dir, FlightDump& dump) {
+  if (target.socket.empty()) {
+    dump.error = "no flight-recorder socket was given to it";
+    return;
+  }
+  const std::string path = target.socket + kFlightExitSuffix;
+  std::optional<std::string> json = ReadWholeFile(path);
+  if (!json || json->empty()) {
+    dump.error = "it ended without leaving a dump (killed by a signal, or it never called "
+                 "mxrun.step_done)";
+    return;
+  }
+  dump.file = absl::StrCat(dir, "/rank", target.global_rank, ".json");
+  std::ofstream out(dump.file, std::ios::binary | std::ios::trunc);
+  out << *json;
+  if (!out) {
+    dump.error = absl::StrCat("cannot write its dump into ", dir);
+    dump.file.clear();
+    return;
+  }
+  dump.bytes = json->size();
+  dump.at_exit = true;
+}
+
 }  // namespace
 
 FlightReply ParseFlightReply(std::string_view whole, bool eof, size_t max_bytes) {
@@ -146,7 +171,12 @@ std::vector<FlightDump> FetchFlightRecords(const std::vector<FlightTarget>& targ
     dumps[i].global_rank = targets[i].global_rank;
     connections[i].target = &targets[i];
     connections[i].dump = &dumps[i];
-    Connect(connections[i]);
+    if (targets[i].running) {
+      Connect(connections[i]);
+    } else {
+      TakeExitDump(targets[i], dir, dumps[i]);
+      connections[i].done = true;
+    }
   }
   const Clock::time_point deadline = Clock::now() + options.budget;
   char buffer[65536];
@@ -213,6 +243,17 @@ std::vector<FlightDump> FetchFlightRecords(const std::vector<FlightTarget>& targ
   }
   for (Connection& c : connections) {
     if (c.fd >= 0) close(c.fd);
+  }
+  // A worker that died while it was asked (its own collective gave up too) may have left its dump
+  // as it died.
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (!targets[i].running || !dumps[i].file.empty() || targets[i].socket.empty()) continue;
+    struct stat st {};
+    if (stat((targets[i].socket + kFlightExitSuffix).c_str(), &st) != 0) continue;
+    FlightDump at_exit;
+    at_exit.global_rank = targets[i].global_rank;
+    TakeExitDump(targets[i], dir, at_exit);
+    if (!at_exit.file.empty()) dumps[i] = std::move(at_exit);
   }
   return dumps;
 }
@@ -401,18 +442,27 @@ FlightRecordSet TakeFlightRecordsForPeer(const FlightRecorderConfig& config,
 
 std::vector<std::string> DescribeFlightDumps(const std::vector<FlightDump>& dumps) {
   std::vector<std::string> lines;
-  std::vector<int> got;
+  std::vector<int> got, at_exit;
   for (const FlightDump& dump : dumps) {
     if (dump.file.empty()) {
       lines.push_back(absl::StrCat("rank ", dump.global_rank, ": no dump: ", dump.error));
     } else {
       got.push_back(dump.global_rank);
+      if (dump.at_exit) at_exit.push_back(dump.global_rank);
     }
   }
   if (!got.empty()) {
-    lines.insert(lines.begin(), absl::StrCat("dumps of rank ", absl::StrJoin(got, ","), " (",
-                                             got.size(), " of ", dumps.size(),
-                                             " live ranks here)"));
+    auto ranks = [](const std::vector<int>& r) {
+      return absl::StrCat(r.size() == 1 ? "rank " : "ranks ", absl::StrJoin(r, ","));
+    };
+    lines.insert(lines.begin(),
+                 absl::StrCat("dumps of ", ranks(got), " (", got.size(), " of ", dumps.size(),
+                              " ranks here",
+                              at_exit.empty() ? ""
+                                              : absl::StrCat("; ", ranks(at_exit), " written as ",
+                                                             at_exit.size() == 1 ? "it" : "they",
+                                                             " died"),
+                              ")"));
   }
   return lines;
 }

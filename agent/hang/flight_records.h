@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "agent/hang/hang_diagnostics.h"
+#include "common/env_contract.h"
 #include "rendezvous/wire/wire.h"
 
 namespace mxrun {
@@ -37,13 +38,18 @@ struct FlightTarget {
   int global_rank = 0;
   pid_t pid = 0;       // the worker; the server must be it or a descendant
   std::string socket;  // MXRUN_FLIGHT_SOCKET given to it
+  // false: the worker has ended; the dump it wrote at exit after an uncaught exception
+  // (socket + kFlightExitSuffix) is taken instead.
+  bool running = true;
 };
+
 
 struct FlightDump {
   int global_rank = 0;
   std::string file;   // DIR/rank<R>.json when it answered
   size_t bytes = 0;
   std::string error;  // why there is none
+  bool at_exit = false;  // the dump the worker wrote as it died
 };
 
 // How the agent takes the recorders (launcher/flight_recorder_setup.h fills it in).

@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/hang/collective_failure.h"
 #include "agent/process/descendants.h"
 #include "agent/process/proc_stat.h"
 #include "common/files.h"
@@ -290,6 +291,46 @@ std::string HangMonitor::MakeDiagnosticsDir() {
   return templ;
 }
 
+KeepReading HangMonitor::ServeTimerPipe() {
+  // Healthy workers' FileTimer clients fail when the pipe fills up.
+  KeepReading keep_reading;
+  if (pipe_) {
+    keep_reading.fd = pipe_->fd();
+    keep_reading.on_readable = [this] {
+      pipe_->OnReadable([this](const absl::StatusOr<FileTimerRequest>& request,
+                               std::string_view line) { OnTimerLine(request, line); });
+    };
+  }
+  return keep_reading;
+}
+
+std::vector<FlightTarget> HangMonitor::FlightTargets(std::set<int>* local_ranks) const {
+  std::vector<FlightTarget> targets;
+  for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
+    local_ranks->insert(worker.global_rank);
+    if (!worker.flight_socket.empty()) {
+      targets.push_back({worker.global_rank, worker.pid, worker.flight_socket, worker.running});
+    }
+  }
+  return targets;
+}
+
+void HangMonitor::TakeFlightRecordsOnCollectiveFailure(WorkerFailure& failure) {
+  if (group_ == nullptr || !config_.flight.on || failure.hang.hung()) return;
+  const std::string sign = CollectiveFailureSign(failure);
+  if (sign.empty()) return;
+  failure.collective_sign = sign;
+  spdlog::warn("worker rank {} failed in a collective (\"{}\"): taking every live rank's flight "
+               "recorder before anything stops", failure.global_rank, sign);
+  const KeepReading keep_reading = ServeTimerPipe();
+  failure.flight_dir = MakeDiagnosticsDir();
+  std::set<int> local_ranks;
+  const std::vector<FlightTarget> targets = FlightTargets(&local_ranks);
+  failure.flight = TakeFlightRecords(config_.flight, targets, failure.flight_dir,
+                                     group_->world_size(), group_->round_number(), local_ranks,
+                                     keep_reading);
+}
+
 FlightRecordSet HangMonitor::TakeFlightRecordsForPeer(int round, const std::string& requester) {
   if (group_ == nullptr) return FlightRecordSet{round};
   std::vector<FlightTarget> running;
@@ -356,28 +397,15 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
     hung.push_back(std::move(h));
     ranks.push_back(worker.global_rank);
   }
-  // The FileTimer pipe is served meanwhile (here and while the flight recorders are taken): healthy workers' clients fail when it fills up.
-  KeepReading keep_reading;
-  if (pipe_) {
-    keep_reading.fd = pipe_->fd();
-    keep_reading.on_readable = [this] {
-      pipe_->OnReadable([this](const absl::StatusOr<FileTimerRequest>& request,
-                               std::string_view line) { OnTimerLine(request, line); });
-    };
-  }
+  // The FileTimer pipe is served meanwhile (while the flight recorders are taken too).
+  const KeepReading keep_reading = ServeTimerPipe();
   const std::string dir = MakeDiagnosticsDir();
   // Every live rank's flight recorder first, while nothing is stopped or traced: the ranks
   // waiting in a collective say which one they wait for.
-  std::vector<FlightTarget> live;
   std::set<int> local_ranks;
-  for (const auto& [local_rank, worker] : workers) {
-    local_ranks.insert(worker.global_rank);
-    if (worker.running && !worker.flight_socket.empty()) {
-      live.push_back({worker.global_rank, worker.pid, worker.flight_socket});
-    }
-  }
+  const std::vector<FlightTarget> targets = FlightTargets(&local_ranks);
   const std::vector<std::string> flight = TakeFlightRecords(
-      config_.flight, live, dir, group_->world_size(), group_->round_number(), local_ranks,
+      config_.flight, targets, dir, group_->world_size(), group_->round_number(), local_ranks,
       keep_reading);
   HangDiagnostics diagnostics =
       CollectHangDiagnostics(hung, dir, config_.diagnostics, keep_reading);

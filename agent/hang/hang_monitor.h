@@ -79,6 +79,10 @@ class HangMonitor {
   // Another node (`requester`) judged a hang in `round`: every running worker's flight recorder,
   // taken into a hang folder here, as the set to send it (flight_records.h).
   FlightRecordSet TakeFlightRecordsForPeer(int round, const std::string& requester);
+  // `failure`, the group's first, is a collective's (collective_failure.h): every live rank's
+  // flight recorder (and the failed rank's own, written as it died), on every node, with the
+  // verdict, into the failure before it is reported. Nothing when it is not one.
+  void TakeFlightRecordsOnCollectiveFailure(WorkerFailure& failure);
 
  private:
   // When Check next has something to do; nullopt: nothing.
@@ -92,6 +96,9 @@ class HangMonitor {
   std::vector<HangVerdict> PollStates(HangWatch::Time now);
   void Act(std::vector<HangVerdict> verdicts);
   std::string MakeDiagnosticsDir();
+  KeepReading ServeTimerPipe();  // the FileTimer pipe, served while diagnostics run
+  // Every local worker's target for the flight recorder, and this node's ranks.
+  std::vector<FlightTarget> FlightTargets(std::set<int>* local_ranks) const;
 
   struct Stamp {  // what a heartbeat file looked like at the last poll
     bool exists = false;

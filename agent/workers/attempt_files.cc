@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "common/env_contract.h"
 #include "common/files.h"
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
@@ -74,6 +75,7 @@ void AttemptFiles::PrepareRank(WorkerProcess& worker) const {
     // file left by the rank's last worker would make the new one's bind fail.
     worker.flight_socket = absl::StrCat(spec_.flight_socket_dir, "/fr-", worker.local_rank, ".sock");
     unlink(worker.flight_socket.c_str());
+    unlink((worker.flight_socket + kFlightExitSuffix).c_str());  // an earlier worker's last dump
   }
 }
 

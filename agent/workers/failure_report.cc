@@ -88,6 +88,13 @@ std::string FormatFailureSummary(const WorkerFailure& f, const SummaryContext& c
       for (const std::string& line : f.hang.diagnostics) absl::StrAppend(&out, "      ", line, "\n");
     }
   }
+  if (!f.collective_sign.empty()) {  // a collective failed: its peers' recorders, taken then
+    absl::StrAppend(&out, "  collective : failed (\"", f.collective_sign, "\")\n");
+    if (!f.flight_dir.empty()) {
+      absl::StrAppend(&out, "  diagnostics: ", f.flight_dir, " (on that host)\n");
+    }
+    for (const std::string& line : f.flight) absl::StrAppend(&out, "      ", line, "\n");
+  }
   absl::StrAppend(&out, "  error_file : ", f.error_file.empty() ? "<N/A>" : f.error_file, "\n");
   if (!f.message.empty()) {
     absl::StrAppend(&out, "  message    :\n");
@@ -140,6 +147,11 @@ bool WriteAgentErrorFile(const std::string& path, const WorkerFailure& failure) 
                             {"detail", failure.hang.detail},
                             {"diagnostics_dir", failure.hang.diagnostics_dir},
                             {"diagnostics", failure.hang.diagnostics}};
+  }
+  if (!failure.collective_sign.empty()) {
+    doc["mxrun"]["collective"] = {{"sign", failure.collective_sign},
+                                  {"diagnostics_dir", failure.flight_dir},
+                                  {"flight_recorder", failure.flight}};
   }
   std::ofstream out(path, std::ios::trunc);
   if (!out) return false;

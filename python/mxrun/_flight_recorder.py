@@ -13,9 +13,14 @@ serves only the JSON dump, which has no stacks and the empty group table, and it
 c10d warnings per worker on every run. A thread needs the GIL, which a collective's wait
 releases; a worker stuck holding the GIL does not answer, and the agent says so.
 
+A worker that dies of an uncaught exception (a collective that raised: a timeout, a peer gone)
+writes its dump at exit to MXRUN_FLIGHT_SOCKET + ".exit.json", where the agent finds it: the rank
+that raised is otherwise the one whose record is missing.
+
 Nothing happens without the variable (torchrun, no launcher), and a bad one is ignored: the
 recorder's dumps are diagnostics, never a reason for a script to fail.
 """
+import atexit
 import json
 import os
 import pickle
@@ -25,6 +30,7 @@ import threading
 
 VARIABLE = "MXRUN_FLIGHT_SOCKET"
 REQUEST = b"fr_trace\n"
+EXIT_SUFFIX = ".exit.json"  # the dump a worker dying of an exception leaves beside its socket
 _MAX_REQUEST = 64  # bytes: a request is one short line
 
 _serving = {}  # pid -> the listening socket (or None when it could not be made)
@@ -50,6 +56,7 @@ def serve(environ=None):
               "will not get this rank's collectives on a hang", file=sys.stderr, flush=True)
         return False
     _serving[pid] = listener
+    atexit.register(_dump_at_exit, path + EXIT_SUFFIX, pid)
     threading.Thread(target=_accept_loop, args=(listener,), name="mxrun-flight-recorder",
                      daemon=True).start()
     return True
@@ -86,6 +93,19 @@ def _answer(conn):
         return
     conn.settimeout(30.0)
     conn.sendall(b"ok %d\n" % len(body) + body)
+
+
+def _dump_at_exit(path, pid):
+    """At exit after an uncaught exception (Python set sys.last_value when it printed it)."""
+    if os.getpid() != pid or getattr(sys, "last_value", None) is None:
+        return
+    try:
+        body = json.dumps(dump(), default=str)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write(body)
+        os.replace(path + ".tmp", path)  # whole or not at all
+    except Exception:
+        pass  # diagnostics only: the exit goes on as it would
 
 
 def dump():

@@ -38,6 +38,9 @@ v1::WorkerFailure ToProto(const WorkerFailure& f) {
   for (size_t i = 0; i < f.hang.diagnostics.size() && i < 64; ++i) {
     p.add_hang_diagnostics(f.hang.diagnostics[i].substr(0, 4096));
   }
+  p.set_collective_sign(f.collective_sign.substr(0, 256));
+  p.set_flight_dir(f.flight_dir.substr(0, 4096));
+  for (size_t i = 0; i < f.flight.size() && i < 64; ++i) p.add_flight(f.flight[i].substr(0, 4096));
   return p;
 }
 
@@ -63,6 +66,9 @@ WorkerFailure FromProto(const v1::WorkerFailure& p) {
   f.hang.detail = p.hang_detail();
   f.hang.diagnostics_dir = p.hang_diagnostics_dir();
   f.hang.diagnostics.assign(p.hang_diagnostics().begin(), p.hang_diagnostics().end());
+  f.collective_sign = p.collective_sign();
+  f.flight_dir = p.flight_dir();
+  f.flight.assign(p.flight().begin(), p.flight().end());
   return f;
 }
 

@@ -71,6 +71,32 @@ class ServerTest(unittest.TestCase):
         self.assertEqual(dump["mxrun"]["rank"], 0)
         self.assertTrue(any(f["name"] == "all_reduce" for f in dump["entries"][0]["frames"]))
 
+    def test_a_worker_dying_of_an_exception_leaves_its_dump_and_one_that_ends_well_does_not(self):
+        script = r"""
+import sys, torch, torch.distributed as dist
+from mxrun import _flight_recorder
+dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
+dist.all_reduce(torch.ones(2))
+_flight_recorder.serve()
+if sys.argv[2] == "raise":
+    raise RuntimeError("Timed out waiting 3000ms for recv operation to complete")
+dist.destroy_process_group()
+"""
+        for how, left in (("raise", True), ("return", False)):
+            with self.subTest(how=how), tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "fr-0.sock")
+                env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MXRUN_FLIGHT_SOCKET=path,
+                           TORCH_FR_BUFFER_SIZE="10")
+                subprocess.run([sys.executable, "-c", script, os.path.join(tmp, "store"), how],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               timeout=60)
+                exit_dump = path + _flight_recorder.EXIT_SUFFIX
+                self.assertEqual(os.path.exists(exit_dump), left)
+                if left:
+                    with open(exit_dump) as f:
+                        entries = json.load(f)["entries"]
+                    self.assertEqual([e["profiling_name"] for e in entries], ["gloo:all_reduce"])
+
     def test_without_the_variable_nothing_is_served_until_it_comes(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "fr.sock")

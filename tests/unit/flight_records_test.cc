@@ -118,7 +118,7 @@ TEST_CASE("every rank's recorder is fetched into the folder, and a rank without 
 
   std::vector<std::string> lines = DescribeFlightDumps({answered, refused, silent});
   REQUIRE(lines.size() == 3);
-  CHECK(lines[0] == "dumps of rank 0 (1 of 3 live ranks here)");
+  CHECK(lines[0] == "dumps of rank 0 (1 of 3 ranks here)");
   CHECK(lines[1].rfind("rank 1: no dump: it serves no flight recorder", 0) == 0);
 }
 
@@ -221,6 +221,37 @@ TEST_CASE("a scratch path too long for a Unix socket leaves the recorder on but 
   CHECK(s.worker.base_env.at("TORCH_FR_BUFFER_SIZE") == "2000");
   CHECK(s.worker.flight_socket_dir.empty());
   CHECK_FALSE(s.flight.on);
+}
+
+}  // namespace
+}  // namespace mxrun
+
+#include "agent/hang/collective_failure.h"
+
+namespace mxrun {
+namespace {
+
+TEST_CASE("a collective's failure is told by PyTorch's words; a peer's death is not one",
+          "[flight]") {
+  WorkerFailure gloo;
+  gloo.last_lines = {"[rank0]:     work.wait()",
+                     "[rank0]: RuntimeError: [../gloo/transport/tcp/unbound_buffer.cc:78] Timed out "
+                     "waiting 3000ms for recv operation to complete"};
+  CHECK(CollectiveFailureSign(gloo) == "Timed out waiting");
+  WorkerFailure nccl;
+  nccl.message = "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
+                 "OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.";
+  CHECK(CollectiveFailureSign(nccl) == "Watchdog caught collective operation timeout");
+  WorkerFailure backend;
+  backend.traceback = "torch.distributed.DistBackendError: NCCL error in: ...";
+  CHECK(CollectiveFailureSign(backend) == "NCCL error");
+  WorkerFailure peer_gone;
+  peer_gone.last_lines = {"RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed "
+                          "by peer [127.0.0.1]:56027"};
+  CHECK(CollectiveFailureSign(peer_gone).empty());
+  WorkerFailure plain;
+  plain.message = "ValueError: bad batch";
+  CHECK(CollectiveFailureSign(plain).empty());
 }
 
 }  // namespace
