@@ -13,9 +13,11 @@ serves only the JSON dump, which has no stacks and the empty group table, and it
 c10d warnings per worker on every run. A thread needs the GIL, which a collective's wait
 releases; a worker stuck holding the GIL does not answer, and the agent says so.
 
-A worker that dies of an uncaught exception (a collective that raised: a timeout, a peer gone)
-writes its dump at exit to MXRUN_FLIGHT_SOCKET + ".exit.json", where the agent finds it: the rank
-that raised is otherwise the one whose record is missing.
+A worker that dies of a collective's exception (PyTorch gave up on it: a Gloo timeout, NCCL's
+watchdog, an NCCL error; the words are agent/hang/collective_failure.cc's) writes its dump at exit
+to MXRUN_FLIGHT_SOCKET + ".exit.json", where the agent finds it: the rank that raised is otherwise
+the one whose record is missing. Any other exception exits at once: a first dump takes most of a
+second (PyTorch symbolizes the recorded stacks), which would delay every restart.
 
 Nothing happens without the variable (torchrun, no launcher), and a bad one is ignored: the
 recorder's dumps are diagnostics, never a reason for a script to fail.
@@ -32,6 +34,10 @@ VARIABLE = "MXRUN_FLIGHT_SOCKET"
 REQUEST = b"fr_trace\n"
 EXIT_SUFFIX = ".exit.json"  # the dump a worker dying of an exception leaves beside its socket
 _MAX_REQUEST = 64  # bytes: a request is one short line
+# What makes an exception a collective's (as agent/hang/collective_failure.cc reads a failure).
+COLLECTIVE_SIGNS = ("Watchdog caught collective operation timeout", "Timed out waiting",
+                    "NCCL error", "ncclInternalError", "ncclSystemError", "ncclRemoteError",
+                    "ncclUnhandledCudaError", "ncclInvalidUsage", "DistBackendError")
 
 _serving = {}  # pid -> the listening socket (or None when it could not be made)
 
@@ -95,9 +101,18 @@ def _answer(conn):
     conn.sendall(b"ok %d\n" % len(body) + body)
 
 
+def is_collective_failure(error):
+    """Whether an exception is a collective's (its type's name or its text has PyTorch's words)."""
+    if error is None:
+        return False
+    text = f"{type(error).__name__}: {error}"
+    return any(sign in text for sign in COLLECTIVE_SIGNS)
+
+
 def _dump_at_exit(path, pid):
-    """At exit after an uncaught exception (Python set sys.last_value when it printed it)."""
-    if os.getpid() != pid or getattr(sys, "last_value", None) is None:
+    """At exit after an uncaught collective exception (Python set sys.last_value as it printed
+    it)."""
+    if os.getpid() != pid or not is_collective_failure(getattr(sys, "last_value", None)):
         return
     try:
         body = json.dumps(dump(), default=str)

@@ -80,9 +80,11 @@ dist.all_reduce(torch.ones(2))
 _flight_recorder.serve()
 if sys.argv[2] == "raise":
     raise RuntimeError("Timed out waiting 3000ms for recv operation to complete")
+if sys.argv[2] == "other":
+    raise ValueError("a bad batch")  # not a collective's: no dump, no delay
 dist.destroy_process_group()
 """
-        for how, left in (("raise", True), ("return", False)):
+        for how, left in (("raise", True), ("other", False), ("return", False)):
             with self.subTest(how=how), tempfile.TemporaryDirectory() as tmp:
                 path = os.path.join(tmp, "fr-0.sock")
                 env = dict(os.environ, PYTHONPATH=PYTHON_DIR, MXRUN_FLIGHT_SOCKET=path,
@@ -96,6 +98,19 @@ dist.destroy_process_group()
                     with open(exit_dump) as f:
                         entries = json.load(f)["entries"]
                     self.assertEqual([e["profiling_name"] for e in entries], ["gloo:all_reduce"])
+
+    def test_a_collective_failure_is_told_by_pytorchs_words(self):
+        self.assertTrue(_flight_recorder.is_collective_failure(
+            RuntimeError("[pair.cc:1] Timed out waiting 3000ms for recv operation to complete")))
+
+        class DistBackendError(RuntimeError):
+            pass
+
+        self.assertTrue(_flight_recorder.is_collective_failure(DistBackendError("x")))
+        self.assertFalse(_flight_recorder.is_collective_failure(
+            RuntimeError("[pair.cc:553] Connection closed by peer [127.0.0.1]:56027")))
+        self.assertFalse(_flight_recorder.is_collective_failure(ValueError("bad batch")))
+        self.assertFalse(_flight_recorder.is_collective_failure(None))
 
     def test_without_the_variable_nothing_is_served_until_it_comes(self):
         with tempfile.TemporaryDirectory() as tmp:
