@@ -106,19 +106,15 @@ TEST_CASE("a collective that gave up (a Gloo timeout) has its peers' recorders t
       "waiting in collective 4")));
 }
 
-TEST_CASE("on two nodes, the node that judged the hang gathers the other node's recorders "
-          "through the master before anything stops, and the verdict names the rank behind",
-          "[integration][flight_recorder][multinode]") {
+// Two nodes of one Gloo worker each; rank 1 (node 1) never joins step 4's all-reduce. Both nodes
+// judge the hang at once (each waits for the other's set), or only node 0 does (node 1 has no
+// --hang_timeout) and node 1 is asked for its ranks' recorders.
+void TwoNodeHang(bool node1_judges) {
   TempDir tmp;
   absl::StatusOr<int> port = mxrun::PickFreePort("127.0.0.1");
   REQUIRE(port.ok());
   std::map<std::string, std::string> env = PythonWorkerEnv();
   env["TMPDIR"] = tmp.path();
-  // Both nodes judge the hang at once (each waits for the other's set), or only node 0 does and
-  // node 1 is asked for its ranks' recorders.
-  bool node1_judges = false;
-  SECTION("both nodes judge the hang") { node1_judges = true; }
-  SECTION("node 0 judges the hang, node 1 is asked") { node1_judges = false; }
   auto node = [&](int rank) {
     std::vector<std::string> argv{MXRUN_BIN, "--nnodes=2", "--node_rank=" + std::to_string(rank),
                                   "--master_addr=127.0.0.1",
@@ -147,4 +143,15 @@ TEST_CASE("on two nodes, the node that judged the hang gathers the other node's 
         "waiting in collective 4 \\(gloo:all_reduce")));
     CHECK_THAT(r->err, Catch::Contains("ranks {1} did not join"));
   }
+}
+
+TEST_CASE("on two nodes, the node that judged the hang gathers the other node's recorders "
+          "through the master before anything stops, and the verdict names the rank behind",
+          "[integration][flight_recorder][multinode]") {
+  TwoNodeHang(/*node1_judges=*/false);
+}
+
+TEST_CASE("on two nodes that both judge the hang at once, each gets the other's recorders",
+          "[integration][flight_recorder][multinode]") {
+  TwoNodeHang(/*node1_judges=*/true);
 }

@@ -1,7 +1,7 @@
 // The bundled trainer's in-process restart under mxrun: a failed rank is replaced while the other
 // workers keep their processes and give the group their state from memory, so no completed step
-// is lost and every loss afterwards equals a run without the failure (same data order, same
-// numerics). One node with 2 and 4 workers, across 2 nodes, and a whole node lost in a 2:3 job.
+// is lost, every loss afterwards equals a run without the failure (same data order, same
+// numerics) and the final state is bitwise that run's (the "done" record's state_sha256). One node with 2 and 4 workers, across 2 nodes, and a whole node lost in a 2:3 job.
 // The agent's side with a plain test program is in in_process_restart_test.cc.
 
 #include <catch2/catch.hpp>
@@ -78,6 +78,18 @@ void CheckRecovered(const TempDir& dir, const std::map<int, double>& baseline, i
   }
 }
 
+// The run ends bit for bit where the uninterrupted one did: parameters, buffers and momentum
+// (the "done" record's digest).
+void CheckSameFinalState(const TempDir& dir, const TempDir& base) {
+  const auto done = Metrics(dir, "done");
+  const auto base_done = Metrics(base, "done");
+  REQUIRE(done.size() == 1);
+  REQUIRE(base_done.size() == 1);
+  REQUIRE(base_done[0].contains("state_sha256"));
+  CHECK(base_done[0]["state_sha256"].get<std::string>().size() == 64);
+  CHECK(done[0]["state_sha256"] == base_done[0]["state_sha256"]);
+}
+
 // `standby`: a warm standby takes the rank (the kill waits until it is ready); otherwise there is
 // none and a new process starts for it. The job with the kill also writes TensorBoard events
 // (rank 0, kept), which TensorBoard's own reader must find equal to the metrics file.
@@ -117,6 +129,7 @@ void KillRankAndCheck(int nproc, int victim, bool standby) {
   CHECK_THAT(r.err, Catch::Contains("; started rank(s) " + std::to_string(victim) +
                                     (standby ? " (standby pid " : " (pid ")));
   CheckRecovered(dir, StepLosses(base), nproc);
+  CheckSameFinalState(dir, base);
   ProcessResult check = CheckTensorBoardEvents(dir.path() + "/tb", dir);
   INFO(Describe(check));
   REQUIRE(check.exit_code == 0);

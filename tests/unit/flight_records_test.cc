@@ -231,7 +231,7 @@ TEST_CASE("a scratch path too long for a Unix socket leaves the recorder on but 
 namespace mxrun {
 namespace {
 
-TEST_CASE("a collective's failure is told by PyTorch's words; a peer's death is not one",
+TEST_CASE("a collective's failure is told by PyTorch's words, a peer's death is not one",
           "[flight]") {
   WorkerFailure gloo;
   gloo.last_lines = {"[rank0]:     work.wait()",
