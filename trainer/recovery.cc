@@ -108,6 +108,11 @@ void Trainer::ApplyRound(const RoundNotice& notice, const std::string& why) {
   {
     torch::NoGradGuard no_grad;
     for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+    // The abandoned step's forward moved BatchNorm's running statistics: back to the last
+    // completed step's.
+    if (have_state_ && completed_buffers_.size() == buffers_.size() && !buffers_.empty()) {
+      at::_foreach_copy_(buffers_, completed_buffers_);
+    }
   }
   if (failure_time_ == 0) {
     failure_time_ = notice.failure_time > 0 ? notice.failure_time : SystemWallClock();

@@ -266,7 +266,7 @@ void Trainer::Restore() {
     if (comm_) comm_->Broadcast(state, 0);
     restored_from_ = "none";
     have_state_ = true;
-    completed_ = progress_;
+    MarkCompleted();
     StartTensorBoardSession();
     return;
   }
@@ -302,7 +302,7 @@ void Trainer::Restore() {
   }
   if (progress_.loss_scale > 0) scaler_.scale = progress_.loss_scale;
   have_state_ = true;
-  completed_ = progress_;
+  MarkCompleted();
   restored_from_ = source_in_memory ? "memory" : "checkpoint";
   StartTensorBoardSession();
   if (source_in_memory) {
@@ -371,6 +371,18 @@ TallyResult Trainer::Reduce(const Tally& tally) {
     r.accuracy = sums[1].item<double>() / r.count;
   }
   return r;
+}
+
+void Trainer::MarkCompleted() {
+  completed_ = progress_;
+  if (!control_ || buffers_.empty()) return;  // no in-process restart: nothing is put back
+  torch::NoGradGuard no_grad;
+  if (completed_buffers_.size() != buffers_.size()) {
+    completed_buffers_.clear();
+    for (const torch::Tensor& b : buffers_) completed_buffers_.push_back(b.detach().clone());
+    return;
+  }
+  at::_foreach_copy_(completed_buffers_, buffers_);  // one multi-tensor copy, not one per buffer
 }
 
 TallyResult Trainer::Evaluate() {
@@ -492,7 +504,7 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
     step_start_seen = progress_.samples_seen;
     progress_.samples_in_epoch = std::min(consumed_local * id_.world_size, epoch_total);
     progress_.world_size = id_.world_size;
-    completed_ = progress_;  // what a kept worker gives the re-formed group
+    MarkCompleted();  // what a kept worker gives the re-formed group
     if (id_.rank == 0 && !o_.ckpt_dir.empty()) {
       if (!marker_) {
         marker_ = std::make_unique<ProgressMarker>(ProgressMarkerPath(o_.ckpt_dir), id_.run_id);
@@ -535,7 +547,7 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
   if (progress_.samples_in_epoch >= epoch_total) {
     progress_.epoch = epoch + 1;
     progress_.samples_in_epoch = 0;
-    completed_ = progress_;
+    MarkCompleted();
   }
   nlohmann::json record{{"event", "epoch"},
                         {"epoch", epoch},

@@ -76,6 +76,9 @@ class Trainer {
   // recovery.cc: the in-process recovery protocol.
   void RunRound();
   void ApplyRound(const RoundNotice& notice, const std::string& why);
+  // progress_ is a completed step's (or the restored state's): what a kept worker gives the
+  // re-formed group, buffers included.
+  void MarkCompleted();
   void RecordRecovery();
   bool WaitAsStandby();
   void WarmUp();
@@ -104,6 +107,10 @@ class Trainer {
   std::unique_ptr<ProgressReport> progress_report_;  // steps told to mxrun (null: no channel)
   bool have_state_ = false;         // the model holds a trained state all ranks agreed on
   TrainingProgress completed_;      // progress_ at the last completed optimizer step
+  // buffers_ (BatchNorm's running statistics and counts) at that step, kept with an mxrun
+  // channel: the forward of a step abandoned for a re-formed group moved them, and they are put
+  // back (ApplyRound), so that a recovered run ends bit for bit where an undisturbed one does.
+  std::vector<torch::Tensor> completed_buffers_;
   bool started_ = false;            // the start record is written once
   // Recovery under way: when the failure was seen (wall clock), where it stood (the last step
   // completed before it: from memory in-process, from the progress marker after a restart).

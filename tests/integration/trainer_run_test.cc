@@ -175,6 +175,21 @@ TEST_CASE("a worker killed mid-training is restarted and resumes from the checkp
   }
   CHECK(first_step_after_resume == resumed_at + 1);
   CHECK(r.err.find("restart") != std::string::npos);
+  // Bit for bit where the same job without the kill ends (parameters, buffers, momentum): the
+  // steps after the checkpoint were trained again with the same data and numerics.
+  {
+    TempDir base;
+    ProcessResult undisturbed = Run(
+        SmallRun({kMxrun, "--standalone", "--nproc_per_node=2", "train"}, base,
+                 {"--epochs", "2", "--log_every", "1", "--ckpt_every", "4", "--no_eval",
+                  "--no_in_process_restart"}),
+        {}, 240s);
+    INFO(Describe(undisturbed));
+    REQUIRE(undisturbed.exit_code == 0);
+    const auto base_done = Metrics(base, "done");
+    REQUIRE(base_done.size() == 1);
+    CHECK(done[0]["state_sha256"] == base_done[0]["state_sha256"]);
+  }
   // What the failure cost, from the progress marker beside the checkpoint: the steps completed
   // after the checkpoint. The last one may have completed without its record (the kill can fall
   // between the marker's write and the record's), so it is the last logged step or one more.
