@@ -29,7 +29,7 @@ import os
 import sys
 import time
 
-from . import _channel, _flight_recorder, _groups, _nccl, _progress, _rounds, _state
+from . import _buffers, _channel, _flight_recorder, _groups, _nccl, _progress, _rounds, _state
 from ._rounds import RoundPending
 
 NOTICE_WAIT = 15.0  # after a collective failed: how long a round notice may take (a lease is 5 s)
@@ -38,7 +38,8 @@ NOTICE_WAIT = 15.0  # after a collective failed: how long a round notice may tak
 class Context:
     """What `train` gets: where to go on from, and the step report."""
 
-    def __init__(self, step, rank, world_size, round_, restored_from, joined=None, listener=None):
+    def __init__(self, step, rank, world_size, round_, restored_from, joined=None, listener=None,
+                 snapshot=None):
         self.step = step  # the last completed step the group agreed on (0: none)
         self.rank = rank
         self.world_size = world_size
@@ -46,12 +47,15 @@ class Context:
         self.restored_from = restored_from  # "memory", "checkpoint" or "none"
         self._joined = joined  # tells the agent once per round that this rank trains
         self._listener = listener  # the round notices (None without mxrun)
+        self._snapshot = snapshot  # the buffers at the last completed step (None without mxrun)
         self.completed = step
 
     def step_done(self, step):
         """Step `step` is complete (call it right after optimizer.step()): progress for mxrun,
         and the safe point where a re-formed group is taken."""
         self.completed = step
+        if self._snapshot is not None:
+            self._snapshot.take()
         _progress.step_done(step)
         if self._joined is not None:
             self._joined()
@@ -153,6 +157,7 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener):
         os.environ.update(notice.env)
         round_ = notice.round
     completed, in_memory = start_step, False
+    snapshot = _buffers.BufferSnapshot(state)
     # The first round keeps a group the script joined itself; every later one is formed anew.
     needs_group = form is _groups.reconfigure or not dist.is_initialized()
     taken = False  # whether this round came by a notice
@@ -168,13 +173,14 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener):
                           f"{how} in {time.monotonic() - began:.3f} s", file=sys.stderr,
                           flush=True)
             step, from_memory = _agree(state, completed, in_memory)
+            snapshot.take()  # the agreed state's buffers
             restored = "memory" if from_memory else ("checkpoint" if step else "none")
 
             def joined(r=round_):
                 channel.send('{"joined": %d}' % r)
 
             ctx = Context(step, dist.get_rank(), dist.get_world_size(), round_, restored, joined,
-                          listener)
+                          listener, snapshot)
             in_memory, completed = True, step
             train(ctx)
             completed = ctx.completed
@@ -197,4 +203,5 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener):
             os.environ.update(notice.env)
             round_ = notice.round
             needs_group, taken = True, True
+            snapshot.restore()  # what the abandoned step's forward moved
             _progress.restart_timing()

@@ -15,8 +15,9 @@ restart of the whole job.
 
 Rank 0 prints one JSON line per step, {"event": "step", "step": N, "time": <unix seconds>,
 "loss": L}; every rank prints {"event": "round", "rank": R, "pid": P, "from_step": S, ...} as it
-(re)starts the loop and {"event": "done", "rank": R, "params": <sum of all parameters>} at the
-end (scripts/bench/recovery.sh and the tests read them). With no arguments: ResNet-18 at
+(re)starts the loop and {"event": "done", "rank": R, "params": <sum of all parameters>,
+"state_sha256": <SHA-256 of every parameter, buffer and momentum buffer>} at the end (equal
+digests: bitwise-equal state) (scripts/bench/recovery.sh and the tests read them). With no arguments: ResNet-18 at
 width 16, batch 64 per worker, about a minute on 2 CPU workers.
 """
 import argparse
@@ -108,6 +109,9 @@ def main():
     p.add_argument("--kill_rank", type=int, default=-1,
                    help="tests: this rank SIGKILLs itself at --kill_step in the job's first attempt")
     p.add_argument("--kill_step", type=int, default=0)
+    p.add_argument("--kill_after_forward", action="store_true",
+                   help="tests: the kill comes after that step's forward (the others' forward has "
+                        "moved their BatchNorm statistics when their backward finds the rank gone)")
     args = p.parse_args()
     torch.manual_seed(0)  # every rank builds the same model; a new rank gets the group's anyway
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
@@ -143,12 +147,15 @@ def main():
         for step in range(ctx.step + 1, args.steps + 1):
             # (read now: a standby started in the first attempt takes a later round's contract)
             first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
-            if first_attempt and ctx.rank == args.kill_rank and step == args.kill_step:
+            kill = first_attempt and ctx.rank == args.kill_rank and step == args.kill_step
+            if kill and not args.kill_after_forward:
                 os.kill(os.getpid(), signal.SIGKILL)
             idx = position.batch_indices(ctx.rank, ctx.world_size)
             x = images[idx].to(device).float().div_(255).sub_(0.5)
             y = labels[idx].to(device)
             loss = F.cross_entropy(ddp(x), y)
+            if kill:
+                os.kill(os.getpid(), signal.SIGKILL)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -162,11 +169,28 @@ def main():
                                 "position": position.state_dict(), "step": step}, ckpt + ".tmp")
                     os.replace(ckpt + ".tmp", ckpt)
         total = sum(float(t.detach().double().sum()) for t in model.parameters())
-        print(json.dumps({"event": "done", "rank": ctx.rank, "params": repr(total)}), flush=True)
+        print(json.dumps({"event": "done", "rank": ctx.rank, "params": repr(total),
+                          "state_sha256": state_digest(model, optimizer)}), flush=True)
 
     # mxrun: the state a new rank takes from the others
     mxrun.run(train, {"model": model, "optimizer": optimizer, "position": position},
               start_step=start_step)
+
+
+def state_digest(model, optimizer):
+    """SHA-256 over the model's parameters and buffers (state_dict order) and the optimizer's
+    momentum buffers: two runs with the same digest ended with bitwise-equal state."""
+    import hashlib
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            buffer = optimizer.state.get(param, {}).get("momentum_buffer")
+            digest.update(b"none" if buffer is None else
+                          buffer.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
 
 
 if __name__ == "__main__":

@@ -66,12 +66,17 @@ Steps StepsOf(const std::string& out) {
 }
 
 // rank -> the parameter sum it printed at the end.
-std::map<int, std::string> ParamsOf(const std::string& out) {
+// Rank -> the sum of its final parameters, as printed (`digest`: the SHA-256 of its parameters,
+// buffers and momentum instead; equal digests, bitwise-equal state). The ranks' parameters agree;
+// their BatchNorm running statistics do not (each forward moves them by the rank's own batch,
+// after DDP gave every rank rank 0's).
+std::map<int, std::string> ParamsOf(const std::string& out, bool digest = false) {
   std::map<int, std::string> params;
-  std::regex line("\\{\"event\": \"done\", \"rank\": ([0-9]+), \"params\": \"([-0-9.e]+)\"\\}");
+  std::regex line("\\{\"event\": \"done\", \"rank\": ([0-9]+), \"params\": \"([-0-9.e]+)\", "
+                  "\"state_sha256\": \"([0-9a-f]{64})\"\\}");
   for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator();
        ++it) {
-    params[std::stoi((*it)[1])] = (*it)[2];
+    params[std::stoi((*it)[1])] = (*it)[digest ? 3 : 2];
   }
   return params;
 }
@@ -115,6 +120,8 @@ void CheckSameAs(const ProcessResult& base, const ProcessResult& r) {
   REQUIRE(params.size() == 2);
   CHECK(params.at(0) == params.at(1));
   CHECK(params.at(0) == ParamsOf(base.out).at(0));
+  // Bit for bit, buffers and momentum included, rank by rank.
+  CHECK(ParamsOf(r.out, /*digest=*/true) == ParamsOf(base.out, /*digest=*/true));
 }
 
 void CheckSameAsUndisturbed(const ProcessResult& r) { CheckSameAs(Undisturbed(), r); }
@@ -132,6 +139,19 @@ TEST_CASE("mxrun.run: a SIGKILLed rank of a Python DDP job gets a new process, t
   CHECK_THAT(r.err, Catch::Contains("taking round 1 in-process as rank 0 of 2"));
   CHECK(CountOccurrences(r.out, "\"event\": \"round\", \"rank\": 0, \"pid\": " +
                                     std::to_string(PidOfRank(r.out, 0))) == 2);  // one process
+  CHECK_THAT(r.out, Catch::Contains("\"from_step\": 11, \"restored_from\": \"memory\""));
+  CheckSameAsUndisturbed(r);
+}
+
+TEST_CASE("mxrun.run: a rank SIGKILLed after its forward, the survivor's BatchNorm statistics "
+          "moved by the abandoned step are put back, and the job ends bit for bit as undisturbed",
+          "[integration][python_recovery]") {
+  ProcessResult r = Run(Mxrun({"--max_restarts=1"},
+                              {"--kill_rank", "1", "--kill_step", "12", "--kill_after_forward"}),
+                        PythonWorkerEnv(), 240s);
+  INFO(Describe(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("in-process restart: kept rank(s) 0"));
   CHECK_THAT(r.out, Catch::Contains("\"from_step\": 11, \"restored_from\": \"memory\""));
   CheckSameAsUndisturbed(r);
 }
