@@ -6,6 +6,7 @@
 #include <cxxabi.h>
 #include <malloc.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -54,6 +55,10 @@ void KeepFreedMemoryForReuse() {
 int main(int argc, char** argv) {
   using namespace mxrun;
   KeepFreedMemoryForReuse();
+  // A write to a connection whose peer died (an abandoned group's Gloo pair, the store) must be
+  // an error the collective reports, not a SIGPIPE that kills a survivor of an in-process restart:
+  // ignored as Python does at start-up for every PyTorch script.
+  std::signal(SIGPIPE, SIG_IGN);
   trainer::ParsedTrainerArgs parsed;
   WorkerIdentity identity;
   try {
