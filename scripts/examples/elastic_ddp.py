@@ -16,8 +16,8 @@ restart of the whole job.
 Rank 0 prints one JSON line per step, {"event": "step", "step": N, "time": <unix seconds>,
 "loss": L}; every rank prints {"event": "round", "rank": R, "pid": P, "from_step": S, ...} as it
 (re)starts the loop and {"event": "done", "rank": R, "params": <sum of all parameters>,
-"state_sha256": <SHA-256 of every parameter, buffer and momentum buffer>} at the end (equal
-digests: bitwise-equal state) (scripts/bench/recovery.sh and the tests read them). With no arguments: ResNet-18 at
+"weights_sha256": <SHA-256 of the parameters and momentum buffers>, "state_sha256": <the same
+with the model's buffers too>} at the end (equal digests: bitwise-equal state) (scripts/bench/recovery.sh and the tests read them). With no arguments: ResNet-18 at
 width 16, batch 64 per worker, about a minute on 2 CPU workers.
 """
 import argparse
@@ -170,6 +170,7 @@ def main():
                     os.replace(ckpt + ".tmp", ckpt)
         total = sum(float(t.detach().double().sum()) for t in model.parameters())
         print(json.dumps({"event": "done", "rank": ctx.rank, "params": repr(total),
+                          "weights_sha256": state_digest(model, optimizer, buffers=False),
                           "state_sha256": state_digest(model, optimizer)}), flush=True)
 
     # mxrun: the state a new rank takes from the others
@@ -177,12 +178,16 @@ def main():
               start_step=start_step)
 
 
-def state_digest(model, optimizer):
-    """SHA-256 over the model's parameters and buffers (state_dict order) and the optimizer's
-    momentum buffers: two runs with the same digest ended with bitwise-equal state."""
+def state_digest(model, optimizer, buffers=True):
+    """SHA-256 over the model's parameters and buffers (state_dict order; `buffers=False`: the
+    parameters only) and the optimizer's momentum buffers: two runs with the same digest ended
+    with bitwise-equal state."""
     import hashlib
     digest = hashlib.sha256()
+    names = None if buffers else {name for name, _ in model.named_parameters()}
     for name, tensor in model.state_dict().items():
+        if names is not None and name not in names:
+            continue
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     for group in optimizer.param_groups:
