@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "agent/process/descendants.h"
 #include "agent/process/helper_run.h"
 #include "common/files.h"
 #include "common/strings.h"
@@ -36,12 +37,7 @@ constexpr size_t kMaxHeader = 4096;  // "ok <N>" or "error <why>"
 bool IsSelfOrDescendant(pid_t pid, pid_t root) {
   for (int depth = 0; depth < 16 && pid > 1; ++depth) {
     if (pid == root) return true;
-    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    const size_t close = text.rfind(')');
-    if (close == std::string::npos) return false;
-    std::vector<std::string> fields = absl::StrSplit(text.substr(close + 2), ' ');
-    if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &pid)) return false;
+    pid = ReadLiveParent(pid);
   }
   return false;
 }

@@ -18,8 +18,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import (DEFAULT_MXRUN, DEFAULT_PYTHON, Log, detect_env, env, machine,
-                          make_workdir, median, private_copy, run_main, utc_now, version_line,
-                          wait_quiet)
+                          make_workdir, median, print_problems, private_copy, run_main, utc_now,
+                          version_line, wait_quiet)
 
 RUNS = int(env("RUNS", "5"))
 ITERS = int(env("ITERS", "2000"))
@@ -137,10 +137,7 @@ def main():
         print(f"\nTaking rank 0's dump over MXRUN_FLIGHT_SOCKET with the buffer full (2000 entries): "
               f"median {median([d[0] for d in dumps]):.1f} ms, {median([d[1] for d in dumps]) / 1e6:.2f} MB "
               "of JSON.")
-    if log.problems:
-        print("\nProblems:\n")
-        for problem in log.problems:
-            print(f"- {problem}")
+    print_problems(log.problems)
     return 0
 
 
