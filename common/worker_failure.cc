@@ -6,8 +6,11 @@
 namespace mxrun {
 
 std::string DescribeExit(const WorkerFailure& failure) {
-  const std::string ended = failure.term_signal > 0 ? DescribeSignal(failure.term_signal)
-                                                    : absl::StrCat("exit code ", failure.exit_code);
+  std::string ended = failure.term_signal > 0 ? DescribeSignal(failure.term_signal)
+                                              : absl::StrCat("exit code ", failure.exit_code);
+  if (failure.term_signal > 0 && !failure.oom_kill.empty()) {
+    absl::StrAppend(&ended, ", ", failure.oom_kill);
+  }
   if (!failure.hang.hung()) return ended;
   if (failure.hang.rule == kStragglerRule) {
     return absl::StrCat("stopped as a straggler (--straggler_restart): ", failure.hang.detail);

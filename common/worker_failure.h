@@ -48,9 +48,13 @@ struct WorkerFailure {
   std::string collective_sign;
   std::string flight_dir;
   std::vector<std::string> flight;
+  // Set when a SIGKILL the agent did not send came with a rise in the kernel's OOM kill count
+  // (agent/process/oom_kills.h): the words that say so.
+  std::string oom_kill;
 };
 
-// How a worker ended, in words: "exit code 3", "Signal 9 (SIGKILL)", or for a hang "hung
+// How a worker ended, in words: "exit code 3", "Signal 9 (SIGKILL)" (", killed by the kernel's
+// OOM killer (...)" when it was), or for a hang "hung
 // (heartbeat): no heartbeat for 10.2 s (--hang_timeout=10.0 s)" followed, when the worker then died
 // of it, by ", then Signal 9 (SIGKILL)".
 std::string DescribeExit(const WorkerFailure& failure);

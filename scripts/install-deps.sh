@@ -18,6 +18,7 @@ PACKAGES=(
   python3 python3-venv  # the interpreter of .venv (scripts/python-env.sh)
   libhwloc-dev  # --numa-binding: the topology library
   libtomlplusplus-dev  # toml++ 3.3, used header-only: --config files (launcher/flags/config_file.cc)
+  libssl-dev  # OpenSSL 3.0 (gRPC's own here): TLS files verified before serving (rendezvous/grpc/tls_verify.cc)
   golang-etcd-server-dev golang-github-gogo-protobuf-dev golang-github-grpc-ecosystem-grpc-gateway-dev
                            # etcd's v3 .proto files and their imports, compiled into mxrun
 )

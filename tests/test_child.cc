@@ -26,6 +26,9 @@
 //   --hang-rank=R           global rank R sleeps 600 s (until SIGTERM) after setting up, while the
 //                           others go on (--hang-below-attempt=K: only while the restart count < K)
 //   --stop-self             global rank --hang-rank stops itself (SIGSTOP) instead of sleeping
+//   --grow-after=S          in the first attempt (of --only-rank's rank, if given), after S seconds
+//                           print "growing rank=R pid=P", then touch memory 1 MiB a millisecond up
+//                           to 1 GiB (for a memory limit's OOM kill)
 //   --vfork-wait=S          after setting up, print "vfork-waiting rank=R pid=P" and vfork a child
 //                           that sleeps S seconds then _exits: meanwhile this process is in
 //                           uninterruptible sleep (D state; SIGKILL still ends it)
@@ -205,6 +208,7 @@ int main(int argc, char** argv) {
   bool fail_on_signal = false, unreapable = false;
   int hang_rank = -1, hang_below = -1, vfork_below = -1;
   double vfork_seconds = 0;
+  double grow_after = -1;  // --grow-after=S: S seconds after start, take memory until killed
   std::string error_message, env_out, say;
   double say_at = 0;
   bool say_stderr = false;
@@ -240,6 +244,7 @@ int main(int argc, char** argv) {
     else if (Flag(argv[i], "--say", &v)) say = v;
     else if (Flag(argv[i], "--say-at", &v)) say_at = std::atof(v.c_str());
     else if (Flag(argv[i], "--say-stderr", &v)) say_stderr = true;
+    else if (Flag(argv[i], "--grow-after", &v)) grow_after = std::atof(v.c_str());
     else {
       std::fprintf(stderr, "test_child: unknown argument %s\n", argv[i]);
       return 64;
@@ -323,6 +328,21 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (stop_self) raise(SIGSTOP);
     SleepSeconds(600, ignore_term);  // a SIGTERM ends it, and is reported below
+  }
+  if (grow_after >= 0 && attempt == 0 && (only_rank < 0 || std::atoi(rank.c_str()) == only_rank)) {
+    // Memory touched 1 MiB at a time (so that it is really used), up to 1 GiB: a memory limit
+    // the test set meanwhile makes the kernel's OOM killer end the process.
+    SleepSeconds(grow_after, ignore_term);
+    std::printf("growing rank=%s pid=%d\n", rank.c_str(), getpid());
+    std::fflush(stdout);
+    for (int mib = 0; mib < 1024; ++mib) {
+      char* chunk = static_cast<char*>(std::malloc(1 << 20));
+      if (chunk == nullptr) break;
+      std::memset(chunk, 1, 1 << 20);
+      usleep(1000);
+    }
+    std::printf("grew to 1 GiB rank=%s\n", rank.c_str());
+    std::fflush(stdout);
   }
   if (vfork_seconds > 0 && (vfork_below < 0 || attempt < vfork_below)) {
     if (unreapable) {

@@ -361,16 +361,21 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
                                 }),
                  verdicts.end());
   if (verdicts.empty()) return;
-  // A stopped worker (SIGSTOP, a debugger) found together with others is named first: the others
-  // are most likely waiting for it in a collective.
-  std::stable_partition(verdicts.begin(), verdicts.end(), [this](const HangVerdict& v) {
+  // A worker that cannot run (stopped by SIGSTOP or a debugger, or in uninterruptible sleep) found
+  // together with others is named first: the others are most likely waiting for it in a
+  // collective. Only it is marked hung then; the silent ones it holds up stay, and take the next
+  // round in-process where they can (they hold the state), as after any rank's death.
+  auto cannot_run = [this](const HangVerdict& v) {
     for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
       if (worker.local_rank != v.local_rank) continue;
       std::optional<ProcStat> stat = ReadProcStat(worker.pid);
-      return stat && (stat->state == 'T' || stat->state == 't');
+      return stat && (stat->state == 'T' || stat->state == 't' || stat->state == 'D');
     }
     return false;
-  });
+  };
+  const size_t culprits = static_cast<size_t>(
+      std::stable_partition(verdicts.begin(), verdicts.end(), cannot_run) - verdicts.begin());
+  const bool waiting_peers = culprits > 0 && culprits < verdicts.size();
   std::map<int, WorkerGroup::WorkerStatus> workers;
   for (WorkerGroup::WorkerStatus& worker : group_->Workers()) {
     workers[worker.local_rank] = std::move(worker);
@@ -379,8 +384,11 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
   std::vector<int> ranks;
   for (const HangVerdict& verdict : verdicts) {
     const WorkerGroup::WorkerStatus& worker = workers[verdict.local_rank];
-    spdlog::warn("worker rank {} (local_rank {}, pid {}) is hung ({}): {}", worker.global_rank,
-                 worker.local_rank, worker.pid, HangRuleName(verdict.rule), verdict.detail);
+    const bool waits =
+        waiting_peers && ranks.size() >= culprits && verdict.rule == HangRule::kHeartbeat;
+    spdlog::warn("worker rank {} (local_rank {}, pid {}) is {} ({}): {}", worker.global_rank,
+                 worker.local_rank, worker.pid, waits ? "silent" : "hung",
+                 HangRuleName(verdict.rule), verdict.detail);
     HungWorker h;
     h.global_rank = worker.global_rank;
     h.local_rank = worker.local_rank;
@@ -425,6 +433,14 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
       hang.diagnostics.insert(hang.diagnostics.end(), lines.begin(), lines.end());
     }
     hang.diagnostics.insert(hang.diagnostics.end(), flight.begin(), flight.end());
+    const bool waits = waiting_peers &&
+                       static_cast<size_t>(&verdict - verdicts.data()) >= culprits;
+    if (waits && verdict.rule == HangRule::kHeartbeat) {
+      spdlog::warn("worker rank {} is silent while rank {} cannot run: taken to wait for it, not "
+                   "hung itself", workers[verdict.local_rank].global_rank,
+                   workers[verdicts.front().local_rank].global_rank);
+      continue;
+    }
     if (verdict.rule != HangRule::kFileTimer) {
       group_->MarkHung(verdict.local_rank, hang);
       continue;

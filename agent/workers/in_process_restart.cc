@@ -59,6 +59,7 @@ void InProcessRestart::RoundBegan(const RoundAssignment& round) {
   round_ = round;
   standby_start_.RoundBegan([this] { MaybeStartStandbys(); });
   pending_ = spec_.standby_workers > 0;
+  replaced_this_round_ = 0;
 }
 
 void InProcessRestart::StartStandbys(const RoundAssignment& round) {
@@ -84,12 +85,21 @@ bool InProcessRestart::OnChildExit(pid_t pid, int wait_status) {
     if (standby.pid != pid || !standby.running) continue;
     standby.running = false;
     group_.Release(standby);
-    if (!stopping_) {
-      spdlog::warn("standby worker (pid {}) ended ({}); the group has one spare fewer", pid,
-                   WIFSIGNALED(wait_status) ? SignalName(WTERMSIG(wait_status))
-                                            : absl::StrCat("exit code ", WEXITSTATUS(wait_status)));
-    }
     standbys_.erase(it);
+    if (stopping_) return true;
+    // Replaced at once, so that the next failure still finds a warm spare; at most as many times
+    // per round as there are standbys, so that one that cannot start is not restarted in a loop.
+    const bool replace = !pending_ && !group_.first_failure() &&
+                         replaced_this_round_ < spec_.standby_workers;
+    spdlog::warn("standby worker (pid {}) ended ({}); {}", pid,
+                 WIFSIGNALED(wait_status) ? SignalName(WTERMSIG(wait_status))
+                                          : absl::StrCat("exit code ", WEXITSTATUS(wait_status)),
+                 replace ? "starting another in its place"
+                         : "the group has one spare fewer until the next round");
+    if (replace) {
+      ++replaced_this_round_;
+      StartStandbys(round_);
+    }
     return true;
   }
   return false;

@@ -79,6 +79,7 @@ class InProcessRestart {
   StandbyStart standby_start_;                              // when the standbys may start
   bool pending_ = false;                                    // to be (re)filled once joined
   bool stopping_ = false;                                   // their ends are expected
+  int replaced_this_round_ = 0;  // standbys that died and were replaced in this round
   RoundAssignment round_;
 };
 

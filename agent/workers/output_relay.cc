@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <string>
 
 #include "agent/workers/console_collapser.h"
 #include "agent/workers/console_line.h"
 #include "agent/workers/line_prefix.h"
+#include "spdlog/spdlog.h"
 
 namespace mxrun {
 
@@ -76,6 +78,17 @@ void OutputRelay::Retarget(int node_rank, int global_rank, int local_rank) {
 void OutputRelay::SetFile(int file_fd) {
   if (target_.file_fd >= 0) close(target_.file_fd);
   target_.file_fd = file_fd;
+  file_write_failed_ = false;
+}
+
+void OutputRelay::NoteFileWriteFailed(int error) {
+  // Once per file: a full disk fails every write after the first. Writing goes on (space may
+  // come back), and the console, the job and the other files are not disturbed.
+  if (file_write_failed_) return;
+  file_write_failed_ = true;
+  spdlog::warn("the log file of rank {} ({}) misses output from here on: {}; the console still "
+               "shows every line and the job goes on",
+               target_.global_rank, target_.is_stderr ? "stderr" : "stdout", std::strerror(error));
 }
 
 void OutputRelay::MakePrefix() {
@@ -117,7 +130,7 @@ OutputRelay::ReadResult OutputRelay::ReadOnce() {
   } while (n < 0 && errno == EINTR);
   if (n > 0) {
     std::string_view chunk(buffer, static_cast<size_t>(n));
-    if (target_.file_fd >= 0) WriteAll(target_.file_fd, chunk);
+    if (target_.file_fd >= 0 && !WriteAll(target_.file_fd, chunk)) NoteFileWriteFailed(errno);
     assembler_.Feed(chunk, [this](std::string_view line) { EmitLine(line); });
     return ReadResult::kData;
   }

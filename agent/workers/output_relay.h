@@ -94,6 +94,7 @@ class OutputRelay {
   ReadResult ReadOnce();
   void MakePrefix();
   void EmitLine(std::string_view line);
+  void NoteFileWriteFailed(int error);
   void Close();
 
   int pipe_fd_;
@@ -102,6 +103,7 @@ class OutputRelay {
   std::string text_prefix_;  // the text console's prefix, for the filtered file
   LastLines* last_lines_;
   LineAssembler assembler_;
+  bool file_write_failed_ = false;  // said once per log file
 };
 
 // Writes all of `data` to `fd`, retrying on EINTR and short writes. False on error (EPIPE, ...).

@@ -130,6 +130,7 @@ void WorkerGroup::SpawnWorker(WorkerProcess& worker, const RoundAssignment& roun
   worker.pid = *pid;
   worker.running = true;
   worker.started_at = std::chrono::system_clock::now();
+  worker.oom_kills_at_start = ReadOomKillCounts(worker.pid);
   guardian_.Track(worker.pid);
   loop_.WatchChild(worker.pid);
   for (OutputRelay* relay : {worker.out.get(), worker.err.get()}) {
@@ -227,6 +228,10 @@ WorkerFailure WorkerGroup::FailureOf(const WorkerProcess& worker, int exit_code,
   }
   failure.last_lines = worker.last_lines.Lines();
   failure.hang = worker.hang;
+  if (term_signal == SIGKILL && !worker.stopped_by_agent) {  // not the agent's own kill
+    failure.oom_kill = OomKillNote(worker.oom_kills_at_start,
+                                   ReadOomKillCountsAgain(worker.oom_kills_at_start));
+  }
   return failure;
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "agent/process/oom_kills.h"
 #include "agent/workers/output_relay.h"
 #include "agent/workers/worker_control.h"
 #include "common/worker_failure.h"
@@ -34,6 +35,7 @@ struct WorkerProcess {
   std::string flight_socket;      // MXRUN_FLIGHT_SOCKET (empty: none)
   std::string nccl_trace_prefix;  // the TORCH_NCCL_DEBUG_INFO_TEMP_FILE mxrun sets (empty: none)
   std::chrono::system_clock::time_point started_at;
+  OomKillCounts oom_kills_at_start;  // to tell an OOM kill from another SIGKILL (oom_kills.h)
   WorkerHang hang;
   LastLines last_lines;
   std::unique_ptr<OutputRelay> out;

@@ -46,24 +46,25 @@
 #include "rendezvous/server/master_endpoint.h"
 #include "rendezvous/server/master_server.h"
 #include "rendezvous/net.h"
+#include "rendezvous/grpc/served_tls_files.h"
 #include "rendezvous/grpc/tls_credentials.h"
 
 extern char** environ;
 
 namespace {
 
-// SIGHUP: gRPC re-reads the certificate files by itself (tls_credentials.h); this says at once
-// whether what is on disk now is usable, instead of leaving a broken file to fail the next
-// handshakes silently.
-void ReportCertificates(const mxrun::TlsFiles& tls) {
-  if (!tls.enabled()) {
+// SIGHUP: the certificate files are verified and, when they pass, put in service (gRPC takes them
+// for new handshakes within a second); when they do not, the previous ones stay in service and the
+// reason is said (served_tls_files.h).
+void ReloadCertificates(mxrun::ServedTlsFiles* served) {
+  if (served == nullptr) {
     std::fprintf(stderr, "mxrun-master: SIGHUP: no certificates to re-read (plaintext)\n");
-  } else if (absl::Status checked = mxrun::CheckTlsFiles(tls, "mxrun-master"); !checked.ok()) {
-    std::fprintf(stderr, "mxrun-master: SIGHUP: %s; sessions go on, new handshakes fail until "
-                 "the files are fixed\n", std::string(checked.message()).c_str());
+  } else if (absl::Status reloaded = served->Reload(); !reloaded.ok()) {
+    std::fprintf(stderr, "mxrun-master: SIGHUP: refused the new certificate files: %s; the "
+                 "previous ones stay in service\n", std::string(reloaded.message()).c_str());
   } else {
-    std::fprintf(stderr, "mxrun-master: SIGHUP: certificate files re-read; new connections "
-                 "use them within %u s, established sessions go on\n",
+    std::fprintf(stderr, "mxrun-master: SIGHUP: certificate files verified and re-read; new "
+                 "connections use them within %u s, established sessions go on\n",
                  mxrun::kTlsRefreshSeconds);
   }
 }
@@ -135,6 +136,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.token = std::move(*token);
+  // gRPC (and the metrics' TLS) serve the files as last verified, from memory.
+  std::unique_ptr<mxrun::ServedTlsFiles> served_tls;
+  if (options.tls.enabled()) {
+    absl::StatusOr<std::unique_ptr<mxrun::ServedTlsFiles>> loaded =
+        mxrun::ServedTlsFiles::Load(options.tls);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "mxrun-master: error: %s\n",
+                   std::string(loaded.status().message()).c_str());
+      return 2;
+    }
+    served_tls = std::move(*loaded);
+    options.tls = served_tls->served();
+  }
   std::optional<mxrun::EtcdElectionConfig>& election = flags.election;
   if (election) {
     election->identity = absl::StrCat("mxrun-master@", host, ":", getpid());
@@ -199,7 +213,7 @@ int main(int argc, char** argv) {
     }
     notifier.Ready("candidate for service " + service);
     int signo = 0;
-    while (sigwait(&stop, &signo) == 0 && signo == SIGHUP) ReportCertificates(tls);
+    while (sigwait(&stop, &signo) == 0 && signo == SIGHUP) ReloadCertificates(served_tls.get());
     notifier.Stopping("stopping on signal " + std::to_string(signo));
     std::fprintf(stderr, "mxrun-master: stopping on signal %d\n", signo);
     metrics.reset();
@@ -231,7 +245,7 @@ int main(int argc, char** argv) {
   // As a systemd Type=notify service: ready once it serves.
   notifier.Ready("listening on " + (*server)->address());
   int signo = 0;
-  while (sigwait(&stop, &signo) == 0 && signo == SIGHUP) ReportCertificates(tls);
+  while (sigwait(&stop, &signo) == 0 && signo == SIGHUP) ReloadCertificates(served_tls.get());
   notifier.Stopping("stopping on signal " + std::to_string(signo));
   std::fprintf(stderr, "mxrun-master: stopping on signal %d\n", signo);
   metrics.reset();

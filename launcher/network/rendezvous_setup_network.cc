@@ -19,6 +19,10 @@
 namespace mxrun {
 namespace {
 
+// How long a local listener on the rendezvous port has to answer as a master: a master on this
+// host answers GetStatus in milliseconds; a stranger (a TCPStore, a web server) never does.
+constexpr std::chrono::milliseconds kLocalMasterProbeTimeout{5000};
+
 // gRPC's own log lines go to mxrun's log at debug level, so that an expected condition (losing the
 // race to host the master: "Address already in use") does not print a scary error. Setting
 // GRPC_VERBOSITY keeps gRPC's logger for debugging.
@@ -214,9 +218,15 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
     config.endpoint = JoinHostPort(endpoint->host, endpoint->port);
     master.host = endpoint->host;
     master.port = endpoint->port;
-    host_master = settings.is_host == 1 ||
-                  (settings.is_host == -1 && IsLocalHost(endpoint->host) &&
-                   !PortListening(endpoint->host, endpoint->port));
+    const bool local = settings.is_host == -1 && IsLocalHost(endpoint->host);
+    host_master = settings.is_host == 1 || (local && !PortListening(endpoint->host, endpoint->port));
+    if (local && !host_master) {  // another agent's master, or a stranger on the port?
+      if (absl::Status master_there = CheckListenerIsMaster(
+              config.endpoint, settings.token, settings.tls, kLocalMasterProbeTimeout);
+          !master_there.ok()) {
+        return master_there;
+      }
+    }
   }
 
   if (host_master) {

@@ -1,5 +1,8 @@
 #include "rendezvous/client/master_probe.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include "mxrun.grpc.pb.h"
@@ -24,6 +27,21 @@ absl::StatusOr<std::string> ServedRun(const std::string& address, const std::str
   grpc::Status status = stub->GetStatus(&context, request, &reply);
   if (!status.ok()) return FromGrpcStatus(status);
   return reply.serves_only_run_id();
+}
+
+absl::Status CheckListenerIsMaster(const std::string& address, const std::string& token,
+                                   const TlsFiles& tls, std::chrono::milliseconds timeout) {
+  absl::StatusOr<std::string> served = ServedRun(address, token, tls, timeout);
+  // A master that refuses this agent's token still is one: the join then says so.
+  if (served.ok() || absl::IsPermissionDenied(served.status()) ||
+      absl::IsUnauthenticated(served.status())) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "the rendezvous endpoint ", address, " is taken by a program that is not an mxrun "
+      "rendezvous master (it did not answer as one within ",
+      absl::FormatDuration(absl::FromChrono(timeout)), ": ", served.status().message(),
+      "); stop that program or give --rdzv_endpoint a free port"));
 }
 
 std::string ProbingMasterLocator::Current() {

@@ -34,6 +34,14 @@ struct MasterProbeConfig {
 absl::StatusOr<std::string> ServedRun(const std::string& address, const std::string& token,
                                       const TlsFiles& tls, std::chrono::milliseconds timeout);
 
+// For an agent about to join the master on a local port that is already taken: OK when what
+// listens at `address` answers as an mxrun master within `timeout` (any run, even a refusal of the
+// token: the rendezvous then says what is wrong); otherwise an Unavailable error that names the
+// port as taken by another program, with what the call returned. Without this check the agent
+// would wait for a round until the join timeout.
+absl::Status CheckListenerIsMaster(const std::string& address, const std::string& token,
+                                   const TlsFiles& tls, std::chrono::milliseconds timeout);
+
 class ProbingMasterLocator final : public MasterLocator {
  public:
   explicit ProbingMasterLocator(MasterProbeConfig config) : config_(std::move(config)) {}

@@ -39,6 +39,7 @@ v1::WorkerFailure ToProto(const WorkerFailure& f) {
     p.add_hang_diagnostics(f.hang.diagnostics[i].substr(0, 4096));
   }
   p.set_collective_sign(f.collective_sign.substr(0, 256));
+  p.set_oom_kill(f.oom_kill.substr(0, 256));
   p.set_flight_dir(f.flight_dir.substr(0, 4096));
   for (size_t i = 0; i < f.flight.size() && i < 64; ++i) p.add_flight(f.flight[i].substr(0, 4096));
   return p;
@@ -67,6 +68,7 @@ WorkerFailure FromProto(const v1::WorkerFailure& p) {
   f.hang.diagnostics_dir = p.hang_diagnostics_dir();
   f.hang.diagnostics.assign(p.hang_diagnostics().begin(), p.hang_diagnostics().end());
   f.collective_sign = p.collective_sign();
+  f.oom_kill = p.oom_kill().substr(0, 256);
   f.flight_dir = p.flight_dir();
   f.flight.assign(p.flight().begin(), p.flight().end());
   return f;

@@ -185,8 +185,8 @@ TEST_CASE("mutual TLS: replaced certificates serve new connections, a session go
   CHECK(ended.exit_code == 128 + SIGTERM);
   CHECK(ended.err.find("lost the rendezvous master") == std::string::npos);
   CHECK_THAT(master.StopAndOutput(),
-             Catch::Contains("mxrun-master: SIGHUP: certificate files re-read; new connections "
-                             "use them within 1 s, established sessions go on"));
+             Catch::Contains("mxrun-master: SIGHUP: certificate files verified and re-read; new "
+                             "connections use them within 1 s, established sessions go on"));
 }
 
 TEST_CASE("mutual TLS: incomplete or wrong files are refused before anything starts",
@@ -207,4 +207,19 @@ TEST_CASE("mutual TLS: incomplete or wrong files are refused before anything sta
   r = Run({MXRUN_MASTER_BIN, "--port=0", "--cert=" + pki.path() + "/node.pem"});
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("mxrun-master: mutual TLS needs cert, key and cacert"));
+  // What only a handshake would find otherwise: a key of another certificate, a CA that did not
+  // sign it.
+  MakeNode(pki.path(), "other");
+  r = Run({MXRUN_MASTER_BIN, "--port=0", "--cert=" + pki.path() + "/node.pem",
+           "--key=" + pki.path() + "/other.key", "--cacert=" + pki.path() + "/ca.pem"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("key=" + pki.path() + "/other.key does not belong to cert=" +
+                                    pki.path() + "/node.pem"));
+  TempDir foreign;
+  MakeCa(foreign.path());
+  r = Run({MXRUN_MASTER_BIN, "--port=0", "--cert=" + pki.path() + "/node.pem",
+           "--key=" + pki.path() + "/node.key", "--cacert=" + foreign.path() + "/ca.pem"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("does not verify against cacert=" + foreign.path() +
+                                    "/ca.pem: unable to get local issuer certificate"));
 }
