@@ -25,11 +25,13 @@ enum class Recovery {
   kInProcess,     // the survivors keep their processes and state; the lost rank is replaced
   kGroupRestart,  // the worker group (on every node) is stopped and started again
   kJobEnds,       // the job ends with the fault as its root cause
+  kRequeued,      // the scheduler stops the job and starts it again; it resumes from its checkpoint
 };
 
 enum class FinalState {
   kNotCompared,  // the job fails, or its workload keeps no state to compare
   kBitwise,      // same world size: parameters, buffers and momentum equal the fault-free run's
+  kReported,     // another world size: the job must still learn, and the difference is printed
 };
 
 struct GroundTruth {
@@ -56,8 +58,8 @@ struct Fault {
   GroundTruth truth;
 };
 
-// The bundled trainer, 2 workers, CPU and Gloo, 32 steps (tests/faults/trainer_job.h).
-inline constexpr std::string_view kTrainer = "train, 2 workers (Gloo, CPU)";
+// The bundled trainer, 2 workers, CPU and Gloo, 96 steps (tests/faults/catalogue_job.h).
+inline constexpr std::string_view kTrainer = "train, 2 workers (Gloo, CPU), 96 steps";
 
 inline constexpr Fault kCatalogue[] = {
     {1, "worker-sigkill", "a worker killed (SIGKILL)", "kill -9 of rank 1 at step 10", kTrainer,
@@ -166,6 +168,14 @@ inline constexpr Fault kCatalogue[] = {
      "test_child on 3 nodes (loopback, one master)",
      {"failed (exit code 3)", "", 0, 2, Recovery::kGroupRestart, "2 worker failures within 3600 s",
       kNotCounted, FinalState::kNotCompared}},
+    {25, "slurm-scancel", "the job cancelled by Slurm (scancel)",
+     "scancel of a running 2-node batch job (KillWait 5 s)", "test_child, 2 nodes x 2 workers (Slurm)",
+     {"", "cancelled by SIGTERM: ranks", 143, 0, Recovery::kNone, "", kNotCounted,
+      FinalState::kNotCompared}},
+    {26, "slurm-requeue", "the job requeued by Slurm mid-run (preemption with requeue)",
+     "scontrol requeue once the first checkpoint is written (--requeue, --ckpt_every 4)",
+     "train, 2 nodes (Slurm), --resume",
+     {"", "cancelled by SIGTERM: rank", 0, 1, Recovery::kRequeued, "", 4, FinalState::kBitwise}},
     {27, "preemption-warning", "a preemption warning (SIGUSR1)",
      "SIGUSR1 to mxrun with --signals_to_handle=SIGTERM,SIGUSR1", "test_child, 2 workers",
      {"", "received SIGUSR1: passed it on to 2 running worker(s)", 0, 0, Recovery::kNone, "",
@@ -175,6 +185,16 @@ inline constexpr Fault kCatalogue[] = {
      "test_child, 2 workers, fake NVML with 2 GPUs",
      {"", "this node is unhealthy: GPU 0: XID 79", 93, 0, Recovery::kNone, "", kNotCounted,
       FinalState::kNotCompared}},
+    {29, "worker-sigkill-checkpoint", "a worker killed, the job restarted from its checkpoint",
+     "kill -9 of rank 1 at step 10, workers that do not take rounds in-process "
+     "(--no_in_process_restart: any script without the mxrun module)",
+     kTrainer,
+     {"rank 1 failed: Signal 9 (SIGKILL)", "", 0, 1, Recovery::kGroupRestart, "", 4,
+      FinalState::kBitwise}},
+    {30, "node-lost-trainer", "a node of a training job lost: the job goes on at a smaller world",
+     "kill -9 of node 2's agent and worker at step 10 of a 2:3 trainer job",
+     "train on 3 nodes x 1 worker (loopback, one master)",
+     {"left (stream closed)", "", 0, 1, Recovery::kInProcess, "", 0, FinalState::kReported}},
 };
 
 // The row of `id`; nullptr when the catalogue has none.

@@ -1,6 +1,6 @@
 #pragma once
 // The catalogue's jobs and what is observed of them: the bundled trainer's small job (2 workers,
-// Gloo, CPU, 32 steps, a metrics record every step), its fault-free run's final state (run once
+// Gloo, CPU, 96 steps, a metrics record every step), its fault-free run's final state (run once
 // per test process), steps trained again, and the comparison of a row's outcome with its truth.
 
 #include <signal.h>
@@ -19,14 +19,18 @@
 
 namespace mxrun::faults {
 
-// `mxrun --standalone --nproc_per_node=2 MXRUN_FLAGS train` on the catalogue's small run in `dir`.
+// `mxrun --standalone --nproc_per_node=2 MXRUN_FLAGS train` on the catalogue's small run in `dir`,
+// then `trainer_flags` (none that changes what is computed).
 inline std::vector<std::string> TrainerJob(const testing::TempDir& dir,
-                                           std::vector<std::string> mxrun_flags) {
+                                           std::vector<std::string> mxrun_flags,
+                                           std::vector<std::string> trainer_flags = {}) {
   std::vector<std::string> argv{MXRUN_BIN, "--standalone", "--nproc_per_node=2"};
   argv.insert(argv.end(), mxrun_flags.begin(), mxrun_flags.end());
   argv.push_back("train");
-  return testing::SmallRun(argv, dir, {"--epochs", "1", "--log_every", "1", "--ckpt_every", "4",
-                                       "--no_eval"});
+  std::vector<std::string> run{"--epochs", "3", "--log_every", "1", "--ckpt_every", "4",
+                               "--no_eval"};
+  run.insert(run.end(), trainer_flags.begin(), trainer_flags.end());
+  return testing::SmallRun(argv, dir, run);
 }
 
 // The fault-free job's final state digest ("done" record's state_sha256), run once.

@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <cstdio>
 #include <memory>
 #include <set>
 #include <string>
@@ -17,6 +18,7 @@
 #include "tests/network_lab.h"
 #include "tests/subprocess.h"
 #include "tests/temp_dir.h"
+#include "tests/trainer_runs.h"
 
 using namespace std::chrono_literals;
 using mxrun::faults::Mismatch;
@@ -193,4 +195,74 @@ TEST_CASE("fault 22 bad-certificate-rotation: a master's certificate rotated to 
   INFO(said);
   outcome.notices.push_back(said);  // the master's lines are what tells this fault
   CHECK(Mismatch(Row("bad-certificate-rotation"), outcome) == "");
+}
+
+namespace {
+
+// `count` agents of a dynamic trainer job `id` (2:3 nodes, one worker each, no standby) on `master`,
+// the catalogue's trainer run in `dir`.
+std::vector<std::unique_ptr<Subprocess>> TrainerNodes(const Master& master,
+                                                      const mxrun::testing::TempDir& dir,
+                                                      const std::string& id, int count) {
+  std::vector<std::unique_ptr<Subprocess>> nodes;
+  for (int node = 0; node < count; ++node) {
+    nodes.push_back(std::make_unique<Subprocess>(mxrun::testing::SmallRun(
+        {MXRUN_BIN, "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
+         "--rdzv_id=" + id, "--nnodes=2:3", "--node_rank=" + std::to_string(node),
+         "--rdzv_conf=last_call_timeout=10", "--nproc_per_node=1", "--max_restarts=1",
+         "--standby_workers=0", "train"},
+        dir, {"--epochs", "3", "--log_every", "1", "--ckpt_every", "4", "--no_eval"})));
+  }
+  return nodes;
+}
+
+// The last epoch record's training loss, or -1.
+double LastEpochLoss(const mxrun::testing::TempDir& dir) {
+  const auto epochs = mxrun::testing::Metrics(dir, "epoch");
+  return epochs.empty() ? -1 : epochs.back()["train_loss"].get<double>();
+}
+
+}  // namespace
+
+TEST_CASE("fault 30 node-lost-trainer: a node of a training job lost, the job goes on at a "
+          "smaller world", "[faults]") {
+  Master master;
+  mxrun::testing::TempDir base;  // the same job undisturbed, at world size 3
+  {
+    auto nodes = TrainerNodes(master, base, "cat-world-base", 3);
+    for (auto& node : nodes) REQUIRE(node->Wait(240s).exit_code == 0);
+  }
+  mxrun::testing::TempDir dir;
+  auto nodes = TrainerNodes(master, dir, "cat-world", 3);
+  REQUIRE(nodes[0]->WaitForStdout("step 10/", 1, 120s));
+  // The node dies: its agent and its worker at once.
+  const pid_t rank2 = mxrun::testing::WorkerOfRank(nodes[2]->pid(), 2);
+  REQUIRE(rank2 > 0);
+  REQUIRE(::kill(nodes[2]->pid(), SIGKILL) == 0);
+  REQUIRE(::kill(rank2, SIGKILL) == 0);
+  nodes[2]->Wait(10s);
+  ProcessResult r = nodes[0]->Wait(240s);
+  CHECK(nodes[1]->Wait(240s).exit_code == 0);
+  mxrun::faults::Outcome outcome = Observe(r);
+  outcome.steps_lost = mxrun::faults::StepsLost(dir);
+  const auto done = mxrun::testing::Metrics(dir, "done");
+  const auto base_done = mxrun::testing::Metrics(base, "done");
+  REQUIRE(done.size() == 1);
+  REQUIRE(base_done.size() == 1);
+  outcome.same_state = done[0]["state_sha256"] == base_done[0]["state_sha256"];
+  // No bitwise comparison across world sizes: the difference is measured and said instead, and
+  // the job must still have learned (its last epoch's loss below its first's).
+  const auto epochs = mxrun::testing::Metrics(dir, "epoch");
+  REQUIRE(epochs.size() == 3);
+  const double first = epochs.front()["train_loss"].get<double>();
+  const double last = LastEpochLoss(dir);
+  const double undisturbed = LastEpochLoss(base);
+  std::printf("fault catalogue: node-lost-trainer: world 3 -> 2 after step 10: last epoch's "
+              "training loss %.4f (undisturbed at world 3: %.4f, %+.1f%%), first epoch's %.4f; "
+              "final state %s the undisturbed run's\n",
+              last, undisturbed, 100.0 * (last - undisturbed) / undisturbed, first,
+              outcome.same_state == true ? "equal to" : "different from");
+  CHECK(last < first);
+  INFO(Describe(r));
+  CHECK(Mismatch(Row("node-lost-trainer"), outcome) == "");
 }

@@ -43,6 +43,7 @@ const char* RecoveryName(Recovery recovery) {
     case Recovery::kInProcess: return "in-process restart";
     case Recovery::kGroupRestart: return "restart of the worker group";
     case Recovery::kJobEnds: return "the job ends";
+    case Recovery::kRequeued: return "requeued by the scheduler";
   }
   return "?";
 }

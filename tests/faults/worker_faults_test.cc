@@ -47,14 +47,15 @@ void CheckRow(std::string_view id, const Outcome& outcome, const ProcessResult& 
   CHECK(Mismatch(Row(id), outcome) == "");
 }
 
-// The catalogue's trainer job with `flags`; `inject` runs once the job is at step 10 of 32 and
+// The catalogue's trainer job with `flags`; `inject` runs once the job is at step 10 of 96 and
 // gets the job; then the job is waited for and observed.
 void TrainerRow(std::string_view id, std::vector<std::string> flags,
-                const std::function<void(Subprocess&)>& inject) {
+                const std::function<void(Subprocess&)>& inject,
+                std::vector<std::string> trainer_flags = {}) {
   REQUIRE(mxrun::faults::FaultFreeDigest().size() == 64);
   TempDir dir;
-  Subprocess job(TrainerJob(dir, std::move(flags)));
-  REQUIRE(job.WaitForStdout("step 10/32", 1, 120s));
+  Subprocess job(TrainerJob(dir, std::move(flags), std::move(trainer_flags)));
+  REQUIRE(job.WaitForStdout("step 10/96", 1, 120s));
   inject(job);
   ProcessResult r = job.Wait(240s);
   CheckRow(id, ObserveTrainer(r, dir), r);
@@ -72,6 +73,12 @@ void SignalRank(Subprocess& job, int rank, int signal) {
 TEST_CASE("fault 01 worker-sigkill: a worker killed (SIGKILL)", "[faults]") {
   TrainerRow("worker-sigkill", {"--max_restarts=1"},
              [](Subprocess& job) { SignalRank(job, 1, SIGKILL); });
+}
+
+TEST_CASE("fault 29 worker-sigkill-checkpoint: a worker killed, the job restarted from its "
+          "checkpoint", "[faults]") {
+  TrainerRow("worker-sigkill-checkpoint", {"--max_restarts=1"},
+             [](Subprocess& job) { SignalRank(job, 1, SIGKILL); }, {"--no_in_process_restart"});
 }
 
 TEST_CASE("fault 02 worker-sigsegv: a worker crashes (SIGSEGV)", "[faults]") {

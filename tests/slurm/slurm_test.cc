@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "tests/slurm/slurm_jobs.h"
 #include "tests/slurm_cluster.h"
 #include "tests/subprocess.h"
 
@@ -33,6 +34,8 @@ using mxrun::testing::ReadEnvFile;
 using mxrun::testing::ReadFile;
 using mxrun::testing::Run;
 using mxrun::testing::SlurmCluster;
+using mxrun::testing::Submit;
+using mxrun::testing::WaitForLines;
 
 namespace {
 
@@ -42,43 +45,6 @@ const std::string kChild = TEST_CHILD_BIN;
 std::vector<int> Sorted(std::vector<int> v) {
   std::sort(v.begin(), v.end());
   return v;
-}
-
-// "Submitted batch job 12" -> "12"
-std::string SubmittedId(const ProcessResult& r) {
-  const std::string prefix = "Submitted batch job ";
-  const size_t at = r.out.find(prefix);
-  if (at == std::string::npos) return "";
-  return std::string(absl::StripAsciiWhitespace(r.out.substr(at + prefix.size())));
-}
-
-// sbatch of a script wrapping `command`, its output in jobs()/NAME.out; returns the job id.
-std::string Submit(const SlurmCluster& cluster, const std::string& name, const std::string& command,
-                   std::vector<std::string> more = {}) {
-  const std::string script = cluster.jobs() + "/" + name + ".sh";
-  std::ofstream(script) << "#!/bin/sh\n" << command << "\n";
-  std::vector<std::string> argv{"sbatch", "-N2", "--ntasks-per-node=1",
-                                "--output=" + cluster.jobs() + "/" + name + ".out",
-                                "--chdir=" + cluster.jobs()};
-  argv.insert(argv.end(), more.begin(), more.end());
-  argv.push_back(script);
-  ProcessResult r = Run(argv, {}, 30s);
-  INFO(mxrun::testing::Describe(r));
-  REQUIRE(r.exit_code == 0);
-  std::string id = SubmittedId(r);
-  REQUIRE_FALSE(id.empty());
-  return id;
-}
-
-// Waits (bounded) until `path` holds `count` lines containing `needle`.
-bool WaitForLines(const std::string& path, const std::string& needle, int count,
-                  std::chrono::seconds timeout = 60s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (CountOccurrences(ReadFile(path), needle) >= count) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return false;
 }
 
 // Every "run=<id>" word of test_child's ready lines.
@@ -482,9 +448,13 @@ TEST_CASE("a requeued job resumes from its checkpoint", "[slurm]") {
   REQUIRE(access((ckpt + "/checkpoint.pt").c_str(), F_OK) == 0);
   REQUIRE(Run({"scontrol", "requeue", id}, {}, 30s).exit_code == 0);
   // Slurm holds a requeued batch job back for a while (BeginTime, about two minutes here); let
-  // it start as soon as its nodes are free, as a busy cluster's scheduler would anyway.
+  // it start as soon as its nodes are free, as a busy cluster's scheduler would anyway, but not
+  // within the second of the requeue: each node's slurmd revoked the job's credentials at the
+  // requeue's time, in whole seconds, and refuses a launch whose credential is not newer ("Job N
+  // already killed, do not launch batch job"), which ends the job FAILED without running again
+  // (slurm_cred_revoked: ctime <= revoked). StartTime=now did that once in CI.
   CHECK(cluster.WaitForJobState(id, {"PENDING"}) == "PENDING");
-  Run({"scontrol", "update", "JobId=" + id, "StartTime=now"}, {}, 30s);
+  Run({"scontrol", "update", "JobId=" + id, "StartTime=now+1"}, {}, 30s);
   CHECK(cluster.WaitForJobState(id, {"COMPLETED", "FAILED", "CANCELLED"}, 300s) == "COMPLETED");
   const std::string log = ReadFile(out);
   INFO(log);
