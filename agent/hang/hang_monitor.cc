@@ -44,13 +44,22 @@ std::chrono::system_clock::time_point FromTimespec(const timespec& t) {
 
 }  // namespace
 
+// How long silent workers of a multi-node job wait for another node to name the culprit: about
+// the timeout itself (that node judges at the same moment, then takes its diagnostics before it
+// reports), between 2 and 10 s.
+std::chrono::milliseconds PeerCulpritGrace(std::chrono::milliseconds heartbeat_timeout) {
+  return std::clamp(heartbeat_timeout, std::chrono::milliseconds(2000),
+                    std::chrono::milliseconds(10000));
+}
+
 HangMonitor::HangMonitor(HangMonitorConfig config, EventLoop& loop,
                          std::unique_ptr<FileTimerPipe> pipe)
     : config_(std::move(config)),
       loop_(loop),
       watch_(config_.settings),
       pipe_(std::move(pipe)),
-      dwell_(config_.uninterruptible_timeout) {
+      dwell_(config_.uninterruptible_timeout),
+      culprit_wait_(PeerCulpritGrace(config_.settings.heartbeat_timeout)) {
   if (pipe_ == nullptr) return;
   loop_.Watch(pipe_->fd(), [this] {
     pipe_->OnReadable([this](const absl::StatusOr<FileTimerRequest>& request,
@@ -67,6 +76,7 @@ void HangMonitor::Watch(WorkerGroup* group) {
   group_ = group;
   watch_.Reset();
   dwell_.Reset();
+  culprit_wait_.Reset();
   exits_seen_.clear();
   stamps_.clear();
   if (group_ == nullptr) {
@@ -217,7 +227,46 @@ void HangMonitor::CheckNow() {
       if (!judged) verdicts.push_back(std::move(stuck));
     }
   }
+  verdicts = SiftForPeerCulprit(std::move(verdicts), now);
   if (!verdicts.empty()) Act(verdicts);
+}
+
+bool HangMonitor::CannotRun(int local_rank) const {
+  for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
+    if (worker.local_rank != local_rank || !worker.running) continue;
+    std::optional<ProcStat> stat = ReadProcStat(worker.pid);
+    return stat && (stat->state == 'T' || stat->state == 't' || stat->state == 'D');
+  }
+  return false;
+}
+
+std::vector<HangVerdict> HangMonitor::SiftForPeerCulprit(std::vector<HangVerdict> verdicts,
+                                                         HangWatch::Time now) {
+  if (verdicts.empty() && !culprit_wait_.holding()) return verdicts;
+  const bool multi_node = group_->world_size() > static_cast<int>(group_->Workers().size());
+  const bool local_culprit = std::any_of(verdicts.begin(), verdicts.end(), [this](const HangVerdict& v) {
+    return CannotRun(v.local_rank);
+  });
+  const bool was_holding = culprit_wait_.holding();
+  std::vector<HangVerdict> out =
+      culprit_wait_.Sift(std::move(verdicts), multi_node, local_culprit, now);
+  if (!was_holding && culprit_wait_.holding()) {
+    spdlog::warn("this node's workers went silent, yet run: waiting up to {:g} s for another node "
+                 "to name a rank that cannot run (stopped or stuck, holding these up in a "
+                 "collective) before judging them hung",
+                 static_cast<double>(culprit_wait_.grace().count()) / 1000.0);
+  }
+  // Held ones that beat again meanwhile are not hung after all.
+  const milliseconds timeout = config_.settings.heartbeat_timeout;
+  out.erase(std::remove_if(out.begin(), out.end(),
+                           [&](const HangVerdict& v) {
+                             const std::optional<milliseconds> silent =
+                                 watch_.SinceHeartbeat(v.local_rank, now);
+                             return v.rule == HangRule::kHeartbeat && timeout.count() > 0 &&
+                                    silent && *silent < timeout;
+                           }),
+            out.end());
+  return out;
 }
 
 std::vector<HangVerdict> HangMonitor::PollStates(HangWatch::Time now) {
@@ -268,6 +317,9 @@ std::optional<HangMonitor::Deadline> HangMonitor::NextWake() const {
   if (dwell_.enabled() && group_->state() == WorkerGroup::State::kRunning) {
     const Deadline poll = last_state_poll_ + UninterruptiblePollPeriod(dwell_.timeout());
     if (!next || poll < *next) next = poll;
+  }
+  if (std::optional<Deadline> held = culprit_wait_.deadline(); held && (!next || *held < *next)) {
+    next = held;
   }
   return next;
 }

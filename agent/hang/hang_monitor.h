@@ -37,6 +37,7 @@
 #include "agent/hang/flight_records.h"
 #include "agent/hang/hang_diagnostics.h"
 #include "agent/hang/hang_watch.h"
+#include "agent/hang/peer_culprit_wait.h"
 #include "agent/hang/uninterruptible_watch.h"
 #include "agent/workers/worker_group.h"
 
@@ -94,6 +95,10 @@ class HangMonitor {
   void PollHeartbeats(HangWatch::Time now);
   // Reads the running workers' states; the verdicts of those in D for the timeout.
   std::vector<HangVerdict> PollStates(HangWatch::Time now);
+  // Verdicts held while another node may name the culprit (peer_culprit_wait.h), or to act on.
+  std::vector<HangVerdict> SiftForPeerCulprit(std::vector<HangVerdict> verdicts,
+                                              HangWatch::Time now);
+  bool CannotRun(int local_rank) const;  // stopped or in D state
   void Act(std::vector<HangVerdict> verdicts);
   std::string MakeDiagnosticsDir();
   KeepReading ServeTimerPipe();  // the FileTimer pipe, served while diagnostics run
@@ -119,6 +124,7 @@ class HangMonitor {
   std::map<int, Stamp> stamps_;    // by local rank
   HangWatch::Time last_poll_{};
   UninterruptibleWatch dwell_;          // D state (off unless configured)
+  PeerCulpritWait culprit_wait_;
   HangWatch::Time last_state_poll_{};
   int bad_lines_logged_ = 0;
 };
