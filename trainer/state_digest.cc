@@ -19,10 +19,13 @@ void HashTensor(Sha256& hash, const std::string& name, const at::Tensor& tensor)
 
 }  // namespace
 
-std::string StateDigest(torch::nn::Module& model, torch::optim::SGD& optimizer) {
+std::string StateDigest(torch::nn::Module& model, torch::optim::SGD& optimizer,
+                        bool with_buffers) {
   Sha256 hash;
   for (const auto& item : model.named_parameters()) HashTensor(hash, item.key(), item.value());
-  for (const auto& item : model.named_buffers()) HashTensor(hash, item.key(), item.value());
+  if (with_buffers) {
+    for (const auto& item : model.named_buffers()) HashTensor(hash, item.key(), item.value());
+  }
   const auto& state = optimizer.state();
   for (const torch::optim::OptimizerParamGroup& group : optimizer.param_groups()) {
     for (const at::Tensor& param : group.params()) {

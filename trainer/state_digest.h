@@ -19,6 +19,10 @@ namespace mxrun::trainer {
 // on the CPU, contiguous), then each parameter's SGD momentum buffer in the optimizer's order
 // ("none" where it has none yet). Equal digests: bitwise-equal state. Copies each tensor to the CPU
 // once: for the end of a run, not for every step.
-std::string StateDigest(torch::nn::Module& model, torch::optim::SGD& optimizer);
+// `with_buffers` false leaves out the buffers (BatchNorm's running statistics): the "done" record's
+// "weights_sha256". Those statistics are each rank's own (never reduced in training), so a run that
+// lost rank 0 lost rank 0's with it, while its parameters and momentum must still be bitwise equal.
+std::string StateDigest(torch::nn::Module& model, torch::optim::SGD& optimizer,
+                        bool with_buffers = true);
 
 }  // namespace mxrun::trainer

@@ -693,6 +693,7 @@ int Trainer::Run() {
   // ResNet-18's 11 M parameters and their momentum: only where it is written).
   if (id_.rank == 0 && !o_.metrics_file.empty()) {
     done["state_sha256"] = StateDigest(*model_, *optimizer_);
+    done["weights_sha256"] = StateDigest(*model_, *optimizer_, /*with_buffers=*/false);
   }
   metrics_->Append(done);
   return 0;

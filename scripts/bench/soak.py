@@ -129,9 +129,11 @@ def wait_job(agents, timeout):
     return [a.returncode for a in agents]
 
 
-def done_digest(wd, name):
+def done_digest(wd, name, key="state_sha256"):
+    """The final state's digest: "state_sha256" (parameters, buffers, momentum) or
+    "weights_sha256" (parameters and momentum)."""
     done = metrics(os.path.join(wd, name + ".jsonl"), "done")
-    return done[-1]["state_sha256"] if len(done) == 1 else None
+    return done[-1].get(key) if len(done) == 1 else None
 
 
 def step_seconds(wd, name):
@@ -258,6 +260,7 @@ def main():
         raise RuntimeError("the fault-free twin failed: " + read(os.path.join(wd, "twin-node0.log")))
     twin_seconds = time.monotonic() - t0
     twin_digest = done_digest(wd, "twin")
+    twin_weights = done_digest(wd, "twin", "weights_sha256")
     log.progress(f"twin: {twin_seconds:.0f} s, state {twin_digest[:12]}")
 
     # The soak.
@@ -333,11 +336,21 @@ def main():
     problems = list(status_problems)
     if codes != [0, 0, 0]:
         problems.append(f"the agents ended {codes} (0, 0, 0 expected)")
-    digest = done_digest(wd, "soak")
-    same = digest is not None and digest == twin_digest
-    if not same:
-        problems.append(f"final state {digest} differs from the twin's {twin_digest}")
+    # Parameters and momentum always bit for bit; BatchNorm's running statistics too unless rank 0
+    # (node 0's worker) was lost: they are each rank's own, never reduced in training, so rank 0's
+    # die with it and the new rank 0 takes a kept rank's (the trainer's state_digest.h).
     worker_faults = [f for f in injected if f["kind"] != "standby-dies"]
+    rank0_lost = sum(f["node"] == 0 for f in worker_faults)
+    digest = done_digest(wd, "soak")
+    weights = done_digest(wd, "soak", "weights_sha256")
+    same_weights = weights is not None and weights == twin_weights
+    same = digest is not None and digest == twin_digest
+    if not same_weights:
+        problems.append(f"final parameters and momentum {weights} differ from the twin's "
+                        f"{twin_weights}")
+    if not same and not rank0_lost:
+        problems.append(f"final state {digest} differs from the twin's {twin_digest} (rank 0 was "
+                        "never lost)")
     console0 = read(nodes[0].log_path)
     restart_lines = re.findall(r"mxrun: info: (?:in-process )?restart \d+ \(round \d+[^;]*; ([^)]*\))",
                                console0)
@@ -412,8 +425,11 @@ def main():
             print(f"| {kind} | {k['n']} | {k['ok']} | {secs[len(secs) // 2]:.1f} | {secs[-1]:.1f} |")
     print(f"| **all** | {len(injected)} | {sum(f['recovered'] for f in injected)} | | |\n")
     print(f"- Completed steps trained again: {steps_lost}.")
-    print(f"- Final state {'equal, bit for bit, to' if same else 'DIFFERENT from'} the fault-free "
-          f"twin's ({(digest or 'none')[:16]}).")
+    print(f"- Final parameters and momentum {'equal, bit for bit, to' if same_weights else 'DIFFERENT from'} "
+          f"the fault-free twin's ({(weights or 'none')[:16]}); with the BatchNorm running "
+          f"statistics {'equal too' if same else 'different'}" +
+          (f" (rank 0 was lost {rank0_lost} time(s): its own running statistics went with it)"
+           if rank0_lost else "") + ".")
     print(f"- Wall time: {soak_seconds:.0f} s with faults, {twin_seconds:.0f} s for the twin "
           f"({(soak_seconds - twin_seconds) / max(1, len(injected)):.1f} s per fault).")
     print(f"- mxrun's goodput (node 0): {goodput.group(1) + '%' if goodput else 'not printed'}.")
