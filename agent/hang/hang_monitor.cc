@@ -10,6 +10,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/hang/collective_failure.h"
 #include "agent/process/descendants.h"
@@ -417,6 +418,24 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
   // together with others is named first: the others are most likely waiting for it in a
   // collective. Only it is marked hung then; the silent ones it holds up stay, and take the next
   // round in-process where they can (they hold the state), as after any rank's death.
+  // A local worker that cannot run, not judged yet (its last beat came a little later, or a busy
+  // machine saw it later): the silent ones wait for it, so it is the one judged.
+  for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
+    const bool judged = std::any_of(verdicts.begin(), verdicts.end(), [&](const HangVerdict& v) {
+      return v.local_rank == worker.local_rank;
+    });
+    if (judged || !worker.running || !CannotRun(worker.local_rank)) continue;
+    HangVerdict culprit;
+    culprit.local_rank = worker.local_rank;
+    culprit.rule = HangRule::kHeartbeat;
+    culprit.pid = worker.pid;
+    const std::optional<milliseconds> silent = watch_.SinceHeartbeat(worker.local_rank, now);
+    culprit.detail = absl::StrCat("cannot run (stopped or in uninterruptible sleep) while rank(s) "
+                                  "of its node wait for it; no heartbeat for ",
+                                  absl::StrFormat("%.1f", silent ? silent->count() / 1000.0 : 0.0),
+                                  " s");
+    verdicts.push_back(std::move(culprit));
+  }
   auto cannot_run = [this](const HangVerdict& v) {
     for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
       if (worker.local_rank != v.local_rank) continue;
