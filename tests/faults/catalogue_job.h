@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -47,19 +48,25 @@ inline const std::string& FaultFreeDigest() {
   return digest;
 }
 
-// Completed steps trained again: step numbers logged twice, or what the trainer's recovery record
-// counts from its progress marker (a step completed but killed before its record), the larger.
-inline int StepsLost(const testing::TempDir& dir) {
+// Completed steps trained again, from a --metrics_file: step numbers logged twice, or what the
+// trainer's recovery records count from its progress marker (a step completed but killed before
+// its record), the larger.
+inline int StepsLostIn(const std::string& metrics_file) {
   std::set<int> seen;
   int twice = 0;
-  for (const auto& record : testing::Metrics(dir, "step")) {
-    if (!seen.insert(record["step"].get<int>()).second) ++twice;
-  }
   int redone = 0;
-  for (const auto& record : testing::Metrics(dir, "recovery")) {
-    redone += record["steps_redone"].get<int>();
+  std::istringstream records(testing::ReadFile(metrics_file));
+  for (std::string line; std::getline(records, line);) {
+    if (line.empty()) continue;
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record["event"] == "step" && !seen.insert(record["step"].get<int>()).second) ++twice;
+    if (record["event"] == "recovery") redone += record["steps_redone"].get<int>();
   }
   return std::max(twice, redone);
+}
+
+inline int StepsLost(const testing::TempDir& dir) {
+  return StepsLostIn(dir.path() + "/metrics.jsonl");
 }
 
 // Whether the job in `dir` ended with the fault-free run's state (nullopt: it did not end).

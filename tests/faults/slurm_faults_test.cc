@@ -18,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "tests/faults/catalogue.h"
+#include "tests/faults/catalogue_job.h"
 #include "tests/faults/outcome.h"
 #include "tests/slurm/slurm_jobs.h"
 #include "tests/slurm_cluster.h"
@@ -115,19 +116,13 @@ TEST_CASE("fault 26 slurm-requeue: the job requeued by Slurm mid-run (preemption
   CHECK(absl::SimpleAtoi(cluster.JobField(id, "Restarts"), &restarts));
   outcome.restarts = restarts;
   outcome.recovery = mxrun::faults::Recovery::kRequeued;
-  // Steps lost: step numbers logged twice, or the recovery record's count, the larger.
-  std::set<int> seen;
-  int twice = 0;
-  int redone = 0;
-  std::istringstream records(ReadFile(cluster.jobs() + "/requeue.jsonl"));
+  outcome.steps_lost = mxrun::faults::StepsLostIn(cluster.jobs() + "/requeue.jsonl");
   std::string done_digest;
+  std::istringstream records(ReadFile(cluster.jobs() + "/requeue.jsonl"));
   for (std::string line; std::getline(records, line);) {
     const nlohmann::json record = nlohmann::json::parse(line);
-    if (record["event"] == "step" && !seen.insert(record["step"].get<int>()).second) ++twice;
-    if (record["event"] == "recovery") redone += record["steps_redone"].get<int>();
     if (record["event"] == "done") done_digest = record["state_sha256"];
   }
-  outcome.steps_lost = std::max(twice, redone);
   std::string twin_digest;
   std::istringstream twin_records(ReadFile(cluster.jobs() + "/twin.jsonl"));
   for (std::string line; std::getline(twin_records, line);) {
