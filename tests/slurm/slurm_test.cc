@@ -400,10 +400,15 @@ TEST_CASE("a preemption warning (SIGUSR1) reaches every worker and the job goes 
   REQUIRE(WaitForLines(out, "ready rank", 4));
   // As `#SBATCH --signal=USR1@60` does before the time limit: the signal to the job's steps.
   REQUIRE(Run({"scancel", "--signal=USR1", id}, {}, 30s).exit_code == 0);
-  REQUIRE(WaitForLines(out, "got SIGUSR1", 4));
-  const std::string log = ReadFile(out);
+  // Each rank by name: Slurm's proctrack (linuxproc here, cgroup on most clusters) signals every
+  // process of the step, so a worker gets the warning from slurmstepd as well as from mxrun, and
+  // four lines may come from two ranks (CONTRACT.md, "Signals").
   for (int rank = 0; rank < 4; ++rank) {
-    CHECK_THAT(log, Catch::Contains("got SIGUSR1 rank=" + std::to_string(rank)));
+    const std::string line = "got SIGUSR1 rank=" + std::to_string(rank);
+    const bool reported = WaitForLines(out, line, 1);
+    INFO(ReadFile(out));
+    CHECK(reported);
+    CHECK(CountOccurrences(ReadFile(out), line) <= 2);
   }
   CHECK(cluster.JobField(id, "JobState") == "RUNNING");
   Run({"scancel", id}, {}, 30s);
