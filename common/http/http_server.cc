@@ -10,7 +10,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
+#include <condition_variable>
 #include <exception>
+#include <list>
+#include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -121,11 +126,31 @@ struct HttpServer::Impl {
   std::string bound_host;
   std::thread thread;
 
+  // The connections being served, each on a thread of its own: a client that sends nothing, or a
+  // byte a second, holds its own thread until its deadline and never the others'. At
+  // kMaxConnections a new one drops the open one that has been silent the longest.
+  struct Connection {
+    int fd;
+    HttpClock::time_point last_activity;
+    bool dropped = false;
+  };
+  std::mutex mu;
+  std::condition_variable all_closed;
+  std::list<Connection> open;  // guarded by mu
+  size_t live = 0;             // of them, not dropped (guarded by mu)
+  std::mutex handler_mu;       // the handler sees one request at a time, as before
+
   ~Impl() {
     if (thread.joinable()) {
       const char byte = 0;
       (void)!write(stop_pipe[1], &byte, 1);
       thread.join();
+    }
+    {
+      // Wakes every connection's thread (its read or write fails at once) and waits for them.
+      std::unique_lock lock(mu);
+      for (Connection& c : open) shutdown(c.fd, SHUT_RDWR);
+      all_closed.wait(lock, [this] { return open.empty(); });
     }
     for (int fd : {listen_fd, stop_pipe[0], stop_pipe[1]}) {
       if (fd >= 0) close(fd);
@@ -142,9 +167,49 @@ struct HttpServer::Impl {
       if (fds[1].revents != 0) return;
       const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) continue;  // the client went away, or out of descriptors for a moment
-      HandleConnection(fd);
-      close(fd);
+      std::list<Connection>::iterator connection;
+      {
+        std::lock_guard lock(mu);
+        if (live >= kMaxConnections) DropIdlest();
+        connection = open.insert(open.end(), Connection{fd, HttpClock::now()});
+        ++live;
+      }
+      try {
+        std::thread([this, connection] { ServeConnection(connection); }).detach();
+      } catch (const std::system_error&) {  // no thread to be had: this client waits no longer
+        Forget(connection);
+      }
     }
+  }
+
+  // Called with mu held: the connection silent the longest is shut down; its thread ends it.
+  void DropIdlest() {
+    auto idlest = open.end();
+    for (auto it = open.begin(); it != open.end(); ++it) {
+      if (!it->dropped && (idlest == open.end() || it->last_activity < idlest->last_activity)) {
+        idlest = it;
+      }
+    }
+    if (idlest == open.end()) return;
+    idlest->dropped = true;
+    --live;
+    shutdown(idlest->fd, SHUT_RDWR);
+  }
+
+  void ServeConnection(std::list<Connection>::iterator connection) {
+    HandleConnection(connection->fd, [this, connection] {
+      std::lock_guard lock(mu);
+      connection->last_activity = HttpClock::now();
+    });
+    Forget(connection);
+  }
+
+  void Forget(std::list<Connection>::iterator connection) {
+    std::lock_guard lock(mu);
+    close(connection->fd);
+    if (!connection->dropped) --live;
+    open.erase(connection);
+    if (open.empty()) all_closed.notify_all();
   }
 
   // Connection I/O, plain or through TLS, each call bounded by the connection's deadline.
@@ -152,8 +217,14 @@ struct HttpServer::Impl {
     int fd;
     std::unique_ptr<TlsConnection> tls;
     HttpClock::time_point deadline;
+    std::function<void()> on_bytes;  // each read that brought bytes: the client is alive
 
     long Read(char* buffer, size_t size) {
+      const long n = ReadSome(buffer, size);
+      if (n > 0 && on_bytes) on_bytes();
+      return n;
+    }
+    long ReadSome(char* buffer, size_t size) {
       if (tls) return tls->Read(buffer, size, deadline);
       for (;;) {
         const ssize_t n = read(fd, buffer, size);
@@ -180,8 +251,8 @@ struct HttpServer::Impl {
     }
   };
 
-  void HandleConnection(int fd) {
-    Stream stream{fd, nullptr, HttpClock::now() + kConnectionTimeout};
+  void HandleConnection(int fd, std::function<void()> on_bytes) {
+    Stream stream{fd, nullptr, HttpClock::now() + kConnectionTimeout, std::move(on_bytes)};
     if (options.tls) {
       stream.tls = options.tls->Accept(fd, stream.deadline);
       if (!stream.tls) return;  // no certificate, a wrong one, or plain HTTP: nothing to say
@@ -209,6 +280,7 @@ struct HttpServer::Impl {
           const HttpRequest& request = std::get<HttpRequest>(parsed);
           head_only = request.method == "HEAD";
           try {
+            std::lock_guard lock(handler_mu);
             response = handler(request);
           } catch (const std::exception& e) {
             response = {500, "text/plain; charset=utf-8", absl::StrCat(e.what(), "\n")};
@@ -244,7 +316,7 @@ struct HttpServer::Impl {
       if (a->ai_family == AF_INET6 && options.bind_all) {
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);  // IPv4 too
       }
-      if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) {
+      if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
         sockaddr_storage bound{};
         socklen_t length = sizeof bound;
         getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length);
