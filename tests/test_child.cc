@@ -49,6 +49,14 @@
 //   --wait-notice           with --keep, after setting up (and unless failing): wait up to 60 s
 //                           for a round notice, print "notice round=N rank=R pid=P", answer
 //                           "joined", then go on
+//   --abuse=KIND            on global rank 0, once set up (after "ready"), misuse a channel to the
+//                           agent, then print "abused rank=0 kind=KIND ..." and go on:
+//                           oversize: a 1 MiB control line, then {"step": 7};
+//                           malformed: 10,000 lines that are not JSON, then {"step": 7};
+//                           flood: progress reports without pause for up to 10 s (a SIGTERM
+//                           ends it: "caught SIGTERM", exit 143; else "flood done sent=N");
+//                           timer-foreign: a FileTimer request, expired and with SIGKILL, for
+//                           the pid of its parent (the agent), which is not a worker's
 // On SIGTERM (when not ignored) it prints "caught SIGTERM rank=<RANK>" and exits 143.
 
 #include <fcntl.h>
@@ -179,6 +187,64 @@ std::string After(const std::string& json, const std::string& key) {
   return json.substr(at, json.find_first_of("\",}", at) - at);
 }
 
+// Writes all of `data` to the blocking channel `fd`; false when the peer is gone.
+bool WriteAll(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// --abuse=KIND (see the top of this file). Returns the exit code to end with, or -1 to go on.
+int Abuse(const std::string& kind, int control) {
+  if (kind == "oversize" || kind == "malformed") {
+    std::string junk;
+    if (kind == "oversize") {
+      junk = "{\"step\": \"" + std::string(1 << 20, 'x') + "\"}\n";
+    } else {
+      for (int i = 0; i < 10000; ++i) junk += "not json " + std::to_string(i) + "\n";
+    }
+    WriteAll(control, junk + "{\"step\": 7}\n");
+    std::printf("abused rank=0 kind=%s\n", kind.c_str());
+  } else if (kind == "flood") {
+    std::string batch;
+    long long sent = 0;
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    const time_t until = time(nullptr) + 10;
+    timespec zero{0, 0};
+    while (time(nullptr) < until) {
+      if (sigtimedwait(&term, nullptr, &zero) == SIGTERM) {
+        std::printf("caught SIGTERM rank=0 during the flood sent=%lld\n", sent);
+        std::fflush(stdout);
+        return 143;
+      }
+      batch.clear();
+      for (int i = 0; i < 256; ++i) batch += "{\"step\": " + std::to_string(++sent) + "}\n";
+      if (!WriteAll(control, batch)) break;
+    }
+    std::printf("flood done rank=0 sent=%lld\n", sent);
+  } else if (kind == "timer-foreign") {
+    const int pipe_fd = open(Env("TORCHELASTIC_TIMER_FILE").c_str(), O_WRONLY | O_NONBLOCK);
+    const std::string request = "{\"version\": 1, \"pid\": " + std::to_string(getppid()) +
+                                ", \"scope_id\": \"abuse\", \"expiration_time\": " +
+                                std::to_string(time(nullptr) - 5) + ", \"signal\": 9}\n";
+    const bool written = pipe_fd >= 0 && WriteAll(pipe_fd, request);
+    if (pipe_fd >= 0) close(pipe_fd);
+    std::printf("abused rank=0 kind=timer-foreign pid=%d written=%d\n", getppid(), written);
+  } else {
+    std::printf("--abuse=%s: unknown kind\n", kind.c_str());
+    return 2;
+  }
+  std::fflush(stdout);
+  return -1;
+}
+
 // The parent of a vfork child waits in the kernel, in D state (TASK_KILLABLE), until the child
 // execs or exits. The child may make only async-signal-safe calls: nanosleep, _exit. A function of
 // its own, so that none of main's variables live across the vfork.
@@ -209,7 +275,7 @@ int main(int argc, char** argv) {
   int hang_rank = -1, hang_below = -1, vfork_below = -1;
   double vfork_seconds = 0;
   double grow_after = -1;  // --grow-after=S: S seconds after start, take memory until killed
-  std::string error_message, env_out, say;
+  std::string error_message, env_out, say, abuse;
   double say_at = 0;
   bool say_stderr = false;
   for (int i = 1; i < argc; ++i) {
@@ -245,6 +311,7 @@ int main(int argc, char** argv) {
     else if (Flag(argv[i], "--say-at", &v)) say_at = std::atof(v.c_str());
     else if (Flag(argv[i], "--say-stderr", &v)) say_stderr = true;
     else if (Flag(argv[i], "--grow-after", &v)) grow_after = std::atof(v.c_str());
+    else if (Flag(argv[i], "--abuse", &v)) abuse = v;
     else {
       std::fprintf(stderr, "test_child: unknown argument %s\n", argv[i]);
       return 64;
@@ -304,6 +371,9 @@ int main(int argc, char** argv) {
                 Env("TORCHELASTIC_RUN_ID").c_str());
   }
   std::fflush(stdout);
+  if (!abuse.empty() && rank == "0" && control >= 0) {
+    if (const int code = Abuse(abuse, control); code >= 0) return code;
+  }
   if (!say.empty()) {
     timespec now{};
     clock_gettime(CLOCK_REALTIME, &now);

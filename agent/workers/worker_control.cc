@@ -26,6 +26,10 @@ absl::StatusOr<std::unique_ptr<WorkerControl>> WorkerControl::Create() {
 }
 
 WorkerControl::~WorkerControl() {
+  if (lines_.unlogged_drops() > 0) {
+    spdlog::warn("{}: {} more control messages were dropped ({} in all)", who_,
+                 lines_.unlogged_drops(), lines_.drops());
+  }
   CloseChildEnd();
   if (agent_fd_ >= 0) close(agent_fd_);
 }
@@ -37,35 +41,51 @@ void WorkerControl::CloseChildEnd() {
 
 bool WorkerControl::OnReadable() {
   char buffer[4096];
-  for (;;) {
+  // Bounded, as the output relay's reads: a worker writing without pause cannot hold the agent's
+  // loop; what is left is read at the loop's next turn.
+  for (int reads = 0; reads < kMaxReadsPerWakeup; ++reads) {
     const ssize_t n = read(agent_fd_, buffer, sizeof(buffer));
     if (n > 0) {
-      lines_.Feed(std::string_view(buffer, static_cast<size_t>(n)), [&](std::string_view line) {
-        if (line.empty()) return;
-        try {
-          const WorkerControlMessage message = ParseWorkerControlLine(line);
-          if (message.kind == WorkerControlMessage::Kind::kHello) {
-            in_process_restart_ = message.in_process_restart;
-            spdlog::log(standby_ ? spdlog::level::info : spdlog::level::debug,
-                        "{}: {} (control protocol {})", who_,
-                        in_process_restart_ ? "ready to take a rank in-process"
-                                            : "declines in-process restart",
-                        message.version);
-          } else if (message.kind == WorkerControlMessage::Kind::kJoined) {
-            joined_round_ = message.round;
-          } else if (progress_sink_) {
-            progress_sink_(message);
-          }
-        } catch (const std::invalid_argument& e) {
-          spdlog::warn("{}: ignoring a control line: {}", who_, e.what());
-        }
-      });
+      lines_.Feed(
+          std::string_view(buffer, static_cast<size_t>(n)),
+          [&](std::string_view line) { OnLine(line); },
+          [&](size_t bytes) {
+            Drop(absl::StrCat("a line of ", bytes, " bytes, over the ", kMaxControlLine,
+                              " accepted"));
+          });
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     return false;  // end of stream (the worker closed it or exited) or an error
   }
+  return true;
+}
+
+void WorkerControl::OnLine(std::string_view line) {
+  if (line.empty()) return;
+  try {
+    const WorkerControlMessage message = ParseWorkerControlLine(line);
+    if (message.kind == WorkerControlMessage::Kind::kHello) {
+      in_process_restart_ = message.in_process_restart;
+      spdlog::log(standby_ ? spdlog::level::info : spdlog::level::debug,
+                  "{}: {} (control protocol {})", who_,
+                  in_process_restart_ ? "ready to take a rank in-process"
+                                      : "declines in-process restart",
+                  message.version);
+    } else if (message.kind == WorkerControlMessage::Kind::kJoined) {
+      joined_round_ = message.round;
+    } else if (progress_sink_) {
+      progress_sink_(message);
+    }
+  } catch (const std::invalid_argument& e) {
+    Drop(e.what());
+  }
+}
+
+void WorkerControl::Drop(std::string_view reason) {
+  const std::string warning = lines_.Dropped(who_, reason);
+  if (!warning.empty()) spdlog::warn("{}", warning);
 }
 
 bool WorkerControl::Send(const RoundNotice& notice) {

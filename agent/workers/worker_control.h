@@ -6,9 +6,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
-#include "agent/workers/output_relay.h"
+#include "agent/workers/control_lines.h"
 #include "common/control_protocol.h"
 
 namespace mxrun {
@@ -30,9 +31,11 @@ class WorkerControl {
     who_ = std::move(who);
     standby_ = standby;
   }
-  // Reads what the worker sent, without blocking; returns false at end of stream or on error
-  // (stop watching). A malformed line is logged and ignored.
+  // Reads what the worker sent, without blocking and at most kMaxReadsPerWakeup reads (the rest at
+  // the next call); returns false at end of stream or on error (stop watching). A malformed or
+  // oversize line is dropped: the first few with a warning each, then counted (control_lines.h).
   bool OnReadable();
+  static constexpr int kMaxReadsPerWakeup = 16;
 
   // Called with every valid progress report ({"step": N, ...}) the worker sends.
   void OnProgress(std::function<void(const WorkerControlMessage&)> sink) {
@@ -48,9 +51,11 @@ class WorkerControl {
 
  private:
   WorkerControl(int agent_fd, int child_fd) : agent_fd_(agent_fd), child_fd_(child_fd) {}
+  void OnLine(std::string_view line);
+  void Drop(std::string_view reason);
   int agent_fd_ = -1;
   int child_fd_ = -1;
-  LineAssembler lines_;
+  ControlLines lines_{kMaxControlLine};
   bool in_process_restart_ = false;
   bool standby_ = false;
   std::string who_ = "a worker";
