@@ -163,6 +163,12 @@ absl::StatusOr<std::optional<SlurmDefaults>> DetectSlurm(
   }
   auto node_id = count("SLURM_NODEID", 0);
   if (!node_id.ok()) return node_id.status();
+  if (*node_id && *nnodes && **node_id >= **nnodes) {  // found by tests/fuzz/cluster_env_fuzz
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SLURM_NODEID=", **node_id, " is not below the job's node count (",
+        get("SLURM_NNODES") ? "SLURM_NNODES" : "SLURM_JOB_NUM_NODES", "=", **nnodes,
+        "); these come from Slurm: is the environment of another job mixed in?"));
+  }
   if (*node_id) d.flags["node_rank"] = std::to_string(**node_id);
   const char* list_key = get("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST" : "SLURM_NODELIST";
   std::vector<std::string> hosts;

@@ -192,3 +192,17 @@ TEST_CASE("a second srun task on one node is told to use one task per node", "[s
   CHECK_THAT(std::string(d.status().message()),
              Catch::Contains("SLURM_LOCALID=1") && Catch::Contains("srun --ntasks-per-node=1"));
 }
+
+TEST_CASE("SLURM_NODEID at or past the node count is refused, naming both variables", "[slurm]") {
+  // Found by tests/fuzz/cluster_env_fuzz: node rank 4 of a 2-node job went on to the launcher.
+  auto env = RecordedSlurmNode1();
+  env["SLURM_NODEID"] = "2";
+  auto d = DetectSlurm(env);
+  REQUIRE_FALSE(d.ok());
+  CHECK_THAT(std::string(d.status().message()),
+             Catch::Contains("SLURM_NODEID=2 is not below the job's node count (SLURM_NNODES=2)"));
+  env.erase("SLURM_NNODES");
+  d = DetectSlurm(env);
+  REQUIRE_FALSE(d.ok());
+  CHECK_THAT(std::string(d.status().message()), Catch::Contains("SLURM_JOB_NUM_NODES=2"));
+}
