@@ -6,7 +6,9 @@
 # The trainer's LibTorch half is left out (LibTorch itself is not instrumented) and so are the
 # gpu-labelled tests. The build takes ~20 minutes on 2 cores; the tests about as long as the plain
 # ones. Not part of scripts/test.sh for that reason: run it before a release, or after changing
-# threads or memory handling. Extra arguments go to ctest (e.g. -L unit).
+# threads or memory handling. Extra arguments go to ctest (e.g. -L unit). MXRUN_SANITIZE_TARGETS
+# (space-separated) builds only those targets: scripts/test.sh builds and runs the unit tests and
+# the integration tests of what listens (HTTP ports, worker channels) under ASan + UBSan this way.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,7 +25,8 @@ if [ ! -f "$dir/build.ninja" ]; then
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
 fi
-"${NINJA:-/usr/bin/ninja}" -C "$dir"
+# shellcheck disable=SC2086  # a list of target names
+"${NINJA:-/usr/bin/ninja}" -C "$dir" ${MXRUN_SANITIZE_TARGETS:-}
 # Leaks are not checked in the integration tests: processes there end by signals on purpose, and
 # gRPC keeps process-wide singletons.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <stdexcept>
+#include <future>
 #include <thread>
 
 #include <ATen/ATen.h>
@@ -243,9 +244,10 @@ std::unique_ptr<Collectives> Join(const WorkerIdentity& id, CommBackend backend,
 
 }  // namespace
 
-std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBackend backend,
-                                              at::Device device,
-                                              std::chrono::milliseconds timeout) {
+namespace {
+
+std::unique_ptr<Collectives> JoinOrThrow(const WorkerIdentity& id, CommBackend backend,
+                                         at::Device device, std::chrono::milliseconds timeout) {
   try {
     return Join(id, backend, device, timeout);
   } catch (const c10::Error& e) {
@@ -256,6 +258,28 @@ std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBack
   } catch (const std::exception& e) {  // Gloo's own, connecting to a peer that is gone
     throw CollectiveFailed(std::string("cannot join the process group: ") + e.what());
   }
+}
+
+}  // namespace
+
+std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBackend backend,
+                                              at::Device device, std::chrono::milliseconds timeout,
+                                              const std::function<bool()>& interrupted) {
+  if (!interrupted) return JoinOrThrow(id, backend, device, timeout);
+  // Joining blocks in the store or in Gloo's rendezvous, which nothing interrupts, until
+  // `timeout` (30 minutes by default): when a peer of this round dies while the others join, the
+  // group is re-formed and this round will never complete. So the join runs on a thread of its
+  // own, and a newer round ends the wait (found by the soak: a rank lost while the group re-formed
+  // held the kept ranks for the whole timeout). The abandoned join runs on until its timeout
+  // and is dropped there.
+  auto task = std::make_shared<std::packaged_task<std::unique_ptr<Collectives>()>>(
+      [id, backend, device, timeout] { return JoinOrThrow(id, backend, device, timeout); });
+  std::future<std::unique_ptr<Collectives>> joined = task->get_future();
+  std::thread([task] { (*task)(); }).detach();
+  while (joined.wait_for(std::chrono::milliseconds(2)) != std::future_status::ready) {
+    if (interrupted()) throw CollectiveInterrupted();
+  }
+  return joined.get();
 }
 
 namespace {

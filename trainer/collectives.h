@@ -71,10 +71,12 @@ class Collectives {
 // A one-rank group (WORLD_SIZE 1, e.g. the trainer run alone with an explicit --backend) meets no
 // one: its store is in-process and Gloo binds to 127.0.0.1, so it needs no port or network.
 // `device` is this rank's training device (NCCL works on it; Gloo always on the CPU).
-// Throws CollectiveFailed when the store or a peer cannot be reached within `timeout`.
+// Throws CollectiveFailed when the store or a peer cannot be reached within `timeout`, and
+// CollectiveInterrupted as soon as `interrupted` (when given) returns true: the group is being
+// re-formed, and this round's join may never complete.
 std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBackend backend,
-                                              at::Device device,
-                                              std::chrono::milliseconds timeout);
+                                              at::Device device, std::chrono::milliseconds timeout,
+                                              const std::function<bool()>& interrupted = {});
 
 // `size` Gloo groups inside this process over an in-memory store and 127.0.0.1, one per rank,
 // each to be driven from its own thread (tests of data parallelism without processes).

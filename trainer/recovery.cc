@@ -38,13 +38,16 @@ namespace mxrun::trainer {
 void Trainer::RunRound() {
   if (failure_time_ > 0 && round_taken_at_ == 0) round_taken_at_ = SystemWallClock();
   if (id_.world_size > 1 || o_.backend != "auto") {
-    comm_ = JoinProcessGroup(
-        id_, backend_, device_,
-        std::chrono::milliseconds(static_cast<std::int64_t>(o_.timeout_seconds * 1000)));
+    std::function<bool()> round_pending;
     if (control_) {
       ControlChannel* control = control_.get();
-      comm_->SetInterrupt([control] { return control->RoundPending(); });
+      round_pending = [control] { return control->RoundPending(); };
     }
+    comm_ = JoinProcessGroup(
+        id_, backend_, device_,
+        std::chrono::milliseconds(static_cast<std::int64_t>(o_.timeout_seconds * 1000)),
+        round_pending);
+    if (round_pending) comm_->SetInterrupt(round_pending);
   }
   group_joined_at_ = SystemWallClock();
   Restore();  // its first collective also creates an NCCL communicator (PyTorch makes them lazily)

@@ -429,7 +429,7 @@ def main():
           f"the fault-free twin's ({(weights or 'none')[:16]}); with the BatchNorm running "
           f"statistics {'equal too' if same else 'different'}" +
           (f" (rank 0 was lost {rank0_lost} time(s): its own running statistics went with it)"
-           if rank0_lost else "") + ".")
+           if rank0_lost and not same else "") + ".")
     print(f"- Wall time: {soak_seconds:.0f} s with faults, {twin_seconds:.0f} s for the twin "
           f"({(soak_seconds - twin_seconds) / max(1, len(injected)):.1f} s per fault).")
     print(f"- mxrun's goodput (node 0): {goodput.group(1) + '%' if goodput else 'not printed'}.")

@@ -184,6 +184,41 @@ TEST_CASE("in-process restart: one of 4 workers SIGKILLed, the other 3 keep thei
   KillRankAndCheck(4, 2, /*standby=*/false);
 }
 
+TEST_CASE("in-process restart: a kept rank killed while the group re-forms; the others leave the "
+          "unfinished join for the newer round at once", "[trainer][in_process]") {
+  // Found by the soak (issue 38): the kept ranks were joining round 1 (rank 0's store waiting in
+  // Gloo's rendezvous for the new rank 1, still loading) when rank 2 died; round 2 came, but
+  // rank 0 stayed in round 1's join until the trainer's --timeout (30 minutes), and so did the job.
+  TempDir base;
+  ProcessResult first = Run(
+      SmallRun({kMxrun, "--standalone", "--nproc_per_node=3", "train"}, base, kTrainArgs), {},
+      240s);
+  INFO(Describe(first));
+  REQUIRE(first.exit_code == 0);
+  TempDir dir;
+  Subprocess job(SmallRun({kMxrun, "--standalone", "--nproc_per_node=3", "--max_restarts=2",
+                           "--standby_workers=0", "train"},
+                          dir, kTrainArgs));
+  REQUIRE(job.WaitForStdout("step 10/44", 1, 120s));
+  const pid_t rank0 = WorkerOfRank(job.pid(), 0);
+  const pid_t rank1 = WorkerOfRank(job.pid(), 1);
+  const pid_t rank2 = WorkerOfRank(job.pid(), 2);
+  REQUIRE(rank1 > 0);
+  REQUIRE(rank2 > 0);
+  REQUIRE(::kill(rank1, SIGKILL) == 0);
+  // Round 1: ranks 0 and 2 kept and joining, rank 1's new process loading LibTorch.
+  REQUIRE(job.WaitForStderr("; started rank(s) 1 (pid ", 1, 60s));
+  REQUIRE(::kill(rank2, SIGKILL) == 0);
+  ProcessResult r = job.Wait(240s);
+  INFO(Describe(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("kept rank(s) 0 (pid " + std::to_string(rank0) + ")"));
+  CHECK_THAT(r.err, Catch::Contains("(2 of 2 restarts)"));
+  // No completed step trained twice, and the end bit for bit the uninterrupted run's.
+  for (const json& recovery : Metrics(dir, "recovery")) CHECK(recovery["steps_redone"] == 0);
+  CheckSameFinalState(dir, base);
+}
+
 TEST_CASE("in-process restart across 2 nodes: a worker of node 1 SIGKILLed, node 0's workers "
           "keep their processes", "[trainer][in_process]") {
   Master master;
