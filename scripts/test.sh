@@ -3,7 +3,9 @@
 # wheel and tests it as a user installs it (scripts/check-wheel.sh), then builds the CUDA trainer against PyTorch 2.14 (CUDA 13) and checks it on the CPU (scripts/gpu/check-cuda-trainer.sh;
 # MXRUN_SKIP_CUDA_TRAINER=1 skips it in a quick developer loop, CI never does), then every
 # libFuzzer target for FUZZ_SECONDS (default 30 here) on its corpus (scripts/fuzz.sh;
-# FUZZ_SECONDS=0 skips them). Tests labelled gpu are skipped on machines without an NVIDIA GPU.
+# FUZZ_SECONDS=0 skips them), then the unit tests under ASan + UBSan (scripts/sanitize.sh;
+# MXRUN_SANITIZE=0 skips them outside CI). Tests labelled gpu are skipped on machines without an
+# NVIDIA GPU.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -21,5 +23,13 @@ if [[ "${MXRUN_SKIP_CUDA_TRAINER:-0}" != 1 || "${CI:-}" == true ]]; then
 fi
 if [ "${FUZZ_SECONDS:-30}" != 0 ]; then
   FUZZ_SECONDS="${FUZZ_SECONDS:-30}" "$root/scripts/fuzz.sh" || status=1
+fi
+# The unit tests (no LibTorch, no network) once more under ASan + UBSan, in build-asan/
+# (MXRUN_SANITIZE=0 skips it in a quick loop; CI never does). README "Sanitizers" says how long.
+if [[ "${MXRUN_SANITIZE:-1}" != 0 || "${CI:-}" == true ]]; then
+  # Two unit-labelled cases need binaries this build leaves out (the launcher, the other test
+  # programs); they ran above.
+  MXRUN_SANITIZE_TARGETS=mxrun_unit_tests "$root/scripts/sanitize.sh" address -L unit \
+    -E "^(Catch test case names carry|the mxrun Python module: )" || status=1
 fi
 exit "$status"
