@@ -193,7 +193,7 @@ TEST_CASE("64 slow clients on an agent's metrics port do not delay a scrape of i
   job.Wait(30s);
 }
 
-TEST_CASE("idle connections past the cap drop the idlest first; the master's memory stays bounded",
+TEST_CASE("idle connections past the cap drop the idlest first, and the master's memory stays bounded",
           "[metrics][listen]") {
   Master master({{"--metrics_port=0"}});
   const std::string endpoint = master.MetricsEndpoint();

@@ -184,7 +184,7 @@ TEST_CASE("in-process restart: one of 4 workers SIGKILLed, the other 3 keep thei
   KillRankAndCheck(4, 2, /*standby=*/false);
 }
 
-TEST_CASE("in-process restart: a kept rank killed while the group re-forms; the others leave the "
+TEST_CASE("in-process restart: a kept rank killed while the group re-forms, and the others leave the "
           "unfinished join for the newer round at once", "[trainer][in_process]") {
   // Found by the soak (issue 38): the kept ranks were joining round 1 (rank 0's store waiting in
   // Gloo's rendezvous for the new rank 1, still loading) when rank 2 died; round 2 came, but
