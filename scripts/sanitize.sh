@@ -20,6 +20,8 @@ case "$kind" in
 esac
 shift
 "$repo/scripts/install-deps.sh"
+# ccache hits across checkouts, as scripts/lib.sh sets them for the plain build.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$repo}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 if [ ! -f "$dir/build.ninja" ]; then
   "${CMAKE:-/usr/bin/cmake}" -S "$repo" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXRUN_BUILD_TRAINER=OFF \
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
