@@ -2,7 +2,10 @@
 // Reading metrics endpoints in integration tests: an agent's endpoint from its log line, and a
 // page fetched with curl (a real HTTP client, with the Accept header Prometheus sends).
 
+#include <sys/types.h>
+
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <string>
 #include <thread>
@@ -28,6 +31,16 @@ inline std::string Curl(const std::string& url, const std::string& accept = "") 
   if (!accept.empty()) argv.insert(argv.end(), {"-H", "Accept: " + accept});
   argv.push_back(url);
   return Run(argv, {}, std::chrono::seconds(10)).out;
+}
+
+// A "KEY: N kB" field of /proc/PID/status (VmRSS, VmHWM) in KiB; -1 when the process is gone.
+inline long ProcStatusKiB(pid_t pid, const std::string& key) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(key + ":", 0) == 0) return std::stol(line.substr(key.size() + 1));
+  }
+  return -1;
 }
 
 // The endpoint's page once it holds `count` samples of `family` (polled every 100 ms, at most

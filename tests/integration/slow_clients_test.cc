@@ -148,15 +148,6 @@ void CheckScrapesWhileHeld(const std::string& endpoint,
   CHECK(slow.connected() == 64);  // they were held all along
 }
 
-long RssKiB(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return -1;
-}
-
 }  // namespace
 
 TEST_CASE("64 slow clients on mxrun-master's metrics port do not delay a scrape of its metrics",
@@ -197,7 +188,7 @@ TEST_CASE("idle connections past the cap drop the idlest first, and the master's
           "[metrics][listen]") {
   Master master({{"--metrics_port=0"}});
   const std::string endpoint = master.MetricsEndpoint();
-  const long rss_before = RssKiB(master.pid());
+  const long rss_before = mxrun::testing::ProcStatusKiB(master.pid(), "VmRSS");
   const auto opened_at = std::chrono::steady_clock::now();
   const size_t cap = mxrun::HttpServer::kMaxConnections;
   std::vector<int> idle;
@@ -210,7 +201,7 @@ TEST_CASE("idle connections past the cap drop the idlest first, and the master's
   // last 72 and then the scrape drop the first 73.
   const Scrape scrape = TimedScrape(endpoint);
   CHECK(scrape.page);
-  const long rss_held = RssKiB(master.pid());
+  const long rss_held = mxrun::testing::ProcStatusKiB(master.pid(), "VmRSS");
   std::this_thread::sleep_for(200ms);
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - opened_at).count();

@@ -25,15 +25,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-long StatusKiB(pid_t pid, const std::string& key) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(key + ":", 0) == 0) return std::stol(line.substr(key.size() + 1));
-  }
-  return -1;
-}
-
 // A two-worker job whose rank 0 abuses its control channel once set up; both then sleep 3 s and
 // report progress. Returns the agent's peak memory (KiB) seen after the abuse, and its result.
 struct Abused {
@@ -51,7 +42,7 @@ Abused RunAbused(const std::string& kind) {
   const std::string page = PageWithSamples(endpoint, "mxrun_worker_step", 2);
   Abused out;
   out.rank0_step = SamplesByLabel(page, "mxrun_worker_step", "rank")["0"];
-  out.peak_kib = StatusKiB(job.pid(), "VmHWM");
+  out.peak_kib = mxrun::testing::ProcStatusKiB(job.pid(), "VmHWM");
   out.result = job.Wait(30s);
   return out;
 }
