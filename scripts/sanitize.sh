@@ -8,7 +8,7 @@
 # ones. Not part of scripts/test.sh for that reason: run it before a release, or after changing
 # threads or memory handling. Extra arguments go to ctest (e.g. -L unit). MXRUN_SANITIZE_TARGETS
 # (space-separated) builds only those targets: scripts/test.sh builds and runs the unit tests and
-# the integration tests of what listens (HTTP ports, worker channels) under ASan + UBSan this way.
+# the launcher's integration tests (mxrun_integration_tests) under ASan + UBSan this way.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite: installs dependencies, builds, runs every test with ctest, then builds the
-# wheel and tests it as a user installs it (scripts/check-wheel.sh), then builds the CUDA trainer against PyTorch 2.14 (CUDA 13) and checks it on the CPU (scripts/gpu/check-cuda-trainer.sh;
+# wheel and tests it as a user installs it (scripts/check-wheel.sh), then builds the CUDA trainer
+# against PyTorch 2.14 (CUDA 13) and checks it on the CPU (scripts/gpu/check-cuda-trainer.sh;
 # MXRUN_SKIP_CUDA_TRAINER=1 skips it in a quick developer loop, CI never does), then every
 # libFuzzer target for FUZZ_SECONDS (default 30 here) on its corpus (scripts/fuzz.sh;
-# FUZZ_SECONDS=0 skips them), then the unit tests under ASan + UBSan (scripts/sanitize.sh;
-# MXRUN_SANITIZE=0 skips them outside CI). Tests labelled gpu are skipped on machines without an
-# NVIDIA GPU.
+# FUZZ_SECONDS=0 skips them), then the unit tests and the launcher's integration tests under
+# ASan + UBSan (scripts/sanitize.sh; MXRUN_SANITIZE=0 skips them outside CI). Tests labelled gpu
+# are skipped on machines without an NVIDIA GPU.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -24,12 +25,15 @@ fi
 if [ "${FUZZ_SECONDS:-30}" != 0 ]; then
   FUZZ_SECONDS="${FUZZ_SECONDS:-30}" "$root/scripts/fuzz.sh" || status=1
 fi
-# The unit tests (no LibTorch, no network) once more under ASan + UBSan, in build-asan/
-# (MXRUN_SANITIZE=0 skips it in a quick loop; CI never does). README "Sanitizers" says how long.
+# The unit tests and the launcher's integration tests (no LibTorch) once more under ASan + UBSan,
+# in build-asan/ (MXRUN_SANITIZE=0 skips it in a quick loop; CI never does). README "Sanitizers"
+# says which and how long.
 if [[ "${MXRUN_SANITIZE:-1}" != 0 || "${CI:-}" == true ]]; then
-  # Two unit-labelled cases need binaries this build leaves out (the launcher, the other test
-  # programs); they ran above.
-  MXRUN_SANITIZE_TARGETS=mxrun_unit_tests "$root/scripts/sanitize.sh" address -L unit \
-    -E "^(Catch test case names carry|the mxrun Python module: )" || status=1
+  # Four script-run cases need what this build leaves out (the other test programs, the installed
+  # units); they ran above.
+  MXRUN_SANITIZE_TARGETS="mxrun_unit_tests mxrun_integration_tests" \
+    "$root/scripts/sanitize.sh" address -L "^(unit|integration)$" \
+    -E "^(Catch test case names carry|the mxrun Python module: |systemd units pass|launch-node.sh and)" \
+    || status=1
 fi
 exit "$status"
