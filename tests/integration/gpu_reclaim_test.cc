@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/fake_nvml.h"
 #include "tests/subprocess.h"
 #include "tests/temp_dir.h"
 
@@ -25,7 +26,7 @@ using namespace std::chrono_literals;
 namespace {
 
 std::map<std::string, std::string> FakeGpu(const std::string& state) {
-  return {{"LD_LIBRARY_PATH", FAKE_NVML_DIR},
+  return {{"LD_LIBRARY_PATH", mxrun::testing::FakeNvmlLibraryPath()},
           {"FAKE_NVML_DEVICES", "GPU-aaaa@0000:00:03.0"},
           {"FAKE_NVML_STATE", state}};
 }

@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/fake_nvml.h"
 #include "tests/master.h"
 #include "tests/subprocess.h"
 #include "tests/temp_dir.h"
@@ -38,7 +39,7 @@ void WriteState(const std::string& path, const std::string& text) {
 }
 
 std::map<std::string, std::string> FakeGpus(const std::string& state) {
-  return {{"LD_LIBRARY_PATH", FAKE_NVML_DIR},
+  return {{"LD_LIBRARY_PATH", mxrun::testing::FakeNvmlLibraryPath()},
           {"FAKE_NVML_DEVICES", "GPU-aaaa@0000:00:03.0,GPU-bbbb@0000:00:04.0"},
           {"FAKE_NVML_STATE", state}};
 }
@@ -99,9 +100,10 @@ TEST_CASE("GPU health through NVML: retired pages, row remaps and free memory ar
   CHECK_THAT(r.err, Catch::Contains("GPU 1: 920 MiB free, 1024 MiB needed (--health_min_gpu_free)"));
   // More workers than GPUs and no CUDA_VISIBLE_DEVICES (CPU work on a GPU machine, as torchrun
   // runs it; seen on a one-GPU H200): local rank 1 has no GPU of its own, and the job runs.
-  std::map<std::string, std::string> one_gpu{{"LD_LIBRARY_PATH", FAKE_NVML_DIR},
-                                             {"FAKE_NVML_DEVICES", "GPU-aaaa@0000:00:03.0"},
-                                             {"FAKE_NVML_STATE", state + ".none"}};
+  std::map<std::string, std::string> one_gpu{
+      {"LD_LIBRARY_PATH", mxrun::testing::FakeNvmlLibraryPath()},
+      {"FAKE_NVML_DEVICES", "GPU-aaaa@0000:00:03.0"},
+      {"FAKE_NVML_STATE", state + ".none"}};
   ProcessResult more_workers = OneNode({}, one_gpu);
   INFO(more_workers.err);
   CHECK(more_workers.exit_code == 0);

@@ -13,6 +13,7 @@
 
 #include "nlohmann/json.hpp"
 #include "rendezvous/net.h"
+#include "tests/fake_nvml.h"
 #include "tests/master.h"
 #include "tests/subprocess.h"
 
@@ -463,10 +464,11 @@ TEST_CASE("node ranks follow the network: the groups agents give and an NVLink d
   // environment, as a Kubernetes pod gets a label through the downward API.
   const std::string state = dir.path() + "/nvml-state";
   std::ofstream(state) << "GPU-aaaa used_mib=0 fabric=0123456789abcdef0123456789abcdef.7\n";
-  const std::map<std::string, std::string> gpu{{"LD_LIBRARY_PATH", FAKE_NVML_DIR},
-                                               {"FAKE_NVML_DEVICES", "GPU-aaaa@0000:00:03.0"},
-                                               {"FAKE_NVML_STATE", state},
-                                               {"MXRUN_TOPOLOGY_GROUP", "leaf1"}};
+  const std::map<std::string, std::string> gpu{
+      {"LD_LIBRARY_PATH", mxrun::testing::FakeNvmlLibraryPath()},
+      {"FAKE_NVML_DEVICES", "GPU-aaaa@0000:00:03.0"},
+      {"FAKE_NVML_STATE", state},
+      {"MXRUN_TOPOLOGY_GROUP", "leaf1"}};
   auto node = [&](const std::string& name, std::vector<std::string> more,
                   const std::map<std::string, std::string>& env = {}) {
     more.push_back("--nproc_per_node=1");

@@ -38,9 +38,12 @@ using namespace std::chrono_literals;
 namespace {
 
 // What 128 held connections may add to the master's resident memory: 1.9 MiB measured in the
-// plain build; under ASan each connection thread also carries its fake stacks (16.5 MiB for 128).
+// plain build; each connection thread also carries ASan's fake stacks (16.5 MiB for 128) or TSan's
+// shadow state (131 MiB).
 constexpr long kHeldConnectionsRssKiB =
-    mxrun::testing::kUnderAddressSanitizer ? 32 * 1024 : 8 * 1024;
+    mxrun::testing::kSanitizer == mxrun::testing::Sanitizer::kThread    ? 256 * 1024
+    : mxrun::testing::kSanitizer == mxrun::testing::Sanitizer::kAddress ? 32 * 1024
+                                                                         : 8 * 1024;
 
 // A TCP connection to 127.0.0.1:port, or -1.
 int Connect(int port) {

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "nlohmann/json.hpp"
+#include "tests/fake_nvml.h"
 #include "tests/subprocess.h"
 #include "tests/temp_dir.h"
 
@@ -352,7 +353,7 @@ TEST_CASE("numa binding finds each worker's GPU through NVML: indices, UUIDs, pr
       {"MIG-cccc-4444-5555,GPU-aaaa-1111-2222", {"0", "1"}},  // a MIG instance: its parent GPU
   }));
   std::map<std::string, std::string> env = {
-      {"LD_LIBRARY_PATH", FAKE_NVML_DIR},
+      {"LD_LIBRARY_PATH", mxrun::testing::FakeNvmlLibraryPath()},
       {"FAKE_NVML_DEVICES",
        "GPU-aaaa-1111-2222@0000:00:03.0,GPU-bbbb-2222-3333@0000:00:02.0+MIG-cccc-4444-5555"}};
   if (!visible.empty()) env["CUDA_VISIBLE_DEVICES"] = visible;

@@ -29,7 +29,7 @@ namespace {
 // The agent's peak resident memory with a worker abusing its channel: mxrun holds at most one
 // 64 KiB line of it and starts at ~8 MiB; under ASan it starts at ~160 MiB of shadow memory.
 constexpr long kAgentPeakKiB =
-    mxrun::testing::kUnderAddressSanitizer ? 320 * 1024 : 64 * 1024;
+    mxrun::testing::kSanitizer == mxrun::testing::Sanitizer::kNone ? 64 * 1024 : 320 * 1024;
 
 // A two-worker job whose rank 0 abuses its control channel once set up; both then sleep 3 s and
 // report progress. Returns the agent's peak memory (KiB) seen after the abuse, and its result.
