@@ -6,6 +6,7 @@
 # markdown report on stdout (each run: wall time, passed, failed and their names), each run's log
 # in OUT (default a temporary folder, named in the report). Exit 0 only when every run passed.
 #   RUNS=5 scripts/bench/suite_under_load.sh > under-load.md
+#   RUNS=2 LOAD=1 CTEST_ARGS="-L unit" scripts/bench/suite_under_load.sh   (a quick try of it)
 # It takes hours on 2 cores (a run ~20 minutes alone, about twice that under the load): run it on
 # a machine doing nothing else. Kills only the load it started.
 set -euo pipefail
@@ -36,7 +37,7 @@ echo "## The suite $runs times in a row under load"
 echo
 echo "- commit: $commit (a fresh clone of $repo), $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "- machine: nproc=$(nproc), $(uname -r); load: $load busy loop(s) beside the suite"
-echo "- command: \`RUNS=$runs LOAD=$load scripts/bench/suite_under_load.sh\`; logs in $out"
+echo "- command: \`RUNS=$runs LOAD=$load${CTEST_ARGS:+ CTEST_ARGS=\"$CTEST_ARGS\"} scripts/bench/suite_under_load.sh\`; logs in $out"
 echo
 echo "| run | wall | passed | failed | failed tests |"
 echo "|---:|---:|---:|---:|---|"
@@ -45,7 +46,9 @@ for ((run = 1; run <= runs; run++)); do
   log="$out/run-$run.log"
   start=$(date +%s)
   rc=0
-  (cd "$clone/build" && /usr/bin/ctest --output-on-failure --timeout 600 -LE gpu) > "$log" 2>&1 || rc=$?
+  # shellcheck disable=SC2086  # CTEST_ARGS: more ctest arguments, split on spaces
+  (cd "$clone/build" && /usr/bin/ctest --output-on-failure --timeout 600 -LE gpu ${CTEST_ARGS:-}) \
+    > "$log" 2>&1 || rc=$?
   wall=$(( $(date +%s) - start ))
   total=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\2/p' "$log" | tail -1)
   failed=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of.*/\1/p' "$log" | tail -1)
