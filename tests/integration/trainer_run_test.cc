@@ -45,6 +45,13 @@ namespace {
 const std::string kMxrun = MXRUN_BIN;
 const std::string kTrain = TRAIN_BIN;
 
+// The line of text that starts at the first occurrence of start, or "" when there is none.
+std::string LineFrom(const std::string& text, const std::string& start) {
+  const size_t at = text.find(start);
+  if (at == std::string::npos) return "";
+  return text.substr(at, text.find('\n', at) - at);
+}
+
 }  // namespace
 
 TEST_CASE("mxrun --standalone --nproc_per_node=2 train learns the synthetic set to 90%",
@@ -262,18 +269,16 @@ TEST_CASE("a trainer rank that stops is found by its heartbeat, and the job resu
   // waited in the all-reduce rank 1 never reached), as the stopped rank the silent one waits for.
   const std::string named = "worker rank 1 (local_rank 1, pid " + std::to_string(rank1) +
                             ") failed: hung (heartbeat): ";
-  const size_t at = r.err.find(named);
-  REQUIRE(at != std::string::npos);
-  const std::string line = r.err.substr(at, r.err.find('\n', at) - at);
+  const std::string line = LineFrom(r.err, named);
+  REQUIRE_FALSE(line.empty());
   CHECK_THAT(line, Catch::StartsWith(named + "no heartbeat for ") ||
                        Catch::StartsWith(named + "cannot run (stopped or in uninterruptible sleep)"));
   CHECK_THAT(line, Catch::Contains("no heartbeat for "));
   CHECK_THAT(r.err, Catch::Contains("is hung (heartbeat)"));
   // Rank 0 is diagnosed too when its last beat fell within the together-window of rank 1's (it
   // waits in the all-reduce); otherwise it is kept and takes the next round in-process.
-  const size_t diag = r.err.find("hang diagnostics of rank 1");
-  REQUIRE(diag != std::string::npos);
-  const std::string diag_line = r.err.substr(diag, r.err.find('\n', diag) - diag);
+  const std::string diag_line = LineFrom(r.err, "hang diagnostics of rank 1");
+  REQUIRE_FALSE(diag_line.empty());
   CHECK_THAT(diag_line,
              Catch::StartsWith("hang diagnostics of rank 1 written to " + dir.path() + "/logs/") ||
                  Catch::StartsWith("hang diagnostics of rank 1, 0 written to " + dir.path() +

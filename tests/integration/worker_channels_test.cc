@@ -27,7 +27,8 @@ using namespace std::chrono_literals;
 namespace {
 
 // The agent's peak resident memory with a worker abusing its channel: mxrun holds at most one
-// 64 KiB line of it and starts at ~8 MiB; under ASan it starts at ~160 MiB of shadow memory.
+// 64 KiB line of it and starts at ~8 MiB; under ASan it starts at ~160 MiB of shadow memory; the
+// same bound held under TSan.
 constexpr long kAgentPeakKiB =
     mxrun::testing::kSanitizer == mxrun::testing::Sanitizer::kNone ? 64 * 1024 : 320 * 1024;
 
