@@ -16,7 +16,8 @@ a seeded generator (SOAK_SEED, default 1) so that a failing soak can be replayed
     1.25 times that of the first half, plus 8 MiB).
 
 The report (markdown, on stdout) lists the faults by type with their recoveries, the steps lost,
-mxrun's goodput and the master's memory; exit 0 when every check holds, 1 otherwise.
+mxrun's goodput and the master's memory; exit 0 when every check holds, 1 otherwise. A failed soak
+keeps its folder (consoles, metrics, hang reports) and names it; SOAK_KEEP=1 keeps it always.
 
     SOAK_MINUTES=20 SOAK_SEED=7 scripts/bench/soak.sh > soak.md
 
@@ -36,7 +37,7 @@ FAULTS = ("worker-sigkill", "worker-sigsegv", "worker-sigstop", "standby-dies")
 HANG_TIMEOUT = 5  # --hang_timeout for the SIGSTOP fault
 RECOVERY_TIMEOUT = 120  # a fault not recovered from within this is a failed check
 log = Log(SCRIPT)
-state = {"workdir": None, "procs": []}
+state = {"workdir": None, "procs": [], "failed": False}
 
 
 def settings():
@@ -445,6 +446,7 @@ def main():
     for p in problems:
         log.warn(p)
     print_problems(log.problems)
+    state["failed"] = bool(log.problems)
     return 1 if log.problems else 0
 
 
@@ -452,7 +454,12 @@ def cleanup():
     for p in state["procs"]:
         if p.poll() is None:
             kill_tree(p.pid)
-    if state["workdir"] and env("SOAK_KEEP", "0") != "1":
+    if not state["workdir"]:
+        return
+    if state["failed"] or env("SOAK_KEEP", "0") == "1":
+        # A failed soak keeps its consoles and metrics: the only record of what went wrong.
+        print(f"soak.py: kept {state['workdir']}", file=sys.stderr)
+    else:
         shutil.rmtree(state["workdir"], ignore_errors=True)
 
 

@@ -5,7 +5,11 @@
 # scripts/build.sh), then runs `ctest -LE gpu` RUNS times without stopping at a failure; a
 # markdown report on stdout (each run: wall time, passed, failed and their names), each run's log
 # in OUT (default a temporary folder, named in the report). Exit 0 only when every run passed.
+# CLONE=<folder> runs in a clone already built by scripts/build.sh instead (the one .ci/run just
+# built, say: a fresh machine spends most of an hour on its first build); it must be a clone with
+# no change to a tracked file and a build/ folder.
 #   RUNS=5 scripts/bench/suite_under_load.sh > under-load.md
+#   RUNS=2 CLONE=/tmp/ci-clone scripts/bench/suite_under_load.sh > under-load.md
 #   RUNS=2 LOAD=1 CTEST_ARGS="-L unit" scripts/bench/suite_under_load.sh   (a quick try of it)
 # It takes hours on 2 cores (a run ~20 minutes alone, about twice that under the load): run it on
 # a machine doing nothing else. Kills only the load it started.
@@ -17,13 +21,26 @@ out="${OUT:-$(mktemp -d /tmp/mxrun-under-load.XXXXXX)}"
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || { echo "suite_under_load.sh: RUNS must be a positive integer, not '$runs'" >&2; exit 2; }
 [[ "$load" =~ ^[0-9]+$ ]] || { echo "suite_under_load.sh: LOAD must be a count of busy loops (0 or more), not '$load'" >&2; exit 2; }
 mkdir -p "$out"
-clone="$out/clone"
-rm -rf "$clone"
-git clone -q "$repo" "$clone"
-commit="$(git -C "$clone" rev-parse --short HEAD)"
-echo "suite_under_load: building $commit in $clone" >&2
-(cd "$clone" && scripts/install-deps.sh && scripts/build.sh) > "$out/build.log" 2>&1 ||
-  { echo "suite_under_load.sh: the build failed; see $out/build.log" >&2; exit 1; }
+if [[ -n "${CLONE:-}" ]]; then
+  clone="$CLONE"
+  if [[ ! -d "$clone/build" ]] || ! git -C "$clone" rev-parse --git-dir > /dev/null 2>&1; then
+    echo "suite_under_load.sh: CLONE must be a git clone built by scripts/build.sh (with build/), not '$clone'" >&2
+    exit 2
+  fi
+  [[ -z "$(git -C "$clone" status --porcelain --untracked-files=no)" ]] ||
+    { echo "suite_under_load.sh: CLONE '$clone' has changes to tracked files; the runs need a clean clone" >&2; exit 2; }
+  commit="$(git -C "$clone" rev-parse --short HEAD)"
+  origin="the built clone $clone"
+else
+  clone="$out/clone"
+  rm -rf "$clone"
+  git clone -q "$repo" "$clone"
+  commit="$(git -C "$clone" rev-parse --short HEAD)"
+  origin="a fresh clone of $repo"
+  echo "suite_under_load: building $commit in $clone" >&2
+  (cd "$clone" && scripts/install-deps.sh && scripts/build.sh) > "$out/build.log" 2>&1 ||
+    { echo "suite_under_load.sh: the build failed; see $out/build.log" >&2; exit 1; }
+fi
 
 load_pids=()
 stop_load() { for pid in "${load_pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
@@ -35,9 +52,9 @@ done
 
 echo "## The suite $runs times in a row under load"
 echo
-echo "- commit: $commit (a fresh clone of $repo), $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "- commit: $commit ($origin), $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "- machine: nproc=$(nproc), $(uname -r); load: $load busy loop(s) beside the suite"
-echo "- command: \`RUNS=$runs LOAD=$load${CTEST_ARGS:+ CTEST_ARGS=\"$CTEST_ARGS\"} scripts/bench/suite_under_load.sh\`; logs in $out"
+echo "- command: \`RUNS=$runs LOAD=$load${CLONE:+ CLONE=$CLONE}${CTEST_ARGS:+ CTEST_ARGS=\"$CTEST_ARGS\"} scripts/bench/suite_under_load.sh\`; logs in $out"
 echo
 echo "| run | wall | passed | failed | failed tests |"
 echo "|---:|---:|---:|---:|---|"
