@@ -257,14 +257,20 @@ std::vector<HangVerdict> HangMonitor::SiftForPeerCulprit(std::vector<HangVerdict
                  "collective) before judging them hung",
                  static_cast<double>(culprit_wait_.grace().count()) / 1000.0);
   }
-  // Held ones that beat again meanwhile are not hung after all.
+  // Held ones that beat again meanwhile are not hung after all, and are watched again: a worker
+  // held while it waited in a join, that then trained on and stopped later in the same round, was
+  // otherwise never judged on its node, and its waiting peers on other nodes were judged instead
+  // (found by the 20-minute soak: two hangs and a full restart for one SIGSTOP).
   const milliseconds timeout = config_.settings.heartbeat_timeout;
   out.erase(std::remove_if(out.begin(), out.end(),
                            [&](const HangVerdict& v) {
                              const std::optional<milliseconds> silent =
                                  watch_.SinceHeartbeat(v.local_rank, now);
-                             return v.rule == HangRule::kHeartbeat && timeout.count() > 0 &&
-                                    silent && *silent < timeout;
+                             const bool beat_again = v.rule == HangRule::kHeartbeat &&
+                                                     timeout.count() > 0 && silent &&
+                                                     *silent < timeout;
+                             if (beat_again) watch_.VerdictWithdrawn(v.local_rank);
+                             return beat_again;
                            }),
             out.end());
   return out;

@@ -84,6 +84,10 @@ void HangWatch::HeartbeatSeen(int local_rank, Time when) {
   if (!worker->last_beat || when > *worker->last_beat) worker->last_beat = when;
 }
 
+void HangWatch::VerdictWithdrawn(int local_rank) {
+  if (Worker* worker = Find(local_rank)) worker->judged = false;
+}
+
 HangWatch::TimerResult HangWatch::OnTimerRequest(int local_rank, const FileTimerRequest& request,
                                                  WallTime now) {
   Worker* worker = Find(local_rank);

@@ -87,6 +87,10 @@ class HangWatch {
   void PeersFinished(const std::string& who, Time now);
   // The worker's heartbeat was seen to change, the beat having happened at `when`.
   void HeartbeatSeen(int local_rank, Time when);
+  // A verdict the agent did not act on (a heartbeat verdict held for a peer's word, and the
+  // worker beat again meanwhile): the worker is watched again, so that a later silence in the same
+  // round is judged too.
+  void VerdictWithdrawn(int local_rank);
   // A FileTimer request from a process the agent attributed to `local_rank` (the worker itself or
   // one of its descendants).
   TimerResult OnTimerRequest(int local_rank, const FileTimerRequest& request, WallTime now);

@@ -101,6 +101,24 @@ TEST_CASE("heartbeat: silent for longer than the timeout after beating is hung",
   CHECK(s.Check().empty());
 }
 
+TEST_CASE("heartbeat: a withdrawn verdict watches the worker again", "[hang]") {
+  // The agent held rank 0's verdict (waiting for another node to name a culprit), rank 0 beat
+  // again meanwhile, so the verdict was withdrawn; when rank 0 falls silent again later in the
+  // same round, it is judged again.
+  Scenario s(Heartbeat(10s), 1);
+  s.watch.HeartbeatSeen(0, s.now);
+  s.Advance(10001ms);
+  CHECK(s.Check() == Lines{"local 0 heartbeat: no heartbeat for 10.0 s (--hang_timeout=10.0 s)"});
+  s.Advance(3s);
+  s.watch.HeartbeatSeen(0, s.now);
+  CHECK(s.Check().empty());
+  s.watch.VerdictWithdrawn(0);
+  CHECK(s.UntilDeadline() == 10001ms);
+  s.Advance(10001ms);
+  CHECK(s.Check() == Lines{"local 0 heartbeat: no heartbeat for 10.0 s (--hang_timeout=10.0 s)"});
+  CHECK(s.Check().empty());
+}
+
 TEST_CASE("heartbeat: the longest silence comes first", "[hang]") {
   Scenario s(Heartbeat(5s), 3);
   s.watch.HeartbeatSeen(2, s.now);
