@@ -29,18 +29,17 @@ if [[ -n "${CLONE:-}" ]]; then
   fi
   [[ -z "$(git -C "$clone" status --porcelain --untracked-files=no)" ]] ||
     { echo "suite_under_load.sh: CLONE '$clone' has changes to tracked files; the runs need a clean clone" >&2; exit 2; }
-  commit="$(git -C "$clone" rev-parse --short HEAD)"
   origin="the built clone $clone"
 else
   clone="$out/clone"
   rm -rf "$clone"
   git clone -q "$repo" "$clone"
-  commit="$(git -C "$clone" rev-parse --short HEAD)"
   origin="a fresh clone of $repo"
-  echo "suite_under_load: building $commit in $clone" >&2
+  echo "suite_under_load: building $(git -C "$clone" rev-parse --short HEAD) in $clone" >&2
   (cd "$clone" && scripts/install-deps.sh && scripts/build.sh) > "$out/build.log" 2>&1 ||
     { echo "suite_under_load.sh: the build failed; see $out/build.log" >&2; exit 1; }
 fi
+commit="$(git -C "$clone" rev-parse --short HEAD)"
 
 load_pids=()
 stop_load() { for pid in "${load_pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
