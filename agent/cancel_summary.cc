@@ -22,10 +22,11 @@ std::string Outcome(const StoppedWorker& w, std::chrono::milliseconds grace) {
 }  // namespace
 
 std::string FormatCancellation(int signo, std::chrono::milliseconds grace,
-                               std::vector<StoppedWorker> workers, int exit_code) {
+                               std::vector<StoppedWorker> workers, int exit_code,
+                               bool stopped_before) {
   std::string line = absl::StrCat("cancelled by ", SignalName(signo));
   if (workers.empty()) {
-    return absl::StrCat(line, " before any worker started here; exit code ", exit_code);
+    return absl::StrCat(line, ", no worker running here; exit code ", exit_code);
   }
   std::sort(workers.begin(), workers.end(),
             [](const StoppedWorker& a, const StoppedWorker& b) { return a.global_rank < b.global_rank; });
@@ -55,7 +56,9 @@ std::string FormatCancellation(int signo, std::chrono::milliseconds grace,
     parts.push_back(absl::StrCat(several ? "ranks " : "rank ", absl::StrJoin(texts, ","), " ",
                                  outcome));
   }
-  return absl::StrCat(line, ": ", absl::StrJoin(parts, ", "), "; exit code ", exit_code);
+  return absl::StrCat(line, ": ", absl::StrJoin(parts, ", "),
+                      stopped_before ? " (stopped before the signal, as the group re-formed)" : "",
+                      "; exit code ", exit_code);
 }
 
 }  // namespace mxrun

@@ -19,8 +19,12 @@ struct StoppedWorker {
   bool killed_after_grace = false;
 };
 
-// `workers` in any order; empty when no group ran (cancelled while waiting for a round).
+// `workers` in any order; empty when no group runs here (none started yet, or it finished).
+// `stopped_before`: the workers were stopped before the signal came, as the group re-formed
+// (a peer left, or a worker failed), and the node was waiting for its next round: the line says
+// so, since how they ended is then not the signal's doing.
 std::string FormatCancellation(int signo, std::chrono::milliseconds grace,
-                               std::vector<StoppedWorker> workers, int exit_code);
+                               std::vector<StoppedWorker> workers, int exit_code,
+                               bool stopped_before = false);
 
 }  // namespace mxrun

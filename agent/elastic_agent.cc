@@ -139,6 +139,7 @@ std::vector<WorkerGroup::WorkerStatus> ElasticAgent::StopGroup(int signo) {
   for (const WorkerGroup::WorkerStatus& worker : ended) {
     if (worker.pid > 0) ended_workers_[worker.pid] = worker.global_rank;
   }
+  stopped_for_next_round_ = ended;
   restart_.reset();
   group_.reset();
   return ended;
@@ -258,6 +259,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
         restart_->RoundBegan(event.round);
       }
       failure_time_ = 0;
+      stopped_for_next_round_.clear();
       hangs_->Watch(group_.get());
       progress_.Clear();
       round_ = event.round;
@@ -343,13 +345,15 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
 // master's end may reach this node first). Says how each rank ended.
 int ElasticAgent::Cancelled(const std::vector<WorkerGroup::WorkerStatus>& ended) {
   const int exit_code = 128 + stop_signal_;
+  // No group now: the one stopped to re-form, if the signal came before the next round.
+  const bool stopped_before = ended.empty() && !stopped_for_next_round_.empty();
   std::vector<StoppedWorker> stopped;
-  for (const WorkerGroup::WorkerStatus& w : ended) {
+  for (const WorkerGroup::WorkerStatus& w : stopped_before ? stopped_for_next_round_ : ended) {
     stopped.push_back({w.global_rank, w.running, w.exit_code, w.term_signal, w.killed_after_grace});
   }
   rendezvous_.Leave();
   spdlog::warn("{}", FormatCancellation(stop_signal_, config_.term_timeout, std::move(stopped),
-                                        exit_code));
+                                        exit_code, stopped_before));
   return Exit(exit_code, absl::StrCat("received ", SignalName(stop_signal_)));
 }
 

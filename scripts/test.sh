@@ -10,26 +10,35 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-"$root/scripts/install-deps.sh"
-"$root/scripts/build.sh"
+# Each step says how long it took: CI has 90 minutes for all of them on 2 cores.
+timed() {
+  local name="$1" started=$SECONDS rc=0
+  shift
+  "$@" || rc=$?
+  echo "test.sh: $name took $((SECONDS - started)) s (exit $rc; $SECONDS s in all)" >&2
+  return "$rc"
+}
+timed install-deps "$root/scripts/install-deps.sh"
+timed build "$root/scripts/build.sh"
 exclude=()
 if ! have_nvidia_gpu; then
   exclude=(-LE gpu)
 fi
 status=0
-(cd "$build" && "$(dirname "$cmake")/ctest" --output-on-failure --timeout 600 "${exclude[@]}") || status=$?
-"$root/scripts/check-wheel.sh" || status=1
+timed ctest bash -c 'cd "$1" && shift && exec "$@"' _ "$build" "$(dirname "$cmake")/ctest" \
+  --output-on-failure --timeout 600 "${exclude[@]}" || status=$?
+timed check-wheel "$root/scripts/check-wheel.sh" || status=1
 if [[ "${MXRUN_SKIP_CUDA_TRAINER:-0}" != 1 || "${CI:-}" == true ]]; then
-  "$root/scripts/gpu/check-cuda-trainer.sh" || status=1
+  timed check-cuda-trainer "$root/scripts/gpu/check-cuda-trainer.sh" || status=1
 fi
 if [ "${FUZZ_SECONDS:-30}" != 0 ]; then
-  FUZZ_SECONDS="${FUZZ_SECONDS:-30}" "$root/scripts/fuzz.sh" || status=1
+  FUZZ_SECONDS="${FUZZ_SECONDS:-30}" timed fuzz "$root/scripts/fuzz.sh" || status=1
 fi
 # The unit tests and the launcher's integration tests (no LibTorch) once more under ASan + UBSan,
 # in build-asan/ (MXRUN_SANITIZE=0 skips it in a quick loop; CI never does). README "Sanitizers"
 # says which and how long.
 if [[ "${MXRUN_SANITIZE:-1}" != 0 || "${CI:-}" == true ]]; then
   MXRUN_SANITIZE_TARGETS="mxrun_unit_tests mxrun_integration_tests" \
-    "$root/scripts/sanitize.sh" address -L "^(unit|integration)$" || status=1
+    timed sanitize "$root/scripts/sanitize.sh" address -L "^(unit|integration)$" || status=1
 fi
 exit "$status"

@@ -123,6 +123,31 @@ TEST_CASE("an agent killed with SIGKILL: survivors re-form with a smaller world"
   }
 }
 
+TEST_CASE("a stop signal while the group re-forms says how the workers stopped for it ended",
+          "[multinode]") {
+  // Under scancel one node's agent often leaves first: the others stop their workers to re-form,
+  // then get their own SIGTERM while waiting for the next round. Their line names the ranks.
+  Master master;
+  std::vector<std::unique_ptr<Subprocess>> agents;
+  for (int i = 0; i < 2; ++i) {
+    agents.push_back(std::make_unique<Subprocess>(
+        Agent(Dynamic(master.endpoint(), "cancel-reform", "2", {"--nproc_per_node=2"}),
+              {"--ready", "--sleep=60"})));
+  }
+  for (auto& agent : agents) REQUIRE(agent->WaitForStdout("world=4", 2, 30s));
+  kill(agents[1]->pid(), SIGKILL);
+  REQUIRE(agents[0]->WaitForStderr("re-forming the worker group", 1, 30s));
+  kill(agents[0]->pid(), SIGTERM);
+  ProcessResult r = agents[0]->Wait(30s);
+  INFO(r.err);
+  CHECK(r.exit_code == 143);
+  const size_t at = r.err.find("cancelled by SIGTERM");
+  REQUIRE(at != std::string::npos);
+  CHECK_THAT(r.err.substr(at, r.err.find('\n', at) - at),
+             Catch::Matches("cancelled by SIGTERM: ranks (0-1|2-3) [^;]*\\(stopped before the "
+                            "signal, as the group re-formed\\); exit code 143"));
+}
+
 TEST_CASE("a late agent is admitted: the group re-forms to the larger world", "[multinode]") {
   Master master;
   std::vector<std::unique_ptr<Subprocess>> agents;
