@@ -212,6 +212,17 @@ bool ElasticAgent::AwaitingOwnStopSignal(const WorkerFailure& failure) {
   return verdict != OwnStopSignalWait::Verdict::kJudge;
 }
 
+void ElasticAgent::AwaitOwnStopSignalAfter(const std::string& what) {
+  if (config_.await_own_stop_signal.count() <= 0 || stop_signal_ != 0) return;
+  spdlog::info("{}: waiting up to {} s for mxrun's own stop signal (a cancelled job: its master's "
+               "host was stopped first) before counting it as a failure",
+               what, config_.await_own_stop_signal.count() / 1000.0);
+  const auto deadline = std::chrono::steady_clock::now() + config_.await_own_stop_signal;
+  while (stop_signal_ == 0 && std::chrono::steady_clock::now() < deadline) {
+    loop_->RunOnce(deadline);
+  }
+}
+
 int ElasticAgent::JobFailed(const RendezvousEvent& event) {
   ReportJobFailure(event.first_failure,
                    {config_.entrypoint_name, event.restarts_spent, event.max_restarts},
@@ -329,8 +340,11 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       }
       return Exit(JobFailed(event));
     case Kind::kError:
-      Announce(spdlog::level::err, absl::StrCat("rendezvous failed: ", event.error.message()),
-               /*stopping=*/true);
+      AwaitOwnStopSignalAfter(absl::StrCat("the rendezvous failed (", event.error.message(), ")"));
+      if (stop_signal_ == 0) {
+        Announce(spdlog::level::err, absl::StrCat("rendezvous failed: ", event.error.message()),
+                 /*stopping=*/true);
+      }
       if (std::vector<WorkerGroup::WorkerStatus> ended = StopGroup(SIGTERM); stop_signal_ != 0) {
         return Cancelled(std::move(ended));  // the master's host was cancelled first
       }

@@ -122,6 +122,9 @@ class ElasticAgent {
   // A worker's death by a stop signal the agent did not send, while the agent may yet get its own
   // (AgentConfig::await_own_stop_signal): true until that wait is over, and a timer checks again.
   bool AwaitingOwnStopSignal(const WorkerFailure& failure);
+  // The same wait for a rendezvous that failed (its master's host cancelled first, under a
+  // manager): runs the loop until the agent's own stop signal comes or the wait is over.
+  void AwaitOwnStopSignalAfter(const std::string& what);
   int JobFailed(const RendezvousEvent& event);
   int Cancelled(const std::vector<WorkerGroup::WorkerStatus>& ended);
   // The end-of-job summary's word on the nodes the master left out (repeat offenders).

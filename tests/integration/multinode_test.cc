@@ -148,6 +148,35 @@ TEST_CASE("a stop signal while the group re-forms says how the workers stopped f
                             "signal, as the group re-formed\\); exit code 143"));
 }
 
+TEST_CASE("under a manager, a node whose master's host was cancelled first waits for its own "
+          "signal and reports a cancellation, not a rendezvous failure", "[multinode]") {
+  // systemd's stop and Slurm's scancel signal every node: node 0, which hosts the master, may go
+  // first, and node 1 sees its rendezvous fail a moment before its own SIGTERM comes.
+  const std::string port = std::to_string(FreePort());
+  const std::map<std::string, std::string> systemd{{"INVOCATION_ID", "0123456789abcdef"}};
+  auto node = [&](int rank) {
+    return std::make_unique<Subprocess>(
+        Agent({"--nnodes=2", "--node_rank=" + std::to_string(rank), "--master_port=" + port,
+               "--nproc_per_node=2"},
+              {"--ready", "--sleep=60"}),
+        systemd);
+  };
+  auto n0 = node(0);
+  auto n1 = node(1);
+  REQUIRE(n0->WaitForStdout("ready rank", 2, 30s));
+  REQUIRE(n1->WaitForStdout("ready rank", 2, 30s));
+  kill(n0->pid(), SIGTERM);
+  REQUIRE(n1->WaitForStderr("waiting up to 1 s for mxrun's own stop signal", 1, 30s));
+  kill(n1->pid(), SIGTERM);
+  ProcessResult r1 = n1->Wait(30s);
+  ProcessResult r0 = n0->Wait(30s);
+  INFO(r0.err << "\n----\n" << r1.err);
+  CHECK(r0.exit_code == 143);
+  CHECK(r1.exit_code == 143);
+  CHECK_THAT(r1.err, Catch::Contains("cancelled by SIGTERM: ranks 2-3"));
+  CHECK_THAT(r1.err, !Catch::Contains("rendezvous failed:"));
+}
+
 TEST_CASE("a late agent is admitted: the group re-forms to the larger world", "[multinode]") {
   Master master;
   std::vector<std::unique_ptr<Subprocess>> agents;
