@@ -135,10 +135,6 @@ std::vector<WorkerGroup::WorkerStatus> ElasticAgent::StopGroup(int signo) {
   group_->Stop(signo, config_.term_timeout, [this] { ReapChildren(); });
   Tell([&](AgentObserver& o) { o.WorkersStopped(AgentObserver::Time::clock::now(), running); });
   std::vector<WorkerGroup::WorkerStatus> ended = group_->Workers();
-  ended_workers_.clear();
-  for (const WorkerGroup::WorkerStatus& worker : ended) {
-    if (worker.pid > 0) ended_workers_[worker.pid] = worker.global_rank;
-  }
   stopped_for_next_round_ = ended;
   restart_.reset();
   group_.reset();
@@ -385,7 +381,11 @@ void ElasticAgent::ReclaimGpuMemory() {
     }
     reclaimer_ = std::make_unique<GpuMemoryReclaimer>(config_.gpu_reclaim, config_.gpu_entries, stops);
   }
-  reclaimer_->Reclaim(std::exchange(ended_workers_, {}));
+  std::map<pid_t, int> ended;  // pid -> global rank of the group stopped before this round
+  for (const WorkerGroup::WorkerStatus& worker : stopped_for_next_round_) {
+    if (worker.pid > 0) ended[worker.pid] = worker.global_rank;
+  }
+  reclaimer_->Reclaim(std::move(ended));
 }
 
 bool ElasticAgent::Healthy() {

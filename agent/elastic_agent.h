@@ -150,10 +150,10 @@ class ElasticAgent {
                                          // round was seen, seconds since the Unix epoch; 0: none
   std::string waiting_reason_;           // the rendezvous' last word on what it waits for
   bool excluded_ = false;                // the master leaves this node out of rounds for now
-  std::map<pid_t, int> ended_workers_;   // pid -> global rank of the last group that was stopped
   // How the last group's workers ended when it was stopped to re-form, until the next round
   // starts: a stop signal in between reports them (scancel reaches the nodes one after another,
-  // so a peer's leaving often stops this node's workers first).
+  // so a peer's leaving often stops this node's workers first), and the next round's GPU memory
+  // reclaim waits for their pids.
   std::vector<WorkerGroup::WorkerStatus> stopped_for_next_round_;
   std::unique_ptr<GpuMemoryReclaimer> reclaimer_;  // made at the first respawn
   std::unique_ptr<HealthChecker> health_;

@@ -25,8 +25,8 @@ if ! have_nvidia_gpu; then
   exclude=(-LE gpu)
 fi
 status=0
-timed ctest bash -c 'cd "$1" && shift && exec "$@"' _ "$build" "$(dirname "$cmake")/ctest" \
-  --output-on-failure --timeout 600 "${exclude[@]}" || status=$?
+timed ctest "$(dirname "$cmake")/ctest" --test-dir "$build" --output-on-failure --timeout 600 \
+  "${exclude[@]}" || status=$?
 timed check-wheel "$root/scripts/check-wheel.sh" || status=1
 if [[ "${MXRUN_SKIP_CUDA_TRAINER:-0}" != 1 || "${CI:-}" == true ]]; then
   timed check-cuda-trainer "$root/scripts/gpu/check-cuda-trainer.sh" || status=1
