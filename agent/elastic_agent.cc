@@ -143,7 +143,7 @@ std::vector<WorkerGroup::WorkerStatus> ElasticAgent::StopGroup(int signo) {
 
 void ElasticAgent::KeepOrStopGroup() {
   if (group_ == nullptr) return;
-  group_->ReadControlChannels();
+  group_->LookBeforeKeeping();
   if (!group_->HasKeepableWorkers() && !restart_->HasReadyPrestarts()) {
     StopGroup(SIGTERM);
     return;
@@ -177,7 +177,7 @@ void ElasticAgent::CheckGroup() {
       if (AwaitingOwnStopSignal(failure)) return;
       // A collective that failed: its peers' recorders before anything stops (every node's).
       hangs_->TakeFlightRecordsOnCollectiveFailure(failure);
-      group_->ReadControlChannels();
+      group_->LookBeforeKeeping();
       spdlog::warn("worker rank {} (local_rank {}, pid {}) failed: {}; {}", failure.global_rank,
                    failure.local_rank, failure.pid, DescribeExit(failure),
                    group_->HasKeepableWorkers()

@@ -167,10 +167,24 @@ void Send(int fd, const std::string& line) {
 }
 
 // Waits up to `seconds` for one line from the agent; empty on timeout or end of stream.
-std::string ReadNotice(int fd, int seconds) {
+// Reads one line from the control channel, waiting up to `seconds`; "" when none came. A SIGTERM
+// (blocked, see SleepSeconds) ends the wait as it ends a sleep: g_term is set, unless ignored.
+std::string ReadNotice(int fd, int seconds, bool ignore_term) {
   std::string line;
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
   pollfd p{fd, POLLIN, 0};
-  while (line.find('\n') == std::string::npos && poll(&p, 1, seconds * 1000) == 1) {
+  for (int slice = 0; slice < seconds * 10 && line.find('\n') == std::string::npos; ++slice) {
+    const timespec zero{0, 0};
+    if (sigtimedwait(&term, nullptr, &zero) == SIGTERM) {
+      if (!ignore_term) {
+        g_term = true;
+        return "";
+      }
+      PrintIgnoredTerm();
+    }
+    if (poll(&p, 1, 100) != 1) continue;
     char c[4096];
     const ssize_t n = read(fd, c, sizeof c);
     if (n <= 0) return "";
@@ -354,8 +368,8 @@ int main(int argc, char** argv) {
   const int control = ControlFd();
   if (keep && control >= 0 && Env("MXRUN_STANDBY") == "1") {
     Send(control, "{\"hello\": 1, \"in_process_restart\": true}");
-    const std::string notice = ReadNotice(control, 60);
-    if (notice.empty()) return 0;  // the job ended without needing it
+    const std::string notice = ReadNotice(control, 60, ignore_term);
+    if (notice.empty()) return g_term ? 143 : 0;  // the job ended without needing it
     std::printf("standby promoted rank=%s pid=%d cpus=%s\n",
                 After(notice, "\"RANK\":\"").c_str(), getpid(), AllowedCpus().c_str());
     return 0;
@@ -471,7 +485,11 @@ int main(int argc, char** argv) {
     }
   }
   if (keep && wait_notice && !failing) {
-    const std::string notice = ReadNotice(control, 60);
+    const std::string notice = ReadNotice(control, 60, ignore_term);
+    if (notice.empty() && g_term) {
+      std::printf("caught SIGTERM rank=%s\n", rank.c_str());
+      return 143;
+    }
     if (notice.empty()) {
       std::printf("no notice rank=%s\n", rank.c_str());
       return 6;

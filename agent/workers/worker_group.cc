@@ -156,6 +156,24 @@ void WorkerGroup::SpawnWorker(WorkerProcess& worker, const RoundAssignment& roun
   });
 }
 
+void WorkerGroup::LookBeforeKeeping() {
+  ReadControlChannels();
+  NoteStoppedWorkers();
+}
+
+void WorkerGroup::NoteStoppedWorkers() {
+  for (auto& worker : workers_) {
+    if (!worker->running || worker->frozen) continue;
+    const std::optional<ProcStat> stat = ReadProcStat(worker->pid);
+    if (!stat || (stat->state != 'T' && stat->state != 't')) continue;
+    worker->frozen = true;
+    spdlog::warn("worker rank {} (local_rank {}, pid {}) is in state {}: it cannot take a new round "
+                 "in-process",
+                 worker->global_rank, worker->local_rank, worker->pid,
+                 ProcStateName(stat->state));
+  }
+}
+
 void WorkerGroup::ReadControlChannels() {
   for (auto& worker : workers_) {
     if (worker->running && worker->control && !worker->control->OnReadable()) {

@@ -107,9 +107,11 @@ class WorkerGroup {
   // After every worker has exited on its own: kill leftover descendants, flush and close output.
   void Finish();
 
-  // Reads what the workers' control channels hold now: a hello written just before another
-  // worker's exit must count, whichever of the two the loop happened to see first.
-  void ReadControlChannels();
+  // What the agent must know before it keeps workers for an in-process round. What the control
+  // channels hold now: a hello written just before another worker's exit must count, whichever
+  // of the two the loop happened to see first. And which workers are stopped (/proc state T or
+  // t): a worker SIGSTOPped beside the one that failed is not kept.
+  void LookBeforeKeeping();
   // Whether a running worker has declared (over its control channel) that it can be kept.
   bool HasKeepableWorkers() const;
 
@@ -152,6 +154,8 @@ class WorkerGroup {
  private:
   void SpawnWorker(WorkerProcess& worker, const RoundAssignment& round, double failure_time = 0);
   void CloseStreams(WorkerProcess& worker);
+  void ReadControlChannels();
+  void NoteStoppedWorkers();
   void RecordExit(WorkerProcess& worker, int exit_code, int term_signal);
   WorkerFailure FailureOf(const WorkerProcess& worker, int exit_code, int term_signal) const;
   void CleanUp();

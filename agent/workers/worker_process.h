@@ -28,6 +28,9 @@ struct WorkerProcess {
   int exit_code = -1;       // once ended: its exit code, or -1 when a signal ended it
   int term_signal = 0;      // once ended: the signal that ended it (0: it exited)
   bool killed_after_grace = false;  // SIGKILLed by the agent when its grace ran out
+  // Stopped (SIGSTOP, SIGTSTP, a debugger) when the agent last looked before keeping workers: it
+  // could not take a new round, so it is not kept (WorkerGroup::LookBeforeKeeping).
+  bool frozen = false;
   std::string dir;  // the attempt folder it was started in (kept workers keep theirs)
   std::string error_file;
   std::string heartbeat_file;
@@ -43,10 +46,11 @@ struct WorkerProcess {
   std::unique_ptr<WorkerControl> control;
 };
 
-// Running, said (over its control channel) that it takes new rounds in-process, and not hung (a
-// hung worker is what failed).
+// Running, said (over its control channel) that it takes new rounds in-process, not hung (a hung
+// worker is what failed) and not stopped (it would hold the next round until judged hung in turn).
 inline bool Keepable(const WorkerProcess& w) {
-  return w.running && w.control && w.control->in_process_restart() && !w.hang.hung();
+  return w.running && w.control && w.control->in_process_restart() && !w.hang.hung() &&
+         !w.frozen;
 }
 
 }  // namespace mxrun

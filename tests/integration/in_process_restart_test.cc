@@ -14,7 +14,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/subprocess.h"
@@ -151,6 +153,50 @@ TEST_CASE("a kept worker that cannot take the new round is restarted the old way
   // Rank 1: its first process, maybe round 1's (stopped at once, perhaps before it printed),
   // and round 2's.
   CHECK(pids.at(1).size() >= 2);
+}
+
+// Whether /proc/<pid>/stat shows the process stopped (state T), polled for up to 5 s: SIGSTOP
+// takes effect when the kernel next schedules the process.
+bool BecomesStopped(pid_t pid) {
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t paren = text.rfind(')');
+    if (paren != std::string::npos && text.compare(paren + 1, 3, " T ") == 0) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+TEST_CASE("a worker stopped (SIGSTOP) beside the one that failed is started again and not kept",
+          "[integration][in_process]") {
+  Subprocess job(Mxrun({"--standalone", "--nproc_per_node=3", "--max_restarts=1"},
+                       {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
+                        "--fail-below-attempt=1", "--fail-on-signal"}));
+  REQUIRE(job.WaitForStdout("ready rank=", 3, 30s));
+  const auto first = ReadyPids(job.out());
+  const pid_t stopped = first.at(2).at(0);
+  REQUIRE(::kill(stopped, SIGSTOP) == 0);
+  REQUIRE(BecomesStopped(stopped));
+  REQUIRE(::kill(first.at(1).at(0), SIGUSR1) == 0);
+  ProcessResult r = job.Wait(60s);
+  INFO(r.err << r.out);
+  REQUIRE(r.exit_code == 0);
+  // Kept, it would have held round 1 until judged hung (no --hang_timeout here: for ever).
+  CHECK_THAT(r.err, Catch::Contains("worker rank 2 (local_rank 2, pid " + std::to_string(stopped) +
+                                    ") is in state T (stopped"));
+  const auto pids = ReadyPids(r.out);
+  REQUIRE(pids.at(0).size() == 1);
+  REQUIRE(pids.at(1).size() == 2);
+  REQUIRE(pids.at(2).size() == 2);
+  CHECK(pids.at(2)[1] != stopped);
+  // Continued with its SIGTERM, it ended on it, within its grace.
+  CHECK_THAT(r.out, Catch::Contains("caught SIGTERM rank=2"));
+  CHECK_THAT(r.err, !Catch::Contains("sending SIGKILL"));
+  CHECK_THAT(r.err, Catch::Contains("in-process restart: kept rank(s) 0 (pid " +
+                                    std::to_string(pids.at(0)[0]) + "); started rank(s) 1 (pid " +
+                                    std::to_string(pids.at(1)[1]) + "), 2 (pid " +
+                                    std::to_string(pids.at(2)[1]) + ")"));
 }
 
 TEST_CASE("a worker's control channel is fd 3, a socket, and nothing else is inherited",
