@@ -232,6 +232,17 @@ void HangMonitor::CheckNow() {
   if (!verdicts.empty()) Act(verdicts);
 }
 
+std::vector<int> HangMonitor::StartingRanks(HangWatch::Time now) const {
+  std::vector<int> starting;
+  for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
+    if (worker.running && !worker.heartbeat_file.empty() &&
+        !watch_.SinceHeartbeat(worker.local_rank, now)) {
+      starting.push_back(worker.global_rank);
+    }
+  }
+  return starting;
+}
+
 bool HangMonitor::CannotRun(int local_rank) const {
   for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
     if (worker.local_rank != local_rank || !worker.running) continue;
@@ -248,14 +259,26 @@ std::vector<HangVerdict> HangMonitor::SiftForPeerCulprit(std::vector<HangVerdict
   const bool local_culprit = std::any_of(verdicts.begin(), verdicts.end(), [this](const HangVerdict& v) {
     return CannotRun(v.local_rank);
   });
+  // On one node as well: a worker of this group that has not beaten yet (a process started for an
+  // in-process round, still loading) holds the kept ones in their join, silent; they get the same
+  // grace, instead of being judged for waiting on it.
+  const std::vector<int> starting = StartingRanks(now);
   const bool was_holding = culprit_wait_.holding();
-  std::vector<HangVerdict> out =
-      culprit_wait_.Sift(std::move(verdicts), multi_node, local_culprit, now);
+  std::vector<HangVerdict> out = culprit_wait_.Sift(
+      std::move(verdicts), multi_node || !starting.empty(), local_culprit, now);
   if (!was_holding && culprit_wait_.holding()) {
-    spdlog::warn("this node's workers went silent, yet run: waiting up to {:g} s for another node "
-                 "to name a rank that cannot run (stopped or stuck, holding these up in a "
-                 "collective) before judging them hung",
-                 static_cast<double>(culprit_wait_.grace().count()) / 1000.0);
+    const double grace = static_cast<double>(culprit_wait_.grace().count()) / 1000.0;
+    if (multi_node) {
+      spdlog::warn("this node's workers went silent, yet run: waiting up to {:g} s for another "
+                   "node to name a rank that cannot run (stopped or stuck, holding these up in a "
+                   "collective) before judging them hung",
+                   grace);
+    } else {
+      spdlog::warn("this node's workers went silent, yet run, while rank(s) {} still start (no "
+                   "heartbeat yet): waiting up to {:g} s for them before judging the silent ones "
+                   "hung",
+                   absl::StrJoin(starting, ", "), grace);
+    }
   }
   // Held ones that beat again meanwhile are not hung after all, and are watched again: a worker
   // held while it waited in a join, that then trained on and stopped later in the same round, was

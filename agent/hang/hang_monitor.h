@@ -99,6 +99,8 @@ class HangMonitor {
   std::vector<HangVerdict> SiftForPeerCulprit(std::vector<HangVerdict> verdicts,
                                               HangWatch::Time now);
   bool CannotRun(int local_rank) const;  // stopped or in D state
+  // The global ranks of running workers that have not beaten in this group yet (still starting).
+  std::vector<int> StartingRanks(HangWatch::Time now) const;
   void Act(std::vector<HangVerdict> verdicts);
   std::string MakeDiagnosticsDir();
   KeepReading ServeTimerPipe();  // the FileTimer pipe, served while diagnostics run

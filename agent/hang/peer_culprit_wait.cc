@@ -5,12 +5,13 @@
 
 namespace mxrun {
 
-std::vector<HangVerdict> PeerCulpritWait::Sift(std::vector<HangVerdict> verdicts, bool multi_node,
+std::vector<HangVerdict> PeerCulpritWait::Sift(std::vector<HangVerdict> verdicts,
+                                               bool held_up_elsewhere,
                                                bool local_culprit, Time now) {
   const bool only_heartbeats =
       std::all_of(verdicts.begin(), verdicts.end(),
                   [](const HangVerdict& v) { return v.rule == HangRule::kHeartbeat; });
-  const bool hold = !verdicts.empty() && held_.empty() && multi_node && !local_culprit &&
+  const bool hold = !verdicts.empty() && held_.empty() && held_up_elsewhere && !local_culprit &&
                     only_heartbeats && grace_.count() > 0;
   if (hold) {
     held_ = std::move(verdicts);

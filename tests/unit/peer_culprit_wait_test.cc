@@ -25,7 +25,7 @@ TEST_CASE("silent running workers of a multi-node job are held for the grace, th
           "[unit][hang]") {
   PeerCulpritWait wait(5000ms);
   const PeerCulpritWait::Time t0{};
-  CHECK(wait.Sift({Verdict(0), Verdict(1)}, /*multi_node=*/true, /*local_culprit=*/false, t0)
+  CHECK(wait.Sift({Verdict(0), Verdict(1)}, /*held_up_elsewhere=*/true, /*local_culprit=*/false, t0)
             .empty());
   REQUIRE(wait.deadline() == t0 + 5000ms);
   CHECK(wait.Sift({}, true, false, t0 + 4999ms).empty());
@@ -43,7 +43,7 @@ TEST_CASE("a new round drops held verdicts, and no hold where the culprit is her
   wait.Reset();  // the culprit's node reported; the group re-formed
   CHECK(wait.Sift({}, true, false, t0 + 6000ms).empty());
   // One node only, a local worker unable to run, another rule: acted on at once.
-  CHECK(wait.Sift({Verdict(0)}, /*multi_node=*/false, false, t0).size() == 1);
+  CHECK(wait.Sift({Verdict(0)}, /*held_up_elsewhere=*/false, false, t0).size() == 1);
   CHECK(wait.Sift({Verdict(0)}, true, /*local_culprit=*/true, t0).size() == 1);
   CHECK(wait.Sift({Verdict(0, HangRule::kExitBarrier)}, true, false, t0).size() == 1);
   CHECK(PeerCulpritWait(0ms).Sift({Verdict(0)}, true, false, t0).size() == 1);
