@@ -39,6 +39,10 @@ std::vector<std::string> ParseKernelStack(std::string_view text);
 // /proc/<pid>/stack parsed; empty when it cannot be read (it needs root: CAP_SYS_ADMIN).
 std::vector<std::string> ReadKernelStack(pid_t pid);
 
+// Whether a process in `state` is stopped: T (SIGSTOP, SIGTSTP) or t (held by a tracer). It runs
+// nothing until continued.
+inline bool IsStoppedState(char state) { return state == 'T' || state == 't'; }
+
 // "S (sleeping)", "T (stopped: SIGSTOP, SIGTSTP or a debugger)", ...
 std::string ProcStateName(char state);
 

@@ -6,12 +6,14 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/process/descendants.h"
+#include "agent/process/proc_stat.h"
 #include "common/signal_names.h"
 #include "spdlog/spdlog.h"
 
@@ -154,6 +156,15 @@ bool InProcessRestart::PromoteStandby(int local_rank, const RoundAssignment& rou
                                       double failure_time, std::vector<std::string>& started) {
   for (auto it = standbys_.begin(); it != standbys_.end(); ++it) {
     if (!Keepable(**it)) continue;  // still loading
+    // A stopped standby (SIGSTOP, a debugger) would hold the round as a rank that never joins: it
+    // goes, and is replaced as any standby that dies.
+    if (const std::optional<ProcStat> stat = ReadProcStat((*it)->pid);
+        stat && IsStoppedState(stat->state)) {
+      spdlog::warn("standby worker (pid {}) is in state {}: not given a rank; stopping it",
+                   (*it)->pid, ProcStateName(stat->state));
+      kill(-(*it)->pid, SIGKILL);
+      continue;
+    }
     std::unique_ptr<WorkerProcess> standby = std::move(*it);
     standbys_.erase(it);
     WorkerProcess& worker = *standby;

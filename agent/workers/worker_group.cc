@@ -165,7 +165,7 @@ void WorkerGroup::NoteStoppedWorkers() {
   for (auto& worker : workers_) {
     if (!worker->running || worker->frozen) continue;
     const std::optional<ProcStat> stat = ReadProcStat(worker->pid);
-    if (!stat || (stat->state != 'T' && stat->state != 't')) continue;
+    if (!stat || !IsStoppedState(stat->state)) continue;
     worker->frozen = true;
     spdlog::warn("worker rank {} (local_rank {}, pid {}) is in state {}: it cannot take a new round "
                  "in-process",

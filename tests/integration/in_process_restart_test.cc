@@ -232,6 +232,33 @@ TEST_CASE("a warm standby takes the failed rank",
   CHECK(ReadyPids(r.out).at(1).size() == 1);
 }
 
+TEST_CASE("a stopped standby (SIGSTOP) is not given the failed rank: a new process takes it",
+          "[integration][in_process]") {
+  Subprocess job(Mxrun({"--standalone", "--nproc_per_node=2", "--max_restarts=1",
+                        "--standby_workers=1"},
+                       {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
+                        "--fail-below-attempt=1", "--fail-on-signal"}));
+  REQUIRE(job.WaitForStdout("ready rank=", 2, 30s));
+  REQUIRE(job.WaitForStderr("ready to take a rank in-process", 1, 30s));
+  const std::string err = job.err();
+  const size_t at = err.find("standby worker started (pid ");
+  REQUIRE(at != std::string::npos);
+  const pid_t standby = std::atoi(err.c_str() + at + 28);
+  REQUIRE(::kill(standby, SIGSTOP) == 0);
+  REQUIRE(BecomesStopped(standby));
+  REQUIRE(::kill(ReadyPids(job.out()).at(1).at(0), SIGUSR1) == 0);
+  ProcessResult r = job.Wait(60s);
+  INFO(r.err << r.out);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("standby worker (pid " + std::to_string(standby) +
+                                    ") is in state T (stopped"));
+  const auto pids = ReadyPids(r.out);
+  REQUIRE(pids.at(1).size() == 2);
+  CHECK_THAT(r.err, Catch::Contains("; started rank(s) 1 (pid " + std::to_string(pids.at(1)[1]) +
+                                    ")"));
+  CHECK_THAT(r.out, !Catch::Contains("standby promoted"));
+}
+
 TEST_CASE("a promoted standby is pinned to its rank's CPUs (numa binding)",
           "[integration][in_process][numa]") {
   // Two NUMA nodes of one CPU each, one GPU on each (tests/topologies/): rank 1 runs on CPU 1.
