@@ -247,7 +247,7 @@ bool HangMonitor::CannotRun(int local_rank) const {
   for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
     if (worker.local_rank != local_rank || !worker.running) continue;
     std::optional<ProcStat> stat = ReadProcStat(worker.pid);
-    return stat && (stat->state == 'T' || stat->state == 't' || stat->state == 'D');
+    return stat && (IsStoppedState(stat->state) || stat->state == 'D');
   }
   return false;
 }
@@ -469,7 +469,7 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
     for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
       if (worker.local_rank != v.local_rank) continue;
       std::optional<ProcStat> stat = ReadProcStat(worker.pid);
-      return stat && (stat->state == 'T' || stat->state == 't' || stat->state == 'D');
+      return stat && (IsStoppedState(stat->state) || stat->state == 'D');
     }
     return false;
   };

@@ -168,17 +168,21 @@ bool BecomesStopped(pid_t pid) {
   return false;
 }
 
+// SIGSTOPs `stopped` (once it is in state T), then lets rank `failing` of `job` fail.
+void StopThenReleaseFailure(const Subprocess& job, pid_t stopped, int failing) {
+  REQUIRE(::kill(stopped, SIGSTOP) == 0);
+  REQUIRE(BecomesStopped(stopped));
+  REQUIRE(::kill(ReadyPids(job.out()).at(failing).at(0), SIGUSR1) == 0);
+}
+
 TEST_CASE("a worker stopped (SIGSTOP) beside the one that failed is started again and not kept",
           "[integration][in_process]") {
   Subprocess job(Mxrun({"--standalone", "--nproc_per_node=3", "--max_restarts=1"},
                        {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
                         "--fail-below-attempt=1", "--fail-on-signal"}));
   REQUIRE(job.WaitForStdout("ready rank=", 3, 30s));
-  const auto first = ReadyPids(job.out());
-  const pid_t stopped = first.at(2).at(0);
-  REQUIRE(::kill(stopped, SIGSTOP) == 0);
-  REQUIRE(BecomesStopped(stopped));
-  REQUIRE(::kill(first.at(1).at(0), SIGUSR1) == 0);
+  const pid_t stopped = ReadyPids(job.out()).at(2).at(0);
+  StopThenReleaseFailure(job, stopped, 1);
   ProcessResult r = job.Wait(60s);
   INFO(r.err << r.out);
   REQUIRE(r.exit_code == 0);
@@ -244,9 +248,7 @@ TEST_CASE("a stopped standby (SIGSTOP) is not given the failed rank: a new proce
   const size_t at = err.find("standby worker started (pid ");
   REQUIRE(at != std::string::npos);
   const pid_t standby = std::atoi(err.c_str() + at + 28);
-  REQUIRE(::kill(standby, SIGSTOP) == 0);
-  REQUIRE(BecomesStopped(standby));
-  REQUIRE(::kill(ReadyPids(job.out()).at(1).at(0), SIGUSR1) == 0);
+  StopThenReleaseFailure(job, standby, 1);
   ProcessResult r = job.Wait(60s);
   INFO(r.err << r.out);
   REQUIRE(r.exit_code == 0);
