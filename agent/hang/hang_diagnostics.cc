@@ -361,8 +361,7 @@ HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, cons
     const HungWorker& worker = hung[i];
     // A tracer that was killed mid-attach can leave the process stopped: undo what we did.
     std::optional<ProcStat> after = ReadProcStat(worker.pid);
-    if (before[i] && after && IsStoppedState(after->state) &&
-        before[i]->state != 'T' && before[i]->state != 't') {
+    if (before[i] && after && IsStoppedState(after->state) && !IsStoppedState(before[i]->state)) {
       kill(worker.pid, SIGCONT);
     }
     const std::vector<std::string> traces =
