@@ -4,7 +4,7 @@
         ddp = DDP(model)                   # made anew: the old one belongs to the old group
         for step in range(ctx.step + 1, steps + 1):
             loss = ...; optimizer.zero_grad(); loss.backward(); optimizer.step()
-            ctx.step_done(step)            # right after optimizer.step()
+            ctx.step_done(step)            # the step's last call (it may leave for a new round)
 
     mxrun.run(train, {"model": model, "optimizer": optimizer})
 
@@ -51,8 +51,10 @@ class Context:
         self.completed = step
 
     def step_done(self, step):
-        """Step `step` is complete (call it right after optimizer.step()): progress for mxrun,
-        and the safe point where a re-formed group is taken."""
+        """Step `step` is complete: progress for mxrun, and the safe point where a re-formed
+        group is taken. Make it the step's last call, after its logging and checkpointing: when
+        a new round is pending (a node joined or left) it raises RoundPending, which leaves
+        `train` for the round, and what follows it in the step does not run."""
         self.completed = step
         if self._snapshot is not None:
             self._snapshot.take()

@@ -6,8 +6,8 @@ ResNet-18 on synthetic CIFAR-shaped data, Gloo on CPU, NCCL on GPUs (--device).
     torchrun --standalone --nproc_per_node=2 scripts/examples/elastic_ddp.py   # runs the same
 
 What mxrun adds is three lines (marked "mxrun:"): the training loop is a function that
-`mxrun.run` calls once per round of the group, with the step to go on from; `ctx.step_done(step)`
-after each optimizer step reports progress and is where a re-formed group is taken. When a worker
+`mxrun.run` calls once per round of the group, with the step to go on from; `ctx.step_done(step)`,
+the last call of each step, reports progress and is where a re-formed group is taken. When a worker
 dies, the others keep their processes and their state; the dead rank's new process (or a warm
 standby, `--standby_workers=1`) gets the state from them by broadcast, and training goes on from
 the last completed step: no step is trained twice. A checkpoint (`--ckpt_dir`) still serves a
@@ -160,7 +160,6 @@ def main():
             loss.backward()
             optimizer.step()
             position.advance(ctx.world_size)
-            ctx.step_done(step)  # mxrun: progress, and where a re-formed group is taken
             if ctx.rank == 0:
                 print(json.dumps({"event": "step", "step": step, "time": time.time(),
                                   "loss": loss.item()}), flush=True)
@@ -168,6 +167,9 @@ def main():
                     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                                 "position": position.state_dict(), "step": step}, ckpt + ".tmp")
                     os.replace(ckpt + ".tmp", ckpt)
+            # mxrun: progress, and where a re-formed group is taken: it may leave `train` for the
+            # next round, so it is the step's last call (the log line and checkpoint come before)
+            ctx.step_done(step)
         total = sum(float(t.detach().double().sum()) for t in model.parameters())
         print(json.dumps({"event": "done", "rank": ctx.rank, "params": repr(total),
                           "weights_sha256": state_digest(model, optimizer, buffers=False),
