@@ -132,6 +132,24 @@ void CheckSameAs(const ProcessResult& base, const ProcessResult& r, bool rank0_l
 
 void CheckSameAsUndisturbed(const ProcessResult& r) { CheckSameAs(Undisturbed(), r); }
 
+// Rank 0 (pid `pid`) took the new round at `world` from its own memory, where the group stood:
+// 1024 images in steps of `images_per_step` until then, so the step it went on from gives the
+// data position.
+void CheckRoundFromMemory(const ProcessResult& r, int pid, int world, int images_per_step) {
+  std::smatch m;
+  REQUIRE(std::regex_search(
+      r.out, m,
+      std::regex("\\{\"event\": \"round\", \"rank\": 0, \"pid\": " + std::to_string(pid) +
+                 ", \"from_step\": ([0-9]+), \"restored_from\": \"memory\", \"world_size\": " +
+                 std::to_string(world) +
+                 ", \"position\": \\{\"epoch\": ([0-9]+), \"offset\": ([0-9]+)\\}\\}")));
+  const int from = std::stoi(m[1]);
+  const int steps_per_epoch = 1024 / images_per_step;
+  CHECK(from >= 10);
+  CHECK(std::stoi(m[2]) == from / steps_per_epoch);
+  CHECK(std::stoi(m[3]) == from % steps_per_epoch * images_per_step);
+}
+
 }  // namespace
 
 TEST_CASE("mxrun.run: a SIGKILLed rank of a Python DDP job gets a new process, the survivor keeps "
@@ -230,18 +248,8 @@ TEST_CASE("mxrun.run: a node of a 1:2 Python job lost, the other node's ranks go
   CHECK_THAT(r.err, Catch::Contains("in-process restart: kept rank(s) 0 (pid " +
                                     std::to_string(rank0) + "), 1 (pid " + std::to_string(rank1) +
                                     "); started rank(s) none"));
-  // The survivors took the new round at world size 2 from their own memory, where the group
-  // stood: 1024 images in steps of 64 (4 ranks x 16), so 16 steps an epoch until then.
-  std::smatch m;
-  REQUIRE(std::regex_search(
-      r.out, m,
-      std::regex("\\{\"event\": \"round\", \"rank\": 0, \"pid\": " + std::to_string(rank0) +
-                 ", \"from_step\": ([0-9]+), \"restored_from\": \"memory\", \"world_size\": 2, "
-                 "\"position\": \\{\"epoch\": ([0-9]+), \"offset\": ([0-9]+)\\}\\}")));
-  const int from = std::stoi(m[1]);
-  CHECK(from >= 10);
-  CHECK(std::stoi(m[2]) == from / 16);
-  CHECK(std::stoi(m[3]) == from % 16 * 64);
+  // The survivors went on at world size 2 from where the group of 4 ranks x 16 images stood.
+  CheckRoundFromMemory(r, rank0, 2, 64);
   // Every step once, to the end, and the two survivors agree on the parameters.
   CheckEachStepOnceAndRanksAgree(r, 120);
 }
@@ -275,18 +283,8 @@ TEST_CASE("mxrun.run: a node joining a running 1:2 Python job, the running ranks
   CHECK_THAT(r.err, Catch::Contains("in-process restart: kept rank(s) 0 (pid " +
                                     std::to_string(rank0) + "), 1 (pid " + std::to_string(rank1) +
                                     ")"));
-  // The kept ranks went on from their own memory at world size 4, where the group stood: 1024
-  // images in steps of 32 (2 ranks x 16) until then.
-  std::smatch m;
-  REQUIRE(std::regex_search(
-      r.out, m,
-      std::regex("\\{\"event\": \"round\", \"rank\": 0, \"pid\": " + std::to_string(rank0) +
-                 ", \"from_step\": ([0-9]+), \"restored_from\": \"memory\", \"world_size\": 4, "
-                 "\"position\": \\{\"epoch\": ([0-9]+), \"offset\": ([0-9]+)\\}\\}")));
-  const int from = std::stoi(m[1]);
-  CHECK(from >= 10);
-  CHECK(std::stoi(m[2]) == from / 32);
-  CHECK(std::stoi(m[3]) == from % 32 * 32);
+  // The kept ranks went on at world size 4 from where the group of 2 ranks x 16 images stood.
+  CheckRoundFromMemory(r, rank0, 4, 32);
   CheckEachStepOnceAndRanksAgree(r, 120);
   // The new node's ranks took the state from them and ended with the same parameters.
   const auto joined = ParamsOf(late.out);
