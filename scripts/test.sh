@@ -25,6 +25,8 @@ if ! have_nvidia_gpu; then
   exclude=(-LE gpu)
 fi
 status=0
+# ctest keeps a passing run's stale list of failures; ctest-failures.sh below must not read one.
+rm -f "$build/Testing/Temporary/LastTestsFailed.log" "$root/build-asan/Testing/Temporary/LastTestsFailed.log"
 timed ctest "$(dirname "$cmake")/ctest" --test-dir "$build" --output-on-failure --timeout 600 \
   "${exclude[@]}" || status=$?
 timed check-wheel "$root/scripts/check-wheel.sh" || status=1
@@ -41,4 +43,6 @@ if [[ "${MXRUN_SANITIZE:-1}" != 0 || "${CI:-}" == true ]]; then
   MXRUN_SANITIZE_TARGETS="mxrun_unit_tests mxrun_integration_tests" \
     timed sanitize "$root/scripts/sanitize.sh" address -L "^(unit|integration)$" || status=1
 fi
+# Last, where a log read from its end shows it: which tests failed, in either ctest run.
+"$root/scripts/ctest-failures.sh" "$build" "$root/build-asan" >&2 || true
 exit "$status"
