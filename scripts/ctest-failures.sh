@@ -23,8 +23,10 @@ for dir in "$@"; do
     [[ -f "$log" ]] || continue
     echo "--- the last $lines lines of \"$name\" ($(basename "$dir")) ---"
     # A test's block in LastTest.log runs from "N/M Test: NAME" to its "time elapsed" line.
-    # Its rulers and start and end times say nothing; the elapsed time closes it.
-    awk -v name="$name" '
+    # Its rulers and start and end times say nothing; the elapsed time closes it. The name comes
+    # in through the environment: awk -v would turn a "\t" in it into a tab and find nothing.
+    TEST_NAME="$name" awk '
+      BEGIN { name = ENVIRON["TEST_NAME"] }
       $0 ~ /^[0-9]+\/[0-9]+ Test: / && substr($0, index($0, "Test: ") + 6) == name { inside = 1 }
       !inside || /^----------+$/ { next }
       index($0, "\"" name "\" start time:") == 1 || index($0, "\"" name "\" end time:") == 1 { next }

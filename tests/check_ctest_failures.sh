@@ -1,8 +1,9 @@
 #!/bin/bash
 # Checks scripts/ctest-failures.sh, the end of test.sh's log, against a real ctest run: a small
-# project with a passing test, a failing one (a name with a comma and quotes) and one past its
-# timeout. The two must be named with the end of their output, the passing one not at all; after a
-# run that fails nothing (the stale list removed, as test.sh does) it must print nothing.
+# project with a passing test, a failing one (a name with a comma, quotes and a backslash, which
+# awk -v would read as an escape) and one past its timeout. The two must be named with the end of
+# their output, the passing one not at all; after a run that fails nothing (the stale list
+# removed, as test.sh does) it must print nothing.
 # Usage: check_ctest_failures.sh SCRIPT CMAKE CTEST GENERATOR MAKE_PROGRAM
 set -u
 script="$1" cmake="$2" ctest="$3" generator="$4" make_program="$5"
@@ -13,7 +14,7 @@ cmake_minimum_required(VERSION 3.20)
 project(probe NONE)
 enable_testing()
 add_test(NAME "a passing test" COMMAND sh -c "echo all well")
-add_test(NAME "a failing test, with \"quotes\"" COMMAND sh -c "seq 1 100; echo the-cause-line; exit 3")
+add_test(NAME "a failing test, with \"quotes\" and a \\t" COMMAND sh -c "seq 1 100; echo the-cause-line; exit 3")
 add_test(NAME "a test past its timeout" COMMAND sh -c "echo started; exec sleep 30")
 set_tests_properties("a test past its timeout" PROPERTIES TIMEOUT 1)
 CMAKE
@@ -26,7 +27,7 @@ expect() {
   if ! grep -qF -- "$1" <<< "$report"; then echo "missing from the report: $1" >&2; bad=1; fi
 }
 expect 'test.sh: 2 test(s) failed:'
-expect 'test.sh:   b: #2 a failing test, with "quotes"'
+expect 'test.sh:   b: #2 a failing test, with "quotes" and a \t'
 expect 'test.sh:   b: #3 a test past its timeout'
 expect 'the-cause-line'
 expect 'started'
