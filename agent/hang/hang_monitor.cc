@@ -88,9 +88,15 @@ void HangMonitor::Watch(WorkerGroup* group) {
   }
   const auto now = std::chrono::steady_clock::now();
   last_state_poll_ = now;
+  std::set<pid_t> watched;
   for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
-    if (worker.pid > 0) watch_.WorkerStarted(worker.local_rank, worker.global_rank, now);
+    if (worker.pid <= 0) continue;
+    // A process of the last round's group took this one in-process (its setup is done).
+    watch_.WorkerStarted(worker.local_rank, worker.global_rank, now,
+                         watched_pids_.count(worker.pid) > 0);
+    watched.insert(worker.pid);
   }
+  watched_pids_ = std::move(watched);
   last_poll_ = now;
 }
 
@@ -154,7 +160,8 @@ void HangMonitor::OnTimerLine(const absl::StatusOr<FileTimerRequest>& request,
 }
 
 void HangMonitor::ProgressSeen(int local_rank) {
-  if (group_ == nullptr || config_.settings.heartbeat_timeout.count() <= 0) return;
+  // Fed whatever --hang_timeout says: the first-step rule needs the beats too.
+  if (group_ == nullptr) return;
   watch_.HeartbeatSeen(local_rank, std::chrono::steady_clock::now());
 }
 
@@ -232,10 +239,11 @@ void HangMonitor::CheckNow() {
   if (!verdicts.empty()) Act(verdicts);
 }
 
-std::vector<int> HangMonitor::StartingRanks(HangWatch::Time now) const {
+std::vector<int> HangMonitor::StartingRanks(HangWatch::Time now,
+                                            const std::set<int>& late) const {
   std::vector<int> starting;
   for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
-    if (worker.running && !worker.heartbeat_file.empty() &&
+    if (worker.running && !worker.heartbeat_file.empty() && late.count(worker.local_rank) == 0 &&
         !watch_.SinceHeartbeat(worker.local_rank, now)) {
       starting.push_back(worker.global_rank);
     }
@@ -262,7 +270,12 @@ std::vector<HangVerdict> HangMonitor::SiftForPeerCulprit(std::vector<HangVerdict
   // On one node as well: a worker of this group that has not beaten yet (a process started for an
   // in-process round, still loading) holds the kept ones in their join, silent; they get the same
   // grace, instead of being judged for waiting on it.
-  const std::vector<int> starting = StartingRanks(now);
+  // A worker judged for taking no first step is late, not still starting.
+  std::set<int> late;
+  for (const HangVerdict& v : verdicts) {
+    if (v.rule == HangRule::kFirstStep) late.insert(v.local_rank);
+  }
+  const std::vector<int> starting = StartingRanks(now, late);
   const bool was_holding = culprit_wait_.holding();
   std::vector<HangVerdict> out = culprit_wait_.Sift(
       std::move(verdicts), multi_node || !starting.empty(), local_culprit, now);
@@ -289,9 +302,10 @@ std::vector<HangVerdict> HangMonitor::SiftForPeerCulprit(std::vector<HangVerdict
                            [&](const HangVerdict& v) {
                              const std::optional<milliseconds> silent =
                                  watch_.SinceHeartbeat(v.local_rank, now);
-                             const bool beat_again = v.rule == HangRule::kHeartbeat &&
-                                                     timeout.count() > 0 && silent &&
-                                                     *silent < timeout;
+                             const bool beat_again =
+                                 (v.rule == HangRule::kHeartbeat && timeout.count() > 0 &&
+                                  silent && *silent < timeout) ||
+                                 (v.rule == HangRule::kFirstStep && silent);
                              if (beat_again) watch_.VerdictWithdrawn(v.local_rank);
                              return beat_again;
                            }),
@@ -485,7 +499,7 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
   for (const HangVerdict& verdict : verdicts) {
     const WorkerGroup::WorkerStatus& worker = workers[verdict.local_rank];
     const bool waits =
-        waiting_peers && ranks.size() >= culprits && verdict.rule == HangRule::kHeartbeat;
+        waiting_peers && ranks.size() >= culprits && IsSilence(verdict.rule);
     spdlog::warn("worker rank {} (local_rank {}, pid {}) is {} ({}): {}", worker.global_rank,
                  worker.local_rank, worker.pid, waits ? "silent" : "hung",
                  HangRuleName(verdict.rule), verdict.detail);
@@ -535,7 +549,7 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
     hang.diagnostics.insert(hang.diagnostics.end(), flight.begin(), flight.end());
     const bool waits = waiting_peers &&
                        static_cast<size_t>(&verdict - verdicts.data()) >= culprits;
-    if (waits && verdict.rule == HangRule::kHeartbeat) {
+    if (waits && IsSilence(verdict.rule)) {
       spdlog::warn("worker rank {} is silent while rank {} cannot run: taken to wait for it, not "
                    "hung itself", workers[verdict.local_rank].global_rank,
                    workers[verdicts.front().local_rank].global_rank);

@@ -99,8 +99,9 @@ class HangMonitor {
   std::vector<HangVerdict> SiftForPeerCulprit(std::vector<HangVerdict> verdicts,
                                               HangWatch::Time now);
   bool CannotRun(int local_rank) const;  // stopped or in D state
-  // The global ranks of running workers that have not beaten in this group yet (still starting).
-  std::vector<int> StartingRanks(HangWatch::Time now) const;
+  // The global ranks of running workers that have not beaten in this group yet (still starting),
+  // but for the local ranks in `late`.
+  std::vector<int> StartingRanks(HangWatch::Time now, const std::set<int>& late) const;
   void Act(std::vector<HangVerdict> verdicts);
   std::string MakeDiagnosticsDir();
   KeepReading ServeTimerPipe();  // the FileTimer pipe, served while diagnostics run
@@ -123,6 +124,7 @@ class HangMonitor {
   EventLoop::TimerId timer_ = 0;       // Check's next wake-up on the loop (0: none)
   std::optional<Deadline> armed_for_;  // ... and when
   std::set<int> exits_seen_;       // local ranks whose end the watch was told of
+  std::set<pid_t> watched_pids_;   // the last group's workers (kept ones take the next round)
   std::map<int, Stamp> stamps_;    // by local rank
   HangWatch::Time last_poll_{};
   UninterruptibleWatch dwell_;          // D state (off unless configured)

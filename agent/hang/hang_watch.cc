@@ -30,10 +30,31 @@ std::string FormatUnixTime(double seconds) {
 
 }  // namespace
 
+namespace {
+
+bool BoundIsHangTimeout(const HangSettings& settings, bool kept) {
+  return kept && !settings.round_join_timeout && settings.heartbeat_timeout.count() > 0;
+}
+
+}  // namespace
+
+std::chrono::milliseconds FirstStepBound(const HangSettings& settings, bool kept) {
+  if (settings.round_join_timeout) return *settings.round_join_timeout;
+  return BoundIsHangTimeout(settings, kept) ? settings.heartbeat_timeout : kDefaultRoundJoinTimeout;
+}
+
+std::string FirstStepBoundSource(const HangSettings& settings, bool kept) {
+  return absl::StrCat(BoundIsHangTimeout(settings, kept) ? "--hang_timeout=" : "--round_join_timeout=",
+                      Seconds(FirstStepBound(settings, kept)));
+}
+
+bool IsSilence(HangRule rule) { return rule == HangRule::kHeartbeat || rule == HangRule::kFirstStep; }
+
 const char* HangRuleName(HangRule rule) {
   switch (rule) {
     case HangRule::kFileTimer: return "FileTimer";
     case HangRule::kHeartbeat: return "heartbeat";
+    case HangRule::kFirstStep: return "first step";
     case HangRule::kExitBarrier: return "exit barrier";
     case HangRule::kUninterruptible: return "uninterruptible sleep";
   }
@@ -52,11 +73,15 @@ HangWatch::Worker* HangWatch::Find(int local_rank) {
   return it == workers_.end() ? nullptr : &it->second;
 }
 
-void HangWatch::WorkerStarted(int local_rank, int global_rank, Time) {
+void HangWatch::WorkerStarted(int local_rank, int global_rank, Time now, bool kept) {
   Worker& worker = workers_[local_rank];
   worker = Worker{};
   worker.global_rank = global_rank;
   worker.running = true;
+  worker.started = now;
+  worker.kept = kept;
+  const milliseconds bound = FirstStepBound(settings_, kept);
+  if (beaten_before_ && bound.count() > 0) worker.first_step_due = now + bound + milliseconds(1);
 }
 
 void HangWatch::WorkerExited(int local_rank, bool succeeded, Time now) {
@@ -81,6 +106,7 @@ void HangWatch::StartBarrier(std::string cause, Time now) {
 void HangWatch::HeartbeatSeen(int local_rank, Time when) {
   Worker* worker = Find(local_rank);
   if (worker == nullptr || !worker->running) return;
+  beaten_before_ = true;
   if (!worker->last_beat || when > *worker->last_beat) worker->last_beat = when;
 }
 
@@ -109,6 +135,11 @@ std::optional<HangWatch::Time> HangWatch::HeartbeatDeadline(const Worker& worker
   if (settings_.heartbeat_timeout.count() <= 0 || !worker.last_beat) return std::nullopt;
   // "Longer than the timeout": judged once the silence exceeds it.
   return *worker.last_beat + settings_.heartbeat_timeout + milliseconds(1);
+}
+
+std::optional<HangWatch::Time> HangWatch::FirstStepDeadline(const Worker& worker) const {
+  if (worker.last_beat) return std::nullopt;  // it reached a step: the heartbeat rule's now
+  return worker.first_step_due;
 }
 
 std::vector<HangVerdict> HangWatch::Check(Time now, WallTime wall_now) {
@@ -195,6 +226,23 @@ std::vector<HangVerdict> HangWatch::Check(Time now, WallTime wall_now) {
   });
   for (HangVerdict& v : silent) verdicts.push_back(std::move(v));
 
+  // First step: by local rank (they started together).
+  for (auto& [local_rank, worker] : workers_) {
+    std::optional<Time> due = FirstStepDeadline(worker);
+    if (!due || now < *due || !worker.running || worker.judged || signalled.count(local_rank) > 0) {
+      continue;
+    }
+    worker.judged = true;
+    HangVerdict v;
+    v.local_rank = local_rank;
+    v.rule = HangRule::kFirstStep;
+    v.detail = absl::StrCat(
+        "no step reported in the ",
+        Seconds(std::chrono::duration_cast<milliseconds>(now - worker.started)),
+        " since its round began (", FirstStepBoundSource(settings_, worker.kept), ")");
+    verdicts.push_back(std::move(v));
+  }
+
   // The exit barrier: everyone still running, by local rank.
   if (barrier_since_ && settings_.exit_barrier_timeout.count() > 0 &&
       now - *barrier_since_ > settings_.exit_barrier_timeout) {
@@ -232,6 +280,7 @@ std::optional<HangWatch::Time> HangWatch::NextDeadline(Time now, WallTime wall_n
     if (!worker.running || worker.judged) continue;
     any_running = true;
     if (std::optional<Time> deadline = HeartbeatDeadline(worker)) consider(*deadline);
+    if (std::optional<Time> deadline = FirstStepDeadline(worker)) consider(*deadline);
   }
   if (any_running && barrier_since_ && settings_.exit_barrier_timeout.count() > 0) {
     consider(*barrier_since_ + settings_.exit_barrier_timeout + milliseconds(1));

@@ -16,6 +16,12 @@
 //    Workers that went silent together are judged together: when one passes the timeout, those
 //    silent for all but a tenth of it (at most 1 s) are judged with it, so that the agent can name
 //    the cause among them (a stopped rank, rather than a peer waiting for it in a collective).
+//  * first step: in a round after one in which this node's workers beat (an in-process round, any
+//    restart), a worker that has not beaten within the round-join bound of its start is hung: a
+//    survivor blocked in the new group's setup, a new rank that never gets to train. Before the
+//    first beat of the job nobody is judged by it (a script may report nothing at all). A worker
+//    kept from the last round has done its setup: --hang_timeout bounds it when on; a new process
+//    imports and loads first, and gets the round-join timeout (600 s unless given).
 //  * exit barrier: once a worker of the job exited 0 (on this node, or on another one as the
 //    master reports), workers still running longer than the barrier timeout after it are hung.
 // A worker judged hung by the heartbeat or the exit barrier gets no further verdict in its group
@@ -36,8 +42,20 @@ namespace mxrun {
 struct HangSettings {
   std::chrono::milliseconds heartbeat_timeout{0};           // --hang_timeout; 0: off
   std::chrono::milliseconds exit_barrier_timeout{300'000};  // --exit_barrier_timeout; 0: off
+  // --round_join_timeout: the first-step rule's bound. nullopt: --hang_timeout when that is on,
+  // else kDefaultRoundJoinTimeout; 0: off.
+  std::optional<std::chrono::milliseconds> round_join_timeout;
   // The FileTimer rule is on when the agent serves the pipe (HangMonitor's `pipe`).
 };
+
+// A round's setup (imports, a new group, the state agreed) takes seconds; ten minutes is
+// torchrun's own rendezvous join timeout.
+inline constexpr std::chrono::milliseconds kDefaultRoundJoinTimeout{600'000};
+
+// The first-step rule's bound in force (0: off) for a worker kept from the last round or a new
+// process, and the flag that set it ("--hang_timeout=15.0 s").
+std::chrono::milliseconds FirstStepBound(const HangSettings& settings, bool kept);
+std::string FirstStepBoundSource(const HangSettings& settings, bool kept);
 
 // One line of torchelastic's FileTimer protocol (file_timer.h reads them).
 struct FileTimerRequest {
@@ -49,9 +67,11 @@ struct FileTimerRequest {
 
 // kUninterruptible is judged apart, by UninterruptibleWatch (uninterruptible_watch.h); its verdicts
 // take the same way from there (hang_monitor.h).
-enum class HangRule { kFileTimer, kHeartbeat, kExitBarrier, kUninterruptible };
-// "FileTimer", "heartbeat", "exit barrier", "uninterruptible sleep".
+enum class HangRule { kFileTimer, kHeartbeat, kFirstStep, kExitBarrier, kUninterruptible };
+// "FileTimer", "heartbeat", "first step", "exit barrier", "uninterruptible sleep".
 const char* HangRuleName(HangRule rule);
+// A silent worker (heartbeat, first step): it may only be waiting for another rank.
+bool IsSilence(HangRule rule);
 
 struct HangVerdict {
   int local_rank = 0;
@@ -79,9 +99,11 @@ class HangWatch {
   explicit HangWatch(HangSettings settings) : settings_(settings) {}
   const HangSettings& settings() const { return settings_; }
 
-  // A new group: forgets the previous group's workers, timers, beats and barrier.
+  // A new group: forgets the previous group's workers, timers, beats and barrier (not that
+  // workers beat before: the first-step rule holds from then on).
   void Reset();
-  void WorkerStarted(int local_rank, int global_rank, Time now);
+  // `kept`: the process ran in the last round too (it took this one in-process).
+  void WorkerStarted(int local_rank, int global_rank, Time now, bool kept = false);
   void WorkerExited(int local_rank, bool succeeded, Time now);
   // Workers of another node all exited 0 (the master says so); `who` names them for the verdict.
   void PeersFinished(const std::string& who, Time now);
@@ -103,6 +125,8 @@ class HangWatch {
 
   std::optional<std::chrono::milliseconds> SinceHeartbeat(int local_rank, Time now) const;
   size_t timer_count() const { return timers_.size(); }
+  // Whether any worker beat since this watch was made (across groups).
+  bool beaten_before() const { return beaten_before_; }
 
  private:
   struct Worker {
@@ -110,6 +134,9 @@ class HangWatch {
     bool running = false;
     bool judged = false;
     std::optional<Time> last_beat;
+    Time started{};
+    bool kept = false;
+    std::optional<Time> first_step_due;  // the first-step rule's deadline (nullopt: not judged by it)
   };
   struct Timer {
     int local_rank = 0;
@@ -121,12 +148,14 @@ class HangWatch {
   Worker* Find(int local_rank);
   void StartBarrier(std::string cause, Time now);
   std::optional<Time> HeartbeatDeadline(const Worker& worker) const;
+  std::optional<Time> FirstStepDeadline(const Worker& worker) const;
 
   HangSettings settings_;
   std::map<int, Worker> workers_;                          // by local rank
   std::map<std::pair<pid_t, std::string>, Timer> timers_;  // by (pid, scope id), as torchrun
   std::optional<Time> barrier_since_;
   std::string barrier_cause_;  // "rank 0 exited 0", "node 1's workers finished"
+  bool beaten_before_ = false;
 };
 
 }  // namespace mxrun

@@ -10,7 +10,7 @@ std::vector<HangVerdict> PeerCulpritWait::Sift(std::vector<HangVerdict> verdicts
                                                bool local_culprit, Time now) {
   const bool only_heartbeats =
       std::all_of(verdicts.begin(), verdicts.end(),
-                  [](const HangVerdict& v) { return v.rule == HangRule::kHeartbeat; });
+                  [](const HangVerdict& v) { return IsSilence(v.rule); });
   const bool hold = !verdicts.empty() && held_.empty() && held_up_elsewhere && !local_culprit &&
                     only_heartbeats && grace_.count() > 0;
   if (hold) {

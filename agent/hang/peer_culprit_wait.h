@@ -24,8 +24,9 @@ class PeerCulpritWait {
   using Time = std::chrono::steady_clock::time_point;
   explicit PeerCulpritWait(std::chrono::milliseconds grace) : grace_(grace) {}
 
-  // The verdicts to act on now. New heartbeat verdicts with another rank that may hold the
-  // workers up (`held_up_elsewhere`: a multi-node job, or a worker of this node still starting)
+  // The verdicts to act on now. New silence verdicts (heartbeat, first step) with another rank
+  // that may hold the workers up (`held_up_elsewhere`: a multi-node job, or a worker of this node
+  // still starting)
   // and no local worker unable to run (`local_culprit` false) are held, once, for the grace;
   // held verdicts come back (with any new ones) when their grace has ended, and at once when a
   // new verdict would not be held.

@@ -1,5 +1,6 @@
-// Hang detection (agent/hang/hang_monitor.h): a silent heartbeat, workers that run on after another
-// one finished (the bundled trainer beats, so it is watched by default), and torchrun's knobs in
+// Hang detection (agent/hang/hang_monitor.h): a silent heartbeat, a round whose worker never reports
+// its first step, workers that run on after another one finished (the bundled trainer beats, so
+// it is watched by default), and torchrun's knobs in
 // the environment: its FileTimer watchdog, its watch on workers in uninterruptible sleep, and how
 // a hung worker's stacks are dumped.
 
@@ -16,6 +17,10 @@ LaunchFlagGroup HangFlags() {
       {"hang_timeout", "", false,
        "seconds a worker that touched MXRUN_HEARTBEAT_FILE may stay silent before it counts as "
        "hung (0: off; default off, 300 for the bundled trainer)", ""},
+      {"round_join_timeout", "", false,
+       "seconds a worker may take to report its first step in a round after one whose workers "
+       "reported steps (an in-process round, a restart) before it counts as hung (0: off; "
+       "default: --hang_timeout for a worker kept in-process when on, else 600)", ""},
       {"exit_barrier_timeout", "", false,
        "seconds workers may run on after another worker of the job exited 0 before they count "
        "as hung (0: off)", "300"},
@@ -33,6 +38,11 @@ LaunchFlagGroup HangFlags() {
       heartbeat = *given;
     }
     o.hang.heartbeat_timeout = std::chrono::milliseconds(static_cast<long>(heartbeat * 1000.0));
+    if (!v.Empty("round_join_timeout")) {
+      absl::StatusOr<std::chrono::milliseconds> join = v.Duration("round_join_timeout");
+      if (!join.ok()) return join.status();
+      o.hang.round_join_timeout = *join;
+    }
     absl::StatusOr<std::chrono::milliseconds> barrier = v.Duration("exit_barrier_timeout");
     if (!barrier.ok()) return barrier.status();
     o.hang.exit_barrier_timeout = *barrier;

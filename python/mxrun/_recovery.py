@@ -16,8 +16,10 @@ default the broken group is abandoned and a new one made on a store of the round
 new rank 0 hosts at MASTER_ADDR:MASTER_PORT, as env:// does; with PyTorch 2.14's `_reconfigure`,
 asked for, the survivors keep their group and it is re-formed in place), agrees on the
 state (each rank offers the step it holds: survivors from memory, a new process from the
-`start_step` its own checkpoint gave; the most advanced wins, memory before a checkpoint, the
-lowest rank on ties; its `state_dict()`s are broadcast and loaded everywhere) and calls `train`
+`start_step` its own checkpoint gave; the most advanced ranks hold the group's state and keep
+theirs, the lowest of them is the source, and the ranks that hold none load its state_dicts'
+replicated entries, broadcast; entries that differ by rank are each holder's own, and a new rank
+that would need another's shards is refused on every rank: `_classify.py`) and calls `train`
 again from the agreed step. Only the failed ranks get new processes; no completed step is lost.
 A warm standby (`--standby_workers`, started with MXRUN_STANDBY=1) runs the script's setup, waits
 in `run` for a rank, and joins like a new process.
@@ -29,7 +31,8 @@ import os
 import sys
 import time
 
-from . import _buffers, _channel, _flight_recorder, _groups, _nccl, _progress, _rounds, _state
+from . import (_buffers, _channel, _classify, _flight_recorder, _groups, _nccl, _progress,
+               _rounds, _state)
 from ._rounds import RoundPending
 
 NOTICE_WAIT = 15.0  # after a collective failed: how long a round notice may take (a lease is 5 s)
@@ -71,9 +74,11 @@ def _dist():
     return dist
 
 
-def _agree(state, offer_step, in_memory):
-    """The group's state: the most advanced rank's, broadcast to every rank. Returns (step,
-    whether it came from memory)."""
+def _agree(state, offer_step, in_memory, known=None):
+    """The group's state: the most advanced ranks (the holders) keep theirs; the others load the
+    source's shared leaves (`_classify.py` says which; per-rank state a new rank cannot get is
+    refused on every rank alike). `known`: the paths found per-rank in earlier rounds, updated.
+    Returns (step, whether it came from memory)."""
     import torch
     dist = _dist()
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -84,8 +89,24 @@ def _agree(state, offer_step, in_memory):
     dist.all_reduce(offers)
     source = int(torch.argmax(offers))  # the first of the largest: the lowest rank on ties
     best = int(offers[source])
+    holders = [r for r in range(world) if int(offers[r]) == best]
     step, from_memory = best // 2 - 1, best % 2 == 1
-    _state.share(state, source, device)
+    known = set() if known is None else known
+    dicts = {name: holder.state_dict() for name, holder in state.items()}
+    # Every rank describes its state, and every rank draws the same plan from all of them.
+    mine = (_state.describe(dicts), sorted(known, key=_classify.name))
+    gathered = [None] * world
+    dist.all_gather_object(gathered, mine)
+    for _, theirs in gathered:
+        known.update(tuple(p) for p in theirs)
+    plan = _classify.plan([leaves for leaves, _ in gathered], holders, source, known)
+    known.update(plan.per_rank)
+    if plan.error is not None:
+        raise _state.StateRefused(plan.error)
+    if plan.warning is not None and rank == source:
+        print(plan.warning, file=sys.stderr, flush=True)
+    if len(holders) < world:
+        _state.share(state, dicts, source, device, plan, rank in holders)
     return max(step, 0), from_memory
 
 
@@ -105,6 +126,7 @@ def run(train, state, start_step=0, backend=None, reconfigure=None):
     for name, holder in state.items():
         if not (hasattr(holder, "state_dict") and hasattr(holder, "load_state_dict")):
             raise TypeError(f"mxrun.run: state[{name!r}] has no state_dict()/load_state_dict()")
+        _refuse_unsupported(name, holder)
     if type(start_step) is not int or start_step < 0:
         raise ValueError(f"mxrun.run: start_step must be an integer >= 0, got {start_step!r}")
     channel = _channel.shared()
@@ -147,6 +169,16 @@ def run(train, state, start_step=0, backend=None, reconfigure=None):
             guard.remove()
 
 
+def _refuse_unsupported(name, holder):
+    """At once, before any round: state whose state_dict() is not each rank's whole own."""
+    if type(holder).__name__ == "ZeroRedundancyOptimizer":
+        raise TypeError(
+            f"mxrun.run: state[{name!r}] is a ZeroRedundancyOptimizer, which shards its state by "
+            "rank and gives a state_dict() only after consolidating it on one rank; supported: "
+            "optimizers whose state_dict() each rank gives (any torch.optim optimizer, also over "
+            "FSDP2's DTensor parameters)")
+
+
 def _run_rounds(train, state, start_step, backend, form, channel, listener):
     """`train` once per round until it returns (the loop of `run` under mxrun)."""
     dist = _dist()
@@ -159,6 +191,7 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener):
         os.environ.update(notice.env)
         round_ = notice.round
     completed, in_memory = start_step, False
+    known = set()  # the state's paths found per-rank by nature (kept across rounds)
     snapshot = _buffers.BufferSnapshot(state)
     # The first round keeps a group the script joined itself; every later one is formed anew.
     needs_group = form is _groups.reconfigure or not dist.is_initialized()
@@ -174,7 +207,7 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener):
                     print(f"mxrun: rank {os.environ.get('RANK')}: the group of round {round_}: "
                           f"{how} in {time.monotonic() - began:.3f} s", file=sys.stderr,
                           flush=True)
-            step, from_memory = _agree(state, completed, in_memory)
+            step, from_memory = _agree(state, completed, in_memory, known)
             snapshot.take()  # the agreed state's buffers
             restored = "memory" if from_memory else ("checkpoint" if step else "none")
 

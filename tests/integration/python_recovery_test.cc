@@ -338,3 +338,26 @@ TEST_CASE("the script that uses mxrun.run runs unchanged under torchrun, to the 
   CheckSameAsUndisturbed(r);
   CHECK_THAT(r.err, !Catch::Contains("mxrun:"));
 }
+
+TEST_CASE("mxrun.run: a kept rank that blocks in its in-process round's setup, before any step, is "
+          "judged hung with its stacks and the group restarts",
+          "[integration][python_recovery][hang]") {
+  const std::string worker = std::string(PYTHON_TESTS_DIR) + "/round_setup_hang_worker.py";
+  // With --hang_timeout the bound is that for the kept rank; without it, --round_join_timeout's
+  // (which bounds the new processes of the restart too: long enough for their imports).
+  for (const std::string bound : {"--hang_timeout=4", "--round_join_timeout=20"}) {
+    INFO(bound);
+    ProcessResult r = Run({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=2",
+                           bound, worker},
+                          PythonWorkerEnv(), 240s);
+    INFO(Describe(r));
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("{\"event\": \"blocking\", \"rank\": 0, \"round\": 1}"));
+    CHECK_THAT(r.err, Catch::Contains("in-process restart: kept rank(s) 0"));
+    CHECK(std::regex_search(r.err, std::regex("worker rank 0 \\(local_rank 0, pid [0-9]+\\) is hung "
+                                              "\\(first step\\): no step reported in the [0-9.]+ s "
+                                              "since its round began \\(" + bound + ".0 s\\)")));
+    CHECK(std::regex_search(r.err, std::regex("hang diagnostics of rank [0-9, ]+ written to")));
+    CHECK_THAT(r.out, Catch::Contains("{\"event\": \"done\", \"rank\": 0, \"step\": 20}"));
+  }
+}

@@ -308,3 +308,105 @@ TEST_CASE("Reset forgets the previous group", "[hang]") {
   s.Advance(1h);
   CHECK(s.Check().empty());
 }
+
+namespace {
+
+// The next round of a scenario whose workers beat in this one: every worker taking it in-process
+// (`kept`), or new processes.
+void NextRound(Scenario& s, int workers, bool kept = true) {
+  s.watch.Reset();
+  for (int i = 0; i < workers; ++i) s.watch.WorkerStarted(i, 10 + i, s.now, kept);
+}
+
+}  // namespace
+
+TEST_CASE("first step: after a round whose workers beat, a worker with no step since its round "
+          "began is hung", "[hang]") {
+  Scenario s(Heartbeat(10s), 2);
+  s.watch.HeartbeatSeen(0, s.now);
+  s.Advance(1s);
+  NextRound(s, 2);  // an in-process round: a survivor and a new rank, neither has stepped yet
+  CHECK(s.UntilDeadline() == 10001ms);
+  s.Advance(3s);
+  s.watch.HeartbeatSeen(0, s.now);  // rank 0 takes its first step; rank 1 blocks in its setup
+  s.Advance(7s);
+  CHECK(s.Check().empty());  // exactly the bound: not longer than it
+  s.Advance(1ms);
+  CHECK(s.Check() == Lines{"local 1 first step: no step reported in the 10.0 s since its round "
+                           "began (--hang_timeout=10.0 s)"});
+  CHECK(s.Check().empty());  // judged once
+  // Rank 0 stepped: from now on the heartbeat rule judges it, from its last beat.
+  CHECK(s.UntilDeadline() == 3000ms);
+}
+
+TEST_CASE("first step: a new process gets the round-join timeout, not --hang_timeout", "[hang]") {
+  // It imports torch and loads its checkpoint before its first step: 600 s unless given.
+  Scenario s(Heartbeat(10s), 1);
+  s.watch.HeartbeatSeen(0, s.now);
+  NextRound(s, 1, /*kept=*/false);
+  CHECK(s.UntilDeadline() == 600001ms);
+  s.Advance(600001ms);
+  CHECK(s.Check() == Lines{"local 0 first step: no step reported in the 600.0 s since its round "
+                           "began (--round_join_timeout=600.0 s)"});
+  HangSettings given = Heartbeat(10s);
+  given.round_join_timeout = 20s;
+  Scenario t(given, 1);
+  t.watch.HeartbeatSeen(0, t.now);
+  NextRound(t, 1, /*kept=*/false);
+  CHECK(t.UntilDeadline() == 20001ms);
+}
+
+TEST_CASE("first step: not in the job's first round, nor for workers that never reported",
+          "[hang]") {
+  Scenario s(Heartbeat(10s), 2);
+  s.Advance(1h);
+  CHECK(s.Check().empty());
+  NextRound(s, 2);  // a restart of a script that reports nothing
+  s.Advance(1h);
+  CHECK(s.Check().empty());
+  CHECK_FALSE(s.watch.NextDeadline(s.now, s.wall).has_value());
+}
+
+TEST_CASE("first step: the bound is --round_join_timeout, else --hang_timeout, else 600 s",
+          "[hang]") {
+  SECTION("no --hang_timeout: 600 s") {
+    Scenario s(Barrier(0ms), 1);
+    s.watch.HeartbeatSeen(0, s.now);  // a progress report (the heartbeat rule is off)
+    NextRound(s, 1);
+    s.Advance(600s);
+    CHECK(s.Check().empty());
+    s.Advance(1ms);
+    CHECK(s.Check() == Lines{"local 0 first step: no step reported in the 600.0 s since its "
+                             "round began (--round_join_timeout=600.0 s)"});
+  }
+  SECTION("--round_join_timeout wins over --hang_timeout") {
+    HangSettings settings = Heartbeat(10s);
+    settings.round_join_timeout = 30s;
+    Scenario s(settings, 1);
+    s.watch.HeartbeatSeen(0, s.now);
+    NextRound(s, 1);
+    CHECK(s.UntilDeadline() == 30001ms);
+    s.Advance(30001ms);
+    CHECK(s.Check() == Lines{"local 0 first step: no step reported in the 30.0 s since its round "
+                             "began (--round_join_timeout=30.0 s)"});
+  }
+  SECTION("--round_join_timeout=0 turns it off") {
+    HangSettings settings = Heartbeat(10s);
+    settings.round_join_timeout = 0ms;
+    Scenario s(settings, 1);
+    s.watch.HeartbeatSeen(0, s.now);
+    NextRound(s, 1);
+    s.Advance(1h);
+    CHECK(s.Check().empty());
+  }
+}
+
+TEST_CASE("first step: an exited worker is not judged", "[hang]") {
+  Scenario s(Heartbeat(10s), 2);
+  s.watch.HeartbeatSeen(0, s.now);
+  NextRound(s, 2);
+  s.watch.WorkerExited(0, /*succeeded=*/false, s.now);
+  s.watch.HeartbeatSeen(1, s.now);
+  s.Advance(1h);
+  CHECK(s.Check() == Lines{"local 1 heartbeat: no heartbeat for 3600.0 s (--hang_timeout=10.0 s)"});
+}

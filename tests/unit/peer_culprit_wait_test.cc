@@ -58,3 +58,12 @@ TEST_CASE("a verdict that is not held takes the held ones along, the held first"
   CHECK(both[0].local_rank == 0);
   CHECK(both[1].rule == HangRule::kFileTimer);
 }
+
+TEST_CASE("first-step verdicts are silences: held like heartbeat ones", "[unit][hang]") {
+  PeerCulpritWait wait(5000ms);
+  const PeerCulpritWait::Time t0{};
+  CHECK(wait.Sift({Verdict(0, HangRule::kFirstStep)}, true, false, t0).empty());
+  CHECK(wait.Sift({}, true, false, t0 + 5000ms).size() == 1);
+  CHECK(wait.Sift({Verdict(0, HangRule::kFirstStep)}, /*held_up_elsewhere=*/false, false, t0)
+            .size() == 1);
+}
