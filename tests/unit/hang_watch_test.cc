@@ -318,6 +318,19 @@ void NextRound(Scenario& s, int workers, bool kept = true) {
   for (int i = 0; i < workers; ++i) s.watch.WorkerStarted(i, 10 + i, s.now, kept);
 }
 
+// --hang_timeout=10 with --round_join_timeout=`join`.
+HangSettings HeartbeatAndJoin(std::chrono::milliseconds join) {
+  HangSettings s = Heartbeat(10s);
+  s.round_join_timeout = join;
+  return s;
+}
+
+// One worker that beat, then the next round (taken in-process unless `kept` is false).
+void BeatThenNextRound(Scenario& s, bool kept = true) {
+  s.watch.HeartbeatSeen(0, s.now);
+  NextRound(s, 1, kept);
+}
+
 }  // namespace
 
 TEST_CASE("first step: after a round whose workers beat, a worker with no step since its round "
@@ -342,17 +355,13 @@ TEST_CASE("first step: after a round whose workers beat, a worker with no step s
 TEST_CASE("first step: a new process gets the round-join timeout, not --hang_timeout", "[hang]") {
   // It imports torch and loads its checkpoint before its first step: 600 s unless given.
   Scenario s(Heartbeat(10s), 1);
-  s.watch.HeartbeatSeen(0, s.now);
-  NextRound(s, 1, /*kept=*/false);
+  BeatThenNextRound(s, /*kept=*/false);
   CHECK(s.UntilDeadline() == 600001ms);
   s.Advance(600001ms);
   CHECK(s.Check() == Lines{"local 0 first step: no step reported in the 600.0 s since its round "
                            "began (--round_join_timeout=600.0 s)"});
-  HangSettings given = Heartbeat(10s);
-  given.round_join_timeout = 20s;
-  Scenario t(given, 1);
-  t.watch.HeartbeatSeen(0, t.now);
-  NextRound(t, 1, /*kept=*/false);
+  Scenario t(HeartbeatAndJoin(20s), 1);
+  BeatThenNextRound(t, /*kept=*/false);
   CHECK(t.UntilDeadline() == 20001ms);
 }
 
@@ -371,8 +380,7 @@ TEST_CASE("first step: the bound is --round_join_timeout, else --hang_timeout, e
           "[hang]") {
   SECTION("no --hang_timeout: 600 s") {
     Scenario s(Barrier(0ms), 1);
-    s.watch.HeartbeatSeen(0, s.now);  // a progress report (the heartbeat rule is off)
-    NextRound(s, 1);
+    BeatThenNextRound(s);  // a progress report (the heartbeat rule is off)
     s.Advance(600s);
     CHECK(s.Check().empty());
     s.Advance(1ms);
@@ -380,22 +388,16 @@ TEST_CASE("first step: the bound is --round_join_timeout, else --hang_timeout, e
                              "round began (--round_join_timeout=600.0 s)"});
   }
   SECTION("--round_join_timeout wins over --hang_timeout") {
-    HangSettings settings = Heartbeat(10s);
-    settings.round_join_timeout = 30s;
-    Scenario s(settings, 1);
-    s.watch.HeartbeatSeen(0, s.now);
-    NextRound(s, 1);
+    Scenario s(HeartbeatAndJoin(30s), 1);
+    BeatThenNextRound(s);
     CHECK(s.UntilDeadline() == 30001ms);
     s.Advance(30001ms);
     CHECK(s.Check() == Lines{"local 0 first step: no step reported in the 30.0 s since its round "
                              "began (--round_join_timeout=30.0 s)"});
   }
   SECTION("--round_join_timeout=0 turns it off") {
-    HangSettings settings = Heartbeat(10s);
-    settings.round_join_timeout = 0ms;
-    Scenario s(settings, 1);
-    s.watch.HeartbeatSeen(0, s.now);
-    NextRound(s, 1);
+    Scenario s(HeartbeatAndJoin(0ms), 1);
+    BeatThenNextRound(s);
     s.Advance(1h);
     CHECK(s.Check().empty());
   }
