@@ -94,7 +94,7 @@ def _agree(state, offer_step, in_memory, known=None):
     known = set() if known is None else known
     dicts = {name: holder.state_dict() for name, holder in state.items()}
     # Every rank describes its state, and every rank draws the same plan from all of them.
-    mine = (_state.describe(dicts), sorted(known, key=_classify.name))
+    mine = (_state.describe(dicts, digests=rank in holders), sorted(known, key=_classify.name))
     gathered = [None] * world
     dist.all_gather_object(gathered, mine)
     for _, theirs in gathered:

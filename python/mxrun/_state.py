@@ -93,15 +93,16 @@ def _is_dtensor(value):
 
 
 def _tensor_digest(tensor):
-    """Equal for bitwise-equal tensors: BLAKE2 of the bytes on the CPU; on an accelerator two
-    position-weighted sums of the bytes, computed there (no copy of the weights to the host)."""
+    """Equal for bitwise-equal tensors: SHA-1 of the bytes on the CPU (an equality check, not a
+    seal; the fastest of hashlib's here: 45 MB in 0.12 s on 2 busy cores, BLAKE2 0.18 s); on an
+    accelerator two position-weighted sums of the bytes, computed there (no copy to the host)."""
     import torch
     t = tensor.detach()
     if t.layout != torch.strided or t.is_quantized:
         return ("unhashable", repr(t.layout))
     data = t.contiguous().reshape(-1).view(torch.uint8)
     if data.device.type == "cpu":
-        return hashlib.blake2b(data.numpy().tobytes(), digest_size=16).hexdigest()
+        return hashlib.sha1(memoryview(data.numpy())).hexdigest()
     total = weighted = 0
     chunk = 1 << 24
     for start in range(0, data.numel(), chunk):
@@ -120,8 +121,9 @@ def _value_digest(value):
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def describe(value, path=()):
-    """The leaves of `value` (a rank's {name: state_dict()}) for `_classify.plan`."""
+def describe(value, path=(), digests=True):
+    """The leaves of `value` (a rank's {name: state_dict()}) for `_classify.plan`. `digests`
+    false: none computed (a rank that holds no state: its values are not evidence)."""
     leaves = []
 
     def visit(v, p):
@@ -143,11 +145,11 @@ def describe(value, path=()):
         else:
             import torch
             if isinstance(v, torch.Tensor):
-                leaves.append(_classify.Leaf(p, _classify.TENSOR,
-                                             f"{tuple(v.shape)} {v.dtype}", _tensor_digest(v)))
+                leaves.append(_classify.Leaf(p, _classify.TENSOR, f"{tuple(v.shape)} {v.dtype}",
+                                             _tensor_digest(v) if digests else None))
             else:
                 leaves.append(_classify.Leaf(p, _classify.VALUE, type(v).__name__,
-                                             _value_digest(v)))
+                                             _value_digest(v) if digests else None))
     visit(value, tuple(path))
     return leaves
 
