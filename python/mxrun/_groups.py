@@ -137,6 +137,15 @@ def _init(init_process_group):
     _connections = opening.opened()
 
 
+def subgroup(make):
+    """`make()`'s group (a subgroup of the current one), its connections shut down with the
+    current group's when the round is left."""
+    opening = _group_sockets.Opening()
+    group = make()
+    _connections.update(opening.opened())
+    return group
+
+
 def new_group(backend, round_):
     """A survivor's broken group abandoned; init_process_group on the round's store."""
     dist = _dist()

@@ -32,7 +32,7 @@ import sys
 import time
 
 from . import (_buffers, _channel, _classify, _flight_recorder, _groups, _nccl, _progress,
-               _rounds, _state)
+               _rounds, _shard_copy, _shard_recovery, _state)
 from ._rounds import RoundPending
 
 NOTICE_WAIT = 15.0  # after a collective failed: how long a round notice may take (a lease is 5 s)
@@ -42,8 +42,10 @@ class Context:
     """What `train` gets: where to go on from, and the step report."""
 
     def __init__(self, step, rank, world_size, round_, restored_from, joined=None, listener=None,
-                 snapshot=None):
+                 snapshot=None, state=None, copier=None):
         self.step = step  # the last completed step the group agreed on (0: none)
+        self.state = state  # {name: object}: the state (made for this round when `run` got a function)
+        self._copier = copier  # the redundant copy of sharded state (None: none kept)
         self.rank = rank
         self.world_size = world_size
         self.round = round_
@@ -61,6 +63,8 @@ class Context:
         self.completed = step
         if self._snapshot is not None:
             self._snapshot.take()
+        if self._copier is not None:
+            self._copier.completed(step, {name: o.state_dict() for name, o in self.state.items()})
         _progress.step_done(step)
         if self._joined is not None:
             self._joined()
@@ -123,10 +127,8 @@ def run(train, state, start_step=0, backend=None, reconfigure=None):
                 instead of a new group each round (None: MXRUN_RECONFIGURE=1 asks for it;
                 `_groups.py` says how)
     """
-    for name, holder in state.items():
-        if not (hasattr(holder, "state_dict") and hasattr(holder, "load_state_dict")):
-            raise TypeError(f"mxrun.run: state[{name!r}] has no state_dict()/load_state_dict()")
-        _refuse_unsupported(name, holder)
+    if not callable(state):
+        _check_state(state)
     if type(start_step) is not int or start_step < 0:
         raise ValueError(f"mxrun.run: start_step must be an integer >= 0, got {start_step!r}")
     channel = _channel.shared()
@@ -137,9 +139,11 @@ def run(train, state, start_step=0, backend=None, reconfigure=None):
     if channel is None:  # torchrun, or no launcher: one plain round
         if not dist.is_initialized():
             dist.init_process_group(backend)
-        step, _ = _agree(state, start_step, False)
+        ctx = Context(start_step, dist.get_rank(), dist.get_world_size(), 0, "none")
+        objects = _objects(state, ctx)
+        step, _ = _agree(objects, start_step, False)
         train(Context(step, dist.get_rank(), dist.get_world_size(), 0,
-                      "checkpoint" if step else "none"))
+                      "checkpoint" if step else "none", state=objects))
         dist.destroy_process_group()
         return
 
@@ -158,15 +162,39 @@ def run(train, state, start_step=0, backend=None, reconfigure=None):
         channel.reader(), warn=warn,
         on_notice=(lambda _notice: _nccl.abort_communicators()) if nccl else None)
     guards = []
-    if nccl:
-        import torch
-        guards = _nccl.guard_optimizer_steps(state, listener.pending, torch.cuda.synchronize,
-                                             RoundPending)
+
+    def guard(objects):  # NCCL: no optimizer step on a round's partial gradients
+        for handle in guards:
+            handle.remove()
+        guards.clear()
+        if nccl:
+            import torch
+            guards.extend(_nccl.guard_optimizer_steps(objects, listener.pending,
+                                                      torch.cuda.synchronize, RoundPending))
     try:
-        _run_rounds(train, state, start_step, backend, form, channel, listener)
+        _run_rounds(train, state, start_step, backend, form, channel, listener, guard)
     finally:
-        for guard in guards:
-            guard.remove()
+        guard({})
+
+
+def _check_state(objects):
+    for name, holder in objects.items():
+        if not (hasattr(holder, "state_dict") and hasattr(holder, "load_state_dict")):
+            raise TypeError(f"mxrun.run: state[{name!r}] has no state_dict()/load_state_dict()")
+        _refuse_unsupported(name, holder)
+
+
+def _objects(state, ctx):
+    """The round's state objects: `state` itself, or what the function `state(ctx)` makes on the
+    round's group (a sharded model is wrapped on its group: FSDP2, tensor parallel)."""
+    if not callable(state):
+        return state
+    objects = state(ctx)
+    if not isinstance(objects, dict):
+        raise TypeError(f"mxrun.run: the state function returned {type(objects).__name__}; "
+                        "expected a dict {name: object with state_dict()/load_state_dict()}")
+    _check_state(objects)
+    return objects
 
 
 def _refuse_unsupported(name, holder):
@@ -179,7 +207,7 @@ def _refuse_unsupported(name, holder):
             "FSDP2's DTensor parameters)")
 
 
-def _run_rounds(train, state, start_step, backend, form, channel, listener):
+def _run_rounds(train, state, start_step, backend, form, channel, listener, guard):
     """`train` once per round until it returns (the loop of `run` under mxrun)."""
     dist = _dist()
     channel.send('{"hello": 1, "in_process_restart": true}')
@@ -192,7 +220,8 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener):
         round_ = notice.round
     completed, in_memory = start_step, False
     known = set()  # the state's paths found per-rank by nature (kept across rounds)
-    snapshot = _buffers.BufferSnapshot(state)
+    previous = None  # what this process kept of the last round (_shard_recovery.Previous)
+    objects = None  # the round's state objects
     # The first round keeps a group the script joined itself; every later one is formed anew.
     needs_group = form is _groups.reconfigure or not dist.is_initialized()
     taken = False  # whether this round came by a notice
@@ -207,23 +236,45 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener):
                     print(f"mxrun: rank {os.environ.get('RANK')}: the group of round {round_}: "
                           f"{how} in {time.monotonic() - began:.3f} s", file=sys.stderr,
                           flush=True)
-            step, from_memory = _agree(state, completed, in_memory, known)
+            rank, world = dist.get_rank(), dist.get_world_size()
+            if objects is None or callable(state):
+                objects = _objects(state, Context(completed, rank, world, round_, "none"))
+                guard(objects)
+            if previous is not None and previous.copier is not None:
+                # Its exchange in flight ended when the last round's connections were shut down.
+                previous.copier.wait(_shard_copy.JOIN_TIMEOUT)
+            summaries = _shard_recovery.gather(previous, known)
+            if _shard_recovery.sharded(summaries):
+                if not callable(state):
+                    raise _state.StateRefused(_REWRAP)
+                step = _shard_recovery.restore(summaries, previous, objects, rank, _device())
+                from_memory = True
+            else:
+                step, from_memory = _agree(objects, completed, in_memory, known)
+            snapshot = _buffers.BufferSnapshot(objects)
             snapshot.take()  # the agreed state's buffers
+            copier = _shard_copy.start(known, callable(state))
             restored = "memory" if from_memory else ("checkpoint" if step else "none")
 
             def joined(r=round_):
                 channel.send('{"joined": %d}' % r)
 
-            ctx = Context(step, dist.get_rank(), dist.get_world_size(), round_, restored, joined,
-                          listener, snapshot)
+            ctx = Context(step, rank, world, round_, restored, joined, listener, snapshot,
+                          objects, copier)
             in_memory, completed = True, step
+            previous = _shard_recovery.Previous(rank, world, step, copier, objects)
+            if copier is not None:  # the agreed state is the first image
+                copier.completed(step, {name: o.state_dict() for name, o in objects.items()})
             train(ctx)
             completed = ctx.completed
+            if copier is not None:  # the last step's copy in flight: done before its group goes
+                copier.wait(_shard_copy.JOIN_TIMEOUT)
             dist.destroy_process_group()
             return
         except Exception as error:  # noqa: BLE001 - whatever broke the round
             if ctx is not None:
                 completed = ctx.completed  # the state in memory is that step's
+                previous.completed = completed
             # A failed collective raises a RuntimeError (torch.distributed's errors derive from
             # it): the notice may still be on its way. Anything else is the script's own error,
             # unless a notice is already here.
@@ -238,5 +289,22 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener):
             os.environ.update(notice.env)
             round_ = notice.round
             needs_group, taken = True, True
-            snapshot.restore()  # what the abandoned step's forward moved
+            if ctx is not None:
+                ctx._snapshot.restore()  # what the abandoned step's forward moved
             _progress.restart_timing()
+
+
+_REWRAP = ("mxrun.run: the state holds DTensors (FSDP2, tensor parallel) made on the last round's "
+           "group, which is gone; to take a re-formed round in-process, pass a function that "
+           "makes the state for each round instead of the dict: mxrun.run(train, build), where "
+           "build(ctx) wraps the model and makes its optimizer and returns the dict (README, "
+           "'Sharded state'); the group restarts instead")
+
+
+def _device():
+    """Where this rank's tensors go back to: its GPU with NCCL, else the CPU (None)."""
+    dist = _dist()
+    if _nccl.uses_nccl(dist.get_backend()):
+        import torch
+        return torch.device("cuda", torch.cuda.current_device())
+    return None

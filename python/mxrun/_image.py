@@ -1,0 +1,158 @@
+"""A rank's whole state at one step as a self-contained image: taken in host memory, sent to another
+rank, and loaded into the objects of a later round (which may be new: a re-wrapped FSDP2 model
+and its optimizer, on the round's new group).
+
+`take(dicts)` copies every tensor of a rank's {name: state_dict()} into one flat buffer per dtype
+on the CPU (a DTensor by its local shard, with its placements and global shape); the rest stays
+as it is in the structure. `load(image, state)` rebuilds the state_dicts (each DTensor from its
+shard on the mesh of the same shape found among the round's objects, the shard bytes unchanged)
+and loads them into `state`'s objects: the state comes back bit for bit. `to_bytes`/`from_bytes`
+carry the structure; the flat buffers go as tensors.
+"""
+import pickle
+
+
+class _Local:
+    """A tensor in the structure: its place in its dtype's flat buffer; for a DTensor, how to make
+    it again."""
+    __slots__ = ("dtype", "shape", "offset", "dtensor")
+
+    def __init__(self, dtype, shape, offset, dtensor=None):
+        self.dtype, self.shape, self.offset, self.dtensor = dtype, shape, offset, dtensor
+
+    def __reduce__(self):
+        return (_Local, (self.dtype, self.shape, self.offset, self.dtensor))
+
+
+class Image:
+    """`structure` the state_dicts with a _Local for each tensor; `flats` {dtype: 1-D CPU tensor}."""
+    __slots__ = ("structure", "flats")
+
+    def __init__(self, structure, flats):
+        self.structure, self.flats = structure, flats
+
+    def nbytes(self):
+        return sum(f.numel() * f.element_size() for f in self.flats.values())
+
+
+def _dtensor_class():
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:
+        return None
+    return DTensor
+
+
+def take(dicts):
+    """The image of `dicts` ({name: state_dict()}), copied now (later changes do not reach it)."""
+    import torch
+    dtensor = _dtensor_class()
+    parts = {}  # dtype -> [tensor]
+    sizes = {}
+
+    def strip(value):
+        if dtensor is not None and isinstance(value, dtensor):
+            local = value.to_local()
+            meta = (tuple(value.placements), tuple(value.shape), tuple(value.stride()),
+                    tuple(value.device_mesh.shape), value.device_mesh.mesh_dim_names)
+            return place(local, meta)
+        if isinstance(value, torch.Tensor):
+            return place(value, None)
+        if isinstance(value, dict):
+            return type(value)((k, strip(v)) for k, v in value.items())
+        if isinstance(value, (list, tuple)):
+            return type(value)(strip(v) for v in value)
+        return value
+
+    def place(tensor, meta):
+        offset = sizes.get(tensor.dtype, 0)
+        parts.setdefault(tensor.dtype, []).append(tensor.detach().reshape(-1))
+        sizes[tensor.dtype] = offset + tensor.numel()
+        return _Local(tensor.dtype, tuple(tensor.shape), offset, meta)
+
+    structure = strip(dicts)
+    flats = {dtype: torch.cat([t.to("cpu") for t in tensors]) if tensors else torch.empty(0)
+             for dtype, tensors in parts.items()}
+    return Image(structure, flats)
+
+
+def _meshes(state):
+    """{(mesh shape, dim names): mesh} of the DTensors in `state`'s objects now."""
+    dtensor = _dtensor_class()
+    found = {}
+    if dtensor is None:
+        return found
+
+    def walk(value):
+        if isinstance(value, dtensor):
+            mesh = value.device_mesh
+            found.setdefault((tuple(mesh.shape), mesh.mesh_dim_names), mesh)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+    for holder in state.values():
+        if hasattr(holder, "parameters"):  # a module: its parameters, without a state_dict copy
+            for p in holder.parameters():
+                walk(p)
+        else:
+            walk(holder.state_dict())
+    return found
+
+
+def load(image, state, device=None):
+    """Loads `image` into `state` ({name: object with load_state_dict()}). A tensor goes back to
+    `device` when given (the rank's GPU), else to the CPU."""
+    from torch.distributed.tensor import DTensor
+    meshes = _meshes(state) if _has_dtensors(image.structure) else {}
+
+    def fill(value):
+        if isinstance(value, _Local):
+            flat = image.flats[value.dtype]
+            count = 1
+            for n in value.shape:
+                count *= n
+            tensor = flat[value.offset:value.offset + count].view(value.shape).clone()
+            if device is not None:
+                tensor = tensor.to(device)
+            if value.dtensor is None:
+                return tensor
+            placements, shape, stride, mesh_shape, names = value.dtensor
+            mesh = meshes.get((mesh_shape, names))
+            if mesh is None:
+                raise ValueError(f"no mesh of shape {mesh_shape} (dims {names}) among the round's "
+                                 f"objects for a DTensor of the image (placements {placements})")
+            return DTensor.from_local(tensor, mesh, placements, run_check=False, shape=shape,
+                                      stride=stride)
+        if isinstance(value, dict):
+            return type(value)((k, fill(v)) for k, v in value.items())
+        if isinstance(value, (list, tuple)):
+            return type(value)(fill(v) for v in value)
+        return value
+
+    dicts = fill(image.structure)
+    for name, holder in state.items():
+        holder.load_state_dict(dicts[name])
+
+
+def _has_dtensors(value):
+    if isinstance(value, _Local):
+        return value.dtensor is not None
+    if isinstance(value, dict):
+        return any(_has_dtensors(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_dtensors(v) for v in value)
+    return False
+
+
+def to_bytes(image):
+    """The structure and the flat buffers' dtypes and sizes, for a receiver to make its buffers."""
+    layout = [(dtype, flat.numel()) for dtype, flat in sorted(image.flats.items(), key=lambda i: str(i[0]))]
+    return pickle.dumps((image.structure, layout), protocol=4)
+
+
+def from_bytes(data):
+    """(structure, [(dtype, numel)]) from to_bytes."""
+    return pickle.loads(data)

@@ -1,0 +1,113 @@
+"""A re-formed round of a job with sharded state: every rank gets its own state back from memory.
+
+Each rank tells the others what it holds (`Previous`: its rank in the last round, the step it
+completed, the images its copier keeps); `_copy_plan.restore_plan` names the step to go on from
+and, for each rank, where its image of that step is: its own snapshot, or the copy its ring
+neighbour keeps (a rank that was lost: its standby or new process gets it by broadcast from the
+keeper). Each rank then loads the image into its objects, which the script made anew for this
+round on its new group (`mxrun.run(train, build)`): an FSDP2 model re-wrapped, its optimizer.
+
+Same world size only, each surviving rank keeping its number (a standby or a new process takes
+a lost rank's); anything else is refused with the reason, on every rank alike.
+"""
+from . import _copy_plan, _image
+from ._state import StateRefused
+
+
+class Previous:
+    """What this process brings from the last round: its `rank` there of `world`, the step it
+    `completed`, its `copier` (None: it kept no images), and that round's state `objects` (their
+    live state is that step's)."""
+
+    def __init__(self, rank, world, completed, copier, objects):
+        self.rank, self.world, self.completed, self.copier = rank, world, completed, copier
+        self.objects = objects
+
+    def summary(self):
+        live, own, copies = self.copier.holdings(self.completed)
+        return {"rank": self.rank, "world": self.world, "live": live, "own": own,
+                "copies": copies}
+
+
+def gather(previous, known):
+    """Every rank's summary (None: a new process, or nothing kept) and the per-rank paths every
+    rank has found so far."""
+    import torch.distributed as dist
+    mine = (previous.summary() if previous is not None and previous.copier is not None else None,
+            sorted(known, key=lambda p: "/".join(map(str, p))))
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, mine)
+    for _, theirs in gathered:
+        known.update(tuple(p) for p in theirs)
+    return [summary for summary, _ in gathered]
+
+
+def sharded(summaries):
+    """Whether the round goes through images (a survivor kept them)."""
+    return any(s is not None for s in summaries)
+
+
+def plan(summaries, world):
+    """(step, {rank: (kind, from_rank)}) for this round, or StateRefused: pure, the same on every
+    rank."""
+    survivors = {s["rank"]: s for s in summaries if s is not None}
+    worlds = {s["world"] for s in survivors.values()}
+    if worlds != {world}:
+        raise StateRefused(
+            f"mxrun.run: the group re-formed at world size {world} from "
+            f"{', '.join(str(w) for w in sorted(worlds))}; sharded state comes back from memory "
+            "only at the same world size (re-sharding to another mesh is not supported yet): the "
+            "group restarts instead (from the script's checkpoint)")
+    for new_rank, s in enumerate(summaries):
+        if s is not None and s["rank"] != new_rank:
+            raise StateRefused(
+                f"mxrun.run: rank {s['rank']} of the last round is rank {new_rank} of this one; "
+                "sharded state comes back from memory only when every kept rank keeps its "
+                "number: the group restarts instead")
+    holdings = {r: _copy_plan.Holdings(s["live"], s["own"], s["copies"])
+                for r, s in survivors.items()}
+    restore = _copy_plan.restore_plan(_copy_plan.Mesh(world), holdings)
+    if restore.error is not None:
+        raise StateRefused(restore.error + "; the group restarts instead (from the script's "
+                           "checkpoint)")
+    return restore.step, restore.sources
+
+
+def restore(summaries, previous, state, rank, device=None):
+    """Loads this rank's image of the agreed step into `state`'s objects; returns the step. Every
+    rank calls it (the keepers broadcast the lost ranks' images)."""
+    import torch.distributed as dist
+    step, sources = plan(summaries, dist.get_world_size())
+    for target in sorted(sources):
+        kind, holder = sources[target]
+        if kind == _copy_plan.COPY:
+            image = _broadcast(previous.copier.copy(step) if rank == holder else None, holder,
+                               receive=rank == target)
+            if rank == target:
+                _image.load(image, state, device)
+    kind, _ = sources[rank]
+    if kind in (_copy_plan.LIVE, _copy_plan.SNAPSHOT):
+        image = previous.copier.own(step)
+        if image is None and kind == _copy_plan.LIVE:  # a step between copies: the live state
+            image = _image.take({n: o.state_dict() for n, o in previous.objects.items()})
+        if image is None:
+            raise StateRefused(f"mxrun.run: rank {rank} holds no image of step {step}")
+        _image.load(image, state, device)
+    return step
+
+
+def _broadcast(image, source, receive):
+    """`image` from `source` to every rank; an Image where `receive`, else None."""
+    import torch
+    import torch.distributed as dist
+    if dist.get_rank() == source and image is None:
+        raise StateRefused(f"mxrun.run: rank {source} holds no copy of the image it was to send")
+    payload = [_image.to_bytes(image) if image is not None else None]
+    dist.broadcast_object_list(payload, src=source)
+    structure, layout = _image.from_bytes(payload[0])
+    flats = {}
+    for dtype, numel in layout:
+        flat = image.flats[dtype] if image is not None else torch.empty(numel, dtype=dtype)
+        dist.broadcast(flat, src=source)
+        flats[dtype] = flat
+    return _image.Image(structure, flats) if receive else None
