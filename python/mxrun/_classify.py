@@ -13,8 +13,9 @@ refuse together: no rank is left waiting in a collective). A leaf is
   it replaces);
 - per-rank by nature: a DTensor (FSDP2, HSDP, tensor parallel: its local shard), a leaf whose shape
   or dtype differs by rank, or one that was so in an earlier round (remembered: `known`): each
-  holder keeps its own; a rank without state cannot get its own from the others, so then the
-  round is refused, on every rank, with one message that says what was found.
+  holder keeps its own. A rank without state gets its own only from the copy `_shard_copy.py`
+  keeps (a state function's jobs, `_shard_recovery.py`); here, without one, the round is refused,
+  on every rank, with one message that says what was found.
 
 Holders are told apart by their offers (the step they hold, from memory or a checkpoint): only
 their values count as evidence, since a new process holds the script's fresh state.
@@ -118,11 +119,11 @@ def plan(descriptions, holders, source, known=()):
         error = (f"mxrun.run: {_ranks(newcomers, 'rank')} take{'s' if len(newcomers) == 1 else ''} "
                  f"this round without the group's state (a new process or a standby), and "
                  f"{len(per_rank)} state entr{'y is' if len(per_rank) == 1 else 'ies are'} "
-                 f"each rank's own: {_examples(per_rank, reasons)}. The others cannot give a new "
-                 "rank its own (mxrun keeps no copy of another rank's shards yet), so the round "
-                 "is refused rather than given another rank's. Supported in-process: state "
-                 "equal on every rank (DDP), and per-rank state kept by the ranks that hold it "
-                 "(no new rank); the group restarts instead (from the script's checkpoint)")
+                 f"each rank's own: {_examples(per_rank, reasons)}. A new rank gets its own only "
+                 "from the copy mxrun keeps of every rank's state when mxrun.run is given a "
+                 "function that makes the state for each round (mxrun.run(train, build): README, "
+                 "'Sharded state'), so the round is refused rather than given another rank's; "
+                 "the group restarts instead (from the script's checkpoint)")
     if error is None and newcomers and by_value:
         warning = (f"mxrun.run: {len(by_value)} state entr{'y' if len(by_value) == 1 else 'ies'} "
                    f"differ by rank in value ({_examples(by_value, reasons)}): each rank that "

@@ -24,6 +24,11 @@ again from the agreed step. Only the failed ranks get new processes; no complete
 A warm standby (`--standby_workers`, started with MXRUN_STANDBY=1) runs the script's setup, waits
 in `run` for a rank, and joins like a new process.
 
+Sharded state (FSDP2) lives on its group: hand `run` a function that makes the state for each
+round instead of the dict (`mxrun.run(train, build)`); every rank's image then goes to its ring
+neighbour's memory at each completed step, and a lost rank's image comes back from there
+(`_shard_recovery.py`).
+
 Without mxrun (torchrun, or no launcher) `run` joins the group if the script has not, calls
 `train` once from `start_step`, and leaves the group: the same script runs anywhere.
 """
@@ -118,7 +123,11 @@ def run(train, state, start_step=0, backend=None, reconfigure=None):
     """Runs `train(ctx)` once per round of the group until it returns (see the module's text).
 
     state       {name: object with state_dict() and load_state_dict()}: what a new rank must get
-                from the others (model, optimizer, grad scaler, a sampler's position...)
+                from the others (model, optimizer, grad scaler, a sampler's position...); or a
+                function `state(ctx)` returning that dict, called once per round on the round's
+                group (sharded state: the FSDP2 model wrapped, its optimizer made; each rank's
+                image is then copied to its ring neighbour at every step, _shard_copy.py, and a
+                lost rank's comes back from there, _shard_recovery.py); `ctx.state` is the dict
     start_step  the step this process's own checkpoint holds (0: none), loaded into `state` by the
                 script before `run`
     backend     for init_process_group when the script has not joined a group (default: "nccl"
@@ -244,9 +253,7 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener, guar
                 # Its exchange in flight ended when the last round's connections were shut down.
                 previous.copier.wait(_shard_copy.JOIN_TIMEOUT)
             summaries = _shard_recovery.gather(previous, known)
-            if _shard_recovery.sharded(summaries):
-                if not callable(state):
-                    raise _state.StateRefused(_REWRAP)
+            if _shard_recovery.sharded(summaries):  # images kept: only with a state function
                 step = _shard_recovery.restore(summaries, previous, objects, rank, _device())
                 from_memory = True
             else:
@@ -269,6 +276,7 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener, guar
             completed = ctx.completed
             if copier is not None:  # the last step's copy in flight: done before its group goes
                 copier.wait(_shard_copy.JOIN_TIMEOUT)
+                print(copier.summary(), file=sys.stderr, flush=True)
             dist.destroy_process_group()
             return
         except Exception as error:  # noqa: BLE001 - whatever broke the round
@@ -292,13 +300,6 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener, guar
             if ctx is not None:
                 ctx._snapshot.restore()  # what the abandoned step's forward moved
             _progress.restart_timing()
-
-
-_REWRAP = ("mxrun.run: the state holds DTensors (FSDP2, tensor parallel) made on the last round's "
-           "group, which is gone; to take a re-formed round in-process, pass a function that "
-           "makes the state for each round instead of the dict: mxrun.run(train, build), where "
-           "build(ctx) wraps the model and makes its optimizer and returns the dict (README, "
-           "'Sharded state'); the group restarts instead")
 
 
 def _device():

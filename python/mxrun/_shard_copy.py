@@ -107,6 +107,16 @@ class ShardCopier:
     def memory_bytes(self):
         return sum(i.nbytes() for i in list(self._own.values()) + list(self._copies.values()))
 
+    def summary(self):
+        """One line on what the copy cost this round (printed as a round ends)."""
+        times = sorted(self.seconds)
+        median = times[len(times) // 2] * 1000 if times else 0.0
+        each = self.sent_bytes / len(times) / 1e6 if times else 0.0
+        return (f"mxrun: rank {self.rank}: shard copy: {len(times)} exchanges (every "
+                f"{self._every} step(s)), {each:.2f} MB each, median {median:.1f} ms off the "
+                f"loop's path; {self.memory_bytes() / 1e6:.2f} MB held in host memory (this rank's "
+                f"last {GENERATIONS} images and its neighbour's)")
+
 
 def _trim(images):
     for step in sorted(images)[:-GENERATIONS]:
