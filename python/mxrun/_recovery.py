@@ -69,7 +69,7 @@ class Context:
         if self._snapshot is not None:
             self._snapshot.take()
         if self._copier is not None:
-            self._copier.completed(step, {name: o.state_dict() for name, o in self.state.items()})
+            self._copier.completed(step, lambda: {n: o.state_dict() for n, o in self.state.items()})
         _progress.step_done(step)
         if self._joined is not None:
             self._joined()
@@ -271,7 +271,7 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener, guar
             in_memory, completed = True, step
             previous = _shard_recovery.Previous(rank, world, step, copier, objects)
             if copier is not None:  # the agreed state is the first image
-                copier.completed(step, {name: o.state_dict() for name, o in objects.items()})
+                copier.completed(step, lambda: {n: o.state_dict() for n, o in objects.items()})
             train(ctx)
             completed = ctx.completed
             if copier is not None:  # the last step's copy in flight: done before its group goes

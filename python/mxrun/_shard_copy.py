@@ -38,11 +38,12 @@ class ShardCopier:
         self.seconds = []  # each exchange's time (for the benchmark)
 
     def completed(self, step, dicts):
-        """Step `step` is complete and `dicts` ({name: state_dict()}) is the state after it."""
+        """Step `step` is complete and `dicts()` ({name: state_dict()}) is the state after it
+        (called only when this step is copied)."""
         if step % self._every:
             return
         self.wait(JOIN_TIMEOUT)
-        image = _image.take(dicts)
+        image = _image.take(dicts())
         self._own[step] = image
         _trim(self._own)
         if self._keeper is None or self._error is not None:

@@ -4,7 +4,7 @@ scripts/examples/fsdp2.py (2 CPU ranks, Gloo, its default model) side by side in
 times each, interleaved:
 
 - the step time under mxrun with the copy at every step (MXRUN_SHARD_COPY_EVERY=1, the default),
-  without it (MXRUN_SHARD_COPY_EVERY=1000000000: one image at the round's start only), and under
+  every 4 steps, without it (MXRUN_SHARD_COPY_EVERY=1000000000: one image at the round's start only), and under
   torchrun 2.13 (no mxrun at all); the median over steps 6 to STEPS of the time between rank 0's
   step lines, then the median over runs; the copy's overhead against no copy;
 - the copy's own line (mxrun prints it as a round ends): MB per exchange, its median time off the
@@ -69,6 +69,7 @@ def main():
     mx = [MXRUN, "--standalone", "--nproc_per_node=2", SCRIPT, "--steps", str(STEPS)]
     tr = [TORCHRUN, "--standalone", "--nproc_per_node=2", SCRIPT, "--steps", str(STEPS)]
     kinds = {"mxrun, copy every step": (mx, {"MXRUN_SHARD_COPY_EVERY": "1"}),
+             "mxrun, copy every 4 steps": (mx, {"MXRUN_SHARD_COPY_EVERY": "4"}),
              "mxrun, no copy": (mx, {"MXRUN_SHARD_COPY_EVERY": "1000000000"}),
              "torchrun 2.13": (tr, {})}
     steps = {k: [] for k in kinds}
@@ -103,7 +104,7 @@ def main():
     copy_ms = [float(x) for x in re.findall(r"median ([0-9.]+) ms", " ".join(copy_lines))]
     each_mb = [float(x) for x in re.findall(r"([0-9.]+) MB each", " ".join(copy_lines))]
     held_mb = [float(x) for x in re.findall(r"([0-9.]+) MB held", " ".join(copy_lines))]
-    on, off, ref = (median(steps[k]) for k in kinds)
+    on, _, off, ref = (median(steps[k]) for k in kinds)
     print(f"# FSDP2's redundant copy ({utc_now()})\n")
     e = detect_env(TORCHRUN, PYTHON)
     print(f"{machine(e.cpu_model)}; workers' PyTorch: {e.torch_py}; commit {e.git_rev}; "

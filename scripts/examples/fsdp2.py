@@ -119,8 +119,6 @@ def main():
     if args.device == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         torch.cuda.set_device(device)
-    # (read now: a standby started in the first attempt takes a later round's contract)
-    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
 
     def build(ctx):  # mxrun: the sharded model and its optimizer, on this round's group
         torch.manual_seed(args.seed)  # every round and rank starts from the same weights
@@ -137,6 +135,8 @@ def main():
                           "from_step": ctx.step, "restored_from": ctx.restored_from,
                           "world_size": ctx.world_size}), flush=True)
         for step in range(ctx.step + 1, args.steps + 1):
+            # (read now: a standby started in the first attempt takes a later round's contract)
+            first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
             kill = first_attempt and ctx.rank == args.kill_rank and step == args.kill_step
             if kill and not args.kill_after_forward:
                 os.kill(os.getpid(), signal.SIGKILL)
