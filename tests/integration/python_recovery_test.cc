@@ -27,6 +27,7 @@ using namespace std::chrono_literals;
 using mxrun::testing::CountOccurrences;
 using mxrun::testing::Describe;
 using mxrun::testing::Master;
+using mxrun::testing::PidOfRank;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::PythonWorkerEnv;
 using mxrun::testing::Run;
@@ -40,12 +41,7 @@ const std::vector<std::string> kSmall = {"--steps", "120", "--width", "8", "--ba
 
 
 std::vector<std::string> Mxrun(std::vector<std::string> flags, std::vector<std::string> extra = {}) {
-  std::vector<std::string> argv{MXRUN_BIN, "--standalone", "--nproc_per_node=2"};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back(kScript);
-  argv.insert(argv.end(), kSmall.begin(), kSmall.end());
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  return argv;
+  return mxrun::testing::MxrunExample(kScript, flags, kSmall, extra);
 }
 
 // Step -> the loss rank 0 logged for it (as printed), and how often each step was logged.
@@ -81,13 +77,6 @@ std::map<int, std::string> ParamsOf(const std::string& out, Part part = Part::kS
     params[std::stoi((*it)[1])] = (*it)[static_cast<int>(part)];
   }
   return params;
-}
-
-int PidOfRank(const std::string& out, int rank) {
-  std::smatch m;
-  std::regex line("\\{\"event\": \"round\", \"rank\": " + std::to_string(rank) +
-                  ", \"pid\": ([0-9]+)");
-  return std::regex_search(out, m, line) ? std::stoi(m[1]) : -1;
 }
 
 // What an undisturbed job logged: every step once, the same parameters on both ranks.

@@ -18,6 +18,7 @@
 
 using namespace std::chrono_literals;
 using mxrun::testing::Describe;
+using mxrun::testing::PidOfRank;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::PythonWorkerEnv;
 using mxrun::testing::Run;
@@ -30,12 +31,7 @@ const std::vector<std::string> kSmall = {"--steps", "30", "--dim", "64", "--laye
                                          "--batch_size", "8"};
 
 std::vector<std::string> Mxrun(std::vector<std::string> flags, std::vector<std::string> extra = {}) {
-  std::vector<std::string> argv{MXRUN_BIN, "--standalone", "--nproc_per_node=2"};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back(kScript);
-  argv.insert(argv.end(), kSmall.begin(), kSmall.end());
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  return argv;
+  return mxrun::testing::MxrunExample(kScript, flags, kSmall, extra);
 }
 
 // rank -> the digest of its shards and optimizer state at the end.
@@ -58,13 +54,6 @@ std::map<int, int> StepCounts(const std::string& out) {
     ++count[std::stoi((*it)[1])];
   }
   return count;
-}
-
-int PidOfRank(const std::string& out, int rank) {
-  std::smatch m;
-  std::regex line("\\{\"event\": \"round\", \"rank\": " + std::to_string(rank) +
-                  ", \"pid\": ([0-9]+)");
-  return std::regex_search(out, m, line) ? std::stoi(m[1]) : -1;
 }
 
 const ProcessResult& Undisturbed() {
