@@ -112,7 +112,8 @@ def plan(descriptions, holders, source, known=()):
     error = warning = None
     if structure:
         error = (f"mxrun.run: the ranks that hold the group's state ({_ranks(holders)}) differ "
-                 f"in its structure: {', '.join(repr(name(p)) for p in sorted(structure, key=name)[:3])}"
+                 "in its structure: "
+                 f"{', '.join(repr(name(p)) for p in sorted(structure, key=name)[:3])}"
                  f"{' and more' if len(structure) > 3 else ''} not on every one of them; "
                  "supported: the same state_dict() keys on every rank")
     elif newcomers and per_rank:

@@ -25,7 +25,7 @@ class _Local:
 
 
 class Image:
-    """`structure` the state_dicts with a _Local for each tensor; `flats` {dtype: 1-D CPU tensor}."""
+    """`structure`: the state_dicts, a _Local for each tensor; `flats`: {dtype: 1-D CPU tensor}."""
     __slots__ = ("structure", "flats")
 
     def __init__(self, structure, flats):
@@ -149,7 +149,8 @@ def _has_dtensors(value):
 
 def to_bytes(image):
     """The structure and the flat buffers' dtypes and sizes, for a receiver to make its buffers."""
-    layout = [(dtype, flat.numel()) for dtype, flat in sorted(image.flats.items(), key=lambda i: str(i[0]))]
+    layout = [(dtype, flat.numel())
+              for dtype, flat in sorted(image.flats.items(), key=lambda item: str(item[0]))]
     return pickle.dumps((image.structure, layout), protocol=4)
 
 

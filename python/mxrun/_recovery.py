@@ -49,7 +49,7 @@ class Context:
     def __init__(self, step, rank, world_size, round_, restored_from, joined=None, listener=None,
                  snapshot=None, state=None, copier=None):
         self.step = step  # the last completed step the group agreed on (0: none)
-        self.state = state  # {name: object}: the state (made for this round when `run` got a function)
+        self.state = state  # {name: object}: the state (made for this round by a state function)
         self._copier = copier  # the redundant copy of sharded state (None: none kept)
         self.rank = rank
         self.world_size = world_size

@@ -42,7 +42,11 @@ class ShardCopier:
         (called only when this step is copied)."""
         if step % self._every:
             return
-        self.wait(JOIN_TIMEOUT)
+        if not self.wait(JOIN_TIMEOUT) and self._error is None:
+            # Never two exchanges at once on the group: copying stops, and a later loss goes
+            # back to the last step every rank's image holds (or is refused), never wrong.
+            self._error = TimeoutError(f"the exchange before step {step} is still running "
+                                       f"after {JOIN_TIMEOUT:g} s")
         image = _image.take(dicts())
         self._own[step] = image
         _trim(self._own)
