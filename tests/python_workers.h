@@ -16,12 +16,13 @@ inline std::map<std::string, std::string> PythonWorkerEnv() {
 #endif
 
 #if defined(MXRUN_BIN)
-// `mxrun --standalone --nproc_per_node=2 FLAGS SCRIPT ARGS EXTRA`: a 2-rank example job.
+// `mxrun --standalone --nproc_per_node=NPROC FLAGS SCRIPT ARGS EXTRA`: an example job.
 inline std::vector<std::string> MxrunExample(const std::string& script,
                                              const std::vector<std::string>& flags,
                                              const std::vector<std::string>& args,
-                                             const std::vector<std::string>& extra) {
-  std::vector<std::string> argv{MXRUN_BIN, "--standalone", "--nproc_per_node=2"};
+                                             const std::vector<std::string>& extra, int nproc = 2) {
+  std::vector<std::string> argv{MXRUN_BIN, "--standalone",
+                                "--nproc_per_node=" + std::to_string(nproc)};
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.push_back(script);
   argv.insert(argv.end(), args.begin(), args.end());

@@ -4,8 +4,10 @@ a pure plan over the mesh and the membership change (no torch, no processes; tes
 Sharded state (FSDP2's DTensor shards, with their optimizer state) exists once per shard: a lost
 rank's shards are lost with it unless another rank keeps them. The shape of the mesh decides:
 
-- a 1-D mesh (FSDP2 over all ranks): rank r's shards are copied to its ring neighbour, rank
-  (r + 1) % world, at each completed step (the copier, `_shard_copy.py`, moves the bytes);
+- a 1-D mesh (FSDP2 over all ranks): rank r's shards are copied to its ring neighbour on the
+  next node, rank (r + per_node) % world (on one node: rank (r + 1) % world), at each completed
+  step (the copier, `_shard_copy.py`, moves the bytes): a node lost whole leaves every one of its
+  ranks' copies on the others;
 - HSDP, a (replicate, shard) mesh, rank = i * shard + j: the ranks (i', j) of the other replica
   groups hold the same shards already; no extra copy is kept.
 
@@ -22,27 +24,32 @@ LIVE, SNAPSHOT, COPY, REPLICA = "live", "snapshot", "copy", "replica"
 
 
 class Mesh:
-    """`world` ranks as `replicate` groups of `world // replicate` shards (1: plain FSDP2)."""
+    """`world` ranks as `replicate` groups of `world // replicate` shards (1: plain FSDP2), on
+    nodes of `per_node` ranks each (None or one node: the ring steps by one rank)."""
 
-    def __init__(self, world, replicate=1):
+    def __init__(self, world, replicate=1, per_node=None):
         if type(world) is not int or world < 1:
             raise ValueError(f"a mesh needs a world size >= 1, got {world!r}")
         if type(replicate) is not int or replicate < 1 or world % replicate:
             raise ValueError(f"replicate={replicate!r} does not divide the world size {world}")
+        if per_node is not None and (type(per_node) is not int or per_node < 1):
+            raise ValueError(f"per_node={per_node!r}: expected a whole number >= 1")
         self.world, self.replicate, self.shard = world, replicate, world // replicate
+        spread = per_node is not None and per_node < world and world % per_node == 0
+        self._stride = per_node if spread else 1
 
     def copy_keeper(self, rank):
         """The rank that keeps a redundant copy of `rank`'s shards, or None (HSDP: its replicas
         hold them; a world of 1: nobody else)."""
         if self.replicate > 1 or self.world == 1:
             return None
-        return (rank + 1) % self.world
+        return (rank + self._stride) % self.world
 
     def copied_from(self, rank):
         """The rank whose shards `rank` keeps a copy of, or None."""
         if self.replicate > 1 or self.world == 1:
             return None
-        return (rank - 1) % self.world
+        return (rank - self._stride) % self.world
 
     def replicas(self, rank):
         """The other ranks that hold `rank`'s shards (its peers in the other replica groups)."""

@@ -138,8 +138,9 @@ def _init(init_process_group):
 
 
 def subgroup(make):
-    """`make()`'s group (a subgroup of the current one), its connections shut down with the
-    current group's when the round is left."""
+    """`make()`'s group (a subgroup of the current one; or what a state function makes on the
+    round's group, with the subgroups of its mesh), its connections shut down with the current
+    group's when the round is left."""
     opening = _group_sockets.Opening()
     group = make()
     _connections.update(opening.opened())

@@ -43,20 +43,26 @@ def _dtensor_class():
     return DTensor
 
 
-def take(dicts):
-    """The image of `dicts` ({name: state_dict()}), copied now (later changes do not reach it)."""
+def take(dicts, reuse=None):
+    """The image of `dicts` ({name: state_dict()}), copied now (later changes do not reach it).
+    `reuse`: an image no longer needed whose buffers are written over when their dtypes and sizes
+    fit (each step's image is the same size: no new host memory, no page faults)."""
     import torch
     dtensor = _dtensor_class()
     parts = {}  # dtype -> [tensor]
     sizes = {}
 
     def strip(value):
-        if dtensor is not None and isinstance(value, dtensor):
-            local = value.to_local()
-            meta = (tuple(value.placements), tuple(value.shape), tuple(value.stride()),
-                    tuple(value.device_mesh.shape), value.device_mesh.mesh_dim_names)
-            return place(local, meta)
         if isinstance(value, torch.Tensor):
+            if dtensor is not None and isinstance(value, dtensor):
+                # Its local shard as it is: to_local() goes through autograd for each tensor.
+                local = getattr(value, "_local_tensor", None)
+                if local is None:
+                    local = value.to_local()
+                mesh = value.device_mesh
+                meta = (tuple(value.placements), tuple(value.shape), tuple(value.stride()),
+                        tuple(mesh.shape), mesh.mesh_dim_names)
+                return place(local, meta)
             return place(value, None)
         if isinstance(value, dict):
             return type(value)((k, strip(v)) for k, v in value.items())
@@ -71,8 +77,16 @@ def take(dicts):
         return _Local(tensor.dtype, tuple(tensor.shape), offset, meta)
 
     structure = strip(dicts)
-    flats = {dtype: torch.cat([t.to("cpu") for t in tensors]) if tensors else torch.empty(0)
-             for dtype, tensors in parts.items()}
+    old = reuse.flats if reuse is not None else {}
+    flats = {}
+    with torch.no_grad():
+        for dtype, tensors in parts.items():
+            tensors = [t.to("cpu") for t in tensors]
+            buffer = old.get(dtype)
+            if buffer is not None and buffer.numel() == sizes[dtype] and buffer.dtype == dtype:
+                flats[dtype] = torch.cat(tensors, out=buffer)
+            else:
+                flats[dtype] = torch.cat(tensors)
     return Image(structure, flats)
 
 

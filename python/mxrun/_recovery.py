@@ -83,11 +83,12 @@ def _dist():
     return dist
 
 
-def _agree(state, offer_step, in_memory, known=None):
+def _agree(state, offer_step, in_memory, known=None, by_value=None):
     """The group's state: the most advanced ranks (the holders) keep theirs; the others load the
     source's shared leaves (`_classify.py` says which; per-rank state a new rank cannot get is
-    refused on every rank alike). `known`: the paths found per-rank in earlier rounds, updated.
-    Returns (step, whether it came from memory)."""
+    refused on every rank alike). `known`: the paths found per-rank in earlier rounds, updated;
+    `by_value`: the paths found per-rank by value, updated. Returns (step, whether it came from
+    memory)."""
     import torch
     dist = _dist()
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -110,6 +111,8 @@ def _agree(state, offer_step, in_memory, known=None):
         known.update(tuple(p) for p in theirs)
     plan = _classify.plan([leaves for leaves, _ in gathered], holders, source, known)
     known.update(plan.per_rank)
+    if by_value is not None:
+        by_value.update(p for p, c in plan.classes.items() if c == _classify.PER_RANK_VALUE)
     if plan.error is not None:
         raise _state.StateRefused(plan.error)
     if plan.warning is not None and rank == source:
@@ -221,24 +224,25 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener, guar
     dist = _dist()
     channel.send('{"hello": 1, "in_process_restart": true}')
     round_ = int(os.environ.get("MXRUN_ROUND", "0") or 0)
+    taken = False  # whether this round came by a notice
     if os.environ.get("MXRUN_STANDBY") == "1":
         notice = listener.take(timeout=None)
         if notice is None:
             return  # the job ended without needing this standby
         os.environ.update(notice.env)
-        round_ = notice.round
+        round_, taken = notice.round, True
     completed, in_memory = start_step, False
     known = set()  # the state's paths found per-rank by nature (kept across rounds)
+    by_value = set()  # and those found per-rank by value
     previous = None  # what this process kept of the last round (_shard_recovery.Previous)
     objects = None  # the round's state objects
     # The first round keeps a group the script joined itself; every later one is formed anew.
     needs_group = form is _groups.reconfigure or not dist.is_initialized()
-    taken = False  # whether this round came by a notice
     while True:
         ctx = None
         try:
+            began = time.monotonic()
             if needs_group:
-                began = time.monotonic()
                 how = form(backend, round_)
                 needs_group = False
                 if taken:
@@ -246,21 +250,32 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener, guar
                           f"{how} in {time.monotonic() - began:.3f} s", file=sys.stderr,
                           flush=True)
             rank, world = dist.get_rank(), dist.get_world_size()
+            phases = [("group", time.monotonic())]  # where a taken round's time goes
             if objects is None or callable(state):
-                objects = _objects(state, Context(completed, rank, world, round_, "none"))
+                # The groups a state function makes (a 2-D mesh's: HSDP, tensor parallel) are
+                # the round's: shut down with it, or a peer blocked on one waits 30 minutes.
+                objects = _groups.subgroup(
+                    lambda: _objects(state, Context(completed, rank, world, round_, "none")))
                 guard(objects)
+                phases.append(("state made", time.monotonic()))
             if previous is not None and previous.copier is not None:
                 # Its exchange in flight ended when the last round's connections were shut down.
                 previous.copier.wait(_shard_copy.JOIN_TIMEOUT)
             summaries = _shard_recovery.gather(previous, known)
             if _shard_recovery.sharded(summaries):  # images kept: only with a state function
                 step = _shard_recovery.restore(summaries, previous, objects, rank, _device())
-                from_memory = True
+                from_memory, replicate = True, _shard_recovery.replicate(summaries)
             else:
-                step, from_memory = _agree(objects, completed, in_memory, known)
+                step, from_memory = _agree(objects, completed, in_memory, known, by_value)
+                replicate = None
+            phases.append(("restored" if from_memory else "agreed", time.monotonic()))
             snapshot = _buffers.BufferSnapshot(objects)
             snapshot.take()  # the agreed state's buffers
-            copier = _shard_copy.start(known, callable(state))
+            if replicate is None and known and callable(state):  # the same on every rank
+                replicate = _shard_copy.mesh_of(
+                    {n: o.state_dict() for n, o in objects.items()}, known, by_value,
+                    world).replicate
+            copier = _shard_copy.start(known, callable(state), replicate)
             restored = "memory" if from_memory else ("checkpoint" if step else "none")
 
             def joined(r=round_):
@@ -272,6 +287,12 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener, guar
             previous = _shard_recovery.Previous(rank, world, step, copier, objects)
             if copier is not None:  # the agreed state is the first image
                 copier.completed(step, lambda: {n: o.state_dict() for n, o in objects.items()})
+                phases.append(("copy started", time.monotonic()))
+            if taken:
+                ends = [began] + [t for _, t in phases]
+                print(f"mxrun: rank {rank}: round {round_} ready in {ends[-1] - began:.3f} s: " +
+                      ", ".join(f"{name} {end - start:.3f} s" for (name, end), start
+                                in zip(phases, ends)), file=sys.stderr, flush=True)
             train(ctx)
             completed = ctx.completed
             if copier is not None:  # the last step's copy in flight: done before its group goes

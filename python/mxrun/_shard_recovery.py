@@ -3,8 +3,8 @@
 Each rank tells the others what it holds (`Previous`: its rank in the last round, the step it
 completed, the images its copier keeps); `_copy_plan.restore_plan` names the step to go on from
 and, for each rank, where its image of that step is: its own snapshot, or the copy its ring
-neighbour keeps (a rank that was lost: its standby or new process gets it by broadcast from the
-keeper). Each rank then loads the image into its objects, which the script made anew for this
+neighbour keeps, or under HSDP its replica peer's own image (a rank that was lost: its standby
+or new process gets it by broadcast from the keeper or the peer). Each rank then loads the image into its objects, which the script made anew for this
 round on its new group (`mxrun.run(train, build)`): an FSDP2 model re-wrapped, its optimizer.
 
 Same world size only, each surviving rank keeping its number (a standby or a new process takes
@@ -26,7 +26,7 @@ class Previous:
     def summary(self):
         live, own, copies = self.copier.holdings(self.completed)
         return {"rank": self.rank, "world": self.world, "live": live, "own": own,
-                "copies": copies}
+                "copies": copies, "replicate": self.copier.replicate}
 
 
 def gather(previous, known):
@@ -45,6 +45,16 @@ def gather(previous, known):
 def sharded(summaries):
     """Whether the round goes through images (a survivor kept them)."""
     return any(s is not None for s in summaries)
+
+
+def replicate(summaries):
+    """The survivors' replica groups (`_shard_copy.mesh_of`, decided in the first round; a new
+    process takes them from the survivors); None when no survivor kept images."""
+    found = {s["replicate"] for s in summaries if s is not None}
+    if len(found) > 1:
+        raise StateRefused(f"mxrun.run: the kept ranks disagree on the mesh's replica groups "
+                           f"({', '.join(str(r) for r in sorted(found))}): the group restarts")
+    return found.pop() if found else None
 
 
 def plan(summaries, world):
@@ -66,7 +76,8 @@ def plan(summaries, world):
                 "number: the group restarts instead")
     holdings = {r: _copy_plan.Holdings(s["live"], s["own"], s["copies"])
                 for r, s in survivors.items()}
-    restore = _copy_plan.restore_plan(_copy_plan.Mesh(world), holdings)
+    mesh = _copy_plan.Mesh(world, replicate(summaries))
+    restore = _copy_plan.restore_plan(mesh, holdings)
     if restore.error is not None:
         raise StateRefused(restore.error + "; the group restarts instead (from the script's "
                            "checkpoint)")
@@ -80,20 +91,29 @@ def restore(summaries, previous, state, rank, device=None):
     step, sources = plan(summaries, dist.get_world_size())
     for target in sorted(sources):
         kind, holder = sources[target]
-        if kind == _copy_plan.COPY:
-            image = _broadcast(previous.copier.copy(step) if rank == holder else None, holder,
-                               receive=rank == target)
+        if kind in (_copy_plan.COPY, _copy_plan.REPLICA):
+            sent = None
+            if rank == holder:
+                sent = (previous.copier.copy(step) if kind == _copy_plan.COPY else
+                        _own_image(previous, step, rank))
+            image = _broadcast(sent, holder, receive=rank == target)
             if rank == target:
                 _image.load(image, state, device)
     kind, _ = sources[rank]
     if kind in (_copy_plan.LIVE, _copy_plan.SNAPSHOT):
-        image = previous.copier.own(step)
-        if image is None and kind == _copy_plan.LIVE:  # a step between copies: the live state
-            image = _image.take({n: o.state_dict() for n, o in previous.objects.items()})
-        if image is None:
-            raise StateRefused(f"mxrun.run: rank {rank} holds no image of step {step}")
-        _image.load(image, state, device)
+        _image.load(_own_image(previous, step, rank), state, device)
     return step
+
+
+def _own_image(previous, step, rank):
+    """This rank's own image of `step`: its snapshot, else (a step between copies) its live
+    state when that is the step's."""
+    image = previous.copier.own(step)
+    if image is None and previous.completed == step:
+        image = _image.take({n: o.state_dict() for n, o in previous.objects.items()})
+    if image is None:
+        raise StateRefused(f"mxrun.run: rank {rank} holds no image of step {step}")
+    return image
 
 
 def _broadcast(image, source, receive):

@@ -19,7 +19,9 @@ Rank 0 prints {"event": "step", "step": N, "time": <unix seconds>, "loss": L} fo
 rank prints {"event": "round", "rank": R, "pid": P, "from_step": S, ...} as it (re)starts the loop
 and {"event": "done", "rank": R, "state_sha256": <SHA-256 of its shards and their optimizer
 state>} at the end (equal digests, rank by rank: bitwise-equal state). With no arguments: about a
-minute on 2 CPU workers.
+minute on 2 CPU workers. --replicate=R makes it HSDP (R replica groups: a lost rank's shards come
+from its replica peer, no copy kept); --tp=T splits each block's MLP over T ranks (tensor parallel
+on a 2-D mesh, FSDP2 over the other dimension).
 """
 import argparse
 import hashlib
@@ -31,7 +33,10 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                               parallelize_module)
 
 import mxrun
 
@@ -104,6 +109,11 @@ def main():
     p.add_argument("--batch_size", type=int, default=16, help="sequences per rank per step")
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--replicate", type=int, default=1,
+                   help="HSDP: this many replica groups, each sharding over world/replicate ranks")
+    p.add_argument("--tp", type=int, default=1,
+                   help="tensor parallel: each block's MLP split over this many ranks (a 2-D "
+                        "mesh, FSDP2 over world/tp data-parallel ranks)")
     p.add_argument("--device", choices=("cpu", "cuda"),
                    default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--kill_rank", type=int, default=-1,
@@ -120,12 +130,31 @@ def main():
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         torch.cuda.set_device(device)
 
+    if args.replicate > 1 and args.tp > 1:
+        p.error("--replicate and --tp: one or the other")
+
+    def mesh(world):
+        """FSDP2's mesh: None (all ranks), HSDP's (replicate, shard), or the (dp, tp) mesh."""
+        if args.replicate > 1:
+            return init_device_mesh(device.type, (args.replicate, world // args.replicate),
+                                    mesh_dim_names=("replicate", "shard"))
+        if args.tp > 1:
+            return init_device_mesh(device.type, (world // args.tp, args.tp),
+                                    mesh_dim_names=("dp", "tp"))
+        return None
+
     def build(ctx):  # mxrun: the sharded model and its optimizer, on this round's group
         torch.manual_seed(args.seed)  # every round and rank starts from the same weights
         model = TinyLM(args.vocab, args.dim, args.heads, args.layers, args.context - 1).to(device)
+        shard_mesh = mesh(ctx.world_size)
+        if args.tp > 1:  # each MLP's hidden layer split over the tp ranks
+            for block in model.blocks:
+                parallelize_module(block, shard_mesh["tp"],
+                                   {"up": ColwiseParallel(), "down": RowwiseParallel()})
+            shard_mesh = shard_mesh["dp"]
         for block in model.blocks:
-            fully_shard(block)
-        fully_shard(model)
+            fully_shard(block, mesh=shard_mesh)
+        fully_shard(model, mesh=shard_mesh)
         optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
         return {"model": model, "optimizer": optimizer}
 
@@ -140,7 +169,8 @@ def main():
             kill = first_attempt and ctx.rank == args.kill_rank and step == args.kill_step
             if kill and not args.kill_after_forward:
                 os.kill(os.getpid(), signal.SIGKILL)
-            inputs, targets = batch(step, ctx.rank, args, device)
+            # (the ranks of one tensor-parallel group train on the same tokens)
+            inputs, targets = batch(step, ctx.rank // args.tp, args, device)
             logits = model(inputs)
             loss = F.cross_entropy(logits.reshape(-1, args.vocab), targets.reshape(-1))
             if kill:
@@ -151,9 +181,9 @@ def main():
             if ctx.rank == 0:
                 print(json.dumps({"event": "step", "step": step, "time": time.time(),
                                   "loss": loss.item()}), flush=True)
-            if args.step_sleep:
-                time.sleep(args.step_sleep)
             ctx.step_done(step)  # mxrun: progress, the copy, and where a new round is taken
+            if args.step_sleep:  # (between steps: a step's report is not delayed)
+                time.sleep(args.step_sleep)
         print(json.dumps({"event": "done", "rank": ctx.rank,
                           "state_sha256": digest(model, optimizer)}), flush=True)
 

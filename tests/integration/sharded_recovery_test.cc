@@ -61,24 +61,44 @@ const ProcessResult& Undisturbed() {
   return r;
 }
 
-// `r` ended as the undisturbed run did, rank by rank, bit for bit, with every step logged once
-// (`redone`: at most that many steps logged twice).
-void CheckSameAsUndisturbed(const ProcessResult& r, int redone = 0) {
-  const ProcessResult& base = Undisturbed();
+// 4 ranks on 2-D meshes: HSDP (2 replica groups of 2 shards) and tensor parallel (2 x 2).
+const std::vector<std::string> kSmall4 = {"--steps", "16", "--dim", "32", "--layers", "2",
+                                          "--batch_size", "4"};
+
+std::vector<std::string> Mxrun4(const std::string& mesh, std::vector<std::string> flags,
+                                std::vector<std::string> extra = {}) {
+  extra.insert(extra.begin(), {mesh, "2"});
+  return mxrun::testing::MxrunExample(kScript, flags, kSmall4, extra, 4);
+}
+
+const ProcessResult& Undisturbed4(const std::string& mesh) {
+  static std::map<std::string, ProcessResult> runs;
+  if (!runs.count(mesh)) runs.emplace(mesh, Run(Mxrun4(mesh, {}), PythonWorkerEnv(), 300s));
+  return runs.at(mesh);
+}
+
+// `r` ended as the undisturbed run `base` did, rank by rank, bit for bit, with each of its
+// `steps` logged once (`redone`: at most that many steps logged twice).
+void CheckSameAs(const ProcessResult& base, const ProcessResult& r, size_t ranks, size_t steps_in_all,
+                 int redone) {
   INFO(Describe(base));
   REQUIRE(base.exit_code == 0);
   const std::map<int, std::string> want = DigestsOf(base.out);
-  REQUIRE(want.size() == 2);
+  REQUIRE(want.size() == ranks);
   CHECK(want.at(0) != want.at(1));  // each rank its own shards
   CHECK(DigestsOf(r.out) == want);
   const std::map<int, int> steps = StepCounts(r.out);
-  CHECK(steps.size() == 30);
+  CHECK(steps.size() == steps_in_all);
   int twice = 0;
   for (const auto& [step, count] : steps) {
     CHECK(count <= 2);
     twice += count - 1;
   }
   CHECK(twice <= redone);
+}
+
+void CheckSameAsUndisturbed(const ProcessResult& r, int redone = 0) {
+  CheckSameAs(Undisturbed(), r, 2, 30, redone);
 }
 
 }  // namespace
@@ -124,4 +144,41 @@ TEST_CASE("FSDP2 under mxrun.run: a rank killed as a step begins, its last copy 
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("\"restored_from\": \"memory\""));
   CheckSameAsUndisturbed(r, 1);
+}
+
+TEST_CASE("HSDP under mxrun.run: a SIGKILLed rank's new process gets its shards from its replica "
+          "peer, no copy kept, no step lost, bitwise as undisturbed",
+          "[integration][sharded_recovery]") {
+  ProcessResult r = Run(Mxrun4("--replicate", {"--max_restarts=1"},
+                               {"--kill_rank", "3", "--kill_step", "8", "--kill_after_forward"}),
+                        PythonWorkerEnv(), 300s);
+  INFO(Describe(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK(std::regex_search(r.err, std::regex("kept rank\\(s\\) 0 \\(pid [0-9]+\\), 1 \\(pid [0-9]+\\), "
+                                            "2 \\(pid [0-9]+\\); started rank\\(s\\) 3")));
+  CHECK(std::regex_search(r.out, std::regex("\\{\"event\": \"round\", \"rank\": 3, \"pid\": [0-9]+, "
+                                            "\"from_step\": 7, \"restored_from\": \"memory\"")));
+  CHECK_THAT(r.err, Catch::Contains("shard copy: none kept (HSDP: 2 replica groups"));
+  CHECK_THAT(r.err, !Catch::Contains("exchanges (every"));
+  const ProcessResult& base = Undisturbed4("--replicate");
+  CheckSameAs(base, r, 4, 16, 0);
+  const std::map<int, std::string> digests = DigestsOf(base.out);
+  CHECK(digests.at(0) == digests.at(2));  // replicas hold the same shards
+  CHECK(digests.at(1) == digests.at(3));
+}
+
+TEST_CASE("FSDP2 + tensor parallel on a 2 x 2 mesh under mxrun.run: a SIGKILLed rank's new process "
+          "gets its shards from its ring neighbour's copy, bitwise as undisturbed",
+          "[integration][sharded_recovery]") {
+  ProcessResult r = Run(Mxrun4("--tp", {"--max_restarts=1"},
+                               {"--kill_rank", "2", "--kill_step", "8", "--kill_after_forward"}),
+                        PythonWorkerEnv(), 300s);
+  INFO(Describe(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK(std::regex_search(r.err, std::regex("kept rank\\(s\\) 0 \\(pid [0-9]+\\), 1 \\(pid [0-9]+\\), "
+                                            "3 \\(pid [0-9]+\\); started rank\\(s\\) 2")));
+  CHECK(std::regex_search(r.out, std::regex("\\{\"event\": \"round\", \"rank\": 2, \"pid\": [0-9]+, "
+                                            "\"from_step\": 7, \"restored_from\": \"memory\"")));
+  CHECK_THAT(r.err, Catch::Contains("exchanges (every 1 step(s))"));
+  CheckSameAs(Undisturbed4("--tp"), r, 4, 16, 0);
 }

@@ -12,6 +12,17 @@ class MeshTest(unittest.TestCase):
         self.assertEqual([mesh.copied_from(r) for r in range(4)], [3, 0, 1, 2])
         self.assertEqual(mesh.replicas(2), [])
 
+    def test_on_several_nodes_the_copy_goes_to_the_next_node(self):
+        mesh = Mesh(6, per_node=2)  # nodes {0, 1}, {2, 3}, {4, 5}
+        self.assertEqual([mesh.copy_keeper(r) for r in range(6)], [2, 3, 4, 5, 0, 1])
+        self.assertEqual([mesh.copied_from(r) for r in range(6)], [4, 5, 0, 1, 2, 3])
+        one_node = Mesh(4, per_node=4)
+        self.assertEqual([one_node.copy_keeper(r) for r in range(4)], [1, 2, 3, 0])
+        uneven = Mesh(5, per_node=2)
+        self.assertEqual(uneven.copy_keeper(4), 0)
+        with self.assertRaises(ValueError):
+            Mesh(4, per_node=0)
+
     def test_hsdp_keeps_no_copy_its_replicas_hold_the_shards(self):
         mesh = Mesh(6, replicate=2)  # ranks 0-2 and 3-5 are the two replica groups
         self.assertIsNone(mesh.copy_keeper(1))
