@@ -161,6 +161,55 @@ def _has_dtensors(value):
     return False
 
 
+def tensors(image):
+    """{path: (tensor, dtensor meta or None)} of every tensor in `image` (views of its buffers);
+    a path is the tuple of keys from the top of the structure."""
+    found = {}
+
+    def walk(value, path):
+        if isinstance(value, _Local):
+            count = 1
+            for n in value.shape:
+                count *= n
+            flat = image.flats[value.dtype]
+            found[path] = (flat[value.offset:value.offset + count].view(value.shape),
+                           value.dtensor)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, path + (k,))
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                walk(v, path + (i,))
+    walk(image.structure, ())
+    return found
+
+
+def rebuild(image, replace):
+    """A new image with `image`'s structure, each tensor replaced by `replace(path, tensor,
+    meta)` -> (tensor, meta) (a re-sharded piece and its new DTensor meta, say)."""
+    import torch
+    parts, sizes = {}, {}
+
+    def walk(value, path):
+        if isinstance(value, _Local):
+            count = 1
+            for n in value.shape:
+                count *= n
+            old = image.flats[value.dtype][value.offset:value.offset + count].view(value.shape)
+            tensor, meta = replace(path, old, value.dtensor)
+            offset = sizes.get(tensor.dtype, 0)
+            parts.setdefault(tensor.dtype, []).append(tensor.reshape(-1))
+            sizes[tensor.dtype] = offset + tensor.numel()
+            return _Local(tensor.dtype, tuple(tensor.shape), offset, meta)
+        if isinstance(value, dict):
+            return type(value)((k, walk(v, path + (k,))) for k, v in value.items())
+        if isinstance(value, (list, tuple)):
+            return type(value)(walk(v, path + (i,)) for i, v in enumerate(value))
+        return value
+    structure = walk(image.structure, ())
+    return Image(structure, {dtype: torch.cat(ts) for dtype, ts in parts.items()})
+
+
 def to_bytes(image):
     """The structure and the flat buffers' dtypes and sizes, for a receiver to make its buffers."""
     layout = [(dtype, flat.numel())

@@ -7,10 +7,12 @@ neighbour keeps, or under HSDP its replica peer's own image (a rank that was los
 or new process gets it by broadcast from the keeper or the peer). Each rank then loads the image into its objects, which the script made anew for this
 round on its new group (`mxrun.run(train, build)`): an FSDP2 model re-wrapped, its optimizer.
 
-Same world size only, each surviving rank keeping its number (a standby or a new process takes
-a lost rank's); anything else is refused with the reason, on every rank alike.
+At the same world size each surviving rank keeps its number (a standby or a new process takes a
+lost rank's). At another (a node lost without a spare) the kept processes re-shard every rank's
+image to the new mesh (`_reshard.py`). Anything else is refused with the reason, on every rank
+alike.
 """
-from . import _copy_plan, _image
+from . import _copy_plan, _image, _reshard
 from ._state import StateRefused
 
 
@@ -57,49 +59,86 @@ def replicate(summaries):
     return found.pop() if found else None
 
 
+class Plan:
+    """`step` to go on from; `sources` {old rank: (kind, old rank that holds it)} for every rank
+    of the last round (`old_world` of them); `new_rank_of` {old rank: its new rank} of the kept
+    processes."""
+
+    def __init__(self, step, sources, old_world, new_rank_of):
+        self.step, self.sources = step, sources
+        self.old_world, self.new_rank_of = old_world, new_rank_of
+
+
 def plan(summaries, world):
-    """(step, {rank: (kind, from_rank)}) for this round, or StateRefused: pure, the same on every
-    rank."""
+    """The Plan for this round, or StateRefused: pure, the same on every rank."""
     survivors = {s["rank"]: s for s in summaries if s is not None}
     worlds = {s["world"] for s in survivors.values()}
-    if worlds != {world}:
-        raise StateRefused(
-            f"mxrun.run: the group re-formed at world size {world} from "
-            f"{', '.join(str(w) for w in sorted(worlds))}; sharded state comes back from memory "
-            "only at the same world size (re-sharding to another mesh is not supported yet): the "
-            "group restarts instead (from the script's checkpoint)")
-    for new_rank, s in enumerate(summaries):
-        if s is not None and s["rank"] != new_rank:
+    if len(worlds) != 1:
+        raise StateRefused(f"mxrun.run: the kept ranks come from rounds of different world sizes "
+                           f"({', '.join(str(w) for w in sorted(worlds))}): the group restarts")
+    old_world = worlds.pop()
+    new_rank_of = {s["rank"]: new for new, s in enumerate(summaries) if s is not None}
+    if old_world == world:
+        for old, new in new_rank_of.items():
+            if old != new:
+                raise StateRefused(
+                    f"mxrun.run: rank {old} of the last round is rank {new} of this one; "
+                    "sharded state comes back from memory at the same world size only when every "
+                    "kept rank keeps its number: the group restarts instead")
+    else:
+        newcomers = [r for r, s in enumerate(summaries) if s is None]
+        if newcomers:
             raise StateRefused(
-                f"mxrun.run: rank {s['rank']} of the last round is rank {new_rank} of this one; "
-                "sharded state comes back from memory only when every kept rank keeps its "
-                "number: the group restarts instead")
+                f"mxrun.run: the group re-formed at world size {world} from {old_world} with new "
+                f"process(es) as rank(s) {', '.join(map(str, newcomers))}; re-sharding in memory "
+                "takes only kept processes: the group restarts instead")
+        if replicate(summaries) != 1:
+            raise StateRefused(
+                f"mxrun.run: the group re-formed at world size {world} from {old_world}; "
+                "re-sharding HSDP's mesh in memory is not supported: the group restarts instead "
+                "(from the script's checkpoint)")
     holdings = {r: _copy_plan.Holdings(s["live"], s["own"], s["copies"])
                 for r, s in survivors.items()}
-    mesh = _copy_plan.Mesh(world, replicate(summaries))
+    mesh = _copy_plan.Mesh(old_world, replicate(summaries))
     restore = _copy_plan.restore_plan(mesh, holdings)
     if restore.error is not None:
         raise StateRefused(restore.error + "; the group restarts instead (from the script's "
                            "checkpoint)")
-    return restore.step, restore.sources
+    return Plan(restore.step, restore.sources, old_world, new_rank_of)
+
+
+def _sent(previous, kind, step, rank):
+    """The image this rank sends for a source of `kind`: its copy, or its own."""
+    return previous.copier.copy(step) if kind == _copy_plan.COPY else _own_image(previous, step,
+                                                                               rank)
 
 
 def restore(summaries, previous, state, rank, device=None):
     """Loads this rank's image of the agreed step into `state`'s objects; returns the step. Every
-    rank calls it (the keepers broadcast the lost ranks' images)."""
+    rank calls it (the keepers broadcast the lost ranks' images). At another world size (a node
+    lost without a spare) every old rank's image goes to every rank, which re-shards them
+    (`_reshard.py`)."""
     import torch.distributed as dist
-    step, sources = plan(summaries, dist.get_world_size())
-    for target in sorted(sources):
-        kind, holder = sources[target]
+    world = dist.get_world_size()
+    p = plan(summaries, world)
+    step = p.step
+    if p.old_world != world:
+        images = {}
+        for old in range(p.old_world):
+            kind, holder = p.sources[old]
+            sender = p.new_rank_of[holder]
+            images[old] = _broadcast(_sent(previous, kind, step, rank) if rank == sender else None,
+                                     sender, receive=True)
+        _image.load(_reshard.reshard(images, summaries[rank]["rank"], rank, world), state, device)
+        return step
+    for target in sorted(p.sources):
+        kind, holder = p.sources[target]
         if kind in (_copy_plan.COPY, _copy_plan.REPLICA):
-            sent = None
-            if rank == holder:
-                sent = (previous.copier.copy(step) if kind == _copy_plan.COPY else
-                        _own_image(previous, step, rank))
-            image = _broadcast(sent, holder, receive=rank == target)
+            image = _broadcast(_sent(previous, kind, step, rank) if rank == holder else None,
+                               holder, receive=rank == target)
             if rank == target:
                 _image.load(image, state, device)
-    kind, _ = sources[rank]
+    kind, _ = p.sources[rank]
     if kind in (_copy_plan.LIVE, _copy_plan.SNAPSHOT):
         _image.load(_own_image(previous, step, rank), state, device)
     return step

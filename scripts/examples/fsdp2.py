@@ -98,6 +98,19 @@ def digest(model, optimizer):
     return d.hexdigest()
 
 
+def full_digest(model, optimizer):
+    """SHA-256 of the whole unsharded state (every rank calls it: each DTensor is gathered)."""
+    d = hashlib.sha256()
+    entries = list(model.state_dict().items())
+    for index, state in sorted(optimizer.state_dict()["state"].items()):
+        entries += [(f"{index}.{key}", state[key]) for key in sorted(state)]
+    for name, value in entries:
+        full = value.full_tensor() if hasattr(value, "full_tensor") else value
+        d.update(name.encode())
+        d.update(full.detach().cpu().contiguous().numpy().tobytes())
+    return d.hexdigest()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=60)
@@ -123,6 +136,9 @@ def main():
                    help="tests: the kill comes after that step's forward (the last step's copy "
                         "has arrived), not as the step begins (it may still be on its way)")
     p.add_argument("--step_sleep", type=float, default=0.0, help="tests: seconds after each step")
+    p.add_argument("--log_full_state", action="store_true",
+                   help="tests: rank 0 prints {\"event\": \"full\", \"step\": N, \"sha256\": ...} of the "
+                        "whole unsharded state as each round starts and after each step")
     args = p.parse_args()
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", 1))))
     device = torch.device("cpu")
@@ -163,6 +179,14 @@ def main():
         print(json.dumps({"event": "round", "rank": ctx.rank, "pid": os.getpid(),
                           "from_step": ctx.step, "restored_from": ctx.restored_from,
                           "world_size": ctx.world_size}), flush=True)
+
+        def log_full(step):
+            full = full_digest(model, optimizer)
+            if ctx.rank == 0:
+                print(json.dumps({"event": "full", "step": step, "world_size": ctx.world_size,
+                                  "sha256": full}), flush=True)
+        if args.log_full_state:
+            log_full(ctx.step)
         for step in range(ctx.step + 1, args.steps + 1):
             # (read now: a standby started in the first attempt takes a later round's contract)
             first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
@@ -181,6 +205,8 @@ def main():
             if ctx.rank == 0:
                 print(json.dumps({"event": "step", "step": step, "time": time.time(),
                                   "loss": loss.item()}), flush=True)
+            if args.log_full_state:
+                log_full(step)
             ctx.step_done(step)  # mxrun: progress, the copy, and where a new round is taken
             if args.step_sleep:  # (between steps: a step's report is not delayed)
                 time.sleep(args.step_sleep)

@@ -8,16 +8,20 @@
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <map>
+#include <memory>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "tests/master.h"
 #include "tests/python_workers.h"
 #include "tests/subprocess.h"
 
 using namespace std::chrono_literals;
 using mxrun::testing::Describe;
+using mxrun::testing::Master;
 using mxrun::testing::PidOfRank;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::PythonWorkerEnv;
@@ -181,4 +185,91 @@ TEST_CASE("FSDP2 + tensor parallel on a 2 x 2 mesh under mxrun.run: a SIGKILLed 
                                             "\"from_step\": 7, \"restored_from\": \"memory\"")));
   CHECK_THAT(r.err, Catch::Contains("exchanges (every 1 step(s))"));
   CheckSameAs(Undisturbed4("--tp"), r, 4, 16, 0);
+}
+
+// step -> the digest of the whole unsharded state rank 0 logged after it (--log_full_state), for
+// the lines of world size `world`.
+std::map<int, std::string> FullDigests(const std::string& out, int world) {
+  std::map<int, std::string> digests;
+  std::regex line("\\{\"event\": \"full\", \"step\": ([0-9]+), \"world_size\": ([0-9]+), "
+                  "\"sha256\": \"([0-9a-f]{64})\"\\}");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator();
+       ++it) {
+    if (std::stoi((*it)[2]) == world) digests[std::stoi((*it)[1])] = (*it)[3];
+  }
+  return digests;
+}
+
+TEST_CASE("FSDP2 under mxrun.run: a node of a 1:2 job lost, the survivors re-shard every rank's "
+          "state in memory to world size 2 and go on from the last completed step",
+          "[integration][sharded_recovery]") {
+  Master master;
+  std::vector<std::unique_ptr<Subprocess>> nodes;
+  for (int node = 0; node < 2; ++node) {
+    std::vector<std::string> argv{MXRUN_BIN, "--rdzv_backend=c10d",
+                                  "--rdzv_endpoint=" + master.endpoint(), "--rdzv_id=fsdpnode",
+                                  "--nnodes=1:2", "--node_rank=" + std::to_string(node),
+                                  "--rdzv_conf=last_call_timeout=10", "--nproc_per_node=2",
+                                  "--max_restarts=1", "--standby_workers=0", kScript};
+    argv.insert(argv.end(), kSmall4.begin(), kSmall4.end());
+    argv.insert(argv.end(), {"--log_full_state", "--step_sleep", "0.2"});
+    nodes.push_back(std::make_unique<Subprocess>(argv, PythonWorkerEnv()));
+  }
+  // Node 1 (ranks 2 and 3) dies at once, its agent and its workers, a few steps in.
+  REQUIRE(nodes[0]->WaitForStdout("\"event\": \"step\", \"step\": 5,", 1, 180s));
+  REQUIRE(nodes[1]->WaitForStdout("\"rank\": 3, \"pid\"", 1, 10s));  // (reads its pipe)
+  const int rank2 = PidOfRank(nodes[1]->out(), 2), rank3 = PidOfRank(nodes[1]->out(), 3);
+  INFO("node 0:\n" << nodes[0]->out() << nodes[0]->err() << "\nnode 1:\n" << nodes[1]->out()
+                    << nodes[1]->err());
+  REQUIRE(rank2 > 0);
+  REQUIRE(rank3 > 0);
+  REQUIRE(::kill(nodes[1]->pid(), SIGKILL) == 0);
+  REQUIRE(::kill(rank2, SIGKILL) == 0);
+  REQUIRE(::kill(rank3, SIGKILL) == 0);
+  nodes[1]->Wait(10s);
+  ProcessResult r = nodes[0]->Wait(240s);
+  INFO(Describe(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("started rank(s) none"));
+  // The survivors' round at world size 2 starts from a step the group of 4 completed, with the
+  // whole state bit for bit as the 4 ranks left it, and trains every later step once.
+  std::smatch round;
+  REQUIRE(std::regex_search(r.out, round, std::regex("\\{\"event\": \"round\", \"rank\": 0, "
+                                                     "\"pid\": [0-9]+, \"from_step\": ([0-9]+), "
+                                                     "\"restored_from\": \"memory\", "
+                                                     "\"world_size\": 2\\}")));
+  const int from = std::stoi(round[1]);
+  const std::map<int, std::string> before = FullDigests(r.out, 4), after = FullDigests(r.out, 2);
+  REQUIRE(before.count(from) == 1);
+  REQUIRE(after.count(from) == 1);
+  CHECK(after.at(from) == before.at(from));
+  CHECK(after.rbegin()->first == 16);
+  const std::map<int, int> steps = StepCounts(r.out);
+  CHECK(steps.size() == 16);
+  for (const auto& [step, count] : steps) CHECK(count <= 2);
+  CHECK(DigestsOf(r.out).size() == 2);  // both survivors ended
+}
+
+// PyTorch 2.14's in-place membership change (MXRUN_RECONFIGURE=1) under a sharded job: the
+// survivor's group is re-formed in place and the FSDP2 model re-wrapped on it. Hidden from ctest
+// (the project's .venv has 2.13): scripts/gpu/check-cuda-trainer.sh runs it with
+// MXRUN_TEST_RECONFIGURE_PYTHON set to .venv-cuda's Python (2.14.1, Gloo on the CPU).
+TEST_CASE("FSDP2 under mxrun.run through PyTorch 2.14's _reconfigure: the survivor's group is "
+          "re-formed in place, the lost rank's shards come back, bitwise as undisturbed",
+          "[.][reconfigure]") {
+  const char* python = std::getenv("MXRUN_TEST_RECONFIGURE_PYTHON");
+  REQUIRE(python != nullptr);
+  std::map<std::string, std::string> env = PythonWorkerEnv();
+  env["PYTHON_EXEC"] = python;
+  env["MXRUN_RECONFIGURE"] = "1";
+  const ProcessResult base = Run(Mxrun({}), env, 240s);  // undisturbed, with this PyTorch
+  ProcessResult r = Run(Mxrun({"--max_restarts=1"},
+                              {"--kill_rank", "1", "--kill_step", "12", "--kill_after_forward"}),
+                        env, 240s);
+  INFO(Describe(r));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(base.err, !Catch::Contains("has no torch.distributed._reconfigure"));
+  CHECK_THAT(r.err, Catch::Contains("mxrun: rank 0: the group of round 1: reconfigured in "));
+  CHECK_THAT(r.out, Catch::Contains("\"from_step\": 11, \"restored_from\": \"memory\""));
+  CheckSameAs(base, r, 2, 30, 0);
 }
