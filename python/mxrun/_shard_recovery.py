@@ -108,9 +108,14 @@ def plan(summaries, world):
 
 
 def _sent(previous, kind, step, rank):
-    """The image this rank sends for a source of `kind`: its copy, or its own."""
-    return previous.copier.copy(step) if kind == _copy_plan.COPY else _own_image(previous, step,
-                                                                               rank)
+    """The image this rank sends for a source of `kind`: its copy, or its own; None when it has
+    none (`_broadcast` then has every rank refuse)."""
+    if kind == _copy_plan.COPY:
+        return previous.copier.copy(step)
+    try:
+        return _own_image(previous, step, rank)
+    except StateRefused:
+        return None
 
 
 def restore(summaries, previous, state, rank, device=None):
@@ -128,14 +133,14 @@ def restore(summaries, previous, state, rank, device=None):
             kind, holder = p.sources[old]
             sender = p.new_rank_of[holder]
             images[old] = _broadcast(_sent(previous, kind, step, rank) if rank == sender else None,
-                                     sender, receive=True)
+                                     sender, receive=True, device=device)
         _image.load(_reshard.reshard(images, summaries[rank]["rank"], rank, world), state, device)
         return step
     for target in sorted(p.sources):
         kind, holder = p.sources[target]
         if kind in (_copy_plan.COPY, _copy_plan.REPLICA):
             image = _broadcast(_sent(previous, kind, step, rank) if rank == holder else None,
-                               holder, receive=rank == target)
+                               holder, receive=rank == target, device=device)
             if rank == target:
                 _image.load(image, state, device)
     kind, _ = p.sources[rank]
@@ -155,18 +160,29 @@ def _own_image(previous, step, rank):
     return image
 
 
-def _broadcast(image, source, receive):
-    """`image` from `source` to every rank; an Image where `receive`, else None."""
+def _broadcast(image, source, receive, device=None):
+    """`image` from `source` to every rank; an Image where `receive`, else None. `device`: where
+    the group's collectives run (this rank's GPU with NCCL; None: the CPU, Gloo); the image
+    stays in host memory."""
     import torch
     import torch.distributed as dist
-    if dist.get_rank() == source and image is None:
+    missing = dist.get_rank() == source and image is None
+    # A missing image is said to every rank, which all refuse alike (none left in a broadcast).
+    payload = [("missing", None) if missing else
+               ("image", _image.to_bytes(image)) if image is not None else None]
+    dist.broadcast_object_list(payload, src=source, device=device)
+    what, data = payload[0]
+    if what == "missing":
         raise StateRefused(f"mxrun.run: rank {source} holds no copy of the image it was to send")
-    payload = [_image.to_bytes(image) if image is not None else None]
-    dist.broadcast_object_list(payload, src=source)
-    structure, layout = _image.from_bytes(payload[0])
+    structure, layout = _image.from_bytes(data)
     flats = {}
     for dtype, numel in layout:
         flat = image.flats[dtype] if image is not None else torch.empty(numel, dtype=dtype)
-        dist.broadcast(flat, src=source)
+        if device is not None:
+            moved = flat.to(device)
+            dist.broadcast(moved, src=source)
+            flat = moved.cpu() if image is None else flat
+        else:
+            dist.broadcast(flat, src=source)
         flats[dtype] = flat
     return _image.Image(structure, flats) if receive else None

@@ -120,15 +120,15 @@ fi
 if "$root/scripts/gpu/bundle-mxrun.sh" "$work/bundle" >"$work/bundle.log" 2>&1; then
   ok "$(tail -1 "$work/bundle.log")"
   rc=0
-  STEPS=preflight,build,gpu-tests,mxrun-train,ddp-nccl,python-nccl,bench-r18 TOTAL_BUDGET=600 \
+  STEPS=preflight,build,gpu-tests,mxrun-train,ddp-nccl,python-nccl,fsdp2-nccl,bench-r18 TOTAL_BUDGET=600 \
     PYTHON="$venv_cuda/bin/python3" BUILD_DIR="$build_cuda" BUNDLE="$work/bundle" \
     "$root/scripts/gpu/run-all.sh" "$work/gpu-out" >"$work/run-all.log" 2>&1 || rc=$?
   summary="$work/gpu-out/summary.md"
   if have_nvidia_gpu; then
     echo "check-cuda-trainer: a GPU is visible: run-all.sh's no-GPU answers are not checked here"
   elif [[ $rc == 0 ]] && grep -q '^| preflight | ok |.*mxrun' "$summary" && grep -q '^| build | ok |' "$summary" &&
-       [[ $(grep -c "| skipped: no GPU here" "$summary") == 5 ]]; then
-    ok "scripts/gpu/run-all.sh ran preflight and build with the bundle and skipped the 5 GPU steps (exit 0)"
+       [[ $(grep -c "| skipped: no GPU here" "$summary") == 6 ]]; then
+    ok "scripts/gpu/run-all.sh ran preflight and build with the bundle and skipped the 6 GPU steps (exit 0)"
   else
     bad "scripts/gpu/run-all.sh without a GPU: exit $rc"
     cat "$summary" "$work/run-all.log" 2>/dev/null | tail -30

@@ -27,6 +27,10 @@
 #                  worker per GPU under mxrun and torchrun (median step time, parameters equal),
 #                  then its last rank SIGKILLed under mxrun (survivors keep their state with 2+
 #                  GPUs; with one, the checkpoint)
+#   fsdp2-nccl     sharded recovery over NCCL (scripts/gpu/fsdp2_nccl.py): fsdp2.py one worker
+#                  per GPU under mxrun and torchrun (shards equal rank by rank), then its last
+#                  rank SIGKILLed under mxrun (2+ GPUs: shards back from the peer's host copy,
+#                  0 steps redone, bitwise; with one GPU, skipped)
 #   numa           --numa-binding=node --virtual-local-rank: each worker's CPUs and devices
 #                  under both launchers
 #   bench-r18      scripts/bench/train.sh, ResNet-18 (CIFAR) batch 128, bf16, channels-last,
@@ -55,7 +59,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 [[ $# -eq 1 && -n "$1" ]] || { echo "usage: scripts/gpu/run-all.sh OUT_DIR" >&2; exit 2; }
 mkdir -p "$1" || exit 2
 out=$(cd "$1" && pwd)
-all_steps="preflight,build,trainer-tests,gpu-tests,mxrun-train,ddp-nccl,python-nccl,numa,bench-r18,bench-r50,recovery,launch"
+all_steps="preflight,build,trainer-tests,gpu-tests,mxrun-train,ddp-nccl,python-nccl,fsdp2-nccl,numa,bench-r18,bench-r50,recovery,launch"
 steps="${STEPS:-$all_steps}"
 total="${TOTAL_BUDGET:-540}"
 [[ "$total" =~ ^[1-9][0-9]*$ ]] || { echo "run-all: TOTAL_BUDGET must be a whole number of seconds, not '$total'" >&2; exit 2; }
@@ -260,6 +264,13 @@ step_python_nccl() {
   return "$rc"
 }
 
+step_fsdp2_nccl() {
+  "$PY" "$ROOT/scripts/gpu/fsdp2_nccl.py" | tee "$OUT/fsdp2-nccl.md"
+  local rc=${PIPESTATUS[0]}
+  figure "$(tail -1 "$OUT/fsdp2-nccl.md")"
+  return "$rc"
+}
+
 step_numa() {
   export DUMP=$OUT/env EXTRA="--env_only"
   mkdir -p "$DUMP"
@@ -301,7 +312,7 @@ needs_of() {
     build) echo "nvcc" ;;
     gpu-tests) echo "gpu trainer tests torchrun" ;;
     mxrun-train) echo "gpu mxrun trainer" ;;
-    ddp-nccl|python-nccl|numa) echo "gpu mxrun torchrun" ;;
+    ddp-nccl|python-nccl|fsdp2-nccl|numa) echo "gpu mxrun torchrun" ;;
     bench-r18|bench-r50|recovery) echo "gpu mxrun trainer torchrun" ;;
     launch) echo "mxrun torchrun" ;;
     trainer-tests) echo "trainer tests torchrun" ;;
@@ -316,6 +327,8 @@ budget_of() {
   case "$1" in
     preflight) echo 40 ;; build) echo 300 ;; gpu-tests) echo 150 ;; mxrun-train) echo 90 ;;
     ddp-nccl) echo 100 ;; python-nccl) echo 150 ;; numa) echo 60 ;;
+    # Not yet measured on a GPU: 3 runs of fsdp2.py, each mostly the start (~15 s on 2 CPUs).
+    fsdp2-nccl) echo 150 ;;
     # Measured on an H200 (2026-11-26) and an H100 (2026-11-27): a recovery step of 2 runs per
     # case took 124 s, the launch step 145 s (a torchrun launch there takes 4 s).
     bench-r18|bench-r50) echo $(($(pair_seconds_of "$1") * ${BENCH_RUNS:-5} + 20)) ;;
