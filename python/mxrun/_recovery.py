@@ -222,6 +222,8 @@ def _refuse_unsupported(name, holder):
 def _run_rounds(train, state, start_step, backend, form, channel, listener, guard):
     """`train` once per round until it returns (the loop of `run` under mxrun)."""
     dist = _dist()
+    if os.environ.get("MXRUN_STANDBY") == "1" and callable(state):
+        _warm_sharded_imports()  # before the hello: a standby said ready is ready
     channel.send('{"hello": 1, "in_process_restart": true}')
     round_ = int(os.environ.get("MXRUN_ROUND", "0") or 0)
     taken = False  # whether this round came by a notice
@@ -321,6 +323,20 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener, guar
             if ctx is not None:
                 ctx._snapshot.restore()  # what the abandoned step's forward moved
             _progress.restart_timing()
+
+
+def _warm_sharded_imports():
+    """What FSDP2's first fully_shard imports lazily (torch._dynamo, through torch._compile's
+    disable: 0.45-0.6 s on this machine's CPUs, seen as a standby's round waited on by every
+    survivor), imported while the standby waits, when the script uses FSDP2 or DTensor. Nothing
+    of the rank's is read at that import (a standby has no rank yet)."""
+    if not any(m in sys.modules for m in ("torch.distributed.fsdp", "torch.distributed.tensor")):
+        return
+    try:
+        import torch._dynamo  # noqa: F401
+    except Exception as error:  # noqa: BLE001 - a warm-up only: the round imports it if it can
+        print(f"mxrun: a standby could not import torch._dynamo ahead of its round: {error}",
+              file=sys.stderr, flush=True)
 
 
 def _device():

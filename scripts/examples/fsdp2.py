@@ -111,6 +111,38 @@ def full_digest(model, optimizer):
     return d.hexdigest()
 
 
+def latest_checkpoint(directory):
+    """The step of the last complete checkpoint in `directory` (0: none)."""
+    try:
+        with open(os.path.join(directory, "latest")) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 0
+
+
+def save_checkpoint(directory, step, model, optimizer, rank):
+    """A torch.distributed.checkpoint of every rank's shards (the way a torchrun job resumes)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    dcp.save({"model": model_sd, "optim": optim_sd},
+             checkpoint_id=os.path.join(directory, f"step_{step}"))
+    if rank == 0:  # (dcp.save ends with a barrier: every rank's part is written)
+        with open(os.path.join(directory, "latest.tmp"), "w") as f:
+            f.write(str(step))
+        os.replace(os.path.join(directory, "latest.tmp"), os.path.join(directory, "latest"))
+
+
+def load_checkpoint(directory, step, model, optimizer):
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    state = {"model": model_sd, "optim": optim_sd}
+    dcp.load(state, checkpoint_id=os.path.join(directory, f"step_{step}"))
+    set_state_dict(model, optimizer, model_state_dict=state["model"],
+                   optim_state_dict=state["optim"])
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=60)
@@ -136,6 +168,11 @@ def main():
                    help="tests: the kill comes after that step's forward (the last step's copy "
                         "has arrived), not as the step begins (it may still be on its way)")
     p.add_argument("--step_sleep", type=float, default=0.0, help="tests: seconds after each step")
+    p.add_argument("--ckpt_dir", default="",
+                   help="a torch.distributed.checkpoint every --ckpt_every steps, resumed from "
+                        "at the start (how a torchrun job comes back; under mxrun the state "
+                        "comes back from memory and this is not needed)")
+    p.add_argument("--ckpt_every", type=int, default=10)
     p.add_argument("--log_full_state", action="store_true",
                    help="tests: rank 0 prints {\"event\": \"full\", \"step\": N, \"sha256\": ...} of the "
                         "whole unsharded state as each round starts and after each step")
@@ -159,6 +196,9 @@ def main():
                                     mesh_dim_names=("dp", "tp"))
         return None
 
+    start_step = latest_checkpoint(args.ckpt_dir) if args.ckpt_dir else 0
+    resumed = []
+
     def build(ctx):  # mxrun: the sharded model and its optimizer, on this round's group
         torch.manual_seed(args.seed)  # every round and rank starts from the same weights
         model = TinyLM(args.vocab, args.dim, args.heads, args.layers, args.context - 1).to(device)
@@ -172,6 +212,9 @@ def main():
             fully_shard(block, mesh=shard_mesh)
         fully_shard(model, mesh=shard_mesh)
         optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+        if start_step and not resumed:  # this process's first round: from the checkpoint
+            load_checkpoint(args.ckpt_dir, start_step, model, optimizer)
+            resumed.append(start_step)
         return {"model": model, "optimizer": optimizer}
 
     def train(ctx):  # mxrun: the loop, called once per round with the step to go on from
@@ -207,13 +250,15 @@ def main():
                                   "loss": loss.item()}), flush=True)
             if args.log_full_state:
                 log_full(step)
+            if args.ckpt_dir and step % args.ckpt_every == 0:
+                save_checkpoint(args.ckpt_dir, step, model, optimizer, ctx.rank)
             ctx.step_done(step)  # mxrun: progress, the copy, and where a new round is taken
             if args.step_sleep:  # (between steps: a step's report is not delayed)
                 time.sleep(args.step_sleep)
         print(json.dumps({"event": "done", "rank": ctx.rank,
                           "state_sha256": digest(model, optimizer)}), flush=True)
 
-    mxrun.run(train, build)  # mxrun: a function that makes the state, once per round
+    mxrun.run(train, build, start_step)  # mxrun: a function that makes the state, per round
 
 
 if __name__ == "__main__":
