@@ -223,7 +223,7 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener, guar
     """`train` once per round until it returns (the loop of `run` under mxrun)."""
     dist = _dist()
     if os.environ.get("MXRUN_STANDBY") == "1" and callable(state):
-        _warm_sharded_imports()  # before the hello: a standby said ready is ready
+        _shard_recovery.warm_imports()  # before the hello: a standby said ready is ready
     channel.send('{"hello": 1, "in_process_restart": true}')
     round_ = int(os.environ.get("MXRUN_ROUND", "0") or 0)
     taken = False  # whether this round came by a notice
@@ -273,11 +273,7 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener, guar
             phases.append(("restored" if from_memory else "agreed", time.monotonic()))
             snapshot = _buffers.BufferSnapshot(objects)
             snapshot.take()  # the agreed state's buffers
-            if replicate is None and known and callable(state):  # the same on every rank
-                replicate = _shard_copy.mesh_of(
-                    {n: o.state_dict() for n, o in objects.items()}, known, by_value,
-                    world).replicate
-            copier = _shard_copy.start(known, callable(state), replicate)
+            copier = _shard_copy.start(known, callable(state), replicate, objects, by_value)
             restored = "memory" if from_memory else ("checkpoint" if step else "none")
 
             def joined(r=round_):
@@ -323,20 +319,6 @@ def _run_rounds(train, state, start_step, backend, form, channel, listener, guar
             if ctx is not None:
                 ctx._snapshot.restore()  # what the abandoned step's forward moved
             _progress.restart_timing()
-
-
-def _warm_sharded_imports():
-    """What FSDP2's first fully_shard imports lazily (torch._dynamo, through torch._compile's
-    disable: 0.45-0.6 s on this machine's CPUs, seen as a standby's round waited on by every
-    survivor), imported while the standby waits, when the script uses FSDP2 or DTensor. Nothing
-    of the rank's is read at that import (a standby has no rank yet)."""
-    if not any(m in sys.modules for m in ("torch.distributed.fsdp", "torch.distributed.tensor")):
-        return
-    try:
-        import torch._dynamo  # noqa: F401
-    except Exception as error:  # noqa: BLE001 - a warm-up only: the round imports it if it can
-        print(f"mxrun: a standby could not import torch._dynamo ahead of its round: {error}",
-              file=sys.stderr, flush=True)
 
 
 def _device():

@@ -179,14 +179,14 @@ def mesh_of(dicts, known, by_value, world):
     return _copy_plan.Mesh(world, replicate)
 
 
-def start(known, rebuildable, replicate, every=None):
+def start(known, rebuildable, replicate, objects, by_value, every=None):
     """The round's copier when its state has per-rank entries by nature (`known`, the same on
     every rank, so that every rank makes the copy group or none does) and its objects are made
     anew each round (`rebuildable`: else a lost rank cannot be restored in-process anyway);
-    None otherwise. `replicate`: the mesh's replica groups (1: the ring copy; more: HSDP, no
-    copy; the same on every rank: `mesh_of` in the first round, the survivors' later). `every`:
-    copy every K completed steps (default MXRUN_SHARD_COPY_EVERY, else 1); a failure then redoes
-    up to K - 1 steps."""
+    None otherwise. `replicate`: the mesh's replica groups as the survivors kept them (1: the
+    ring copy; more: HSDP, no copy), or None in a round agreed anew: then `mesh_of(objects' state,
+    known, by_value)` says, the same on every rank. `every`: copy every K completed steps
+    (default MXRUN_SHARD_COPY_EVERY, else 1); a failure then redoes up to K - 1 steps."""
     import os
     import torch.distributed as dist
     from . import _copy_plan, _groups
@@ -198,6 +198,9 @@ def start(known, rebuildable, replicate, every=None):
             raise ValueError(f"MXRUN_SHARD_COPY_EVERY={text!r}: expected a whole number >= 1")
         every = int(text)
     rank, world = dist.get_rank(), dist.get_world_size()
+    if replicate is None:
+        dicts = {n: o.state_dict() for n, o in objects.items()}
+        replicate = mesh_of(dicts, known, by_value, world).replicate
     per_node = os.environ.get("LOCAL_WORLD_SIZE", "")
     mesh = _copy_plan.Mesh(world, replicate, int(per_node) if per_node.isdigit() and
                            int(per_node) > 0 else None)

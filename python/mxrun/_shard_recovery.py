@@ -12,6 +12,8 @@ lost rank's). At another (a node lost without a spare) the kept processes re-sha
 image to the new mesh (`_reshard.py`). Anything else is refused with the reason, on every rank
 alike.
 """
+import sys
+
 from . import _copy_plan, _image, _reshard
 from ._state import StateRefused
 
@@ -29,6 +31,20 @@ class Previous:
         live, own, copies = self.copier.holdings(self.completed)
         return {"rank": self.rank, "world": self.world, "live": live, "own": own,
                 "copies": copies, "replicate": self.copier.replicate}
+
+
+def warm_imports():
+    """What FSDP2's first fully_shard imports lazily (torch._dynamo, through torch._compile's
+    disable: 0.45-0.6 s on this machine's CPUs, seen as a standby's round waited on by every
+    survivor), imported while the standby waits, when the script uses FSDP2 or DTensor. Nothing
+    of the rank's is read at that import (a standby has no rank yet)."""
+    if not any(m in sys.modules for m in ("torch.distributed.fsdp", "torch.distributed.tensor")):
+        return
+    try:
+        import torch._dynamo  # noqa: F401
+    except Exception as error:  # noqa: BLE001 - a warm-up only: the round imports it if it can
+        print(f"mxrun: a standby could not import torch._dynamo ahead of its round: {error}",
+              file=sys.stderr, flush=True)
 
 
 def gather(previous, known):
