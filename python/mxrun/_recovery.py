@@ -165,6 +165,14 @@ def run(train, state, start_step=0, backend=None, reconfigure=None):
         print("mxrun: the script joined its process group before mxrun.run: re-forming groups "
               "anew, not through _reconfigure", file=sys.stderr, flush=True)
         reconfigure = False
+    if reconfigure and callable(state):
+        # Seen with 2.14.1: a survivor's reconfigured group keeps its count of the groups made
+        # on it, a new process's starts at 0, so the next new_group (the shard copy's, a 2-D
+        # mesh's) is looked for under different store keys and times out.
+        print("mxrun: a state function's groups (the shard copy's, a mesh's) are made anew each "
+              "round, which a reconfigured group cannot match for a new process: re-forming "
+              "groups anew, not through _reconfigure", file=sys.stderr, flush=True)
+        reconfigure = False
     form = _groups.reconfigure if reconfigure else _groups.new_group
     warn = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     nccl = _nccl.uses_nccl(dist.get_backend() if dist.is_initialized() else backend)

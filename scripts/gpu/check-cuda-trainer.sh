@@ -13,8 +13,8 @@
 #    binary: a CUDA build of PyTorch runs on the CPU without a driver;
 # 5. asks it for --device cuda and --backend nccl with no GPU: exit 2, one line, no stack trace;
 # 6. runs scripts/gpu/run-all.sh as far as a machine without a GPU goes;
-# 7. recovers a Python DDP job and an FSDP2 job in-process through 2.14's
-#    torch.distributed._reconfigure (the mxrun module, MXRUN_RECONFIGURE=1), Gloo on the CPU.
+# 7. recovers a Python DDP job in-process through 2.14's torch.distributed._reconfigure (the
+#    mxrun module, MXRUN_RECONFIGURE=1), and an FSDP2 job with it asked for, Gloo on the CPU.
 # A GPU machine runs the GPU side of the same binary (scripts/gpu/, issue 28).
 #
 # About 5.5 GB of wheels (from this machine's disk) and ~10 minutes on 2 cores the first time;
@@ -139,8 +139,8 @@ else
 fi
 
 # 7. The mxrun module's in-process recovery through this PyTorch's _reconfigure (2.14; Gloo on the
-#    CPU): the hidden [reconfigure] cases of the integration tests (a DDP job, and FSDP2's shards
-#    from the ring copy), with this environment's Python.
+#    CPU): the hidden [reconfigure] cases of the integration tests (a DDP job; and an FSDP2 job,
+#    where mxrun says why it re-forms groups anew instead), with this environment's Python.
 tests_bin="$build/bin/mxrun_integration_tests"
 if MXRUN_TEST_RECONFIGURE_PYTHON="$venv_cuda/bin/python3" "$tests_bin" "[reconfigure]" \
      >"$work/reconfigure.log" 2>&1; then
