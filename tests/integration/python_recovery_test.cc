@@ -26,6 +26,7 @@
 using namespace std::chrono_literals;
 using mxrun::testing::CountOccurrences;
 using mxrun::testing::Describe;
+using mxrun::testing::ElasticNodeArgv;
 using mxrun::testing::Master;
 using mxrun::testing::PidOfRank;
 using mxrun::testing::ProcessResult;
@@ -210,13 +211,8 @@ TEST_CASE("mxrun.run: a node of a 1:2 Python job lost, the other node's ranks go
   Master master;
   std::vector<std::unique_ptr<Subprocess>> nodes;
   for (int node = 0; node < 2; ++node) {
-    std::vector<std::string> argv{MXRUN_BIN, "--rdzv_backend=c10d",
-                                  "--rdzv_endpoint=" + master.endpoint(), "--rdzv_id=pynode",
-                                  "--nnodes=1:2", "--node_rank=" + std::to_string(node),
-                                  "--rdzv_conf=last_call_timeout=10", "--nproc_per_node=2",
-                                  "--max_restarts=1", "--standby_workers=0", kScript};
-    argv.insert(argv.end(), kSmall.begin(), kSmall.end());
-    nodes.push_back(std::make_unique<Subprocess>(argv, PythonWorkerEnv()));
+    nodes.push_back(std::make_unique<Subprocess>(
+        ElasticNodeArgv(master.endpoint(), "pynode", node, kScript, kSmall), PythonWorkerEnv()));
   }
   // Node 1 (ranks 2 and 3) dies at once, its agent and its workers, a few steps in.
   REQUIRE(nodes[0]->WaitForStdout("\"event\": \"step\", \"step\": 10,", 1, 180s));

@@ -21,6 +21,7 @@
 
 using namespace std::chrono_literals;
 using mxrun::testing::Describe;
+using mxrun::testing::ElasticNodeArgv;
 using mxrun::testing::Master;
 using mxrun::testing::PidOfRank;
 using mxrun::testing::ProcessResult;
@@ -209,14 +210,10 @@ TEST_CASE("FSDP2 under mxrun.run: a node of a 1:2 job lost, the survivors re-sha
   Master master;
   std::vector<std::unique_ptr<Subprocess>> nodes;
   for (int node = 0; node < 2; ++node) {
-    std::vector<std::string> argv{MXRUN_BIN, "--rdzv_backend=c10d",
-                                  "--rdzv_endpoint=" + master.endpoint(), "--rdzv_id=fsdpnode",
-                                  "--nnodes=1:2", "--node_rank=" + std::to_string(node),
-                                  "--rdzv_conf=last_call_timeout=10", "--nproc_per_node=2",
-                                  "--max_restarts=1", "--standby_workers=0", kScript};
-    argv.insert(argv.end(), kSmall4.begin(), kSmall4.end());
-    argv.insert(argv.end(), {"--log_full_state", "--step_sleep", "0.2"});
-    nodes.push_back(std::make_unique<Subprocess>(argv, PythonWorkerEnv()));
+    std::vector<std::string> args = kSmall4;
+    args.insert(args.end(), {"--log_full_state", "--step_sleep", "0.2"});
+    nodes.push_back(std::make_unique<Subprocess>(
+        ElasticNodeArgv(master.endpoint(), "fsdpnode", node, kScript, args), PythonWorkerEnv()));
   }
   // Node 1 (ranks 2 and 3) dies at once, its agent and its workers, a few steps in.
   REQUIRE(nodes[0]->WaitForStdout("\"event\": \"step\", \"step\": 5,", 1, 180s));
