@@ -57,9 +57,11 @@ struct FlightRecorderConfig {
   bool on = false;                 // workers were given MXRUN_FLIGHT_SOCKET
   std::string python;              // runs the verdict (the workers' Python); empty: none
   std::vector<std::string> env;    // its environment ("KEY=VALUE": the workers' PYTHONPATH)
-  // A first dump symbolizes the recorded stacks: 0.8 s for 2000 entries on this 2-core machine,
-  // every rank at once.
-  std::chrono::milliseconds fetch_budget{10000};
+  // A first dump symbolizes the recorded stacks: 2-5 s of one core per rank on an idle 2-core
+  // machine whatever the number of entries (torch 2.13, 5 entries or 2000), every rank at once on
+  // shared cores; 10 s ran out for all 3 ranks of a test on a loaded CI machine. Only a worker
+  // that never answers (holding the GIL, stopped) makes the restart wait this long.
+  std::chrono::milliseconds fetch_budget{30000};
   // Importing torch for the analyzer takes 1-3 s on a busy 2-core machine.
   std::chrono::milliseconds verdict_timeout{20000};
   // The other nodes' dumps (the rendezvous's GatherFlightRecords); unset: one node only.
@@ -69,7 +71,7 @@ struct FlightRecorderConfig {
                                              const std::function<void()>& meanwhile)>
       gather;
   // How long the other nodes may take: their own fetch, and the way through the master.
-  std::chrono::milliseconds gather_budget{15000};
+  std::chrono::milliseconds gather_budget{40000};  // above fetch_budget: they fetch too
 };
 
 // At most this much JSON goes into one node's set (the master takes messages of up to 64 MiB);
