@@ -12,72 +12,27 @@ scripts/examples/fsdp2.py, FSDP2 over NCCL, one worker per GPU, in three runs:
                 (NCCL takes one rank per GPU): reported as skipped.
 
 Markdown on stdout; the last line is the step's figure. Exit 1 when a check fails.
-Environment: PY (the Python with PyTorch), MXRUN, TORCHRUN, ROOT (the checkout), NPROC (default:
-the GPUs torch sees), DEVICE (default cuda; cpu runs the same on 2 CPU ranks with Gloo), STEPS
-(default 60), KILL_STEP (default 30), TIMEOUT (seconds per run, default 150).
+Environment: PY, MXRUN, TORCHRUN, ROOT, NPROC, DEVICE (cpu runs the same on 2 CPU ranks with
+Gloo) and TIMEOUT as scripts/gpu/gpu_jobs.py says; STEPS (default 60), KILL_STEP (default 30).
 """
-import json
 import os
 import re
-import statistics
-import subprocess
 import sys
 import time
 
-ROOT = os.environ.get("ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-PY = os.environ.get("PY", sys.executable)
-MXRUN = os.environ.get("MXRUN", os.path.join(ROOT, "build/bin/mxrun"))
-TORCHRUN = os.environ.get("TORCHRUN", os.path.join(os.path.dirname(PY), "torchrun"))
-DEVICE = os.environ.get("DEVICE", "cuda")
+from gpu_jobs import DEVICE, ROOT, launch, median_step, nproc, stderr_tail
+
 STEPS = int(os.environ.get("STEPS", "60"))
 KILL_STEP = int(os.environ.get("KILL_STEP", "30"))
-TIMEOUT = float(os.environ.get("TIMEOUT", "150"))
 SCRIPT = os.path.join(ROOT, "scripts/examples/fsdp2.py")
-RECORD = re.compile(r"(\{\"event\": .*\})\s*$")
-
-
-def nproc():
-    if os.environ.get("NPROC"):
-        return int(os.environ["NPROC"])
-    if DEVICE == "cpu":
-        return 2
-    out = subprocess.run([PY, "-c", "import torch; print(torch.cuda.device_count())"],
-                         capture_output=True, text=True, timeout=120).stdout.strip()
-    return int(out or 0)
 
 
 def run(launcher, n, extra=()):
-    args = [SCRIPT, "--device", DEVICE, "--steps", str(STEPS), *extra]
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), PYTHON_EXEC=PY,
-               TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
-    launch = MXRUN if launcher == "mxrun" else TORCHRUN
-    argv = [launch, "--standalone", f"--nproc_per_node={n}", "--max_restarts=1", *args]
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, env=env,
-                           start_new_session=True)
-        rc, out, err = r.returncode, r.stdout, r.stderr
-    except subprocess.TimeoutExpired as e:
-        rc, out, err = "timed out", (e.stdout or b"").decode(), (e.stderr or b"").decode()
-    records = []
-    for line in out.splitlines():
-        m = RECORD.search(line)
-        if m:
-            try:
-                records.append(json.loads(m.group(1)))
-            except ValueError:
-                pass
-    return rc, records, err
+    return launch(launcher, n, [SCRIPT, "--device", DEVICE, "--steps", str(STEPS), *extra])
 
 
 def digests(records):
     return {r["rank"]: r["state_sha256"] for r in records if r["event"] == "done"}
-
-
-def median_step(records):
-    times = [r["time"] for r in records if r["event"] == "step"]
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    return statistics.median(gaps) if gaps else None
 
 
 def main():
@@ -98,7 +53,7 @@ def main():
               f"{1000 * (medians[launcher] or 0):.2f} ms, {time.time() - t0:.0f} s")
         if rc != 0 or len(base[launcher]) != n or len(steps) != STEPS:
             failures.append(f"undisturbed under {launcher}")
-            print("  stderr tail: " + " / ".join(err.strip().splitlines()[-5:]))
+            print(stderr_tail(err, 5))
     same = base["mxrun"] == base["torchrun"] and len(base["mxrun"]) == n
     print(f"- shards and optimizer state, rank by rank, mxrun against torchrun: "
           f"{'equal' if same else 'DIFFER'}")
@@ -122,7 +77,7 @@ def main():
               f"exit {rc}, {kill}")
         if rc != 0 or how != "memory" or redone or not bitwise:
             failures.append("the kill")
-            print("  stderr tail: " + " / ".join(err.strip().splitlines()[-8:]))
+            print(stderr_tail(err, 8))
     ratio = (medians["mxrun"] / medians["torchrun"]) if all(medians.values()) else None
     print(f"\n{'; '.join(failures) + ' FAILED' if failures else 'all checks passed'}; median "
           f"step under mxrun / torchrun: " + (f"{ratio:.3f}" if ratio else "unknown")

@@ -12,73 +12,25 @@ scripts/examples/elastic_ddp.py, one worker per GPU, NCCL, in three runs:
                 process resumes from the checkpoint (steps after it are redone)
 
 Markdown on stdout; the last line is the step's figure. Exit 1 when a check fails.
-Environment: PY (the Python with PyTorch), MXRUN, TORCHRUN, ROOT (the checkout), NPROC (default:
-the GPUs torch sees), DEVICE (default cuda; cpu tries the same on the CPU with Gloo), STEPS
-(default 300), KILL_STEP (default 100), TIMEOUT (seconds per run, default 150).
+Environment: PY, MXRUN, TORCHRUN, ROOT, NPROC, DEVICE (cpu runs the same on 2 CPU ranks with
+Gloo) and TIMEOUT as scripts/gpu/gpu_jobs.py says; STEPS (default 300), KILL_STEP (default 100).
 """
-import json
 import os
-import re
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.environ.get("ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-PY = os.environ.get("PY", sys.executable)
-MXRUN = os.environ.get("MXRUN", os.path.join(ROOT, "build/bin/mxrun"))
-TORCHRUN = os.environ.get("TORCHRUN", os.path.join(os.path.dirname(PY), "torchrun"))
-DEVICE = os.environ.get("DEVICE", "cuda")
+from gpu_jobs import DEVICE, ROOT, launch, median_step, nproc, stderr_tail
+
 STEPS = int(os.environ.get("STEPS", "300"))
 KILL_STEP = int(os.environ.get("KILL_STEP", "100"))
-TIMEOUT = float(os.environ.get("TIMEOUT", "150"))
 SCRIPT = os.path.join(ROOT, "scripts/examples/elastic_ddp.py")
-RECORD = re.compile(r"(\{\"event\": .*\})\s*$")
-
-
-def nproc():
-    if os.environ.get("NPROC"):
-        return int(os.environ["NPROC"])
-    if DEVICE == "cpu":
-        return 2
-    out = subprocess.run([PY, "-c", "import torch; print(torch.cuda.device_count())"],
-                         capture_output=True, text=True, timeout=120).stdout.strip()
-    return int(out or 0)
 
 
 def run(launcher, n, work, extra=()):
     ckpt = tempfile.mkdtemp(dir=work, prefix="ckpt.")
-    args = [SCRIPT, "--device", DEVICE, "--steps", str(STEPS), "--ckpt_dir", ckpt,
-            "--ckpt_every", "50", *extra]
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), PYTHON_EXEC=PY,
-               TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
-    if launcher == "mxrun":
-        argv = [MXRUN, "--standalone", f"--nproc_per_node={n}", "--max_restarts=1", *args]
-    else:
-        argv = [TORCHRUN, "--standalone", f"--nproc_per_node={n}", "--max_restarts=1", *args]
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, env=env,
-                           start_new_session=True)
-        rc, out, err = r.returncode, r.stdout, r.stderr
-    except subprocess.TimeoutExpired as e:
-        rc, out, err = "timed out", (e.stdout or b"").decode(), (e.stderr or b"").decode()
-    records = []
-    for line in out.splitlines():
-        m = RECORD.search(line)
-        if m:
-            try:
-                records.append(json.loads(m.group(1)))
-            except ValueError:
-                pass
-    return rc, records, err
-
-
-def step_times(records):
-    times = [r["time"] for r in records if r["event"] == "step"]
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    return statistics.median(gaps) if gaps else None
+    return launch(launcher, n, [SCRIPT, "--device", DEVICE, "--steps", str(STEPS), "--ckpt_dir",
+                                ckpt, "--ckpt_every", "50", *extra])
 
 
 def main():
@@ -95,14 +47,14 @@ def main():
         rc, records, err = run(launcher, n, work)
         params = {r["rank"]: r["params"] for r in records if r["event"] == "done"}
         steps = [r["step"] for r in records if r["event"] == "step"]
-        medians[launcher] = step_times(records)
+        medians[launcher] = median_step(records)
         ok = rc == 0 and len(params) == n and len(set(params.values())) == 1 and len(steps) == STEPS
         print(f"- undisturbed under {launcher}: exit {rc}, {len(steps)} steps, {len(params)} ranks "
               f"done, parameters {'equal' if len(set(params.values())) == 1 else 'DIFFER'}, "
               f"median step {1000 * (medians[launcher] or 0):.2f} ms, {time.time() - t0:.0f} s")
         if not ok:
             failures.append(f"undisturbed under {launcher}")
-            print("  stderr tail: " + " / ".join(err.strip().splitlines()[-5:]))
+            print(stderr_tail(err, 5))
     victim = n - 1
     rc, records, err = run("mxrun", n, work, ["--kill_rank", str(victim),
                                               "--kill_step", str(KILL_STEP)])
@@ -125,7 +77,7 @@ def main():
     expected_once = n >= 2  # with one GPU the checkpoint serves, and its later steps are redone
     if rc != 0 or len(params) != n or len(set(params.values())) != 1 or (expected_once and not once):
         failures.append("the kill")
-        print("  stderr tail: " + " / ".join(err.strip().splitlines()[-8:]))
+        print(stderr_tail(err, 8))
     if expected_once and "memory" not in how:
         failures.append("the survivors' state")
     ratio = (medians["mxrun"] / medians["torchrun"]) if all(medians.values()) else None
