@@ -2,10 +2,13 @@
 // What an integration test's Python workers need: the project's Python (PYTHON_BIN, handed to
 // mxrun as PYTHON_EXEC) and the checkout's mxrun module on their path.
 
+#include <csignal>
 #include <map>
 #include <regex>
 #include <string>
 #include <vector>
+
+#include "tests/subprocess.h"
 
 namespace mxrun::testing {
 
@@ -52,6 +55,20 @@ inline int PidOfRank(const std::string& out, int rank) {
   std::regex line("\\{\"event\": \"round\", \"rank\": " + std::to_string(rank) +
                   ", \"pid\": ([0-9]+)");
   return std::regex_search(out, m, line) ? std::stoi(m[1]) : -1;
+}
+
+// Loses node 1 of an ElasticNodeArgv job as a host's loss would: its agent and its workers (ranks
+// 2 and 3) SIGKILLed at once, the agent reaped. Empty when done, else what went wrong.
+inline std::string LoseSecondNode(Subprocess& node1) {
+  using namespace std::chrono_literals;
+  if (!node1.WaitForStdout("\"rank\": 3, \"pid\"", 1, 10s)) return "no pid of rank 3 (reads its pipe)";
+  const int rank2 = PidOfRank(node1.out(), 2), rank3 = PidOfRank(node1.out(), 3);
+  if (rank2 <= 0 || rank3 <= 0) return "no pid of rank 2 or 3 in node 1's output";
+  for (int pid : {node1.pid(), rank2, rank3}) {
+    if (::kill(pid, SIGKILL) != 0) return "cannot SIGKILL pid " + std::to_string(pid);
+  }
+  node1.Wait(10s);
+  return "";
 }
 
 }  // namespace mxrun::testing
