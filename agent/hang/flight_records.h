@@ -57,9 +57,9 @@ struct FlightRecorderConfig {
   bool on = false;                 // workers were given MXRUN_FLIGHT_SOCKET
   std::string python;              // runs the verdict (the workers' Python); empty: none
   std::vector<std::string> env;    // its environment ("KEY=VALUE": the workers' PYTHONPATH)
-  // A first dump symbolizes the recorded stacks: 2-5 s of one core per rank on an idle 2-core
-  // machine whatever the number of entries (torch 2.13, 5 entries or 2000), every rank at once on
-  // shared cores; 10 s ran out for all 3 ranks of a test on a loaded CI machine. Only a worker
+  // A first dump imports torch._dynamo on its way to the stacks (823 modules, sympy among them):
+  // 2-5 s of one core per rank on an idle 2-core machine whatever the number of entries (torch
+  // 2.13), every rank at once on shared cores; 10 s ran out for all 3 ranks of a test on a loaded CI machine. Only a worker
   // that never answers (holding the GIL, stopped) makes the restart wait this long.
   std::chrono::milliseconds fetch_budget{30000};
   // Importing torch for the analyzer takes 1-3 s on a busy 2-core machine.
