@@ -4,7 +4,8 @@ and its optimizer, on the round's new group).
 
 `take(dicts)` copies every tensor of a rank's {name: state_dict()} into one flat buffer per dtype
 on the CPU (a DTensor by its local shard, with its placements and global shape); the rest stays
-as it is in the structure. `load(image, state)` rebuilds the state_dicts (each DTensor from its
+as it is in the structure. From a GPU the copies go into pinned memory without blocking, in the
+stream's order: `take` returns while they run, and reading the image's buffers waits for them. `load(image, state)` rebuilds the state_dicts (each DTensor from its
 shard on the mesh of the same shape found among the round's objects, the shard bytes unchanged)
 and loads them into `state`'s objects: the state comes back bit for bit. `to_bytes`/`from_bytes`
 carry the structure; the flat buffers go as tensors.
@@ -25,11 +26,19 @@ class _Local:
 
 
 class Image:
-    """`structure`: the state_dicts, a _Local for each tensor; `flats`: {dtype: 1-D CPU tensor}."""
-    __slots__ = ("structure", "flats")
+    """`structure`: the state_dicts, a _Local for each tensor; `flats`: {dtype: 1-D CPU tensor}.
+    `events`: the CUDA events after which copies from a GPU into `flats` are done (none on the
+    CPU); reading `flats` waits for them, so nothing sees a buffer still being filled."""
+    __slots__ = ("structure", "_flats", "_events")
 
-    def __init__(self, structure, flats):
-        self.structure, self.flats = structure, flats
+    def __init__(self, structure, flats, events=()):
+        self.structure, self._flats, self._events = structure, flats, list(events)
+
+    @property
+    def flats(self):
+        while self._events:
+            self._events.pop().synchronize()
+        return self._flats
 
     def nbytes(self):
         return sum(f.numel() * f.element_size() for f in self.flats.values())
@@ -78,16 +87,32 @@ def take(dicts, reuse=None):
 
     structure = strip(dicts)
     old = reuse.flats if reuse is not None else {}
-    flats = {}
+    flats, devices = {}, set()
     with torch.no_grad():
         for dtype, tensors in parts.items():
-            tensors = [t.to("cpu") for t in tensors]
             buffer = old.get(dtype)
-            if buffer is not None and buffer.numel() == sizes[dtype] and buffer.dtype == dtype:
-                flats[dtype] = torch.cat(tensors, out=buffer)
-            else:
-                flats[dtype] = torch.cat(tensors)
-    return Image(structure, flats)
+            fits = buffer is not None and buffer.numel() == sizes[dtype] and buffer.dtype == dtype
+            on_gpu = [t.device for t in tensors if t.device.type == "cuda"]
+            if not on_gpu:
+                flats[dtype] = torch.cat(tensors, out=buffer) if fits else torch.cat(tensors)
+                continue
+            # From the GPU: each tensor copied without waiting into pinned host memory, in the
+            # stream's order (after the step's last kernel, before the next step's), so the
+            # training loop goes on queueing work; the CUDA events say when the copies are done.
+            if not (fits and buffer.is_pinned()):
+                buffer = torch.empty(sizes[dtype], dtype=dtype, pin_memory=True)
+            offset = 0
+            for t in tensors:
+                buffer[offset:offset + t.numel()].copy_(t, non_blocking=True)
+                offset += t.numel()
+            flats[dtype] = buffer
+            devices.update(on_gpu)
+    events = []
+    for device in devices:
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(device))
+        events.append(event)
+    return Image(structure, flats, events)
 
 
 def _meshes(state):
