@@ -85,11 +85,23 @@ for program in mxrun mxrun-multinode mxrun-master; do
   else say bad "$program loads from outside the wheel: $(echo $outside)"; fi
 done
 
-# A one-node PyTorch DDP job.
+# A one-node PyTorch DDP job. The script never imports mxrun: its optimizer's steps are reported
+# through the wheel's mxrun-auto-progress.pth, unless MXRUN_AUTO_PROGRESS=0.
 if out=$(timeout 120 mxrun --standalone --nproc_per_node=2 "$root/scripts/examples/ddp_allreduce.py" 2>&1); then
   say ok "one-node PyTorch DDP job (mxrun --standalone --nproc_per_node=2 ddp_allreduce.py): exit 0"
+  if [[ "$out" == *"goodput "* && "$out" != *"no progress reports"* ]]; then
+    say ok "a script that never imports mxrun reports its optimizer's steps (mxrun-auto-progress.pth)"
+  else
+    say bad "no progress from the optimizer's steps of ddp_allreduce.py: $(echo "$out" | grep goodput)"
+  fi
 else
   say bad "one-node PyTorch DDP job: $(echo "$out" | tail -5)"
+fi
+if out=$(MXRUN_AUTO_PROGRESS=0 timeout 120 mxrun --standalone --nproc_per_node=2 "$root/scripts/examples/ddp_allreduce.py" 2>&1) &&
+   [[ "$out" == *"no progress reports"* ]]; then
+  say ok "MXRUN_AUTO_PROGRESS=0: no automatic progress reports"
+else
+  say bad "MXRUN_AUTO_PROGRESS=0: $(echo "$out" | grep goodput)"
 fi
 
 # python -m mxrun, and the installed module's progress reports.

@@ -74,6 +74,7 @@ class Progress:
 
 _progress = None  # this process's reporter, made at the first call
 _disabled = False  # no mxrun here: every call returns at once
+_explicit = False  # the script reports its own steps: the automatic count (_auto_progress) stops
 
 
 def step_done(step=None):
@@ -81,6 +82,23 @@ def step_done(step=None):
 
     Call it once per optimizer step, after the step. Steps may go back (after a restore). Under
     another launcher, or with no launcher at all, it does nothing."""
+    reports_itself()
+    _report(step)
+
+
+def reports_itself():
+    """The script reports its own steps (mxrun.step_done, mxrun.run): the automatic count stops."""
+    global _explicit
+    _explicit = True
+
+
+def auto_step_done(step):
+    """The automatic count's report (`_auto_progress`): dropped once the script reports itself."""
+    if not _explicit:
+        _report(step)
+
+
+def _report(step):
     global _progress, _disabled
     if _disabled:
         return

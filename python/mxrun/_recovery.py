@@ -143,6 +143,7 @@ def run(train, state, start_step=0, backend=None, reconfigure=None):
         _check_state(state)
     if type(start_step) is not int or start_step < 0:
         raise ValueError(f"mxrun.run: start_step must be an integer >= 0, got {start_step!r}")
+    _progress.reports_itself()  # ctx.step_done reports: no automatic count beside it
     channel = _channel.shared()
     dist = _dist()
     if backend is None:

@@ -3,7 +3,9 @@
 
   assemble_wheel.py VERSION PLATFORM_TAG PACKAGE_DIR PREFIX_DIR OUT_DIR
 
-  PACKAGE_DIR          the pure-Python package (python/mxrun): goes to site-packages/mxrun
+  PACKAGE_DIR          the pure-Python package (python/mxrun): goes to site-packages/mxrun, and
+                       mxrun-auto-progress.pth beside it (python/) to site-packages: each
+                       interpreter's start under mxrun hooks the optimizers (_auto_progress.py)
   PREFIX_DIR/bin/*     the programs: go to the environment's bin/ (the wheel's .data/scripts)
   PREFIX_DIR/lib/mxrun the libraries they load: go to <prefix>/lib/mxrun (.data/data), which the
                        programs' RPATH ($ORIGIN/../lib/mxrun) finds wherever pip installs them
@@ -54,6 +56,8 @@ def main():
                 path = os.path.join(folder, f)
                 rel = os.path.relpath(path, os.path.dirname(package_dir.rstrip("/")))
                 entries.append((rel, open(path, "rb").read(), False))
+    pth = os.path.join(os.path.dirname(package_dir.rstrip("/")), "mxrun-auto-progress.pth")
+    entries.append((os.path.basename(pth), open(pth, "rb").read(), False))
     for sub, target in (("bin", f"{data}/scripts"), ("lib/mxrun", f"{data}/data/lib/mxrun")):
         folder = os.path.join(prefix, sub)
         for f in sorted(os.listdir(folder)):
