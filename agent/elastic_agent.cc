@@ -57,7 +57,7 @@ void ElasticAgent::Announce(spdlog::level::level_enum level, const std::string& 
 void ElasticAgent::OnProgress(int local_rank, int global_rank, WorkerControlMessage report) {
   const AgentObserver::Time now = AgentObserver::Time::clock::now();
   report = progress_.Record(local_rank, global_rank, report, now);
-  if (hangs_) hangs_->ProgressSeen(local_rank);
+  if (hangs_) hangs_->ProgressSeen(local_rank, report.automatic);
   Tell([&](AgentObserver& o) { o.Progress(now, local_rank, global_rank, report); });
   // The rendezvous judges stragglers: the local one this node's ranks, a master the whole job's.
   rendezvous_.ReportProgress(progress_.Latest());

@@ -84,6 +84,13 @@ WorkerControlMessage ParseWorkerControlLine(std::string_view line) {
       }
       out.step_seconds = it->get<double>();
     }
+    if (auto it = message.find("auto"); it != message.end()) {
+      if (!it->is_boolean()) {
+        throw std::invalid_argument("progress field 'auto' must be true or false, got " +
+                                    it->dump());
+      }
+      out.automatic = it->get<bool>();
+    }
     return out;
   }
   throw std::invalid_argument("unknown control message from a worker (expected \"hello\", "

@@ -21,7 +21,10 @@
 //       restore), the step took S seconds (optional: without it the agent divides the time since
 //       the previous report by the steps between them). Any worker may send it, in any language
 //       (`os.write(3, b'{"step": 12}\n')` in Python); the agent's metrics, straggler report and
-//       goodput are made from it, and it counts as a heartbeat.
+//       goodput are made from it, and it counts as a heartbeat. With "auto": true the mxrun
+//       module counted the step for a script that never reports itself (its optimizer's steps):
+//       it arms the first-step rule of later rounds only with --hang_timeout or
+//       --round_join_timeout given (HangWatch::HeartbeatSeen).
 // A standby (MXRUN_STANDBY=1: started with no rank, spare for a failed one) says hello when it is
 // loaded and ready; its round notice then carries its whole contract.
 // agent -> worker
@@ -52,6 +55,9 @@ struct WorkerControlMessage {
   int round = -1;                   // joined
   long long step = -1;              // progress
   double step_seconds = -1;         // progress; -1: not given
+  // progress: counted by the mxrun module for a script that never reports itself (the wheel's
+  // optimizer hook, python/mxrun/_auto_progress.py): {"auto": true}
+  bool automatic = false;
 };
 
 struct RoundNotice {

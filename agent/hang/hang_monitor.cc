@@ -159,10 +159,10 @@ void HangMonitor::OnTimerLine(const absl::StatusOr<FileTimerRequest>& request,
   }
 }
 
-void HangMonitor::ProgressSeen(int local_rank) {
+void HangMonitor::ProgressSeen(int local_rank, bool automatic) {
   // Fed whatever --hang_timeout says: the first-step rule needs the beats too.
   if (group_ == nullptr) return;
-  watch_.HeartbeatSeen(local_rank, std::chrono::steady_clock::now());
+  watch_.HeartbeatSeen(local_rank, std::chrono::steady_clock::now(), automatic);
 }
 
 void HangMonitor::PollHeartbeats(HangWatch::Time now) {

@@ -103,10 +103,12 @@ void HangWatch::StartBarrier(std::string cause, Time now) {
   barrier_cause_ = std::move(cause);
 }
 
-void HangWatch::HeartbeatSeen(int local_rank, Time when) {
+void HangWatch::HeartbeatSeen(int local_rank, Time when, bool automatic) {
   Worker* worker = Find(local_rank);
   if (worker == nullptr || !worker->running) return;
-  beaten_before_ = true;
+  if (!automatic || settings_.heartbeat_timeout.count() > 0 || settings_.round_join_timeout) {
+    beaten_before_ = true;
+  }
   if (!worker->last_beat || when > *worker->last_beat) worker->last_beat = when;
 }
 

@@ -107,8 +107,12 @@ class HangWatch {
   void WorkerExited(int local_rank, bool succeeded, Time now);
   // Workers of another node all exited 0 (the master says so); `who` names them for the verdict.
   void PeersFinished(const std::string& who, Time now);
-  // The worker's heartbeat was seen to change, the beat having happened at `when`.
-  void HeartbeatSeen(int local_rank, Time when);
+  // The worker's heartbeat was seen to change, the beat having happened at `when`. An `automatic`
+  // beat (a step the mxrun module counted for a script that never reports itself) arms the
+  // first-step rule of later rounds only when the user asked for hang detection (--hang_timeout
+  // or --round_join_timeout): the default 600 s must not stop a restarted script whose set-up is
+  // longer, for a report it never asked for.
+  void HeartbeatSeen(int local_rank, Time when, bool automatic = false);
   // A verdict the agent did not act on (a heartbeat verdict held for a peer's word, and the
   // worker beat again meanwhile): the worker is watched again, so that a later silence in the same
   // round is judged too.

@@ -1,6 +1,7 @@
 """Progress reports: `mxrun.step_done(step)` once per training step.
 
-The report is the control protocol's {"step": N, "step_seconds": S}; from it mxrun's agent makes
+The report is the control protocol's {"step": N, "step_seconds": S} (with "auto": true when
+_auto_progress counted the step for a script that never reports itself); from it mxrun's agent makes
 its goodput accounting (start-up, training, restarts, lost work), the per-rank metrics, the
 straggler report, the ranks table of `mxrun status`, and the heartbeat that --hang_timeout
 judges. At most one report leaves per MIN_INTERVAL (as the bundled trainer's): a fast step costs
@@ -28,9 +29,11 @@ class Progress:
         self._since = None  # (time, step) the next report's step time counts from
         self._step = 0  # the last step completed
         self._pending = False  # a completed step not yet reported
+        self._automatic = False  # the last step was counted by _auto_progress, not the script
 
-    def step_done(self, step=None):
+    def step_done(self, step=None, automatic=False):
         now = self._clock()
+        self._automatic = automatic
         if step is None:
             step = self._step + 1
         elif type(step) is not int:
@@ -66,6 +69,8 @@ class Progress:
             line = '{"step": %d, "step_seconds": %.6f}' % (step, max(seconds, 0.0))
         else:
             line = '{"step": %d}' % step
+        if self._automatic:  # the agent's first-step rule then waits for the user to ask for it
+            line = line[:-1] + ', "auto": true}'
         self._channel.send(line)
         self._last_sent = now
         self._since = (now, step)
@@ -83,7 +88,7 @@ def step_done(step=None):
     Call it once per optimizer step, after the step. Steps may go back (after a restore). Under
     another launcher, or with no launcher at all, it does nothing."""
     reports_itself()
-    _report(step)
+    _report(step, False)
 
 
 def reports_itself():
@@ -95,10 +100,10 @@ def reports_itself():
 def auto_step_done(step):
     """The automatic count's report (`_auto_progress`): dropped once the script reports itself."""
     if not _explicit:
-        _report(step)
+        _report(step, True)
 
 
-def _report(step):
+def _report(step, automatic):
     global _progress, _disabled
     if _disabled:
         return
@@ -110,7 +115,7 @@ def _report(step):
         _progress = Progress(channel)
         atexit.register(_progress.flush)
         _flight_recorder.serve()  # the agent may ask for the recorder's dump on a hang
-    _progress.step_done(step)
+    _progress.step_done(step, automatic)
 
 
 def restart_timing():

@@ -132,6 +132,10 @@ TEST_CASE("progress reports: step and step_seconds validated, with clear errors"
   CHECK(report.step == 12);
   CHECK(report.step_seconds == 0.25);
   CHECK(mxrun::ParseWorkerControlLine("{\"step\": 0}").step_seconds == -1);
+  CHECK_FALSE(report.automatic);
+  CHECK(mxrun::ParseWorkerControlLine("{\"step\": 3, \"auto\": true}").automatic);
+  CHECK_THROWS_WITH(mxrun::ParseWorkerControlLine("{\"step\": 3, \"auto\": 1}"),
+                    Catch::Contains("'auto' must be true or false, got 1"));
   CHECK_THROWS_WITH(mxrun::ParseWorkerControlLine("{\"step\": -1}"),
                     Catch::Contains("'step' must be a non-negative integer"));
   CHECK_THROWS_WITH(mxrun::ParseWorkerControlLine("{\"step\": 1.5}"),

@@ -376,6 +376,34 @@ TEST_CASE("first step: not in the job's first round, nor for workers that never 
   CHECK_FALSE(s.watch.NextDeadline(s.now, s.wall).has_value());
 }
 
+TEST_CASE("first step: steps the mxrun module counted for the script arm it only when hang "
+          "detection was asked for", "[hang]") {
+  SECTION("no --hang_timeout nor --round_join_timeout: a restarted script may set up for hours") {
+    Scenario s(Barrier(0ms), 1);
+    s.watch.HeartbeatSeen(0, s.now, /*automatic=*/true);
+    NextRound(s, 1, /*kept=*/false);
+    s.Advance(2h);
+    CHECK(s.Check().empty());
+    CHECK_FALSE(s.watch.NextDeadline(s.now, s.wall).has_value());
+  }
+  SECTION("--round_join_timeout given: it judges them") {
+    HangSettings join = Barrier(0ms);
+    join.round_join_timeout = 20s;
+    Scenario t(join, 1);
+    t.watch.HeartbeatSeen(0, t.now, /*automatic=*/true);
+    NextRound(t, 1, /*kept=*/false);
+    t.Advance(20001ms);
+    CHECK(t.Check() == Lines{"local 0 first step: no step reported in the 20.0 s since its round "
+                             "began (--round_join_timeout=20.0 s)"});
+  }
+  SECTION("--hang_timeout given: the round-join default judges them") {
+    Scenario s(Heartbeat(10s), 1);
+    s.watch.HeartbeatSeen(0, s.now, /*automatic=*/true);
+    NextRound(s, 1, /*kept=*/false);
+    CHECK(s.UntilDeadline() == 600001ms);
+  }
+}
+
 TEST_CASE("first step: the bound is --round_join_timeout, else --hang_timeout, else 600 s",
           "[hang]") {
   SECTION("no --hang_timeout: 600 s") {
