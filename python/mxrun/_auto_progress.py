@@ -71,7 +71,7 @@ class _Watcher(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             original(module)
-            hook(module)
+            _safely(hook, module)
         loader.exec_module = exec_module  # this spec's loader only
         return spec
 
@@ -94,6 +94,9 @@ class Counter:
 
     def stepped(self, optimizer, args=None, kwargs=None):
         """The post-hook: `optimizer` has stepped."""
+        _safely(self._stepped, optimizer)
+
+    def _stepped(self, optimizer):
         if not self.counts(optimizer):
             return
         self.calls += 1
@@ -122,12 +125,13 @@ def state_step(optimizer):
             value = entry.get("step") if isinstance(entry, dict) else None
             if value is None:
                 return None
-            if isinstance(value, (int, float)):
-                return int(value)
             device = getattr(value, "device", None)
-            if device is not None and device.type == "cpu" and value.numel() == 1:
-                return int(value.item())
-            return None
+            if device is not None and (device.type != "cpu" or value.numel() != 1):
+                return None
+            number = value.item() if device is not None else value
+            if not isinstance(number, (int, float)) or number != number or number < 0:
+                return None  # not a count (NaN, negative, something else)
+            return int(number) if number < 1e15 else None
     return None
 
 
@@ -164,9 +168,28 @@ def _wrap_grad_scaler(counter):
         before = counter.calls
         result = original(self, optimizer, *args, **kwargs)
         if counter.calls == before:
-            counter.skipped(optimizer)
+            _safely(counter.skipped, optimizer)
         return result
     step._mxrun_wrapped = True
     step.__doc__ = original.__doc__
     step.__wrapped__ = original
     scaler.step = step
+
+
+_warned = False
+
+
+def _safely(function, *args):
+    """Runs `function`: the reports are diagnostics, never a reason for the script's import or
+    optimizer step to fail; the first failure is said once, then the count stops."""
+    global _warned, _counter
+    try:
+        function(*args)
+    except Exception as e:  # noqa: BLE001 - whatever it is, the training goes on
+        if not _warned:
+            _warned = True
+            print(f"mxrun: the automatic progress reports stop ({type(e).__name__}: {e}); set "
+                  f"{VARIABLE}=0 to silence this, or report steps with mxrun.step_done",
+                  file=sys.stderr, flush=True)
+        if isinstance(_counter, Counter):
+            _counter._report = lambda step: None

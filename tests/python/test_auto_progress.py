@@ -55,6 +55,7 @@ class AutoProgressTest(unittest.TestCase):
                                pass_fds=[theirs.fileno()], env=child, capture_output=True,
                                text=True, timeout=120)
             self.assertEqual(r.returncode, 0, r.stderr)
+            self.stderr = r.stderr
             theirs.close()
             ours.settimeout(10)
             data = b""
@@ -142,6 +143,22 @@ class AutoProgressTest(unittest.TestCase):
             scaled(); scaler.step(optimizer); scaler.update(); optimizer.zero_grad(); pause()
         """)
         self.assertEqual(steps, [1, 1, 2])
+
+    def test_a_failing_count_never_fails_the_step_and_is_said_once(self):
+        _, steps = self.run_script("""
+            from mxrun import _auto_progress
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            backward(); optimizer.step(); pause()
+            def broken(optimizer):
+                raise RuntimeError("no state today")
+            _auto_progress.state_step = broken
+            for _ in range(3):
+                backward(); optimizer.step(); pause()
+            print("trained on")
+        """)
+        self.assertEqual(steps, [1])
+        self.assertEqual(self.stderr.count("mxrun: the automatic progress reports stop "
+                                           "(RuntimeError: no state today)"), 1, self.stderr)
 
     def test_the_script_s_own_step_done_wins(self):
         _, steps = self.run_script("""
