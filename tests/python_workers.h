@@ -61,7 +61,9 @@ inline int PidOfRank(const std::string& out, int rank) {
 // 2 and 3) SIGKILLed at once, the agent reaped. Empty when done, else what went wrong.
 inline std::string LoseSecondNode(Subprocess& node1) {
   using namespace std::chrono_literals;
-  if (!node1.WaitForStdout("\"rank\": 3, \"pid\"", 1, 10s)) return "no pid of rank 3 (reads its pipe)";
+  if (!node1.WaitForStdout("\"rank\": 3, \"pid\"", 1, 10s)) {
+    return "no pid of rank 3 (reads its pipe)";
+  }
   const int rank2 = PidOfRank(node1.out(), 2), rank3 = PidOfRank(node1.out(), 3);
   if (rank2 <= 0 || rank3 <= 0) return "no pid of rank 2 or 3 in node 1's output";
   for (int pid : {node1.pid(), rank2, rank3}) {

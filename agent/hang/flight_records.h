@@ -59,8 +59,9 @@ struct FlightRecorderConfig {
   std::vector<std::string> env;    // its environment ("KEY=VALUE": the workers' PYTHONPATH)
   // A first dump imports torch._dynamo on its way to the stacks (823 modules, sympy among them):
   // 2-5 s of one core per rank on an idle 2-core machine whatever the number of entries (torch
-  // 2.13), every rank at once on shared cores; 10 s ran out for all 3 ranks of a test on a loaded CI machine. Only a worker
-  // that never answers (holding the GIL, stopped) makes the restart wait this long.
+  // 2.13), every rank at once on shared cores; 10 s ran out for all 3 ranks of a test on a
+  // loaded CI machine. Only a worker that never answers (holding the GIL, stopped) makes the
+  // restart wait this long.
   std::chrono::milliseconds fetch_budget{30000};
   // Importing torch for the analyzer takes 1-3 s on a busy 2-core machine.
   std::chrono::milliseconds verdict_timeout{20000};

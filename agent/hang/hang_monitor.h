@@ -71,7 +71,8 @@ class HangMonitor {
   void PeersFinished(const std::string& who);
   // A worker reported a step over its control channel: that is a heartbeat too (the protocol
   // says so), for workers in any language that never touch the heartbeat file.
-  // `automatic`: counted by the mxrun module, not reported by the script (HangWatch::HeartbeatSeen).
+  // `automatic`: counted by the mxrun module, not reported by the script
+  // (HangWatch::HeartbeatSeen).
   void ProgressSeen(int local_rank, bool automatic = false);
   // Observes the workers (exits, heartbeats) and acts on the verdicts due now. Call at every turn
   // of the agent's loop (worker exits are seen there); it may take a few seconds when it collects

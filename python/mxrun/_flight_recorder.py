@@ -16,9 +16,9 @@ releases; a worker stuck holding the GIL does not answer, and the agent says so.
 A worker that dies of a collective's exception (PyTorch gave up on it: a Gloo timeout, NCCL's
 watchdog, an NCCL error; the words are agent/hang/collective_failure.cc's) writes its dump at exit
 to MXRUN_FLIGHT_SOCKET + ".exit.json", where the agent finds it: the rank that raised is otherwise
-the one whose record is missing. Any other exception exits at once: a first dump takes 2-5 s (PyTorch
-2.13 imports torch._dynamo, 823 modules, on its way to the recorded stacks), which would delay
-every restart.
+the one whose record is missing. Any other exception exits at once: a first dump takes 2-5 s
+(PyTorch 2.13 imports torch._dynamo, 823 modules, on its way to the recorded stacks), which would
+delay every restart.
 
 Nothing happens without the variable (torchrun, no launcher), and a bad one is ignored: the
 recorder's dumps are diagnostics, never a reason for a script to fail.

@@ -5,10 +5,11 @@ and its optimizer, on the round's new group).
 `take(dicts)` copies every tensor of a rank's {name: state_dict()} into one flat buffer per dtype
 on the CPU (a DTensor by its local shard, with its placements and global shape); the rest stays
 as it is in the structure. From a GPU the copies go into pinned memory without blocking, in the
-stream's order: `take` returns while they run, and reading the image's buffers waits for them. `load(image, state)` rebuilds the state_dicts (each DTensor from its
-shard on the mesh of the same shape found among the round's objects, the shard bytes unchanged)
-and loads them into `state`'s objects: the state comes back bit for bit. `to_bytes`/`from_bytes`
-carry the structure; the flat buffers go as tensors.
+stream's order: `take` returns while they run, and reading the image's buffers waits for them.
+`load(image, state)` rebuilds the state_dicts (each DTensor from its shard on the mesh of the
+same shape found among the round's objects, the shard bytes unchanged) and loads them into
+`state`'s objects: the state comes back bit for bit. `to_bytes`/`from_bytes` carry the
+structure; the flat buffers go as tensors.
 """
 import pickle
 

@@ -6,7 +6,8 @@ of a 2-D mesh) keeps no copy: a lost rank's shards are its replica peers' own; e
 snapshots its own image at each completed step (peers may stop a step apart).
 
 `completed(step, dicts)` takes the image (one copy of the state into host memory: the snapshot;
-from a GPU, queued into pinned memory without waiting, and the exchange waits for it), then hands its sending and the neighbour's receiving to a thread of its own on a Gloo group of its
+from a GPU, queued into pinned memory without waiting, and the exchange waits for it), then
+hands its sending and the neighbour's receiving to a thread of its own on a Gloo group of its
 own, and returns; the next `completed` first waits for that exchange (it has had a whole step to
 finish). Two generations are kept of each (this rank's images and the neighbour's): a survivor
 may have completed one step more than the lost rank sent (`_copy_plan.py`). Memory: 4 images of

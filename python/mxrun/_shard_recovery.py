@@ -4,8 +4,9 @@ Each rank tells the others what it holds (`Previous`: its rank in the last round
 completed, the images its copier keeps); `_copy_plan.restore_plan` names the step to go on from
 and, for each rank, where its image of that step is: its own snapshot, or the copy its ring
 neighbour keeps, or under HSDP its replica peer's own image (a rank that was lost: its standby
-or new process gets it by broadcast from the keeper or the peer). Each rank then loads the image into its objects, which the script made anew for this
-round on its new group (`mxrun.run(train, build)`): an FSDP2 model re-wrapped, its optimizer.
+or new process gets it by broadcast from the keeper or the peer). Each rank then loads the image
+into its objects, which the script made anew for this round on its new group
+(`mxrun.run(train, build)`): an FSDP2 model re-wrapped, its optimizer.
 
 At the same world size each surviving rank keeps its number (a standby or a new process takes a
 lost rank's). At another (a node lost without a spare) the kept processes re-shard every rank's
