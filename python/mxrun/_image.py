@@ -37,12 +37,29 @@ class Image:
 
     @property
     def flats(self):
-        while self._events:
-            self._events.pop().synchronize()
+        if self._events:
+            _wait_for(self._events)
+            self._events = []
         return self._flats
 
     def nbytes(self):
         return sum(f.numel() * f.element_size() for f in self.flats.values())
+
+
+COPY_TIMEOUT = 60.0  # seconds: a step's copy to the host takes milliseconds to a second
+
+
+def _wait_for(events):
+    """Waits for the copies' CUDA events, at most COPY_TIMEOUT (a GPU that stopped answering
+    would otherwise hold the exchange or a recovery for ever)."""
+    import time
+    deadline = time.monotonic() + COPY_TIMEOUT
+    for event in events:
+        while not event.query():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the copy of a step's state from the GPU to the host did not "
+                                   f"end within {COPY_TIMEOUT:g} s")
+            time.sleep(0.001)
 
 
 def _dtensor_class():

@@ -23,14 +23,13 @@ PRELUDE = """\
 import site, sys
 site.addsitedir(sys.argv[1])
 print("at start:", "torch" in sys.modules, "mxrun" in sys.modules, flush=True)
-import time
+if "mxrun" in sys.modules:
+    sys.modules["mxrun._progress"].MIN_INTERVAL = 0  # every step sent as it completes
 import torch
 torch.manual_seed(0)
 model = torch.nn.Linear(4, 1)
 def backward():
     model(torch.randn(8, 4)).pow(2).mean().backward()
-def pause():
-    time.sleep(0.07)  # past the reports' 50 ms: each step is sent as it completes
 """
 
 
@@ -73,7 +72,7 @@ class AutoProgressTest(unittest.TestCase):
         out, steps = self.run_script("""
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
             for _ in range(3):
-                backward(); optimizer.step(); optimizer.zero_grad(); pause()
+                backward(); optimizer.step(); optimizer.zero_grad()
         """)
         self.assertIn("at start: False True", out)  # mxrun's module, never torch
         self.assertEqual(steps, [1, 2, 3])
@@ -99,7 +98,7 @@ class AutoProgressTest(unittest.TestCase):
             for _ in range(2):
                 for _ in range(4):
                     backward()
-                optimizer.step(); optimizer.zero_grad(); pause()
+                optimizer.step(); optimizer.zero_grad()
         """)
         self.assertEqual(steps, [1, 2])
 
@@ -111,9 +110,9 @@ class AutoProgressTest(unittest.TestCase):
             second = torch.optim.SGD(other.parameters(), lr=0.1)
             for _ in range(2):
                 backward(); other(torch.randn(2, 4)).sum().backward()
-                first.step(); second.step(); pause()
+                first.step(); second.step()
             del first; gc.collect()
-            second.step(); pause()
+            second.step()
         """)
         self.assertEqual(steps, [1, 2, 3])
 
@@ -127,7 +126,7 @@ class AutoProgressTest(unittest.TestCase):
                               for i, p in enumerate(model.parameters())}
             resumed.load_state_dict(saved)
             for _ in range(2):
-                backward(); resumed.step(); resumed.zero_grad(); pause()
+                backward(); resumed.step(); resumed.zero_grad()
         """)
         self.assertEqual(steps, [6, 7])  # the optimizer's own steps, not 1 and 2 of its own
 
@@ -137,10 +136,10 @@ class AutoProgressTest(unittest.TestCase):
             scaler = torch.amp.GradScaler("cpu")
             def scaled():
                 scaler.scale(model(torch.randn(8, 4)).pow(2).mean()).backward()
-            scaled(); scaler.step(optimizer); scaler.update(); optimizer.zero_grad(); pause()
+            scaled(); scaler.step(optimizer); scaler.update(); optimizer.zero_grad()
             scaled(); model.weight.grad[0, 0] = float("inf")
-            scaler.step(optimizer); scaler.update(); optimizer.zero_grad(); pause()
-            scaled(); scaler.step(optimizer); scaler.update(); optimizer.zero_grad(); pause()
+            scaler.step(optimizer); scaler.update(); optimizer.zero_grad()
+            scaled(); scaler.step(optimizer); scaler.update(); optimizer.zero_grad()
         """)
         self.assertEqual(steps, [1, 1, 2])
 
@@ -148,12 +147,12 @@ class AutoProgressTest(unittest.TestCase):
         _, steps = self.run_script("""
             from mxrun import _auto_progress
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-            backward(); optimizer.step(); pause()
+            backward(); optimizer.step()
             def broken(optimizer):
                 raise RuntimeError("no state today")
             _auto_progress.state_step = broken
             for _ in range(3):
-                backward(); optimizer.step(); pause()
+                backward(); optimizer.step()
             print("trained on")
         """)
         self.assertEqual(steps, [1])
@@ -164,10 +163,10 @@ class AutoProgressTest(unittest.TestCase):
         _, steps = self.run_script("""
             import mxrun
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-            backward(); optimizer.step(); pause()
-            mxrun.step_done(100); pause()
+            backward(); optimizer.step()
+            mxrun.step_done(100)
             for _ in range(2):
-                backward(); optimizer.step(); pause()
+                backward(); optimizer.step()
         """)
         self.assertEqual(steps, [1, ("own", 100)])
 
