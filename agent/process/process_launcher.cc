@@ -96,7 +96,11 @@ void ApplyPlacement(const Placement& placement) {
   dfl.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);  // EINVAL for KILL/STOP: fine
   if (sigprocmask(SIG_SETMASK, &empty, nullptr) != 0) ChildFail(report_fd);
-  if (setpgid(0, 0) != 0) ChildFail(report_fd);
+  // A session of its own, as torchrun's workers (Popen start_new_session): with
+  // sched_autogroup_enabled each session is one scheduling share, so workers sharing the agent's
+  // session shared one share on a loaded machine. It also leads its own process group (pgid ==
+  // pid), which every stop signals.
+  if (setsid() < 0) ChildFail(report_fd);
   if (prctl(PR_SET_PDEATHSIG, request.parent_death_signal) != 0) ChildFail(report_fd);
   if (getppid() != parent) _exit(127);  // the agent died before prctl took effect
   // Under Yama's ptrace_scope=1 only ancestors may trace: let the agent and its children (the
@@ -160,9 +164,9 @@ absl::StatusOr<pid_t> SpawnProcess(const SpawnRequest& request) {
   }
   close(report[1]);
   close(null_fd);
-  // Also set the group from the parent, so that a signal sent to -pid right after this call
-  // reaches the child even if it has not run yet (EACCES after exec is fine: it did it itself).
-  setpgid(pid, pid);
+  // No setpgid(pid, pid) from here: it would make the child a group leader, and setsid fails for
+  // one. Nor is it needed: the read below returns only after execve (or the failure), by which
+  // time the child leads its own group, so a signal to -pid right after this call reaches it.
 
   int child_errno = 0;
   ssize_t n;

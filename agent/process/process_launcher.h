@@ -1,9 +1,10 @@
 #pragma once
 // Starting one worker process, following a fixed checklist (see STYLE.md):
 //   everything allocated before fork; in the child only async-signal-safe calls: reset the signal
-//   mask and handlers, own process group, parent-death signal then re-check the parent, the agent
-//   named as the one that may ptrace it (Yama; for hang diagnostics' stack dumps), dup2 the
-//   stdio fds (and the control channel to fd 3), close every other fd, execve; on failure write errno to a close-on-exec pipe, _exit.
+//   mask and handlers, own session and process group (setsid), parent-death signal then re-check
+//   the parent, the agent named as the one that may ptrace it (Yama; for hang diagnostics' stack
+//   dumps), dup2 the stdio fds (and the control channel to fd 3), close every other fd, execve; on
+//   failure write errno to a close-on-exec pipe, _exit.
 //   The CPU affinity and memory policy (--numa-binding) are set before the fds are arranged.
 // The parent learns of an exec failure synchronously, with the errno text, instead of seeing a
 // silent exit 127 later.
@@ -34,7 +35,7 @@ struct SpawnRequest {
   int memory_node = -1;                // -1: the default policy
 };
 
-// Starts the process in its own process group (pgid == pid). Returns its pid once execve has
+// Starts the process in a session and process group of its own (sid == pgid == pid). Returns its pid once execve has
 // succeeded. Errors: FailedPrecondition with "cannot execute '<path>': <errno text>" when execve
 // fails, Internal when fork or pipe fail.
 absl::StatusOr<pid_t> SpawnProcess(const SpawnRequest& request);

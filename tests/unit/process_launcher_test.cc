@@ -7,13 +7,13 @@
 
 #include "agent/process/process_launcher.h"
 
-TEST_CASE("a spawned process runs in its own process group with the given environment",
+TEST_CASE("a spawned process leads its own session and process group, with the given environment",
           "[spawn]") {
   int out[2];
   REQUIRE(pipe2(out, O_CLOEXEC) == 0);
   mxrun::SpawnRequest request;
   request.executable = "/bin/sh";
-  request.argv = {"sh", "-c", "echo $MXRUN_TEST_VALUE $(cut -d' ' -f5 /proc/$$/stat) $$"};
+  request.argv = {"sh", "-c", "echo $MXRUN_TEST_VALUE $(cut -d' ' -f5,6 /proc/$$/stat) $$"};
   request.env = {"MXRUN_TEST_VALUE=hello", "PATH=/usr/bin:/bin"};
   request.stdout_fd = out[1];
   auto pid = mxrun::SpawnProcess(request);
@@ -25,7 +25,10 @@ TEST_CASE("a spawned process runs in its own process group with the given enviro
   ssize_t n = read(out[0], buffer, sizeof buffer - 1);
   close(out[0]);
   std::string text(buffer, n > 0 ? n : 0);
-  CHECK(text == "hello " + std::to_string(*pid) + " " + std::to_string(*pid) + "\n");
+  // /proc/<pid>/stat fields 5 and 6: the process group and the session (setsid, as torchrun's
+  // start_new_session), so that with sched_autogroup each worker gets a share of its own.
+  const std::string id = std::to_string(*pid);
+  CHECK(text == "hello " + id + " " + id + " " + id + "\n");
 }
 
 TEST_CASE("an exec failure is reported with the errno text, not as a silent exit", "[spawn]") {
