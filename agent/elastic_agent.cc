@@ -262,6 +262,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
         ReclaimGpuMemory();
         group_ = std::make_unique<WorkerGroup>(config_.worker, *loop_, guardian_);
         restart_ = std::make_unique<InProcessRestart>(*group_, *loop_, guardian_);
+        restart_->OnLateStart([this](int local_rank) { hangs_->RankStarted(local_rank); });
         group_->Start(event.round, failure_time_);
         restart_->RoundBegan(event.round);
       }

@@ -44,6 +44,9 @@
 //                           round notice comes (it cannot recover). Started as a standby
 //                           (MXRUN_STANDBY=1): says hello, waits up to 60 s for its rank, prints
 //                           "standby promoted rank=R pid=P cpus=<Cpus_allowed_list>", exits 0.
+//   --standby-hold=PATH     with --keep, a standby first prints "standby preparing pid=P" and
+//                           says hello only once PATH exists (up to 60 s): a standby still
+//                           preparing when a rank is lost
 //   --fail-on-signal        a worker about to fail (--exit/--kill-self) first waits (up to 60 s)
 //                           for SIGUSR1, which the test sends once the others are ready
 //   --wait-notice           with --keep, after setting up (and unless failing): wait up to 60 s
@@ -289,7 +292,7 @@ int main(int argc, char** argv) {
   int hang_rank = -1, hang_below = -1, vfork_below = -1;
   double vfork_seconds = 0;
   double grow_after = -1;  // --grow-after=S: S seconds after start, take memory until killed
-  std::string error_message, env_out, say, abuse;
+  std::string error_message, env_out, say, abuse, standby_hold;
   double say_at = 0;
   bool say_stderr = false;
   for (int i = 1; i < argc; ++i) {
@@ -322,6 +325,7 @@ int main(int argc, char** argv) {
     else if (Flag(argv[i], "--progress", &v)) progress_period = std::atof(v.c_str());
     else if (Flag(argv[i], "--slow-rank", &v)) slow_rank = std::atoi(v.c_str());
     else if (Flag(argv[i], "--say", &v)) say = v;
+    else if (Flag(argv[i], "--standby-hold", &v)) standby_hold = v;
     else if (Flag(argv[i], "--say-at", &v)) say_at = std::atof(v.c_str());
     else if (Flag(argv[i], "--say-stderr", &v)) say_stderr = true;
     else if (Flag(argv[i], "--grow-after", &v)) grow_after = std::atof(v.c_str());
@@ -367,6 +371,13 @@ int main(int argc, char** argv) {
   // Declared before "ready" is printed, so a test that saw "ready" knows the hello was sent.
   const int control = ControlFd();
   if (keep && control >= 0 && Env("MXRUN_STANDBY") == "1") {
+    if (!standby_hold.empty()) {
+      std::printf("standby preparing pid=%d\n", getpid());
+      std::fflush(stdout);
+      for (int i = 0; i < 6000 && access(standby_hold.c_str(), F_OK) != 0 && !g_term; ++i) {
+        usleep(10'000);
+      }
+    }
     Send(control, "{\"hello\": 1, \"in_process_restart\": true}");
     const std::string notice = ReadNotice(control, 60, ignore_term);
     if (notice.empty()) return g_term ? 143 : 0;  // the job ended without needing it

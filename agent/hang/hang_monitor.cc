@@ -100,6 +100,15 @@ void HangMonitor::Watch(WorkerGroup* group) {
   last_poll_ = now;
 }
 
+void HangMonitor::RankStarted(int local_rank) {
+  if (group_ == nullptr) return;
+  for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
+    if (worker.local_rank != local_rank || worker.pid <= 0 || !worker.running) continue;
+    watch_.WorkerStarted(local_rank, worker.global_rank, std::chrono::steady_clock::now(), false);
+    watched_pids_.insert(worker.pid);
+  }
+}
+
 void HangMonitor::PeersFinished(const std::string& who) {
   if (group_ == nullptr) return;
   watch_.PeersFinished(who, std::chrono::steady_clock::now());

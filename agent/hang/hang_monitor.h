@@ -67,6 +67,10 @@ class HangMonitor {
   // The group whose workers are watched from now on; nullptr while none runs (between rounds,
   // while a group is being stopped).
   void Watch(WorkerGroup* group);
+  // A rank of the watched group's round got its process after the round began (it waited for a
+  // standby that was still preparing, in_process_restart.h): it is watched from now on, as a
+  // new process.
+  void RankStarted(int local_rank);
   // Another node's workers all exited 0: the exit barrier starts for the workers here.
   void PeersFinished(const std::string& who);
   // A worker reported a step over its control channel: that is a heartbeat too (the protocol

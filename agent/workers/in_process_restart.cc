@@ -48,20 +48,27 @@ void RepinProcessTree(pid_t root, const std::vector<int>& cpus) {
 
 InProcessRestart::InProcessRestart(WorkerGroup& group, EventLoop& loop, DeathGuardian& guardian)
     : group_(group),
+      loop_(loop),
       spec_(group.spec()),
       guardian_(guardian),
       standby_start_(group.spec().prestart, loop) {}
 
 InProcessRestart::~InProcessRestart() {
   stopping_ = true;
+  loop_.Cancel(await_timer_);
   for (auto& standby : standbys_) group_.Release(*standby);
 }
 
-void InProcessRestart::RoundBegan(const RoundAssignment& round) {
+void InProcessRestart::RoundBegan(const RoundAssignment& round) { Begin(round, true); }
+
+void InProcessRestart::Begin(const RoundAssignment& round, bool group_start) {
   round_ = round;
-  standby_start_.RoundBegan([this] { MaybeStartStandbys(); });
+  standby_start_.RoundBegan(group_start, [this] { MaybeStartStandbys(); });
   pending_ = spec_.standby_workers > 0;
   replaced_this_round_ = 0;
+  awaited_.clear();
+  loop_.Cancel(await_timer_);
+  await_timer_ = 0;
 }
 
 void InProcessRestart::StartStandbys(const RoundAssignment& round) {
@@ -74,7 +81,10 @@ void InProcessRestart::StartStandbys(const RoundAssignment& round) {
 }
 
 void InProcessRestart::MaybeStartStandbys() {
-  if (!pending_ || group_.first_failure()) return;
+  HandAwaitedRanks();
+  // Not while a rank waits for a standby: the waiting one is this round's spare, and another
+  // would compete with it for the cores; the top-up comes once it has its rank.
+  if (!pending_ || !awaited_.empty() || group_.first_failure()) return;
   // Once the workers have had the cores for their own start (standby_start.h).
   if (!standby_start_.Due([this] { return group_.AllJoined(round_.round); })) return;
   pending_ = false;
@@ -188,6 +198,83 @@ bool InProcessRestart::PromoteStandby(int local_rank, const RoundAssignment& rou
   return false;
 }
 
+bool InProcessRestart::AwaitStandby(int local_rank, std::vector<std::string>& started) {
+  for (const auto& standby : standbys_) {
+    if (!standby->running || Keepable(*standby)) continue;  // ready ones were taken before
+    if (const std::optional<ProcStat> stat = ReadProcStat(standby->pid);
+        stat && IsStoppedState(stat->state)) {
+      continue;  // stopped (SIGSTOP, a debugger): it would not get ready
+    }
+    const bool taken = std::any_of(awaited_.begin(), awaited_.end(),
+                                   [&](const Awaited& a) { return a.standby == standby->pid; });
+    if (taken) continue;
+    const EventLoop::Deadline deadline = EventLoop::Deadline::clock::now() + kStandbyAwait;
+    awaited_.push_back({local_rank, standby->pid, deadline});
+    group_.SetRanksAwaited(static_cast<int>(awaited_.size()));
+    // Only a wake-up: the agent's loop then calls MaybeStartStandbys, in the running phase.
+    if (await_timer_ == 0) await_timer_ = loop_.At(deadline, [this] { await_timer_ = 0; });
+    started.push_back(absl::StrCat(round_.global_rank_base + local_rank, " (standby pid ",
+                                   standby->pid, ", once it is ready)"));
+    return true;
+  }
+  return false;
+}
+
+void InProcessRestart::HandAwaitedRanks() {
+  if (awaited_.empty()) return;
+  if (group_.first_failure()) {  // the group fails again: the next round decides anew
+    awaited_.clear();
+    group_.SetRanksAwaited(0);
+    return;
+  }
+  const EventLoop::Deadline now = EventLoop::Deadline::clock::now();
+  std::vector<Awaited> waiting;
+  for (const Awaited& a : awaited_) {
+    auto it = std::find_if(standbys_.begin(), standbys_.end(), [&](const auto& standby) {
+      return standby->pid == a.standby && standby->running;
+    });
+    const bool gone = it == standbys_.end();
+    const bool ready = !gone && Keepable(**it);
+    if (!gone && !ready && now < a.deadline) {
+      waiting.push_back(a);
+      continue;
+    }
+    const int global_rank = round_.global_rank_base + a.local_rank;
+    std::vector<std::string> started;
+    if (ready && PromoteStandby(a.local_rank, round_, failure_time_, started)) {
+      spdlog::warn("round {}: rank {} went to {} once it was ready", round_.round, global_rank,
+                   started.front());
+      if (late_start_) late_start_(a.local_rank);
+      continue;
+    }
+    if (gone) {
+      spdlog::warn("round {}: the standby (pid {}) that rank {} waited for ended: a new process "
+                   "takes the rank", round_.round, a.standby, global_rank);
+    } else if (!ready) {
+      spdlog::warn("round {}: the standby (pid {}) that rank {} waited for is not ready after {} "
+                   "s: stopping it; a new process takes the rank", round_.round, a.standby,
+                   global_rank, kStandbyAwait.count());
+      kill(-a.standby, SIGKILL);  // reaped as a standby; the group has one spare fewer
+    }
+    WorkerProcess& worker = group_.StartRank(a.local_rank, round_, failure_time_);
+    if (worker.running) {
+      spdlog::warn("round {}: started rank {} (pid {})", round_.round, worker.global_rank,
+                   worker.pid);
+      if (late_start_) late_start_(a.local_rank);
+    }
+  }
+  awaited_ = std::move(waiting);
+  group_.SetRanksAwaited(static_cast<int>(awaited_.size()));
+  if (awaited_.empty()) {
+    loop_.Cancel(await_timer_);
+    await_timer_ = 0;
+  } else if (await_timer_ == 0) {
+    EventLoop::Deadline first = awaited_.front().deadline;
+    for (const Awaited& a : awaited_) first = std::min(first, a.deadline);
+    await_timer_ = loop_.At(first, [this] { await_timer_ = 0; });
+  }
+}
+
 std::string InProcessRestart::Reassign(const RoundAssignment& round, double failure_time,
                                        int signo, std::chrono::milliseconds grace,
                                        const std::function<void()>& reap) {
@@ -195,7 +282,8 @@ std::string InProcessRestart::Reassign(const RoundAssignment& round, double fail
   group_.StopWhere([&](const WorkerProcess& w) { return w.local_rank >= round.local_world_size; },
                    signo, grace, reap);
   group_.BeginRound(round);
-  RoundBegan(round);
+  Begin(round, false);
+  failure_time_ = failure_time;
   // Tell each kept worker its place. Nothing here runs the loop, so no worker ends unseen.
   std::vector<std::string> kept, started;
   std::set<const WorkerProcess*> untold;
@@ -226,6 +314,7 @@ std::string InProcessRestart::Reassign(const RoundAssignment& round, double fail
        ++local_rank) {
     if (group_.FindRunning(local_rank) != nullptr) continue;
     if (PromoteStandby(local_rank, round, failure_time, started)) continue;
+    if (AwaitStandby(local_rank, started)) continue;
     WorkerProcess& worker = group_.StartRank(local_rank, round, failure_time);
     if (worker.running) {
       started.push_back(absl::StrCat(worker.global_rank, " (pid ", worker.pid, ")"));

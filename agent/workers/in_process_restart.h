@@ -9,11 +9,14 @@
 // is then running again, with a fresh failure state.
 //
 // Warm standbys (spec.standby_workers): spare processes of the same program (or of
-// spec.standby_argv: --prestart's interpreters), started once the group runs (standby_start.h),
-// with MXRUN_STANDBY=1 and no rank. Each prepares itself and says hello when ready; Reassign gives
-// a rank nobody holds to a ready standby before it would start a new process, and another starts
-// behind it. Standbys are not members: their exits fail nothing, and the hang monitor does not
-// see them.
+// spec.standby_argv: --prestart's interpreters), started with the group's workers and, in later
+// rounds, once the group runs (standby_start.h), with MXRUN_STANDBY=1 and no rank. Each prepares
+// itself and says hello when ready; Reassign gives a rank nobody holds to a ready standby before
+// it would start a new process, and another starts behind it. A standby still preparing when the
+// failure comes is ahead of any process started now (same program, started earlier), so the rank
+// waits for it, up to kStandbyAwait, rather than going to a cold process that would compete with
+// it for the cores; one that ends or overruns gives the rank to a new process at once. Standbys
+// are not members: their exits fail nothing, and the hang monitor does not see them.
 
 #include <sys/types.h>
 
@@ -21,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/process/death_guardian.h"
@@ -30,6 +34,11 @@
 
 namespace mxrun {
 
+// How long a rank waits for a standby that was still preparing when the rank was lost; then the
+// standby is killed and a new process takes the rank. A standby's preparation is an interpreter
+// start and its imports, seconds; this bounds one that hangs in it.
+inline constexpr std::chrono::seconds kStandbyAwait{60};
+
 class InProcessRestart {
  public:
   InProcessRestart(WorkerGroup& group, EventLoop& loop, DeathGuardian& guardian);
@@ -38,11 +47,14 @@ class InProcessRestart {
   InProcessRestart(const InProcessRestart&) = delete;
   InProcessRestart& operator=(const InProcessRestart&) = delete;
 
-  // The group's round began (its start): standbys are started once they are due.
+  // The group started (all its workers new): standbys start with them.
   void RoundBegan(const RoundAssignment& round);
-  // Starts standbys until spec.standby_workers are there (running, ready or not) once they are
-  // due; call at every turn of the loop (cheap).
+  // Gives a rank that waits for a preparing standby to it once it is ready (or to a new process
+  // when it ends or overruns kStandbyAwait), then starts standbys until spec.standby_workers are
+  // there (running, ready or not) once they are due; call at every turn of the loop (cheap).
   void MaybeStartStandbys();
+  // Called with the local rank whenever a rank that waited for a standby gets its process.
+  void OnLateStart(std::function<void(int local_rank)> sink) { late_start_ = std::move(sink); }
   // Whether one of --prestart's interpreters is ready to take a rank. (Not a module standby: one
   // that loaded its checkpoint long ago must not stand in for a whole group that died, which
   // restarts from the newest checkpoint instead.)
@@ -67,12 +79,26 @@ class InProcessRestart {
   void StopStandbys();
 
  private:
+  void Begin(const RoundAssignment& round, bool group_start);
   // Gives `local_rank` to a ready standby (adds its line to `started`); false when none could.
   bool PromoteStandby(int local_rank, const RoundAssignment& round, double failure_time,
                       std::vector<std::string>& started);
+  // Holds `local_rank` for a standby still preparing (adds its line to `started`); false when
+  // there is none that no other rank waits for.
+  bool AwaitStandby(int local_rank, std::vector<std::string>& started);
+  // The awaited standbys that became ready, ended or overran: their ranks are handed on.
+  void HandAwaitedRanks();
   void StartStandbys(const RoundAssignment& round);
 
+  // A rank of this round that waits for a standby still preparing.
+  struct Awaited {
+    int local_rank = -1;
+    pid_t standby = -1;
+    EventLoop::Deadline deadline{};
+  };
+
   WorkerGroup& group_;
+  EventLoop& loop_;
   const WorkerSpec& spec_;
   DeathGuardian& guardian_;
   std::vector<std::unique_ptr<WorkerProcess>> standbys_;  // local_rank -1 until promoted
@@ -81,6 +107,10 @@ class InProcessRestart {
   bool stopping_ = false;                                   // their ends are expected
   int replaced_this_round_ = 0;  // standbys that died and were replaced in this round
   RoundAssignment round_;
+  double failure_time_ = 0;       // of the round's failure, for the awaited ranks' notices
+  std::vector<Awaited> awaited_;  // emptied by the next round
+  EventLoop::TimerId await_timer_ = 0;  // wakes the loop at the first awaited deadline
+  std::function<void(int local_rank)> late_start_;
 };
 
 }  // namespace mxrun

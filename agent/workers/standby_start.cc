@@ -4,14 +4,16 @@
 
 namespace mxrun {
 
-void StandbyStart::RoundBegan(std::function<void()> wake) {
+void StandbyStart::RoundBegan(bool group_start, std::function<void()> wake) {
   began_ = EventLoop::Deadline::clock::now();
-  if (!prestart_) return;
+  group_start_ = group_start;
   loop_.Cancel(timer_);
+  if (!prestart_ || group_start) return;
   timer_ = loop_.At(began_ + kPrestartDelay, std::move(wake));
 }
 
 bool StandbyStart::Due(const std::function<bool()>& all_joined) const {
+  if (group_start_) return true;
   if (prestart_) return EventLoop::Deadline::clock::now() - began_ >= kPrestartDelay;
   return all_joined();
 }

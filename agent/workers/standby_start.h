@@ -1,9 +1,13 @@
 #pragma once
-// When a group's warm standbys may start (worker_group.h): not before its workers have had the
-// cores for their own start. A script that speaks the control protocol says "joined" once its
-// group is formed, and the standbys start then. An ordinary script run with --prestart never
-// says so: its pre-started interpreters start kPrestartDelay after the round began, and a timer
-// on the loop wakes the agent for it.
+// When a group's warm standbys may start (worker_group.h). At the group's start they start with
+// its workers, so that a failure at any moment, even in the first second of training, finds one
+// ready (a standby started later was still importing torch when a worker died 1 s into training,
+// and a cold process was started beside it: slower than torchrun). In a later round (an
+// in-process restart) the survivors are training and the new ranks starting, so a replacement
+// waits until they have had the cores: a script that speaks the control protocol says "joined"
+// once its group is formed, and the standbys start then; an ordinary script run with --prestart
+// never says so, and its pre-started interpreters start kPrestartDelay after the round began, a
+// timer on the loop waking the agent for it.
 
 #include <chrono>
 #include <functional>
@@ -12,8 +16,8 @@
 
 namespace mxrun {
 
-// How long after a round starts its pre-started interpreters (--prestart) are started: the
-// workers' own start (interpreter, import torch, setup) comes first and has the cores.
+// How long after a later round starts its pre-started interpreters (--prestart) are started: the
+// new workers' own start (interpreter, import torch, setup) comes first and has the cores.
 inline constexpr std::chrono::milliseconds kPrestartDelay{5'000};
 
 class StandbyStart {
@@ -23,8 +27,9 @@ class StandbyStart {
   StandbyStart(const StandbyStart&) = delete;
   StandbyStart& operator=(const StandbyStart&) = delete;
 
-  // A round began: with --prestart, `wake` is called when its delay is over.
-  void RoundBegan(std::function<void()> wake);
+  // A round began, the group's first (`group_start`: its workers all start now) or a later one:
+  // with --prestart, `wake` is called when a later round's delay is over.
+  void RoundBegan(bool group_start, std::function<void()> wake);
   // Whether the standbys may start now; `all_joined` is asked only where it decides.
   bool Due(const std::function<bool()>& all_joined) const;
 
@@ -32,6 +37,7 @@ class StandbyStart {
   const bool prestart_;
   EventLoop& loop_;
   EventLoop::Deadline began_{};
+  bool group_start_ = false;
   EventLoop::TimerId timer_ = 0;
 };
 

@@ -317,6 +317,7 @@ bool WorkerGroup::OnChildExit(pid_t pid, int wait_status) {
 
 WorkerGroup::State WorkerGroup::state() const {
   if (first_failure_) return State::kFailed;
+  if (ranks_awaited_ > 0) return State::kRunning;
   for (const auto& worker : workers_) {
     if (worker->running) return State::kRunning;
   }
@@ -400,6 +401,7 @@ void WorkerGroup::BeginRound(const RoundAssignment& round) {
   }
   round_ = round;
   first_failure_.reset();
+  ranks_awaited_ = 0;
   escalate_ = false;
 }
 

@@ -150,6 +150,10 @@ class WorkerGroup {
   static RankFiles FilesOf(const WorkerProcess& worker);
   // Whether every worker runs and said it joined round `round` (standby_start.h).
   bool AllJoined(int round) const;
+  // How many of the round's ranks wait for a process (a standby still preparing,
+  // in_process_restart.h): while any does, the group is running, even when every worker it has
+  // has ended. BeginRound sets it back to 0.
+  void SetRanksAwaited(int count) { ranks_awaited_ = count; }
 
  private:
   void SpawnWorker(WorkerProcess& worker, const RoundAssignment& round, double failure_time = 0);
@@ -174,6 +178,7 @@ class WorkerGroup {
   int node_rank_ = 0;
   int attempt_ = 0;
   int ended_ = 0;
+  int ranks_awaited_ = 0;
   bool escalate_ = false;
   bool cleaned_up_ = false;
 };

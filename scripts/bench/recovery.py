@@ -28,7 +28,11 @@ checkpoint. SCRIPT=unmodified measures the reference ddp_resnet.py itself under 
 (no mxrun module: every worker restarts and resumes from the checkpoint), and where each
 restart's time went, seen from outside (OUTSIDE_PHASES below).
 
-Usage: recovery.py  (environment: RUNS, N, KILL_AT, OLD_WAY (default 1), WAIT (default 300 s),
+KILL_AFTER=0.5,1,2,5,20 replaces the recovery case by a sweep of early failures: rank 1 is
+SIGKILLed that many seconds after the first training step is logged, whatever its standby is
+doing (still starting, or ready), for each time in turn; the cold case is left out.
+
+Usage: recovery.py  (environment: RUNS, N, KILL_AT, KILL_AFTER, OLD_WAY (default 1), WAIT (default 300 s),
 SCRIPT (trainer, elastic or unmodified), RECONFIGURE (0 or 1, with SCRIPT=elastic),
 MXRUN, TORCHRUN (default
 <repo>/.venv/bin/torchrun)); recovery.sh runs it with $PYTHON (default <repo>/.venv/bin/python3).
@@ -113,6 +117,13 @@ if SCRIPT == "unmodified":
     KINDS = ["mxrun + ddp_resnet.py, prestarted", "mxrun + ddp_resnet.py",
              "torchrun + ddp_resnet.py"]
 MINE, REF = (KINDS[0], KINDS[-1])
+try:
+    KILL_AFTER = [float(x) for x in os.environ.get("KILL_AFTER", "").split(",") if x.strip()]
+except ValueError:
+    KILL_AFTER = [-1.0]
+if any(not 0 <= x <= 600 for x in KILL_AFTER):
+    raise SystemExit(f"recovery: KILL_AFTER={os.environ.get('KILL_AFTER')}: accepted is a comma "
+                     "list of seconds from 0 to 600 after the first step")
 memory = []  # (standby RSS, worker RSS) in MiB, per mxrun + train recovery run
 PHASES = ("until_round", "join", "restore", "first_step")
 # An unmodified script's restart, from the outside: the kill -> a new rank-0 process (the launcher
@@ -122,6 +133,7 @@ PHASES = ("until_round", "join", "restore", "first_step")
 # (checkpoint read) -> the first step logged.
 OUTSIDE_PHASES = ("until_new_process", "until_start", "checkpoint", "first_step")
 phases = {}  # kind -> the trainer's recovery records' "phases", one per run that wrote them
+startup = {}  # kind -> launch to the first step, in the KILL_AFTER sweep's runs
 
 
 def command(kind, run_dir):
@@ -219,7 +231,7 @@ def wait_until(pred, timeout):
     return None
 
 
-def one_run(kind, case, idx):
+def one_run(kind, case, idx, kill_after=None):
     run_dir = tempfile.mkdtemp(dir=WORK, prefix=f"{case}.")
     out_path = os.path.join(run_dir, "out")
     t_launch = time.time()
@@ -240,10 +252,17 @@ def one_run(kind, case, idx):
         if case == "cold":
             first = wait_until(lambda: steps(records(kind, run_dir, out_path)), WAIT)
             return (first[0]["time"] - t_launch, None) if first else (None, None)
-        if not wait_until(lambda: any(r["step"] >= KILL_AT for r in
-                                      steps(records(kind, run_dir, out_path))), WAIT):
+        if kill_after is not None:  # the sweep: a set time after the first step, ready or not
+            first = wait_until(lambda: steps(records(kind, run_dir, out_path)), WAIT)
+            if not first:
+                return None, None
+            startup.setdefault(kind, []).append(first[0]["time"] - t_launch)
+            time.sleep(max(0.0, first[0]["time"] + kill_after - time.time()))
+        elif not wait_until(lambda: any(r["step"] >= KILL_AT for r in
+                                        steps(records(kind, run_dir, out_path))), WAIT):
             return None, None
-        if kind == "mxrun + train" or "standby" in kind or "prestarted" in kind:
+        if kill_after is None and (kind == "mxrun + train" or "standby" in kind
+                                   or "prestarted" in kind):
             # --prestart keeps one interpreter per rank: the kill waits for all of them.
             wanted = NPROC if "prestarted" in kind else 1
 
@@ -330,7 +349,8 @@ def main():
             raise SystemExit(f"recovery: not found: {b}")
     print("### Recovery and cold start: " + ("mxrun + train vs torchrun + PyTorch DDP\n"
           if SCRIPT == "trainer" else "a PyTorch DDP script under mxrun vs torchrun\n"))
-    print(f"- command: `RUNS={RUNS} N={N} KILL_AT={KILL_AT}"
+    print(f"- command: `RUNS={RUNS} N={N} "
+          + (f"KILL_AFTER={os.environ['KILL_AFTER']}" if KILL_AFTER else f"KILL_AT={KILL_AT}")
           + ("" if SCRIPT == "trainer" else f" SCRIPT={SCRIPT}")
           + ("" if RECONFIGURE == "0" else " RECONFIGURE=1")
           + ("" if DEVICE == "cpu" else f" DEVICE={DEVICE}")
@@ -351,6 +371,8 @@ def main():
           f"ResNet-18 width 16, batch 64 per worker, {8192 if SCRIPT == 'elastic' else N} "
           "synthetic images, checkpoint every 5 steps")
     print(f"- load average at start: {open('/proc/loadavg').read().split()[0]}\n")
+    if KILL_AFTER:
+        return sweep()
     results = {}
     for case in ("recovery", "cold"):
         for kind in KINDS:
@@ -407,6 +429,45 @@ def main():
     for kind in (MINE, REF):
         print(row(kind, "cold"))
     ratio("cold", "Cold start")
+
+def sweep():
+    """KILL_AFTER: every kind killed at each time after its first step, RUNS times, interleaved."""
+    results = {}
+    for after in KILL_AFTER:
+        for i in range(RUNS):
+            for kind in KINDS:
+                print(f"recovery: kill {after:g} s after the first step, {kind}, run {i + 1}/{RUNS}",
+                      file=sys.stderr, flush=True)
+                t, l = one_run(kind, "recovery", i, kill_after=after)
+                print(f"recovery: kill {after:g} s, {kind}, run {i + 1}: "
+                      + ("no step seen" if t is None else f"{t:.2f} s")
+                      + ("" if l is None else f", {l} completed step(s) lost"),
+                      file=sys.stderr, flush=True)
+                results.setdefault((after, kind), []).append((t, l))
+    print(f"| SIGKILL of rank {KILL_RANK}, s after the first step | launcher | kill -> first step "
+          "after it, median | runs | completed steps lost (per run) |")
+    print("|---|---|---|---|---|")
+    for after in KILL_AFTER:
+        for kind in KINDS:
+            found = results[(after, kind)]
+            m = med([t for t, _ in found])
+            runs = ", ".join("—" if t is None else f"{t:.2f}" for t, _ in found)
+            print(f"| {after:g} | {kind} | {'—' if m is None else f'{m:.2f} s'} | {runs} | "
+                  f"{[l for _, l in found]} |")
+    print()
+    for after in KILL_AFTER:
+        mine = [t for t, _ in results[(after, MINE)]]
+        ref = [t for t, _ in results[(after, REF)]]
+        if None in mine or None in ref:
+            print(f"- {after:g} s: a run saw no step after the kill")
+            continue
+        print(f"- {after:g} s: {MINE} median {med(mine):.2f} s (slowest {max(mine):.2f} s), "
+              f"{REF} median {med(ref):.2f} s (fastest {min(ref):.2f} s): "
+              f"{med(ref) / med(mine):.1f}x; "
+              + ("never slower" if max(mine) <= min(ref) else "slower in some pairing of runs"))
+    print("\nLaunch to the first step in these runs (the standby, if any, starting beside the "
+          "workers): " + "; ".join(f"{kind} {med(found):.2f} s" for kind, found in startup.items()))
+
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

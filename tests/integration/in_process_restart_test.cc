@@ -236,6 +236,64 @@ TEST_CASE("a warm standby takes the failed rank",
   CHECK(ReadyPids(r.out).at(1).size() == 1);
 }
 
+// The standby starts with the workers and is still preparing (it waits for `hold`) when rank 1
+// fails; the job, its pid and the in-process restart's line naming it.
+struct LossBeforeStandbyReady {
+  TempDir dir;
+  std::string hold = dir.path() + "/hold";
+  Subprocess job{Mxrun({"--standalone", "--nproc_per_node=2", "--max_restarts=1",
+                        "--standby_workers=1"},
+                       {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
+                        "--fail-below-attempt=1", "--fail-on-signal", "--standby-hold=" + hold})};
+  pid_t standby = -1;
+
+  void FailRankOne() {
+    REQUIRE(job.WaitForStdout("ready rank=", 2, 30s));
+    REQUIRE(job.WaitForStdout("standby preparing pid=", 1, 30s));
+    const std::string out = job.out();
+    standby = std::atoi(out.c_str() + out.find("standby preparing pid=") + 22);
+    REQUIRE(standby > 0);
+    REQUIRE(::kill(ReadyPids(out).at(1).at(0), SIGUSR1) == 0);
+    REQUIRE(job.WaitForStderr("; started rank(s) 1 (standby pid " + std::to_string(standby) +
+                                  ", once it is ready)", 1, 30s));
+  }
+};
+
+TEST_CASE("a rank lost while the standby still prepares waits for it, not for a cold process",
+          "[integration][in_process]") {
+  LossBeforeStandbyReady loss;
+  loss.FailRankOne();
+  // Waiting: no process of its own for rank 1 yet (its first one failed).
+  CHECK(ReadyPids(loss.job.out()).at(1).size() == 1);
+  std::ofstream(loss.hold).put('\n');
+  ProcessResult r = loss.job.Wait(60s);
+  INFO(r.err << r.out);
+  REQUIRE(r.exit_code == 0);
+  const std::string pid = std::to_string(loss.standby);
+  CHECK_THAT(r.err, Catch::Contains("round 1: rank 1 went to 1 (standby pid " + pid +
+                                    ") once it was ready"));
+  CHECK_THAT(r.out, Catch::Contains("standby promoted rank=1 pid=" + pid));
+  CHECK(ReadyPids(r.out).at(1).size() == 1);
+}
+
+TEST_CASE("a rank that waits for a preparing standby goes to a new process when the standby dies",
+          "[integration][in_process]") {
+  LossBeforeStandbyReady loss;
+  loss.FailRankOne();
+  REQUIRE(::kill(loss.standby, SIGKILL) == 0);
+  ProcessResult r = loss.job.Wait(60s);
+  INFO(r.err << r.out);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("round 1: the standby (pid " + std::to_string(loss.standby) +
+                                    ") that rank 1 waited for ended: a new process takes the "
+                                    "rank"));
+  const auto pids = ReadyPids(r.out);
+  REQUIRE(pids.at(1).size() == 2);
+  CHECK_THAT(r.err, Catch::Contains("round 1: started rank 1 (pid " +
+                                    std::to_string(pids.at(1)[1]) + ")"));
+  CHECK_THAT(r.out, !Catch::Contains("standby promoted"));
+}
+
 TEST_CASE("a stopped standby (SIGSTOP) is not given the failed rank: a new process takes it",
           "[integration][in_process]") {
   Subprocess job(Mxrun({"--standalone", "--nproc_per_node=2", "--max_restarts=1",
