@@ -104,6 +104,16 @@ else
   say bad "MXRUN_AUTO_PROGRESS=0: $(echo "$out" | grep goodput)"
 fi
 
+# Lightning's callback registry finds mxrun's progress callback through the wheel's entry points
+# (tests/integration/frameworks_test.cc runs a Lightning job with them).
+if out=$(python -c 'from importlib.metadata import entry_points as e
+print(sorted(p.value for g in ("lightning.pytorch.callbacks_factory", "pytorch_lightning.callbacks_factory") for p in e(group=g)))' 2>&1) &&
+   [[ "$out" == "['mxrun._framework_progress:lightning_callbacks', 'mxrun._framework_progress:pytorch_lightning_callbacks']" ]]; then
+  say ok "the wheel's entry points give Lightning mxrun's progress callback"
+else
+  say bad "the wheel's Lightning entry points: $out"
+fi
+
 # python -m mxrun, and the installed module's progress reports.
 if out=$(timeout 120 python -m mxrun --standalone --nproc_per_node=2 "$root/tests/python/progress_worker.py" 30 0.02 2>&1) &&
    [[ "$out" == *"goodput "* && "$out" != *"no progress reports"* ]]; then

@@ -21,6 +21,9 @@ CPU_REQUIREMENTS=(
   numpy==2.4.6             # torch's tensors <-> numpy (DDP reference, TensorBoard's reader)
   tensorboard==2.21.0      # scripts/check_tensorboard_events.py reads the trainer's event files
   python-etcd==0.4.5       # torchrun's etcd-v2 rendezvous backend (scripts/bench/etcd_ha.sh)
+  lightning==2.6.6         # the frameworks' jobs run unchanged under mxrun (tests/python/frameworks,
+  transformers==5.23.0     # tests/integration/frameworks_test.cc): their goodput from their own
+  accelerate==1.15.0       # step counters
 )
 CUDA_REQUIREMENTS=(
   torch==2.14.1            # CUDA 13 build; pulls its CUDA runtime wheels and nvidia-nccl-cu13

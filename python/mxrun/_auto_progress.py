@@ -19,7 +19,10 @@ What is counted:
 - AMP's GradScaler skips `optimizer.step()` when it finds inf or NaN gradients: that call reports
   the same step again, a heartbeat with no new step (`GradScaler.step` is wrapped for it);
 - from the script's first own `mxrun.step_done` (or `mxrun.run`), its reports win and the
-  automatic ones are dropped (`_progress.auto_step_done`).
+  automatic ones are dropped (`_progress.auto_step_done`);
+- Lightning's and the Transformers Trainer's own global step replaces the count from the moment
+  their trainer is made (`_framework_progress`; the same watcher waits for
+  `transformers.trainer`).
 """
 import importlib.abc
 import os
@@ -27,7 +30,16 @@ import sys
 import weakref
 
 VARIABLE = "MXRUN_AUTO_PROGRESS"
-_WATCHED = "torch"
+
+
+def _hook_transformers(module):
+    from . import _framework_progress
+    _framework_progress.hook_transformers(module)
+
+
+# The imports waited for, and what runs once each module's own code has run: torch's optimizer
+# hook, and the Transformers Trainer's callback (_framework_progress).
+_WATCHED = {"torch": lambda module: hook(module), "transformers.trainer": _hook_transformers}
 
 
 def wanted(environ=None):
@@ -41,23 +53,34 @@ def install(environ=None):
     Returns whether it will (or did)."""
     if not wanted(environ):
         return False
-    if _WATCHED in sys.modules:
-        hook()
-        return True
-    if not any(isinstance(f, _Watcher) for f in sys.meta_path):
-        sys.meta_path.insert(0, _Watcher())
+    pending = {}
+    for name, then in _WATCHED.items():
+        if name in sys.modules:
+            _safely(then, sys.modules[name])
+        else:
+            pending[name] = then
+    if pending and not any(isinstance(f, _Watcher) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Watcher(pending))
     return True
 
 
 class _Watcher(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when torch is about to be imported, it lets the other finders find
-    it and runs `hook` after the package's own code."""
+    """Finds nothing itself: when a watched module is about to be imported, it lets the other
+    finders find it and runs what waits for it after the module's own code; it leaves
+    sys.meta_path once none waits."""
+
+    def __init__(self, pending):
+        self._pending = dict(pending)
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != _WATCHED:
+        then = self._pending.pop(fullname, None)
+        if then is None:
             return None
-        sys.meta_path[:] = [f for f in sys.meta_path if f is not self]  # once is enough
+        if not self._pending:
+            sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
         for finder in sys.meta_path:
+            if finder is self:
+                continue
             find = getattr(finder, "find_spec", None)
             spec = find(fullname, path, target) if find is not None else None
             if spec is not None:
@@ -71,7 +94,7 @@ class _Watcher(importlib.abc.MetaPathFinder):
 
         def exec_module(module):
             original(module)
-            _safely(hook, module)
+            _safely(then, module)
         loader.exec_module = exec_module  # this spec's loader only
         return spec
 

@@ -80,6 +80,8 @@ class Progress:
 _progress = None  # this process's reporter, made at the first call
 _disabled = False  # no mxrun here: every call returns at once
 _explicit = False  # the script reports its own steps: the automatic count (_auto_progress) stops
+_framework = False  # a framework's step counter reports (_framework_progress): the optimizer
+                    # hook's count stops
 
 
 def step_done(step=None):
@@ -98,7 +100,23 @@ def reports_itself():
 
 
 def auto_step_done(step):
-    """The automatic count's report (`_auto_progress`): dropped once the script reports itself."""
+    """The optimizer hook's report (`_auto_progress`): dropped once the script reports itself or
+    a framework's counter does."""
+    if not _explicit and not _framework:
+        _report(step, True)
+
+
+def framework_reports():
+    """A framework's step counter will report (`_framework_progress`, from the moment its
+    trainer is made): the optimizer hook's reports are dropped from now on, so that a restarted
+    job's first report is the framework's step, not the hook's count from 1."""
+    global _framework
+    _framework = True
+
+
+def framework_step_done(step):
+    """A framework's global step: automatic too; dropped once the script reports itself."""
+    framework_reports()
     if not _explicit:
         _report(step, True)
 

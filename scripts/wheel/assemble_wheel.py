@@ -5,7 +5,9 @@
 
   PACKAGE_DIR          the pure-Python package (python/mxrun): goes to site-packages/mxrun, and
                        mxrun-auto-progress.pth beside it (python/) to site-packages: each
-                       interpreter's start under mxrun hooks the optimizers (_auto_progress.py)
+                       interpreter's start under mxrun hooks the optimizers (_auto_progress.py),
+                       and entry_points.txt beside it to the dist-info: Lightning's callback
+                       registry loads mxrun's progress callback from it (_framework_progress.py)
   PREFIX_DIR/bin/*     the programs: go to the environment's bin/ (the wheel's .data/scripts)
   PREFIX_DIR/lib/mxrun the libraries they load: go to <prefix>/lib/mxrun (.data/data), which the
                        programs' RPATH ($ORIGIN/../lib/mxrun) finds wherever pip installs them
@@ -75,7 +77,9 @@ def main():
         "Description-Content-Type: text/markdown", "", DESCRIPTION])
     wheel = "\n".join(["Wheel-Version: 1.0", "Generator: mxrun (scripts/wheel/assemble_wheel.py)",
                        "Root-Is-Purelib: false", f"Tag: {tag}", ""])
-    entries += [(f"{dist_info}/METADATA", metadata.encode(), False),
+    entry_points = os.path.join(os.path.dirname(package_dir.rstrip("/")), "entry_points.txt")
+    entries += [(f"{dist_info}/entry_points.txt", open(entry_points, "rb").read(), False),
+                (f"{dist_info}/METADATA", metadata.encode(), False),
                 (f"{dist_info}/WHEEL", wheel.encode(), False),
                 (f"{dist_info}/top_level.txt", b"mxrun\n", False)]
     entries.sort()
