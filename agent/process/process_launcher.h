@@ -35,9 +35,9 @@ struct SpawnRequest {
   int memory_node = -1;                // -1: the default policy
 };
 
-// Starts the process in a session and process group of its own (sid == pgid == pid). Returns its pid once execve has
-// succeeded. Errors: FailedPrecondition with "cannot execute '<path>': <errno text>" when execve
-// fails, Internal when fork or pipe fail.
+// Starts the process in a session and process group of its own (sid == pgid == pid). Returns its
+// pid once execve has succeeded. Errors: FailedPrecondition with "cannot execute '<path>':
+// <errno text>" when execve fails, Internal when fork or pipe fail.
 absl::StatusOr<pid_t> SpawnProcess(const SpawnRequest& request);
 
 // Resolves `name` like execvp would: a name with '/' is taken as is, otherwise each PATH entry is

@@ -32,8 +32,8 @@ struct WorkerSpec {
   std::vector<std::string> standby_argv;  // how a standby starts (empty: as a worker, argv)
   // --prestart: the standbys are pre-started interpreters for an ordinary script, one per local
   // rank; they start with the group's workers, and in a later round kPrestartDelay after it
-  // (standby_start.h: its workers say neither "joined" nor progress), and a group with ready ones is kept on a failure so that Reassign hands them the
-  // ranks (python/mxrun/_prestart.py).
+  // (standby_start.h: its workers say neither "joined" nor progress), and a group with ready
+  // ones is kept on a failure so that Reassign hands them the ranks (python/mxrun/_prestart.py).
   bool prestart = false;
   bool virtual_local_rank = false;     // LOCAL_RANK=0 and one device in CUDA_VISIBLE_DEVICES
   std::string line_prefix_template;    // console line prefix (line_prefix.h); empty: mxrun's
