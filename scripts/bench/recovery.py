@@ -96,9 +96,13 @@ KINDS = ["mxrun + train", *(["mxrun + train (old way)"] if OLD_WAY == "1" else [
 # under torchrun, where it resumes from its checkpoint.
 # SCRIPT=unmodified: the reference ddp_resnet.py itself (no mxrun module) under both launchers:
 # every worker restarts and resumes from the checkpoint, and each run says where the time went.
+# SCRIPT=lightning: tests/python/frameworks/lightning_job.py (a Lightning job, nothing of mxrun
+# in it, a 50 ms step, last.ckpt every 5 steps) the same way: with and without --prestart.
 SCRIPT = os.environ.get("SCRIPT", "trainer")
-if SCRIPT not in ("trainer", "elastic", "unmodified"):
-    raise SystemExit(f"recovery: SCRIPT={SCRIPT}: accepted are trainer, elastic and unmodified")
+if SCRIPT not in ("trainer", "elastic", "unmodified", "lightning"):
+    raise SystemExit(f"recovery: SCRIPT={SCRIPT}: accepted are trainer, elastic, unmodified and "
+                     "lightning")
+LIGHTNING = os.path.join(REPO, "tests/python/frameworks/lightning_job.py")
 ELASTIC = os.path.join(REPO, "scripts/examples/elastic_ddp.py")
 # RECONFIGURE=1 (SCRIPT=elastic, a PyTorch with torch.distributed._reconfigure as $PYTHON: 2.14,
 # .venv-cuda) adds both mxrun cases again with MXRUN_RECONFIGURE=1: the survivors' group
@@ -116,6 +120,9 @@ if SCRIPT == "elastic":
 if SCRIPT == "unmodified":
     KINDS = ["mxrun + ddp_resnet.py, prestarted", "mxrun + ddp_resnet.py",
              "torchrun + ddp_resnet.py"]
+if SCRIPT == "lightning":
+    KINDS = ["mxrun + lightning_job.py, prestarted", "mxrun + lightning_job.py",
+             "torchrun + lightning_job.py"]
 MINE, REF = (KINDS[0], KINDS[-1])
 try:
     KILL_AFTER = [float(x) for x in os.environ.get("KILL_AFTER", "").split(",") if x.strip()]
@@ -147,6 +154,11 @@ def command(kind, run_dir):
                     *standby, *script]
         return [TORCHRUN, "--standalone", f"--nproc_per_node={NPROC}", "--max_restarts=1",
                 *script]
+    if "lightning_job" in kind:
+        launcher = MXRUN if kind.startswith("mxrun") else TORCHRUN
+        prestart = ["--prestart"] if "prestarted" in kind else []
+        return [launcher, "--standalone", f"--nproc_per_node={NPROC}", "--max_restarts=1",
+                *prestart, LIGHTNING, "--steps", "100000", "--step_sleep", "0.05", *ckpt]
     if "ddp_resnet" in kind:
         launcher = MXRUN if kind.startswith("mxrun") else TORCHRUN
         prestart = ["--prestart"] if "prestarted" in kind else []
@@ -164,7 +176,8 @@ def command(kind, run_dir):
 def records(kind, run_dir, out_path):
     """The JSON records of rank 0: the trainer's metrics file, or the script's stdout (under mxrun
     behind its "[n0 r0] " prefix)."""
-    trainer = kind.startswith("mxrun") and "elastic_ddp" not in kind and "ddp_resnet" not in kind
+    trainer = kind.startswith("mxrun") and not any(s in kind for s in ("elastic_ddp", "ddp_resnet",
+                                                                     "lightning_job"))
     path = os.path.join(run_dir, "m.jsonl") if trainer else out_path
     found = []
     try:
@@ -185,7 +198,11 @@ def records(kind, run_dir, out_path):
 
 
 def steps(recs):
-    return [r for r in recs if r.get("event") == "step"]
+    found = [r for r in recs if r.get("event") == "step"]
+    for r in found:  # lightning_job.py names it as Lightning does
+        if "step" not in r and "global_step" in r:
+            r["step"] = r["global_step"]
+    return found
 
 
 def env_of(pid, key):
@@ -240,6 +257,10 @@ def one_run(kind, case, idx, kill_after=None):
                **({} if kind.startswith("mxrun") else TORCH_ENV))
     if "ddp_resnet" in kind and kind.startswith("mxrun"):
         env.update(PYTHON_EXEC=sys.executable, PYTHONPATH=os.path.join(REPO, "python"))
+    if "lightning_job" in kind:
+        os.makedirs(os.path.join(run_dir, "ckpt"))
+        if kind.startswith("mxrun"):
+            env.update(PYTHON_EXEC=sys.executable, PYTHONPATH=os.path.join(REPO, "python"))
     if "elastic_ddp" in kind:
         os.makedirs(os.path.join(run_dir, "ckpt"))
         env.update(PYTHON_EXEC=sys.executable, PYTHONPATH=os.path.join(REPO, "python"),
@@ -307,7 +328,7 @@ def one_run(kind, case, idx, kill_after=None):
                 phases.setdefault(kind, []).append({
                     "until_new_process": new - t_kill, "until_start": start - new,
                     "checkpoint": resume - start, "first_step": after[0]["time"] - resume})
-        elif kind.startswith("mxrun") and "elastic_ddp" not in kind:
+        elif kind.startswith("mxrun") and "elastic_ddp" not in kind and "lightning" not in kind:
             # The trainer's own account of where the time went (its recovery record, written
             # with the first step after the failure).
             rec = wait_until(lambda: [r for r in records(kind, run_dir, out_path)
@@ -368,8 +389,10 @@ def main():
         print(f"- mxrun's Python workers: `{sys.executable}` (torch {r.stdout.strip() or 'unknown'})")
     print(f"- date: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; nproc="
           f"{os.cpu_count()}; {NPROC} {'CPU' if DEVICE == 'cpu' else 'GPU (bf16)'} workers, "
-          f"ResNet-18 width 16, batch 64 per worker, {8192 if SCRIPT == 'elastic' else N} "
-          "synthetic images, checkpoint every 5 steps")
+          + ("tests/python/frameworks/lightning_job.py, a 50 ms step" if SCRIPT == "lightning"
+             else f"ResNet-18 width 16, batch 64 per worker, "
+                  f"{8192 if SCRIPT == 'elastic' else N} synthetic images")
+          + ", checkpoint every 5 steps")
     print(f"- load average at start: {open('/proc/loadavg').read().split()[0]}\n")
     if KILL_AFTER:
         return sweep()
@@ -377,7 +400,8 @@ def main():
     for case in ("recovery", "cold"):
         for kind in KINDS:
             if case == "cold" and ("old way" in kind or "new process" in kind
-                                   or kind == "mxrun + ddp_resnet.py"):
+                                   or kind in ("mxrun + ddp_resnet.py",
+                                               "mxrun + lightning_job.py")):
                 continue  # the same process start as the first kind
             times, lost = [], []
             for i in range(RUNS):
