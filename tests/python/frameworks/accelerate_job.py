@@ -6,36 +6,17 @@ step) and {"event": "step", "global_step": N, "time": T} after each optimizer st
 
 Tests: --kill_rank R --kill_step K makes rank R SIGKILL itself after step K in the first attempt.
 """
-import argparse
-import json
 import os
-import signal
-import sys
 import time
 
 import torch
 from accelerate import Accelerator
 
-
-def leave():
-    """Ends the process without the interpreter's teardown, where PyTorch 2.13's Gloo aborts now
-    and then ("terminate called without an active exception", SIGABRT: 1 run in 6 of this job
-    under torchrun 2.13 too; destroy_process_group first hung 2 runs in 8 instead). The job is
-    done and its output written: the tests judge the launcher, not that teardown."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+from job_common import leave, maybe_kill, parse_args, record
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--ckpt_dir", required=True)
-    p.add_argument("--ckpt_every", type=int, default=5)
-    p.add_argument("--step_sleep", type=float, default=0.05)
-    p.add_argument("--kill_rank", type=int, default=-1)
-    p.add_argument("--kill_step", type=int, default=0)
-    args = p.parse_args()
+    args = parse_args()
     torch.manual_seed(0)
     accelerator = Accelerator(cpu=True)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
@@ -53,8 +34,7 @@ def main():
         accelerator.load_state(os.path.join(args.ckpt_dir, f"step_{step}"))
     rank = accelerator.process_index
     if rank == 0:
-        print(json.dumps({"event": "fit_start", "global_step": step, "time": time.time()}),
-              flush=True)
+        record("fit_start", step)
     batches = iter(loader)
     while step < args.steps:
         try:
@@ -70,11 +50,8 @@ def main():
         if args.step_sleep:
             time.sleep(args.step_sleep)
         if rank == 0:
-            print(json.dumps({"event": "step", "global_step": step, "time": time.time()}),
-                  flush=True)
-        first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
-        if first_attempt and rank == args.kill_rank and step == args.kill_step:
-            os.kill(os.getpid(), signal.SIGKILL)
+            record("step", step)
+        maybe_kill(args, rank, step)
         if step % args.ckpt_every == 0:
             accelerator.save_state(os.path.join(args.ckpt_dir, f"step_{step}"))
             accelerator.wait_for_everyone()

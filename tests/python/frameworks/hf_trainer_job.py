@@ -7,16 +7,14 @@ the framework's own log that the tests compare mxrun's goodput line with.
 
 Tests: --kill_rank R --kill_step K makes rank R SIGKILL itself after step K in the first attempt.
 """
-import argparse
 import glob
-import json
 import os
-import signal
-import sys
 import time
 
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
+
+from job_common import leave, maybe_kill, parse_args, record
 
 
 class Regression(torch.nn.Module):
@@ -51,38 +49,16 @@ class Log(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
-            print(json.dumps({"event": "fit_start", "global_step": state.global_step,
-                              "time": time.time()}), flush=True)
+            record("fit_start", state.global_step)
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
-            print(json.dumps({"event": "step", "global_step": state.global_step,
-                              "time": time.time()}), flush=True)
-        first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
-        if first_attempt and int(os.environ.get("RANK", "0")) == self.args.kill_rank and \
-                state.global_step == self.args.kill_step:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-def leave():
-    """Ends the process without the interpreter's teardown, where PyTorch 2.13's Gloo aborts now
-    and then ("terminate called without an active exception", SIGABRT: 1 run in 6 of this job
-    under torchrun 2.13 too; destroy_process_group first hung 2 runs in 8 instead). The job is
-    done and its output written: the tests judge the launcher, not that teardown."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+            record("step", state.global_step)
+        maybe_kill(self.args, int(os.environ.get("RANK", "0")), state.global_step)
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--ckpt_dir", required=True)
-    p.add_argument("--ckpt_every", type=int, default=5)
-    p.add_argument("--step_sleep", type=float, default=0.05)
-    p.add_argument("--kill_rank", type=int, default=-1)
-    p.add_argument("--kill_step", type=int, default=0)
-    args = p.parse_args()
+    args = parse_args()
     torch.manual_seed(0)
     training = TrainingArguments(
         output_dir=args.ckpt_dir, max_steps=args.steps, per_device_train_batch_size=32,

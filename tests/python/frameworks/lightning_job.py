@@ -7,17 +7,15 @@ mxrun's goodput line with.
 
 Tests: --kill_rank R --kill_step K makes rank R SIGKILL itself after step K in the first attempt.
 """
-import argparse
-import json
 import os
-import signal
-import sys
 import time
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ModelCheckpoint
+
+from job_common import leave, maybe_kill, parse_args, record
 
 
 class Regression(pl.LightningModule):
@@ -43,39 +41,17 @@ class Log(pl.Callback):
 
     def on_train_start(self, trainer, module):
         if trainer.global_rank == 0:
-            print(json.dumps({"event": "fit_start", "global_step": trainer.global_step,
-                              "time": time.time()}), flush=True)
+            record("fit_start", trainer.global_step)
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         step = trainer.global_step
         if trainer.global_rank == 0:
-            print(json.dumps({"event": "step", "global_step": step, "time": time.time()}),
-                  flush=True)
-        first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
-        if first_attempt and trainer.global_rank == self.args.kill_rank and \
-                step == self.args.kill_step:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-def leave():
-    """Ends the process without the interpreter's teardown, where PyTorch 2.13's Gloo aborts now
-    and then ("terminate called without an active exception", SIGABRT: 1 run in 6 of this job
-    under torchrun 2.13 too; destroy_process_group first hung 2 runs in 8 instead). The job is
-    done and its output written: the tests judge the launcher, not that teardown."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+            record("step", step)
+        maybe_kill(self.args, trainer.global_rank, step)
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--ckpt_dir", required=True)
-    p.add_argument("--ckpt_every", type=int, default=5)
-    p.add_argument("--step_sleep", type=float, default=0.05)
-    p.add_argument("--kill_rank", type=int, default=-1)
-    p.add_argument("--kill_step", type=int, default=0)
-    args = p.parse_args()
+    args = parse_args()
     torch.manual_seed(0)
     data = TensorDataset(torch.randn(4096, 16), torch.randn(4096, 1))
     world = int(os.environ.get("WORLD_SIZE", "1"))
