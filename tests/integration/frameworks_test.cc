@@ -6,7 +6,9 @@
 // their checkpoints, where the optimizer hook's count of their SGD would start again at 1 (17
 // steps "redone"); Accelerate's AdamW keeps its own step, which the hook reads. The workers see
 // the wheel's mxrun-auto-progress.pth and entry_points.txt through a site folder made here
-// (tests/python/frameworks/with_site.py), as after `pip install mxrun`.
+// (tests/python/frameworks/with_site.py), as after `pip install mxrun`. And a rank that stops,
+// alive, after step 17: mxrun judges the job hung from those same reports (--hang_timeout) and
+// restarts it, which it cannot do for a job that reports nothing.
 
 #include <catch2/catch.hpp>
 
@@ -57,17 +59,24 @@ struct FrameworkRun {
   long long resumed_from = -1;           // the second attempt's fit_start step
 };
 
-FrameworkRun RunKilled(const std::string& job) {
+// `job` under mxrun (2 workers, --max_restarts=1 and `flags`) with the job's `fault` flags.
+FrameworkRun RunWithFault(const std::string& job, const std::vector<std::string>& flags,
+                          const std::vector<std::string>& fault) {
   TempDir dir;
   const std::string ckpt = dir.path() + "/ckpt";
   std::filesystem::create_directories(ckpt);
   std::map<std::string, std::string> env = PythonWorkerEnv();
   env["MXRUN_TEST_SITE"] = MakeSite(dir);
   FrameworkRun run;
-  run.result = Run({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
-                    kFrameworks + "/with_site.py", kFrameworks + "/" + job, "--ckpt_dir", ckpt,
-                    "--kill_rank", "1", "--kill_step", "17"},
-                   env, 240s);
+  std::vector<std::string> argv = {MXRUN_BIN, "--standalone", "--nproc_per_node=2",
+                                   "--max_restarts=1"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  for (const std::string& arg :
+       {kFrameworks + "/with_site.py", kFrameworks + "/" + job, std::string("--ckpt_dir"), ckpt}) {
+    argv.push_back(arg);
+  }
+  argv.insert(argv.end(), fault.begin(), fault.end());
+  run.result = Run(argv, env, 240s);
   int attempt = 0;
   std::regex record("\\[n0 r0\\] (\\{\"event\".*\\})");
   const std::string& out = run.result.out;
@@ -81,6 +90,17 @@ FrameworkRun RunKilled(const std::string& job) {
     }
   }
   return run;
+}
+
+// Rank 1 SIGKILLed after step 17.
+FrameworkRun RunKilled(const std::string& job) {
+  return RunWithFault(job, {}, {"--kill_rank", "1", "--kill_step", "17"});
+}
+
+// Rank 1 stops, alive, after step 17 (rank 0 then waits in the next step's all-reduce): only the
+// framework's progress, read with no code change, tells mxrun that the job stopped stepping.
+FrameworkRun RunHung(const std::string& job) {
+  return RunWithFault(job, {"--hang_timeout=8"}, {"--hang_rank", "1", "--hang_step", "17"});
 }
 
 // The "(N steps redone)" of mxrun's goodput line; -1 when there is none.
@@ -100,6 +120,16 @@ void CheckGoodputAgainstTheLog(const FrameworkRun& run) {
   CHECK(StepsRedone(run.result.err) == run.last_step_before_kill - run.resumed_from);
   CHECK_THAT(run.result.err, !Catch::Contains("no progress reports"));
   CHECK_THAT(run.result.err, Catch::Contains("first step "));  // the restart's first step seen
+}
+
+void CheckHangCaught(const FrameworkRun& run) {
+  INFO(Describe(run.result));
+  CHECK(std::regex_search(run.result.err,
+                          std::regex("hung \\(heartbeat\\): no heartbeat for [0-9.]+ s "
+                                     "\\(--hang_timeout=8\\.0 s\\)")));
+  CHECK(std::regex_search(run.result.err, std::regex("hang diagnostics of rank [0-9, ]+ written to")));
+  // The group restarted from the checkpoint of step 15 and trained to the end.
+  CheckGoodputAgainstTheLog(run);
 }
 
 }  // namespace
@@ -123,4 +153,13 @@ TEST_CASE("Accelerate, unchanged: mxrun's goodput counts the steps redone after 
           "the optimizer's own step",
           "[integration][frameworks]") {
   CheckGoodputAgainstTheLog(RunKilled("accelerate_job.py"));
+}
+
+TEST_CASE("a framework job that stops stepping, unchanged: mxrun judges it hung from the "
+          "framework's own progress and restarts it (Lightning, the Trainer, Accelerate)",
+          "[integration][frameworks][hang]") {
+  for (const std::string job : {"lightning_job.py", "hf_trainer_job.py", "accelerate_job.py"}) {
+    INFO(job);
+    CheckHangCaught(RunHung(job));
+  }
 }

@@ -324,7 +324,9 @@ TEST_CASE("mxrun.run: a kept rank that blocks in its in-process round's setup, b
   const std::string worker = std::string(PYTHON_TESTS_DIR) + "/round_setup_hang_worker.py";
   // With --hang_timeout the bound is that for the kept rank; without it, --round_join_timeout's
   // (which bounds the new processes of the restart too: long enough for their imports).
-  for (const std::string bound : {"--hang_timeout=4", "--round_join_timeout=20"}) {
+  // --hang_timeout bounds the heartbeats of the restarted group too: 4 s judged a sound worker
+  // hung on a CI machine at load 8 (7.2 s to its first step of the next attempt); 10 s does not.
+  for (const std::string bound : {"--hang_timeout=10", "--round_join_timeout=20"}) {
     INFO(bound);
     ProcessResult r = Run({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=2",
                            bound, worker},

@@ -4,7 +4,8 @@ DDP over Gloo on the CPU across the launcher's ranks, AdamW, `accelerator.save_s
 "fit_start", "global_step": N, "time": T} as training begins (after a resume: the checkpoint's
 step) and {"event": "step", "global_step": N, "time": T} after each optimizer step.
 
-Tests: --kill_rank R --kill_step K makes rank R SIGKILL itself after step K in the first attempt.
+Tests: --kill_rank R --kill_step K makes rank R SIGKILL itself after step K in the first attempt;
+--hang_rank R --hang_step K makes it stop there, alive (job_common.maybe_fail).
 """
 import os
 import time
@@ -12,7 +13,7 @@ import time
 import torch
 from accelerate import Accelerator
 
-from job_common import leave, maybe_kill, parse_args, record
+from job_common import leave, maybe_fail, parse_args, record
 
 
 def main():
@@ -51,7 +52,7 @@ def main():
             time.sleep(args.step_sleep)
         if rank == 0:
             record("step", step)
-        maybe_kill(args, rank, step)
+        maybe_fail(args, rank, step)
         if step % args.ckpt_every == 0:
             accelerator.save_state(os.path.join(args.ckpt_dir, f"step_{step}"))
             accelerator.wait_for_everyone()

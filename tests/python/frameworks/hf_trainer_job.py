@@ -5,7 +5,8 @@ steps, resumed from the newest at the start (resume_from_checkpoint=True). Rank 
 checkpoint's step) and {"event": "step", "global_step": N, "time": T} after each optimizer step:
 the framework's own log that the tests compare mxrun's goodput line with.
 
-Tests: --kill_rank R --kill_step K makes rank R SIGKILL itself after step K in the first attempt.
+Tests: --kill_rank R --kill_step K makes rank R SIGKILL itself after step K in the first attempt;
+--hang_rank R --hang_step K makes it stop there, alive (job_common.maybe_fail).
 """
 import glob
 import os
@@ -14,7 +15,7 @@ import time
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
-from job_common import leave, maybe_kill, parse_args, record
+from job_common import leave, maybe_fail, parse_args, record
 
 
 class Regression(torch.nn.Module):
@@ -54,7 +55,7 @@ class Log(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
             record("step", state.global_step)
-        maybe_kill(self.args, int(os.environ.get("RANK", "0")), state.global_step)
+        maybe_fail(self.args, int(os.environ.get("RANK", "0")), state.global_step)
 
 
 def main():

@@ -17,6 +17,10 @@ def parse_args():
     p.add_argument("--kill_rank", type=int, default=-1,
                    help="tests: this rank SIGKILLs itself after --kill_step, in the first attempt")
     p.add_argument("--kill_step", type=int, default=0)
+    p.add_argument("--hang_rank", type=int, default=-1,
+                   help="tests: this rank stops (sleeps, alive) after --hang_step, in the first "
+                        "attempt")
+    p.add_argument("--hang_step", type=int, default=0)
     return p.parse_args()
 
 
@@ -26,12 +30,16 @@ def record(event, global_step):
           flush=True)
 
 
-def maybe_kill(args, rank, step):
-    """The test's failure: `rank` SIGKILLs itself after `step` when the flags say so, in the
-    first attempt only."""
-    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
-    if first_attempt and rank == args.kill_rank and step == args.kill_step:
+def maybe_fail(args, rank, step):
+    """The test's failure, in the first attempt only, when the flags say so: `rank` SIGKILLs
+    itself after `step` (--kill_rank), or stops there alive, as a rank stuck in a read or a
+    deadlock (--hang_rank): its peers then wait in the next step's all-reduce."""
+    if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
+        return
+    if rank == args.kill_rank and step == args.kill_step:
         os.kill(os.getpid(), signal.SIGKILL)
+    if rank == args.hang_rank and step == args.hang_step:
+        time.sleep(3600)
 
 
 def leave():

@@ -5,7 +5,8 @@ T} after each optimizer step and {"event": "fit_start", "global_step": N, "time"
 begins (after a resume: the checkpoint's step), the framework's own log that the tests compare
 mxrun's goodput line with.
 
-Tests: --kill_rank R --kill_step K makes rank R SIGKILL itself after step K in the first attempt.
+Tests: --kill_rank R --kill_step K makes rank R SIGKILL itself after step K in the first attempt;
+--hang_rank R --hang_step K makes it stop there, alive (job_common.maybe_fail).
 """
 import os
 import time
@@ -15,7 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from job_common import leave, maybe_kill, parse_args, record
+from job_common import leave, maybe_fail, parse_args, record
 
 
 class Regression(pl.LightningModule):
@@ -47,7 +48,7 @@ class Log(pl.Callback):
         step = trainer.global_step
         if trainer.global_rank == 0:
             record("step", step)
-        maybe_kill(self.args, trainer.global_rank, step)
+        maybe_fail(self.args, trainer.global_rank, step)
 
 
 def main():
