@@ -71,10 +71,8 @@ FrameworkRun RunWithFault(const std::string& job, const std::vector<std::string>
   std::vector<std::string> argv = {MXRUN_BIN, "--standalone", "--nproc_per_node=2",
                                    "--max_restarts=1"};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  for (const std::string& arg :
-       {kFrameworks + "/with_site.py", kFrameworks + "/" + job, std::string("--ckpt_dir"), ckpt}) {
-    argv.push_back(arg);
-  }
+  argv.insert(argv.end(),
+              {kFrameworks + "/with_site.py", kFrameworks + "/" + job, "--ckpt_dir", ckpt});
   argv.insert(argv.end(), fault.begin(), fault.end());
   run.result = Run(argv, env, 240s);
   int attempt = 0;
