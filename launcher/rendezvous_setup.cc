@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "agent/store/workers_store_rendezvous.h"
 #include "launcher/token.h"
 #include "rendezvous/local_rendezvous.h"
 #include "rendezvous/net.h"
@@ -213,6 +214,15 @@ absl::StatusOr<NodeRendezvous> SetUpLocalRendezvous(const LaunchOptions& options
   NodeRendezvous result;
   result.description = "single node";
   result.rendezvous = std::make_unique<LocalRendezvous>(local);
+  if (options.agent_store) {
+    // The workers' store in this agent, listening before any rank starts (--workers_store).
+    WorkersStoreConfig store;
+    store.host = local.master_addr;
+    store.fixed_port = local.master_port;
+    result.rendezvous =
+        std::make_unique<WorkersStoreRendezvous>(std::move(result.rendezvous), std::move(store));
+    result.description = "single node, the workers' store in the agent";
+  }
   return result;
 }
 

@@ -7,14 +7,14 @@
 #
 #   scripts/fuzz.sh                 every target
 #   scripts/fuzz.sh master_state    one target (master_state, options, requests, http_request,
-#                                   worker_channels, cluster_env)
+#                                   worker_channels, cluster_env, store_request)
 #   FUZZ_SECONDS=30 scripts/fuzz.sh (what scripts/test.sh runs)
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
 case "$FUZZ_SECONDS" in ''|*[!0-9]*|0) echo "fuzz.sh: FUZZ_SECONDS must be a positive whole number" >&2; exit 2;; esac
-targets=(master_state options requests http_request worker_channels cluster_env)
+targets=(master_state options requests http_request worker_channels cluster_env store_request)
 if [ "$#" -gt 0 ]; then
   for t in "$@"; do
     [[ " ${targets[*]} " == *" $t "* ]] || { echo "fuzz.sh: unknown target '$t'; accepted: ${targets[*]}" >&2; exit 2; }

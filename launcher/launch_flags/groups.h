@@ -20,6 +20,7 @@ LaunchFlagGroup RankOrderFlags();    // node ranks by the network
 LaunchFlagGroup ConsoleLineFlags();  // line prefix, duplicated lines
 LaunchFlagGroup EventFlags();        // torchelastic's event records
 LaunchFlagGroup StragglerFlags();
+LaunchFlagGroup WorkersStoreFlags();  // who hosts the workers' TCPStore
 LaunchFlagGroup ExclusionFlags();
 LaunchFlagGroup HealthFlags();
 LaunchFlagGroup GpuReclaimFlags();

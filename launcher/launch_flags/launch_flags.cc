@@ -28,7 +28,7 @@ const std::vector<LaunchFlagGroup>& Groups() {
   static const std::vector<LaunchFlagGroup> groups = {
       JobFlags(),       LogFileFlags(),     StopFlags(),    HangFlags(),
       StandbyFlags(),   PlacementFlags(),   ConsoleLineFlags(), EventFlags(),
-      StragglerFlags(), ExclusionFlags(),   HealthFlags(),  GpuReclaimFlags(),
+      StragglerFlags(), ExclusionFlags(),   HealthFlags(),  GpuReclaimFlags(), WorkersStoreFlags(),
       FailureFlags(),   MetricsFlags(),     RankOrderFlags(), CompatFlags(),  EntrypointFlags(),
       ConfigFlags(),
   };

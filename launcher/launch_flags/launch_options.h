@@ -68,6 +68,8 @@ struct LaunchOptions {
   double monitor_interval = 0.1;      // accepted for compatibility; mxrun is event-driven
   std::string role = "default";
   std::string local_addr;
+  // Who hosts the workers' TCPStore (workers_store_flags.cc): the agent (true), or global rank 0.
+  bool agent_store = true;
 
   // The workers' output (log_flags.cc).
   LogSpec logs;                       // --log_dir, -r, -t, --local_ranks_filter, duplicate filters

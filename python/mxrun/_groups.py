@@ -1,8 +1,10 @@
 """How a rank joins the process group of a round: a new group, or the old one reconfigured.
 
-Every round has a store of its own: the round's rank 0 hosts a TCPStore at MASTER_ADDR:MASTER_PORT
-(reusing its server of an earlier round when the port is the same), every key under
-"mxrun/round<N>/", so nothing of an earlier round is read. Then, one of two ways:
+Every round has a store of its own at MASTER_ADDR:MASTER_PORT, every key under "mxrun/round<N>/",
+so nothing of an earlier round is read: mxrun's agent hosts it (TORCHELASTIC_USE_AGENT_STORE=True,
+mxrun's default: a store per round, an earlier round's kept while clients use it), else the round's
+rank 0 does (reusing its server of an earlier round when the port is the same). Then, one of two
+ways:
 
 - a new group (`new_group`, any PyTorch): a survivor abandons its broken group
   (`_abort_process_group`) and every rank calls init_process_group on the round's store;
@@ -12,9 +14,9 @@ Every round has a store of its own: the round's rank 0 hosts a TCPStore at MASTE
   `enable_reconfigure=True`; each rank puts its reconfigure handle in the round's store, and all
   call `_reconfigure(uuid, handles in rank order)`, which re-forms the communicator in place.
   Every rank's group must live on the same store (the backend exchanges its addresses there, under
-  the group's own prefix), and that store lives in the process that hosted it: while it survives,
-  rounds reconfigure; when it dies, the round makes a new group (on its own store, which then
-  serves later reconfigurations). `plan` decides this from what each rank says in the round's
+  the group's own prefix), and that store lives in the process that hosted it: in the agent, it
+  survives any rank; in a rank 0, rounds reconfigure while that rank survives, and when it dies the
+  round makes a new group (on its own store, which then serves later reconfigurations). `plan` decides this from what each rank says in the round's
   store, the same on every rank.
 """
 import json
@@ -63,6 +65,11 @@ def reconfigure_wanted(asked):
     return True
 
 
+def _agent_store():
+    """Whether mxrun's agent hosts the workers' stores (as PyTorch reads the variable)."""
+    return os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+
+
 def _address():
     return f"{os.environ['MASTER_ADDR']}:{int(os.environ['MASTER_PORT'])}"
 
@@ -101,7 +108,7 @@ def _store_at(address, host_it):
 def round_store(round_):
     """The round's store: (the TCPStore, a PrefixStore of the round's keys over it)."""
     dist = _dist()
-    base = _store_at(_address(), int(os.environ["RANK"]) == 0)
+    base = _store_at(_address(), int(os.environ["RANK"]) == 0 and not _agent_store())
     return base, dist.PrefixStore(f"mxrun/round{round_}/", base)
 
 
@@ -190,8 +197,10 @@ def reconfigure(backend, round_):
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     base, store = round_store(round_)
     mine = _pg_store if dist.is_initialized() else None
-    store.set(f"hello/{rank}", json.dumps({"pg": mine or "",
-                                           "hosts": mine if mine in _STORES else ""}))
+    # The store a survivor's group lives on is there for the others when this process hosts it, or
+    # when the agent does (it keeps an earlier round's store while clients use it).
+    hosts = mine if mine and (mine in _STORES or _agent_store()) else ""
+    store.set(f"hello/{rank}", json.dumps({"pg": mine or "", "hosts": hosts}))
     hellos = [json.loads(store.get(f"hello/{r}")) for r in range(world)]
     target = plan(hellos)
     if target is None:  # the store is gone (or never was): a new group on the round's store

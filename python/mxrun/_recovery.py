@@ -12,8 +12,9 @@ Under mxrun (its control channel offered) the worker tells the agent it takes re
 in-process. When a peer fails, the collective in flight raises (Gloo at once, when the peer's
 connection closes); the agent keeps the survivors, re-forms the group and sends each its new
 round. `run` then takes the round's environment and joins the round's group (`_groups.py`: by
-default the broken group is abandoned and a new one made on a store of the round's own, which the
-new rank 0 hosts at MASTER_ADDR:MASTER_PORT, as env:// does; with PyTorch 2.14's `_reconfigure`,
+default the broken group is abandoned and a new one made on a store of the round's own at
+MASTER_ADDR:MASTER_PORT, which mxrun's agent hosts (or, with --workers_store=rank0, the new rank 0,
+as env:// does); with PyTorch 2.14's `_reconfigure`,
 asked for, the survivors keep their group and it is re-formed in place), agrees on the
 state (each rank offers the step it holds: survivors from memory, a new process from the
 `start_step` its own checkpoint gave; the most advanced ranks hold the group's state and keep

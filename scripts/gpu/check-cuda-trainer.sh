@@ -15,6 +15,8 @@
 # 6. runs scripts/gpu/run-all.sh as far as a machine without a GPU goes;
 # 7. recovers a Python DDP job in-process through 2.14's torch.distributed._reconfigure (the
 #    mxrun module, MXRUN_RECONFIGURE=1), and an FSDP2 job with it asked for, Gloo on the CPU.
+# 8. runs PyTorch 2.14.1's TCPStore clients against mxrun's workers' store (common/store): every
+#    operation, many waiters, large values, init_process_group on it (the [store-clients] cases).
 # A GPU machine runs the GPU side of the same binary (scripts/gpu/, issue 28).
 #
 # About 5.5 GB of wheels (from this machine's disk) and ~10 minutes on 2 cores the first time;
@@ -148,6 +150,16 @@ if MXRUN_TEST_RECONFIGURE_PYTHON="$venv_cuda/bin/python3" "$tests_bin" "[reconfi
 else
   bad "mxrun.run through torch.distributed._reconfigure: $tests_bin \"[reconfigure]\""
   tail -40 "$work/reconfigure.log"
+fi
+
+# 8. PyTorch 2.14.1's TCPStore clients against mxrun's workers' store (the project's .venv runs the
+#    same cases with 2.13 in ctest).
+if MXRUN_TEST_STORE_PYTHON="$venv_cuda/bin/python3" "$tests_bin" "[store-clients]" \
+     >"$work/store-clients.log" 2>&1; then
+  ok "PyTorch 2.14.1's TCPStore clients against mxrun's store ($(grep -m1 'All tests passed' "$work/store-clients.log"))"
+else
+  bad "PyTorch 2.14.1's TCPStore clients: $tests_bin \"[store-clients]\""
+  tail -40 "$work/store-clients.log"
 fi
 
 echo "check-cuda-trainer: $passed passed, $failed failed"

@@ -57,7 +57,7 @@ TEST_CASE("environment contract with 4 workers", "[integration][env]") {
     CHECK(env["MASTER_ADDR"] == "localhost");
     CHECK(env["TORCHELASTIC_RESTART_COUNT"] == "0");
     CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "2");
-    CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "False");
+    CHECK(env["TORCHELASTIC_USE_AGENT_STORE"] == "True");  // the agent hosts the TCPStore
     CHECK(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
     CHECK(env.count("NCCL_ASYNC_ERROR_HANDLING") == 0);
     CHECK(env["OMP_NUM_THREADS"] == "1");

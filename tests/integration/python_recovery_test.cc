@@ -171,17 +171,19 @@ TEST_CASE("mxrun.run: a rank SIGKILLed after its forward, the survivor's BatchNo
   CheckSameAsUndisturbed(r);
 }
 
-TEST_CASE("mxrun.run: with a fixed --master_port, rank 0 (the store's host) SIGKILLed is replaced "
-          "too, and a survivor that hosted it hosts the next round on the same port",
+TEST_CASE("mxrun.run: with a fixed --master_port, rank 0 SIGKILLed is replaced too: the next "
+          "round's store takes the port over, the agent's or (--workers_store=rank0) the one a "
+          "survivor that hosted it hosts",
           "[integration][python_recovery]") {
   std::set<int> taken;
-  for (const std::string victim : {"0", "1"}) {
-    INFO("victim: rank " << victim);
+  for (const auto& [store, victim] : std::vector<std::pair<std::string, std::string>>{
+           {"agent", "0"}, {"agent", "1"}, {"rank0", "0"}, {"rank0", "1"}}) {
+    INFO("victim: rank " << victim << ", the store in " << store);
     const std::string port = std::to_string(mxrun::testing::DistinctFreePort(taken));
     ProcessResult r = Run({MXRUN_BIN, "--nproc_per_node=2", "--master_port=" + port,
-                           "--max_restarts=1", kScript, "--steps", "30", "--width", "8",
-                           "--batch_size", "16", "--images", "1024", "--kill_rank", victim,
-                           "--kill_step", "12"},
+                           "--workers_store=" + store, "--max_restarts=1", kScript, "--steps",
+                           "30", "--width", "8", "--batch_size", "16", "--images", "1024",
+                           "--kill_rank", victim, "--kill_step", "12"},
                           PythonWorkerEnv(), 240s);
     INFO(Describe(r));
     REQUIRE(r.exit_code == 0);
@@ -276,7 +278,8 @@ TEST_CASE("mxrun.run: a node joining a running 1:2 Python job, the running ranks
 // MXRUN_RECONFIGURE=1. Hidden from ctest (the project's .venv has 2.13): scripts/gpu/check-cuda-trainer.sh
 // runs it with MXRUN_TEST_RECONFIGURE_PYTHON set to .venv-cuda's Python (2.14.1, Gloo on the CPU).
 TEST_CASE("mxrun.run through PyTorch 2.14's _reconfigure: the survivor's group is re-formed in "
-          "place, and with the store's host lost a new group is made",
+          "place whichever rank is lost (the store is the agent's); with rank 0 hosting the store "
+          "and lost, a new group is made",
           "[.][reconfigure]") {
   const char* python = std::getenv("MXRUN_TEST_RECONFIGURE_PYTHON");
   REQUIRE(python != nullptr);
@@ -287,13 +290,20 @@ TEST_CASE("mxrun.run through PyTorch 2.14's _reconfigure: the survivor's group i
   INFO(Describe(base));
   REQUIRE(base.exit_code == 0);
   CHECK_THAT(base.err, !Catch::Contains("has no torch.distributed._reconfigure"));
-  // rank 1 killed: rank 0 hosts the group's store and keeps the group; rank 0 killed: the store
-  // is gone, and the round makes a new group on its own store.
-  for (const auto& [victim, how] : {std::pair<std::string, std::string>{"1", "reconfigured"},
-                                    {"0", "new group"}}) {
-    INFO("victim: rank " << victim);
-    ProcessResult r =
-        Run(Mxrun({"--max_restarts=1"}, {"--kill_rank", victim, "--kill_step", "12"}), env, 240s);
+  // The agent hosts the group's store: whichever rank is killed, the survivor keeps its group.
+  // With --workers_store=rank0, rank 0 hosts it: rank 1 killed, rank 0 keeps the group; rank 0
+  // killed, the store is gone and the round makes a new group on its own store.
+  struct Case {
+    std::string victim, how, store;
+  };
+  for (const Case& c : {Case{"1", "reconfigured", "agent"}, Case{"0", "reconfigured", "agent"},
+                        Case{"1", "reconfigured", "rank0"}, Case{"0", "new group", "rank0"}}) {
+    const std::string& victim = c.victim;
+    const std::string& how = c.how;
+    INFO("victim: rank " << victim << ", the store in " << c.store);
+    ProcessResult r = Run(Mxrun({"--max_restarts=1", "--workers_store=" + c.store},
+                                {"--kill_rank", victim, "--kill_step", "12"}),
+                          env, 240s);
     INFO(Describe(r));
     REQUIRE(r.exit_code == 0);
     const std::string survivor = victim == "0" ? "1" : "0";

@@ -1,0 +1,81 @@
+#pragma once
+// The workers' store, hosted by the agent as torchrun's agent hosts it: a Rendezvous in front of
+// another that, for each round this node hosts, starts a store server (common/store/
+// store_server.h) before the round reaches the agent and gives the workers its port as
+// MASTER_PORT with TORCHELASTIC_USE_AGENT_STORE=True. PyTorch's init_process_group then makes
+// every rank a client of it: no rank waits for rank 0 to open a store, and the store outlives
+// every worker of the round.
+//
+// One store per round, on a port of its own (or on the fixed --master_port, which the new round's
+// store takes over): PyTorch's clients in agent-store mode add no prefix of their own ("a new
+// TCPStore for every retry"), so a round never reads another round's keys. The store of an
+// earlier round stays open while clients are still connected to it (a survivor's group of an
+// in-process restart lives on the store it was made on), the most recent kKeptRounds of them.
+//
+// Which rounds a node hosts: every round of a one-node job. A job of several nodes keeps its
+// current store (rank 0's) for now: the store's host must be chosen by the rendezvous, which
+// these rounds do not do yet.
+//
+// Everything else passes through to the inner rendezvous unchanged. Called on the agent's thread.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/store/store_server.h"
+#include "rendezvous/rendezvous.h"
+
+namespace mxrun {
+
+struct WorkersStoreConfig {
+  std::string host;          // where to listen: the round's MASTER_ADDR ("localhost": every address)
+  int fixed_port = 0;        // --master_port of a static one-node job; 0: a free port per round
+  StoreServer::Options server;  // limits (host and port are set from the above)
+};
+
+class WorkersStoreRendezvous final : public Rendezvous {
+ public:
+  static constexpr std::size_t kKeptRounds = 8;
+
+  WorkersStoreRendezvous(std::unique_ptr<Rendezvous> inner, WorkersStoreConfig config);
+  ~WorkersStoreRendezvous() override;
+
+  void Join() override { inner_->Join(); }
+  void ReportFailure(const WorkerFailure& failure) override { inner_->ReportFailure(failure); }
+  void ReportSucceeded() override { inner_->ReportSucceeded(); }
+  void ReportProgress(const std::vector<RankProgress>& ranks) override {
+    inner_->ReportProgress(ranks);
+  }
+  void ReportRestartPhases(const RestartPhases& phases) override {
+    inner_->ReportRestartPhases(phases);
+  }
+  void ReportUnhealthy(const std::string& why) override { inner_->ReportUnhealthy(why); }
+  void OfferFlightRecords(const FlightRecordSet& own) override { inner_->OfferFlightRecords(own); }
+  std::vector<FlightRecordSet> GatherFlightRecords(const FlightRecordSet& own,
+                                                   const std::set<int>& expected,
+                                                   std::chrono::milliseconds budget,
+                                                   const std::function<void()>& meanwhile) override {
+    return inner_->GatherFlightRecords(own, expected, budget, meanwhile);
+  }
+  void Leave() override { inner_->Leave(); }
+  int EventFd() const override { return inner_->EventFd(); }
+  // The inner rendezvous' events; a round this node hosts carries its store's port (or becomes
+  // kError, exit 3, when no store could be opened: the port is taken, the address is not here).
+  std::vector<RendezvousEvent> TakeEvents() override;
+
+  // The round's store (null before the first round): for the metrics and tests.
+  const StoreServer* current() const { return current_.get(); }
+
+ private:
+  absl::Status Host(RoundAssignment& round);
+
+  std::unique_ptr<Rendezvous> inner_;
+  WorkersStoreConfig config_;
+  std::unique_ptr<StoreServer> current_;
+  std::vector<std::unique_ptr<StoreServer>> earlier_;  // earlier rounds' stores with clients
+};
+
+}  // namespace mxrun
