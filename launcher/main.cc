@@ -37,6 +37,7 @@
 #include "launcher/scratch_sweep.h"
 #include "launcher/slurm_kill_wait.h"
 #include "agent/metrics/agent_metrics.h"
+#include "agent/store/store_metrics.h"
 #include "common/http/metrics_endpoint.h"
 #if MXRUN_NETWORK_BUILD
 #include "common/http/tls/http_tls.h"
@@ -404,6 +405,7 @@ int Main(int argc, char** argv) {
     MetricsRenderer render = [observed](ExpositionFormat format) {
       return observed->Render(format, AgentObserver::Time::clock::now());
     };
+    if (rdzv->store_totals) render = StoreMetrics(rdzv->store_totals, std::move(render));
     std::map<std::string, HttpServer::Handler> pages;
 #if MXRUN_NETWORK_BUILD
     // An agent that hosts its job's master (or may be elected to, with etcd) serves the master's

@@ -219,8 +219,11 @@ absl::StatusOr<NodeRendezvous> SetUpLocalRendezvous(const LaunchOptions& options
     WorkersStoreConfig store;
     store.host = local.master_addr;
     store.fixed_port = local.master_port;
-    result.rendezvous =
+    auto hosting =
         std::make_unique<WorkersStoreRendezvous>(std::move(result.rendezvous), std::move(store));
+    WorkersStoreRendezvous* stores = hosting.get();  // lives as long as the rendezvous
+    result.store_totals = [stores] { return stores->Totals(); };
+    result.rendezvous = std::move(hosting);
     result.description = "single node, the workers' store in the agent";
   }
   return result;

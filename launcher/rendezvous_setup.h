@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/store/workers_store_rendezvous.h"
 #include "common/env_contract.h"
 #include "common/tls_files.h"
 #include "launcher/options.h"
@@ -72,6 +73,8 @@ struct NodeRendezvous {
   std::function<void()> before_exit;
   std::unique_ptr<Rendezvous> rendezvous;
   std::string description;                  // one line for the log
+  // Set when the agent hosts the workers' store (agent/store/store_metrics.h reads it).
+  std::function<std::optional<StoreTotals>()> store_totals;
 };
 
 // True when the job has more than one node (or names a rendezvous endpoint) and so needs the

@@ -1,6 +1,5 @@
 #include "agent/store/workers_store_rendezvous.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -26,14 +25,26 @@ std::vector<RendezvousEvent> WorkersStoreRendezvous::TakeEvents() {
 }
 
 absl::Status WorkersStoreRendezvous::Host(RoundAssignment& round) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  run_id_ = round.run_id;
   // Earlier rounds' stores that no one uses any more are closed; the newest few with clients stay.
-  std::erase_if(earlier_, [](const auto& server) { return server->Counts().clients == 0; });
+  for (auto it = earlier_.begin(); it != earlier_.end();) {
+    if ((*it)->Counts().clients == 0) {
+      Retire(std::move(*it));
+      it = earlier_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   if (current_ != nullptr) {
     if (config_.fixed_port != 0) {
-      current_.reset();  // the new round's store takes over the one port
+      Retire(std::move(current_));  // the new round's store takes over the one port
     } else {
       earlier_.push_back(std::move(current_));
-      if (earlier_.size() > kKeptRounds) earlier_.erase(earlier_.begin());
+      if (earlier_.size() > kKeptRounds) {
+        Retire(std::move(earlier_.front()));
+        earlier_.erase(earlier_.begin());
+      }
     }
   }
   StoreServer::Options options = config_.server;
@@ -49,6 +60,40 @@ absl::Status WorkersStoreRendezvous::Host(RoundAssignment& round) {
   round.master_port = current_->port();
   round.use_agent_store = true;
   return absl::OkStatus();
+}
+
+void WorkersStoreRendezvous::Retire(std::unique_ptr<StoreServer> server) {
+  const StoreCounts counts = server->Counts();
+  for (std::size_t op = 0; op < counts.requests.size(); ++op) {
+    retired_requests_[op] += counts.requests[op];
+  }
+  retired_refused_ += server->refused_clients();
+  server.reset();  // stops its thread, closes its connections
+}
+
+std::optional<StoreTotals> WorkersStoreRendezvous::Totals() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (current_ == nullptr) return std::nullopt;
+  StoreTotals totals;
+  totals.run_id = run_id_;
+  totals.requests = retired_requests_;
+  totals.refused_clients = retired_refused_;
+  auto add = [&](const StoreServer& server) {
+    const StoreCounts counts = server.Counts();
+    for (std::size_t op = 0; op < counts.requests.size(); ++op) {
+      totals.requests[op] += counts.requests[op];
+    }
+    totals.refused_clients += server.refused_clients();
+    totals.clients += counts.clients;
+    totals.waiting_clients += counts.waiting_clients;
+    ++totals.stores;
+    return counts;
+  };
+  for (const auto& server : earlier_) add(*server);
+  const StoreCounts current = add(*current_);
+  totals.keys = current.keys;
+  totals.bytes = current.bytes;
+  return totals;
 }
 
 }  // namespace mxrun

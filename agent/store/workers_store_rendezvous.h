@@ -18,9 +18,13 @@
 //
 // Everything else passes through to the inner rendezvous unchanged. Called on the agent's thread.
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -29,6 +33,18 @@
 #include "rendezvous/rendezvous.h"
 
 namespace mxrun {
+
+// What the job's stores hold now and have served so far (for the metrics).
+struct StoreTotals {
+  std::string run_id;
+  std::size_t keys = 0;             // the current round's store
+  std::size_t bytes = 0;            // the current round's store
+  std::size_t clients = 0;          // every open store's
+  std::size_t waiting_clients = 0;  // every open store's
+  std::size_t stores = 0;           // open: the current round's and earlier ones kept
+  std::array<std::uint64_t, kStoreOpCount> requests{};  // by StoreOp, every store of the job
+  std::uint64_t refused_clients = 0;                    // every store of the job
+};
 
 struct WorkersStoreConfig {
   std::string host;          // where to listen: the round's MASTER_ADDR ("localhost": every address)
@@ -66,16 +82,23 @@ class WorkersStoreRendezvous final : public Rendezvous {
   // kError, exit 3, when no store could be opened: the port is taken, the address is not here).
   std::vector<RendezvousEvent> TakeEvents() override;
 
-  // The round's store (null before the first round): for the metrics and tests.
-  const StoreServer* current() const { return current_.get(); }
+  // What the stores hold and have served; nullopt before the first round. Thread-safe (the
+  // metrics server's thread calls it).
+  std::optional<StoreTotals> Totals() const;
 
  private:
   absl::Status Host(RoundAssignment& round);
+  // A store closed: what it served joins the totals.
+  void Retire(std::unique_ptr<StoreServer> server);
 
   std::unique_ptr<Rendezvous> inner_;
   WorkersStoreConfig config_;
+  mutable std::mutex mutex_;  // guards what Totals() reads: the stores and the sums
+  std::string run_id_;
   std::unique_ptr<StoreServer> current_;
   std::vector<std::unique_ptr<StoreServer>> earlier_;  // earlier rounds' stores with clients
+  std::array<std::uint64_t, kStoreOpCount> retired_requests_{};  // of the stores closed
+  std::uint64_t retired_refused_ = 0;
 };
 
 }  // namespace mxrun

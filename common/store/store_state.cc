@@ -259,11 +259,27 @@ absl::Status StoreState::Apply(StoreClientId client, const StoreRequest& request
     }
     case StoreOp::kGet: {
       auto existing = values_.find(key);
+      if (existing != values_.end() && existing->second.size() > limits_.max_reply_bytes) {
+        return absl::ResourceExhaustedError(absl::StrCat(  // a value APPENDs made that large
+            "GET of a value of ", existing->second.size(), " bytes (at most ",
+            limits_.max_reply_bytes, ")"));
+      }
       out.push_back({client, Bytes(existing == values_.end() ? "" : existing->second)});
       return absl::OkStatus();
     }
     case StoreOp::kMultiGet: {
+      std::size_t size = 0;
+      for (const std::string& each : request.keys) {
+        auto existing = values_.find(each);
+        size += 8 + (existing == values_.end() ? 0 : existing->second.size());
+      }
+      if (size > limits_.max_reply_bytes) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "MULTI_GET of ", request.keys.size(), " keys would answer ", size,
+            " bytes (at most ", limits_.max_reply_bytes, ")"));
+      }
       std::string reply;
+      reply.reserve(size);
       for (const std::string& each : request.keys) {
         auto existing = values_.find(each);
         AppendStoreBytes(reply, existing == values_.end() ? "" : existing->second);
@@ -299,7 +315,15 @@ absl::Status StoreState::Apply(StoreClientId client, const StoreRequest& request
       return absl::OkStatus();
     }
     case StoreOp::kListKeys: {
+      std::size_t size = 8;
+      for (const auto& [each, value] : values_) size += 8 + each.size();
+      if (size > limits_.max_reply_bytes) {
+        return absl::ResourceExhaustedError(absl::StrCat("LIST_KEYS would answer ", size,
+                                                         " bytes (at most ",
+                                                         limits_.max_reply_bytes, ")"));
+      }
       std::string reply;
+      reply.reserve(size);
       AppendStoreI64(reply, static_cast<std::int64_t>(values_.size()));
       for (const auto& [each, value] : values_) AppendStoreBytes(reply, each);
       out.push_back({client, std::move(reply)});

@@ -20,9 +20,9 @@
 //   breaks the protocol, so a client cannot pile up waiters.
 //
 // Bounds: the bytes of every key, value and queued item together (each counted with a fixed
-// overhead, so that many empty keys are bounded too) stay under StoreStateLimits::max_bytes; a
-// request that would pass it is refused and the shell closes that client, whose PyTorch call then
-// fails. Nothing else is undone when a client goes: its keys stay (later ranks read them), its
+// overhead, so that many empty keys are bounded too) stay under StoreStateLimits::max_bytes, and
+// one reply under max_reply_bytes; a request that would pass either is refused and the shell
+// closes that client, whose PyTorch call then fails. Nothing else is undone when a client goes: its keys stay (later ranks read them), its
 // wait is dropped.
 //
 // Single-threaded: the server calls it from its one thread.
@@ -45,6 +45,9 @@ using StoreClientId = std::uint64_t;
 struct StoreStateLimits {
   // Every key, value and queued item, plus kEntryOverhead each.
   std::size_t max_bytes = std::size_t{1} << 30;
+  // One reply: a MULTI_GET that names one large value many times would otherwise build a reply
+  // of up to 128K times 8 MiB.
+  std::size_t max_reply_bytes = std::size_t{128} << 20;
   static constexpr std::size_t kEntryOverhead = 64;
 };
 

@@ -278,7 +278,7 @@ TEST_CASE("mxrun.run: a node joining a running 1:2 Python job, the running ranks
 // MXRUN_RECONFIGURE=1. Hidden from ctest (the project's .venv has 2.13): scripts/gpu/check-cuda-trainer.sh
 // runs it with MXRUN_TEST_RECONFIGURE_PYTHON set to .venv-cuda's Python (2.14.1, Gloo on the CPU).
 TEST_CASE("mxrun.run through PyTorch 2.14's _reconfigure: the survivor's group is re-formed in "
-          "place whichever rank is lost (the store is the agent's); with rank 0 hosting the store "
+          "place whichever rank is lost (the store is the agent's), and with rank 0 hosting the store "
           "and lost, a new group is made",
           "[.][reconfigure]") {
   const char* python = std::getenv("MXRUN_TEST_RECONFIGURE_PYTHON");

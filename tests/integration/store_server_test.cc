@@ -25,6 +25,7 @@
 #include <catch2/catch.hpp>
 
 #include "common/store/store_server.h"
+#include "tests/metrics_client.h"
 #include "tests/subprocess.h"
 #include "tests/temp_dir.h"
 
@@ -166,7 +167,8 @@ TEST_CASE("init_process_group with TORCHELASTIC_USE_AGENT_STORE=True forms its g
   CHECK(served.server->refused_clients() == 0);
 }
 
-TEST_CASE("a client killed while it waits is dropped; the store serves the others on", "[store][store-clients]") {
+TEST_CASE("a client killed while it waits is dropped, the store serves the others on",
+          "[store][store-clients]") {
   Served served;
   Subprocess holder({ClientPython(), kClients, "hold", "127.0.0.1", served.port(), "/never"});
   REQUIRE(holder.WaitForStdout("holding", 1, 60s));
@@ -290,8 +292,8 @@ TEST_CASE("at its client cap the store drops a connection that has not validated
 
 // The agent hosting the store (agent/store/workers_store_rendezvous.h), through mxrun itself.
 
-TEST_CASE("mxrun hosts the workers' store: TORCHELASTIC_USE_AGENT_STORE=True, a store per round; "
-          "rank 0 hosts it with --workers_store=rank0 or TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1",
+TEST_CASE("mxrun hosts the workers' store: TORCHELASTIC_USE_AGENT_STORE=True, a store per round, "
+          "and rank 0 hosts it with --workers_store=rank0 or TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1",
           "[store][integration]") {
   mxrun::testing::TempDir dir;
   // Two rounds (the first fails): each round's workers get the agent's store of that round.
@@ -341,4 +343,34 @@ TEST_CASE("mxrun with a --master_port that another process holds exits 3, naming
   CHECK(r.exit_code == 3);
   CHECK(r.err.find("the workers' store: cannot listen on 127.0.0.1:" + port +
                    ": Address already in use (--master_port is taken?") != std::string::npos);
+}
+
+TEST_CASE("an agent's metrics show its workers' store: clients, waiters and requests by operation",
+          "[store][integration][metrics]") {
+  // Two workers that connect to the round's store (MASTER_PORT) and wait on a key nobody sets.
+  const std::string hold = "exec '" + ClientPython() + "' '" + kClients +
+                           "' hold \"$MASTER_ADDR\" \"$MASTER_PORT\" /never";
+  Subprocess job({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--metrics_port=0",
+                  "--log_collapse_window=0", "--no_python", "sh", "-c", hold});
+  const std::string endpoint = mxrun::testing::AgentMetricsEndpoint(job);
+  REQUIRE(job.WaitForStdout("holding", 2, 90s));
+  std::string page;
+  auto gauge = [&](const std::string& family) {
+    const auto samples = mxrun::testing::SamplesByLabel(page, family, "run_id");
+    return samples.size() == 1 ? samples.begin()->second : std::string();
+  };
+  REQUIRE(Eventually([&] {
+    page = mxrun::testing::Curl("http://" + endpoint + "/metrics");
+    return gauge("mxrun_store_waiting_clients") == "2";
+  }));
+  INFO(page);
+  CHECK(page.find("# TYPE mxrun_store_requests_total counter") != std::string::npos);
+  const auto validated = mxrun::testing::SamplesByLabel(page, "mxrun_store_requests_total", "op");
+  CHECK(validated.at("VALIDATE") == "2");
+  CHECK(validated.at("WAIT") == "2");
+  CHECK(validated.at("ADD") == "0");  // world_size not given: no "init/" count
+  CHECK(gauge("mxrun_store_clients") == "2");
+  CHECK(gauge("mxrun_store_open") == "1");
+  kill(job.pid(), SIGTERM);
+  CHECK(job.Wait(30s).exit_code == 143);
 }

@@ -191,7 +191,7 @@ TEST_CASE("CANCEL_WAIT ends a wait: WAIT_CANCELED, and no STOP_WAITING after it"
   CHECK(s.Reply(2, Op(StoreOp::kGet, {"/late"})) == Bytes("1"));  // and it works on
 }
 
-TEST_CASE("a client has one wait at a time; a second request while it waits breaks the protocol",
+TEST_CASE("a client has one wait at a time: a second request while it waits breaks the protocol",
           "[store]") {
   Scenario s;
   s.Connect(1);
@@ -218,7 +218,7 @@ TEST_CASE("clients that time out again and again on a key nobody sets leave no g
   CHECK(woken[0].client == 1);
 }
 
-TEST_CASE("a client that goes while it waits is forgotten; what it set stays", "[store]") {
+TEST_CASE("a client that goes while it waits is forgotten, what it set stays", "[store]") {
   Scenario s;
   s.Connect(1);
   s.Connect(2);
@@ -230,7 +230,7 @@ TEST_CASE("a client that goes while it waits is forgotten; what it set stays", "
   CHECK(s.Reply(2, Op(StoreOp::kGet, {"/mine"})) == Bytes("1"));
 }
 
-TEST_CASE("BARRIER: the last of world-size arrivals releases everyone; the count is a key",
+TEST_CASE("BARRIER: the last of world-size arrivals releases everyone, the count is a key",
           "[store]") {
   Scenario s;
   for (StoreClientId client = 1; client <= 3; ++client) s.Connect(client);
@@ -296,4 +296,16 @@ TEST_CASE("the store's bytes stay under max_bytes: a write past it is refused, t
     if (!s.Refused(1, Op(StoreOp::kSet, {"/" + std::to_string(stored)}, {""})).ok()) break;
   }
   CHECK(stored < 4096 / static_cast<int>(mxrun::StoreStateLimits::kEntryOverhead) + 1);
+}
+
+TEST_CASE("a MULTI_GET that names one large value many times is refused, not answered", "[store]") {
+  mxrun::StoreStateLimits limits;
+  limits.max_reply_bytes = 1 << 20;
+  Scenario s(limits);
+  s.Connect(1);
+  s.Apply(1, Op(StoreOp::kSet, {"/big"}, {std::string(100'000, 'x')}));
+  CHECK(s.Reply(1, Op(StoreOp::kMultiGet, std::vector<std::string>(10, "/big"))).size() ==
+        10 * (8 + 100'000));
+  const absl::Status refused = s.Refused(1, Op(StoreOp::kMultiGet, std::vector<std::string>(11, "/big")));
+  CHECK(refused.message() == "MULTI_GET of 11 keys would answer 1100088 bytes (at most 1048576)");
 }

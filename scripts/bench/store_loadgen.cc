@@ -1,0 +1,254 @@
+// A load generator for a TCPStore server (mxrun's workers' store or PyTorch's own): N simulated
+// ranks, each on a connection of its own, doing what init_process_group with a store-based
+// barrier does (torch.distributed's _store_based_barrier):
+//   VALIDATE, PING (as every TCPStore client connects), ADD "init/" 1 (world_size given),
+//   SET "/rank/<r>" <its address> (what a backend publishes), ADD "/barrier" 1, and the rank
+//   whose ADD answers N SETs "/barrier/last"; every rank WAITs for "/barrier/last".
+// One thread, one epoll loop, non-blocking sockets; at most --connecting connections are being
+// set up at once, as a job's ranks start over a spread of time rather than in one instant (the
+// listen backlog, net.core.somaxconn, is finite for every server alike).
+//
+// Prints one JSON line: {"ranks": N, "connected_s": ..., "barrier_s": ..., "failed": F}, where
+// connected_s is from the first connect to the last rank's PING answered and barrier_s from the
+// first connect to the last rank's WAIT answered. Built with the project (build/bin/store_loadgen);
+// scripts/bench/store_scale.py drives it.
+//
+//   store_loadgen --port 29500 --ranks 16384 [--host 127.0.0.1] [--connecting 512]
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/store/store_wire.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Phase { kConnecting, kPong, kInit, kBarrierAdd, kWait, kDone, kFailed };
+
+struct Rank {
+  int fd = -1;
+  Phase phase = Phase::kConnecting;
+  std::string out;      // to send
+  std::size_t sent = 0;
+  std::string in;       // received, not yet taken
+};
+
+std::string Request(mxrun::StoreOp op, std::vector<std::string> keys = {},
+                    std::vector<std::string> values = {}, std::int64_t number = 0,
+                    std::uint32_t word = 0) {
+  mxrun::StoreRequest request;
+  request.op = op;
+  request.keys = std::move(keys);
+  request.values = std::move(values);
+  request.number = number;
+  request.word = word;
+  return mxrun::EncodeStoreRequest(request);
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string host = "127.0.0.1";
+  int port = 0, ranks = 0, connecting = 512;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--host") host = argv[i + 1];
+    else if (flag == "--port") port = std::atoi(argv[i + 1]);
+    else if (flag == "--ranks") ranks = std::atoi(argv[i + 1]);
+    else if (flag == "--connecting") connecting = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "store_loadgen: unknown flag %s (accepted: --host --port --ranks --connecting)\n", argv[i]);
+      return 2;
+    }
+  }
+  if (port <= 0 || port > 65535 || ranks <= 0 || connecting <= 0) {
+    std::fprintf(stderr, "store_loadgen: --port (1-65535) and --ranks (> 0) are required\n");
+    return 2;
+  }
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_cur < static_cast<rlim_t>(ranks) + 64) {
+    limit.rlim_cur = std::min<rlim_t>(limit.rlim_max, static_cast<rlim_t>(ranks) + 64);
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
+    std::fprintf(stderr, "store_loadgen: --host must be an IPv4 address, got %s\n", host.c_str());
+    return 2;
+  }
+  const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  std::vector<Rank> all(static_cast<std::size_t>(ranks));
+  int next = 0, in_setup = 0, done = 0, failed = 0, connected = 0;
+  const auto start = Clock::now();
+  Clock::time_point connected_at{}, barrier_at{};
+  const std::string validate = Request(mxrun::StoreOp::kValidate, {}, {}, 0,
+                                       mxrun::kStoreValidationMagic);
+
+  auto fail = [&](int r) {
+    Rank& rank = all[static_cast<std::size_t>(r)];
+    if (rank.phase == Phase::kFailed || rank.phase == Phase::kDone) return;
+    if (rank.phase == Phase::kConnecting || rank.phase == Phase::kPong) --in_setup;
+    rank.phase = Phase::kFailed;
+    ++failed;
+    epoll_ctl(epoll_fd, EPOLL_CTL_DEL, rank.fd, nullptr);
+    close(rank.fd);
+  };
+  auto flush = [&](int r) {
+    Rank& rank = all[static_cast<std::size_t>(r)];
+    while (rank.sent < rank.out.size()) {
+      const ssize_t n = send(rank.fd, rank.out.data() + rank.sent, rank.out.size() - rank.sent,
+                             MSG_NOSIGNAL);
+      if (n > 0) {
+        rank.sent += static_cast<std::size_t>(n);
+      } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        break;
+      } else {
+        fail(r);
+        return;
+      }
+    }
+    if (rank.sent == rank.out.size()) {
+      rank.out.clear();
+      rank.sent = 0;
+    }
+    epoll_event event{};
+    event.events = EPOLLIN | (rank.out.empty() ? 0u : static_cast<std::uint32_t>(EPOLLOUT));
+    event.data.u32 = static_cast<std::uint32_t>(r);
+    epoll_ctl(epoll_fd, EPOLL_CTL_MOD, rank.fd, &event);
+  };
+  auto open_more = [&] {
+    while (next < ranks && in_setup < connecting) {
+      const int r = next++;
+      Rank& rank = all[static_cast<std::size_t>(r)];
+      rank.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      const int on = 1;
+      setsockopt(rank.fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+      ++in_setup;
+      if (rank.fd < 0 || (connect(rank.fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 &&
+                          errno != EINPROGRESS)) {
+        rank.phase = Phase::kFailed;
+        ++failed;
+        --in_setup;
+        if (rank.fd >= 0) close(rank.fd);
+        continue;
+      }
+      epoll_event event{};
+      event.events = EPOLLOUT | EPOLLIN;
+      event.data.u32 = static_cast<std::uint32_t>(r);
+      epoll_ctl(epoll_fd, EPOLL_CTL_ADD, rank.fd, &event);
+    }
+  };
+  // What a rank sends next once its last reply came.
+  auto advance = [&](int r) {
+    Rank& rank = all[static_cast<std::size_t>(r)];
+    for (;;) {
+      switch (rank.phase) {
+        case Phase::kPong:
+          if (rank.in.size() < 4) return;
+          rank.in.erase(0, 4);
+          --in_setup;
+          if (++connected == ranks) connected_at = Clock::now();
+          rank.phase = Phase::kInit;
+          rank.out += Request(mxrun::StoreOp::kAdd, {"init/"}, {}, 1);
+          break;
+        case Phase::kInit:
+          if (rank.in.size() < 8) return;
+          rank.in.erase(0, 8);
+          rank.phase = Phase::kBarrierAdd;
+          rank.out += Request(mxrun::StoreOp::kSet, {"/rank/" + std::to_string(r)},
+                              {"127.0.0.1:" + std::to_string(20000 + r % 40000)});
+          rank.out += Request(mxrun::StoreOp::kAdd, {"/barrier"}, {}, 1);
+          break;
+        case Phase::kBarrierAdd: {
+          if (rank.in.size() < 8) return;
+          std::int64_t count = 0;
+          std::memcpy(&count, rank.in.data(), 8);
+          rank.in.erase(0, 8);
+          if (count == ranks) rank.out += Request(mxrun::StoreOp::kSet, {"/barrier/last"}, {"1"});
+          rank.out += Request(mxrun::StoreOp::kWait, {"/barrier/last"});
+          rank.phase = Phase::kWait;
+          break;
+        }
+        case Phase::kWait:
+          if (rank.in.empty()) return;
+          rank.in.erase(0, 1);
+          rank.phase = Phase::kDone;
+          if (++done + failed == ranks) barrier_at = Clock::now();
+          epoll_ctl(epoll_fd, EPOLL_CTL_DEL, rank.fd, nullptr);  // kept open, as a rank's store is
+          return;
+        default:
+          return;
+      }
+    }
+  };
+
+  open_more();
+  std::vector<epoll_event> events(1024);
+  const auto deadline = start + std::chrono::seconds(300);
+  while (done + failed < ranks && Clock::now() < deadline) {
+    const int n = epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), 1000);
+    for (int i = 0; i < n; ++i) {
+      const int r = static_cast<int>(events[i].data.u32);
+      Rank& rank = all[static_cast<std::size_t>(r)];
+      if (rank.phase == Phase::kFailed || rank.phase == Phase::kDone) continue;
+      if (rank.phase == Phase::kConnecting) {
+        int error = 0;
+        socklen_t length = sizeof error;
+        getsockopt(rank.fd, SOL_SOCKET, SO_ERROR, &error, &length);
+        if (error != 0) {
+          fail(r);
+          continue;
+        }
+        rank.phase = Phase::kPong;
+        rank.out = validate + Request(mxrun::StoreOp::kPing, {}, {}, 0, static_cast<std::uint32_t>(r));
+        flush(r);
+        continue;
+      }
+      if (events[i].events & EPOLLOUT) flush(r);
+      if (rank.phase == Phase::kFailed) continue;
+      if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        char buffer[4096];
+        const ssize_t got = read(rank.fd, buffer, sizeof buffer);
+        if (got <= 0) {
+          if (got < 0 && errno == EAGAIN) continue;
+          fail(r);
+          continue;
+        }
+        rank.in.append(buffer, static_cast<std::size_t>(got));
+        advance(r);
+        if (rank.phase != Phase::kFailed && !rank.out.empty()) flush(r);
+      }
+    }
+    open_more();
+  }
+  const auto end = Clock::now();
+  if (barrier_at == Clock::time_point{}) barrier_at = end;
+  if (connected_at == Clock::time_point{}) connected_at = end;
+  std::printf("{\"ranks\": %d, \"connected_s\": %.4f, \"barrier_s\": %.4f, \"failed\": %d, "
+              "\"unfinished\": %d}\n",
+              ranks, Seconds(connected_at - start), Seconds(barrier_at - start), failed,
+              ranks - done - failed);
+  for (Rank& rank : all) {
+    if (rank.fd >= 0 && rank.phase != Phase::kFailed) close(rank.fd);
+  }
+  return failed == 0 && done == ranks ? 0 : 1;
+}

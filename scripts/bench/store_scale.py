@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""The workers' store at scale (issue 57, item 4): N simulated ranks against mxrun's store and
+against PyTorch's own TCPStore server (libuv, the default since 2.4), side by side in one run.
+
+Each run starts one server alone, then build/bin/store_loadgen plays N ranks on connections of
+their own doing what init_process_group with a store-based barrier does (VALIDATE, PING, ADD
+init/, SET the rank's address, ADD the barrier counter, the last one SETs the barrier key, every
+rank WAITs for it; store_loadgen.cc says how). Reported per server and N: the barrier's time
+(first connect to the last rank released) and the connect phase, medians over RUNS, and the
+memory the load added to the server (its VmHWM after the run less its VmRSS before: PyTorch's
+server lives in a Python that imported torch, so its whole RSS is no measure of the store). The servers alternate run by run.
+
+  mxrun     build/bin/store_serve: common/store/store_server.h alone
+  pytorch   torch.distributed.TCPStore(is_master=True, use_libuv=True) in a Python of its own
+
+Environment: RUNS (default 3), RANKS (default 1024,4096,16384), MXRUN_BUILD (default
+<repo>/build), CONNECTING (connections being set up at once, default 512). Both servers and the
+load generator get the hard open-file limit. Markdown on stdout, progress on stderr.
+"""
+import json
+import os
+import resource
+import subprocess
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import (REPO, Log, detect_env, die, env, executable, machine,  # noqa: E402
+                          median, run_main, status_kib, torch_version, utc_now, git_rev)
+
+SCRIPT = "store_scale.sh"
+PYTORCH_SERVER = r'''
+import datetime, resource, sys
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+import torch.distributed as dist
+store = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=True, wait_for_workers=False,
+                      timeout=datetime.timedelta(seconds=600))
+print("port", store.port, flush=True)
+sys.stdin.read()
+'''
+
+
+def start(argv, log):
+    server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    line = server.stdout.readline()
+    if not line.startswith("port "):
+        server.kill()
+        server.wait()
+        die(SCRIPT, f"{argv[0]} did not say its port: {line!r}")
+    return server, int(line.split()[1])
+
+
+def main():
+    log = Log(SCRIPT)
+    runs = int(env("RUNS", "3"))
+    sizes = [int(n) for n in env("RANKS", "1024,4096,16384").split(",")]
+    build = env("MXRUN_BUILD", os.path.join(REPO, "build"))
+    connecting = env("CONNECTING", "512")
+    loadgen = os.path.join(build, "bin", "store_loadgen")
+    serve = os.path.join(build, "bin", "store_serve")
+    for path in (loadgen, serve):
+        if not executable(path):
+            die(SCRIPT, f"not built: {path} (scripts/build.sh)")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # inherited by the three processes
+    if hard < max(sizes) + 256:
+        die(SCRIPT, f"the open-file hard limit ({hard}) is below {max(sizes)} ranks")
+    servers = {"mxrun": [serve], "pytorch": [sys.executable, "-c", PYTORCH_SERVER]}
+    results = {(s, n): [] for s in servers for n in sizes}
+    for n in sizes:
+        for run in range(runs):
+            order = list(servers) if run % 2 == 0 else list(reversed(servers))
+            for name in order:
+                server, port = start(servers[name], log)
+                before = status_kib(server.pid, "VmRSS") or 0
+                try:
+                    r = subprocess.run([loadgen, "--port", str(port), "--ranks", str(n),
+                                        "--connecting", connecting],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                       timeout=600)
+                    peak = status_kib(server.pid, "VmHWM")
+                finally:
+                    server.stdin.close()
+                    try:
+                        server.wait(timeout=30)
+                    except subprocess.TimeoutExpired:
+                        server.kill()
+                        server.wait()
+                try:
+                    record = json.loads(r.stdout.strip().splitlines()[-1])
+                except (ValueError, IndexError):
+                    log.warn(f"{name} at {n}: no result ({r.stderr[-300:]})")
+                    continue
+                if r.returncode != 0:
+                    log.warn(f"{name} at {n}: {record['failed']} failed, "
+                             f"{record['unfinished']} unfinished")
+                    continue
+                record["peak_kib"] = peak
+                record["growth_kib"] = (peak or 0) - before
+                results[(name, n)].append(record)
+                log.progress(f"{n} ranks, {name}: barrier {record['barrier_s']:.3f} s, "
+                             f"connected {record['connected_s']:.3f} s, peak {peak} KiB, "
+                             f"+{record['growth_kib']} KiB under the load")
+    info = detect_env(os.path.join(REPO, ".venv/bin/torchrun"), sys.executable)
+    print(f"# The workers' store at scale, {utc_now()}")
+    print()
+    print(f"- command: `RUNS={runs} RANKS={','.join(map(str, sizes))} scripts/bench/{SCRIPT}`; "
+          f"git {git_rev()}, torch {torch_version(sys.executable)} (its libuv TCPStore server); "
+          f"{machine(info.cpu_model)}; {connecting} connections set up at once")
+    print()
+    print("| ranks | server | barrier, median (min-max) | all connected, median | "
+          "memory the load added (peak RSS) | PyTorch / mxrun | runs |")
+    print("|---|---|---|---|---|---|---|")
+    for n in sizes:
+        ours = [r["barrier_s"] for r in results[("mxrun", n)]]
+        for name in servers:
+            got = results[(name, n)]
+            if not got:
+                print(f"| {n} | {name} | no run finished | - | - | - | 0 |")
+                continue
+            barrier = [r["barrier_s"] for r in got]
+            connected = [r["connected_s"] for r in got]
+            peak = max(r["peak_kib"] for r in got)
+            growth = max(r["growth_kib"] for r in got)
+            ratio = (f"{median(barrier) / median(ours):.1f}x" if name == "pytorch" and ours
+                     else "")
+            print(f"| {n} | {name} | {median(barrier):.3f} s ({min(barrier):.3f}-{max(barrier):.3f})"
+                  f" | {median(connected):.3f} s | {growth / 1024:.1f} MiB ({peak / 1024:.1f} MiB) |"
+                  f" {ratio} | {len(got)} |")
+    for problem in log.problems:
+        print(f"\n- problem: {problem}")
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)
