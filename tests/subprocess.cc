@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <iterator>
+#include <thread>
 
 extern char** environ;
 
@@ -169,6 +171,17 @@ bool WaitForExit(pid_t pid, std::chrono::milliseconds timeout) {
 }
 
 bool IsAlive(pid_t pid) { return !WaitForExit(pid, std::chrono::milliseconds(0)); }
+
+bool BecomesStopped(pid_t pid) {
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t paren = text.rfind(')');
+    if (paren != std::string::npos && text.compare(paren + 1, 3, " T ") == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
 
 std::string Describe(const ProcessResult& r) {
   return "exit " + std::to_string(r.exit_code) + (r.timed_out ? " (timed out)" : "") +

@@ -65,6 +65,9 @@ ProcessResult Run(const std::vector<std::string>& argv,
 // (pidfd), no polling. True when it is gone (or never existed).
 bool WaitForExit(pid_t pid, std::chrono::milliseconds timeout);
 bool IsAlive(pid_t pid);
+// Whether /proc/<pid>/stat shows the process stopped (state T), polled for up to 5 s: SIGSTOP
+// takes effect when the kernel next schedules the process.
+bool BecomesStopped(pid_t pid);
 
 #if defined(MXRUN_BIN) && defined(TEST_CHILD_BIN)
 // `mxrun FLAGS --no_python test_child CHILD_ARGS`: the command most integration tests run

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <typeinfo>
 
@@ -50,6 +51,18 @@ void KeepFreedMemoryForReuse() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
+// The identity a failure is reported under, read when it happens: a standby promoted in-process
+// took its rank and error file from a round notice after start-up (Trainer::ApplyRound puts them
+// in the environment), and a failure reported under the start-up identity would name no rank and
+// leave the launcher's summary without the trainer's message.
+mxrun::WorkerIdentity IdentityNow(const mxrun::WorkerIdentity& at_start) {
+  try {
+    return mxrun::ReadWorkerIdentity(mxrun::EnvFromStrings(environ));
+  } catch (const std::invalid_argument&) {
+    return at_start;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,10 +91,10 @@ int main(int argc, char** argv) {
   }
   auto fail = [&](const std::string& what) {
     const std::string type = CurrentExceptionType();
-    std::fprintf(stderr, "train: rank %d failed: %s: %s\n", identity.rank, type.c_str(),
-                 what.c_str());
-    if (!identity.error_file.empty()) {
-      trainer::WriteErrorFile(identity.error_file, type, what,
+    const WorkerIdentity now = IdentityNow(identity);
+    std::fprintf(stderr, "train: rank %d failed: %s: %s\n", now.rank, type.c_str(), what.c_str());
+    if (!now.error_file.empty()) {
+      trainer::WriteErrorFile(now.error_file, type, what,
                               "raised in the C++ trainer (train); no Python traceback");
     }
     return 1;
@@ -90,8 +103,9 @@ int main(int argc, char** argv) {
     return trainer::RunTrainer(*parsed.options, identity);
   } catch (const trainer::UnmetRequest& e) {
     std::fprintf(stderr, "train: %s\n", e.what());
-    if (!identity.error_file.empty()) {  // for the launcher's summary
-      trainer::WriteErrorFile(identity.error_file, "UnmetRequest", e.what(),
+    const WorkerIdentity now = IdentityNow(identity);
+    if (!now.error_file.empty()) {  // for the launcher's summary
+      trainer::WriteErrorFile(now.error_file, "UnmetRequest", e.what(),
                               "raised in the C++ trainer (train); no Python traceback");
     }
     return 2;

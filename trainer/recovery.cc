@@ -103,7 +103,9 @@ void Trainer::ApplyRound(const RoundNotice& notice, const std::string& why) {
   const int old_rank = id_.rank;
   for (const auto& [key, value] : notice.env) setenv(key.c_str(), value.c_str(), 1);
   id_ = ReadWorkerIdentity(EnvFromStrings(environ));
-  const std::string who = have_state_ ? "rank " + std::to_string(old_rank) : "standby";
+  // A rank that had no state yet (kept while it waited for its group's) is still that rank.
+  const std::string who = had_rank_ ? "rank " + std::to_string(old_rank) : "standby";
+  had_rank_ = true;
   std::fprintf(stderr, "train: %s: %s; taking round %d in-process as rank %d of %d\n",
                who.c_str(), why.c_str(), notice.round, id_.rank, id_.world_size);
   reducer_.reset();  // removes its hooks

@@ -634,6 +634,7 @@ int Trainer::Run() {
   scaler_.enabled = o_.amp == "fp16";
   const char* standby_flag = std::getenv("MXRUN_STANDBY");
   const bool standby = standby_flag != nullptr && std::string(standby_flag) == "1";
+  had_rank_ = !standby;
   // mxrun offers a control channel: this trainer takes a re-formed group's round in-process.
   if (o_.in_process_restart) control_ = ControlChannel::FromEnvironment(EnvFromStrings(environ));
   if (standby && !control_) {

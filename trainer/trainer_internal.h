@@ -106,6 +106,7 @@ class Trainer {
   std::unique_ptr<ControlChannel> control_;  // mxrun's in-process restart (null: not offered)
   std::unique_ptr<ProgressReport> progress_report_;  // steps told to mxrun (null: no channel)
   bool have_state_ = false;         // the model holds a trained state all ranks agreed on
+  bool had_rank_ = false;           // started with a rank, or a standby given one since
   TrainingProgress completed_;      // progress_ at the last completed optimizer step
   // buffers_ (BatchNorm's running statistics and counts) at that step, kept with an mxrun
   // channel: the forward of a step abandoned for a re-formed group moved them, and they are put

@@ -198,8 +198,10 @@ def reconfigure(backend, round_):
     base, store = round_store(round_)
     mine = _pg_store if dist.is_initialized() else None
     # The store a survivor's group lives on is there for the others when this process hosts it, or
-    # when the agent does (it keeps an earlier round's store while clients use it).
-    hosts = mine if mine and (mine in _STORES or _agent_store()) else ""
+    # when the agent does (it keeps an earlier round's store while clients use it) at another
+    # address than the round's: on the same one (a fixed --master_port), the round's store took
+    # the port over and the earlier one is closed.
+    hosts = mine if mine and (mine in _STORES or (_agent_store() and mine != _address())) else ""
     store.set(f"hello/{rank}", json.dumps({"pg": mine or "", "hosts": hosts}))
     hellos = [json.loads(store.get(f"hello/{r}")) for r in range(world)]
     target = plan(hellos)

@@ -14,9 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
-#include <iterator>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tests/subprocess.h"
@@ -155,23 +153,10 @@ TEST_CASE("a kept worker that cannot take the new round is restarted the old way
   CHECK(pids.at(1).size() >= 2);
 }
 
-// Whether /proc/<pid>/stat shows the process stopped (state T), polled for up to 5 s: SIGSTOP
-// takes effect when the kernel next schedules the process.
-bool BecomesStopped(pid_t pid) {
-  for (int i = 0; i < 500; ++i) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    const size_t paren = text.rfind(')');
-    if (paren != std::string::npos && text.compare(paren + 1, 3, " T ") == 0) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return false;
-}
-
 // SIGSTOPs `stopped` (once it is in state T), then lets rank `failing` of `job` fail.
 void StopThenReleaseFailure(const Subprocess& job, pid_t stopped, int failing) {
   REQUIRE(::kill(stopped, SIGSTOP) == 0);
-  REQUIRE(BecomesStopped(stopped));
+  REQUIRE(mxrun::testing::BecomesStopped(stopped));
   REQUIRE(::kill(ReadyPids(job.out()).at(failing).at(0), SIGUSR1) == 0);
 }
 

@@ -293,17 +293,26 @@ TEST_CASE("mxrun.run through PyTorch 2.14's _reconfigure: the survivor's group i
   // The agent hosts the group's store: whichever rank is killed, the survivor keeps its group.
   // With --workers_store=rank0, rank 0 hosts it: rank 1 killed, rank 0 keeps the group; rank 0
   // killed, the store is gone and the round makes a new group on its own store.
+  // On a fixed --master_port (static, one node) the agent's store of round 1 takes the port over
+  // from round 0's, which closes: the survivor's group cannot stay on it, and a new one is made.
   struct Case {
     std::string victim, how, store;
+    bool fixed_port = false;
   };
+  std::set<int> ports;
   for (const Case& c : {Case{"1", "reconfigured", "agent"}, Case{"0", "reconfigured", "agent"},
-                        Case{"1", "reconfigured", "rank0"}, Case{"0", "new group", "rank0"}}) {
+                        Case{"1", "reconfigured", "rank0"}, Case{"0", "new group", "rank0"},
+                        Case{"0", "new group", "agent", true}}) {
     const std::string& victim = c.victim;
     const std::string& how = c.how;
-    INFO("victim: rank " << victim << ", the store in " << c.store);
-    ProcessResult r = Run(Mxrun({"--max_restarts=1", "--workers_store=" + c.store},
-                                {"--kill_rank", victim, "--kill_step", "12"}),
-                          env, 240s);
+    INFO("victim: rank " << victim << ", the store in " << c.store
+                         << (c.fixed_port ? ", a fixed --master_port" : ""));
+    std::vector<std::string> argv = Mxrun({"--max_restarts=1", "--workers_store=" + c.store},
+                                          {"--kill_rank", victim, "--kill_step", "12"});
+    if (c.fixed_port) {
+      argv[1] = "--master_port=" + std::to_string(mxrun::testing::DistinctFreePort(ports));
+    }
+    ProcessResult r = Run(argv, env, 240s);
     INFO(Describe(r));
     REQUIRE(r.exit_code == 0);
     const std::string survivor = victim == "0" ? "1" : "0";

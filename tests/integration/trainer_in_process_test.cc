@@ -8,6 +8,8 @@
 
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -177,6 +179,47 @@ TEST_CASE("in-process restart: one of 2 workers SIGKILLed, the other keeps its p
 
 TEST_CASE("in-process restart: a warm standby takes the SIGKILLed rank", "[trainer][in_process]") {
   KillRankAndCheck(2, 1, /*standby=*/true);
+}
+
+TEST_CASE("in-process restart: a standby that takes a rank and then fails writes that rank's "
+          "error file", "[trainer][in_process]") {
+  // Each local rank resumes from a folder of its own: rank 0's checkpoint is garbage, rank 1's
+  // folder is empty. The ranks start only once the standby is ready (a file the test makes), so
+  // rank 0 fails while rank 1, kept, waits for its state; the standby takes the failed place
+  // in-process, started with local rank 0's arguments, reads the same garbage and fails too. Its
+  // rank and error file came with the round notice, not with its start.
+  TempDir dir;
+  const std::string go = dir.path() + "/go";
+  REQUIRE(std::filesystem::create_directories(dir.path() + "/ckpt0"));
+  std::ofstream(dir.path() + "/ckpt0/checkpoint.pt") << "bit rot";
+  const std::string wait_for_go =
+      "if [ -z \"$MXRUN_STANDBY\" ]; then n=0; while [ ! -e '" + go +
+      "' ] && [ $n -lt 2400 ]; do sleep 0.05; n=$((n+1)); done; fi; exec \"$0\" \"$@\"";
+  Subprocess job({kMxrun, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
+                  "--standby_workers=1", "--log_dir=" + dir.path() + "/logs", "--no_python", "sh",
+                  "-c", wait_for_go, TRAIN_BIN, "--width", "8", "--synthetic_train", "2048",
+                  "--synthetic_test", "512", "--batch_size", "32", "--epochs", "2", "--no_eval",
+                  "--ckpt_dir", dir.path() + "/ckpt${local_rank}", "--resume"});
+  REQUIRE(job.WaitForStderr("ready to take a rank in-process", 1, 120s));
+  std::ofstream(go).put('\n');
+  ProcessResult r = job.Wait(240s);
+  INFO(Describe(r));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err, Catch::Contains("(standby pid "));
+  CHECK_THAT(r.err, Catch::Contains("train: standby: a standby was given a rank"));
+  // The kept rank had no state yet, but it had its rank: it says so, not "standby".
+  CHECK_THAT(r.err, Catch::Contains("train: rank 1: "));
+  // Round 0's rank 0 and the standby each wrote the trainer's message where the agent looks for
+  // their rank's (it removed the file of a rank when it gave it).
+  int error_files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path() + "/logs")) {
+    if (entry.path().filename() == "error.json" &&
+        mxrun::testing::ReadFile(entry.path().string())
+                .find("std::runtime_error: cannot read checkpoint") != std::string::npos) {
+      ++error_files;
+    }
+  }
+  CHECK(error_files == 2);
 }
 
 TEST_CASE("in-process restart: one of 4 workers SIGKILLed, the other 3 keep their processes",
