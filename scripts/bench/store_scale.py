@@ -16,6 +16,14 @@ server lives in a Python that imported torch, so its whole RSS is no measure of 
 Environment: RUNS (default 3), RANKS (default 1024,4096,16384), MXRUN_BUILD (default
 <repo>/build), CONNECTING (connections being set up at once, default 512). Both servers and the
 load generator get the hard open-file limit. Markdown on stdout, progress on stderr.
+
+PyTorch's server looks up each peer's name (getnameinfo) on its server thread as it accepts it; a
+peer at ::ffff:127.0.0.1 is not in /etc/hosts, so that is a DNS query. Where the DNS server drops
+some queries (this machine's: a 5 s resolver time-out every few dozen connections) that, not the
+store, is what gets measured. PYTORCH_DNS=instant (the default) runs PyTorch's server in a mount
+namespace of its own whose /etc/resolv.conf names no server, so every lookup fails at once and
+PyTorch gets its best case (root and unshare needed); PYTORCH_DNS=system leaves the machine's.
+mxrun's store looks nothing up.
 """
 import json
 import os
@@ -67,7 +75,19 @@ def main():
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # inherited by the three processes
     if hard < max(sizes) + 256:
         die(SCRIPT, f"the open-file hard limit ({hard}) is below {max(sizes)} ranks")
-    servers = {"mxrun": [serve], "pytorch": [sys.executable, "-c", PYTORCH_SERVER]}
+    pytorch = [sys.executable, "-c", PYTORCH_SERVER]
+    dns = env("PYTORCH_DNS", "instant")
+    if dns == "instant":
+        if os.geteuid() != 0 or not executable("/usr/bin/unshare"):
+            die(SCRIPT, "PYTORCH_DNS=instant needs root and unshare; or give PYTORCH_DNS=system")
+        no_dns = os.path.join(build, "store_scale.resolv.conf")
+        with open(no_dns, "w") as f:
+            f.write("# no nameserver: a lookup fails at once (store_scale.py)\noptions attempts:1\n")
+        pytorch = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                   'mount --bind "$0" /etc/resolv.conf && exec "$@"', no_dns] + pytorch
+    elif dns != "system":
+        die(SCRIPT, f"PYTORCH_DNS={dns}: accepted: instant, system")
+    servers = {"mxrun": [serve], "pytorch": pytorch}
     results = {(s, n): [] for s in servers for n in sizes}
     for n in sizes:
         for run in range(runs):
@@ -103,12 +123,15 @@ def main():
                 log.progress(f"{n} ranks, {name}: barrier {record['barrier_s']:.3f} s, "
                              f"connected {record['connected_s']:.3f} s, peak {peak} KiB, "
                              f"+{record['growth_kib']} KiB under the load")
+    lookups = ("failing at once (PYTORCH_DNS=instant)" if dns == "instant"
+               else "this machine's DNS (PYTORCH_DNS=system)")
     info = detect_env(os.path.join(REPO, ".venv/bin/torchrun"), sys.executable)
     print(f"# The workers' store at scale, {utc_now()}")
     print()
     print(f"- command: `RUNS={runs} RANKS={','.join(map(str, sizes))} scripts/bench/{SCRIPT}`; "
           f"git {git_rev()}, torch {torch_version(sys.executable)} (its libuv TCPStore server); "
-          f"{machine(info.cpu_model)}; {connecting} connections set up at once")
+          f"{machine(info.cpu_model)}; {connecting} connections set up at once; PyTorch's "
+          f"reverse lookups: {lookups}")
     print()
     print("| ranks | server | barrier, median (min-max) | all connected, median | "
           "memory the load added (peak RSS) | PyTorch / mxrun | runs |")
