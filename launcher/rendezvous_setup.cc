@@ -219,14 +219,20 @@ absl::StatusOr<NodeRendezvous> SetUpLocalRendezvous(const LaunchOptions& options
     WorkersStoreConfig store;
     store.host = local.master_addr;
     store.fixed_port = local.master_port;
-    auto hosting =
-        std::make_unique<WorkersStoreRendezvous>(std::move(result.rendezvous), std::move(store));
-    WorkersStoreRendezvous* stores = hosting.get();  // lives as long as the rendezvous
-    result.store_totals = [stores] { return stores->Totals(); };
-    result.rendezvous = std::move(hosting);
-    result.description = "single node, the workers' store in the agent";
+    HostWorkersStore(result, std::move(store));
   }
   return result;
+}
+
+void HostWorkersStore(NodeRendezvous& node, WorkersStoreConfig config) {
+  absl::StrAppend(&node.description, config.from_rounds
+                                         ? ", the workers' store in node rank 0's agent"
+                                         : ", the workers' store in the agent");
+  auto hosting =
+      std::make_unique<WorkersStoreRendezvous>(std::move(node.rendezvous), std::move(config));
+  WorkersStoreRendezvous* stores = hosting.get();  // lives as long as the rendezvous
+  node.store_totals = [stores] { return stores->Totals(); };
+  node.rendezvous = std::move(hosting);
 }
 
 bool NeedsNetwork(const LaunchOptions& options) {

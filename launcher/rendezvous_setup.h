@@ -87,6 +87,10 @@ absl::StatusOr<NodeRendezvous> SetUpLocalRendezvous(const LaunchOptions& options
                                                     int local_world_size,
                                                     const std::string& standalone_run_id);
 
+// Puts the workers' store in this agent (agent/store/workers_store_rendezvous.h) in front of
+// `node`'s rendezvous, and its totals in `node.store_totals`.
+void HostWorkersStore(NodeRendezvous& node, WorkersStoreConfig config);
+
 // The multi-node rendezvous (rendezvous_setup_network.cc, links gRPC) for options that passed
 // CheckRendezvousFlags: starts the in-process master when this node hosts it. Errors: Unavailable
 // when the master cannot be hosted where it must be (exit 3).

@@ -298,7 +298,11 @@ std::unique_ptr<Collectives> Join(const WorkerIdentity& id, CommBackend backend,
     gloo_addr = "127.0.0.1";
   } else if (id.use_agent_store) {
     // torchrun's static rendezvous: the agent hosts the store; each attempt gets its own keys.
+    // Under mxrun with several nodes node rank 0's agent opens it when the round reaches it, as
+    // this node's agent tells a kept worker the round: a client refused first backs off for up
+    // to a second, so the store is awaited here instead.
     store_options.isServer = false;
+    WaitForListener(id.master_addr, id.master_port, timeout);
     store = c10::make_intrusive<c10d::PrefixStore>(
         "/worker/attempt_" + std::to_string(id.restart_count),
         c10::make_intrusive<c10d::TCPStore>(id.master_addr, store_options));

@@ -15,7 +15,7 @@ WorkersStoreRendezvous::~WorkersStoreRendezvous() = default;
 std::vector<RendezvousEvent> WorkersStoreRendezvous::TakeEvents() {
   std::vector<RendezvousEvent> events = inner_->TakeEvents();
   for (RendezvousEvent& event : events) {
-    if (event.kind != RendezvousEvent::Kind::kRoundReady || event.round.num_nodes != 1) continue;
+    if (event.kind != RendezvousEvent::Kind::kRoundReady || !Hosts(event.round)) continue;
     if (absl::Status hosted = Host(event.round); !hosted.ok()) {
       event.kind = RendezvousEvent::Kind::kError;
       event.error = hosted;
@@ -24,8 +24,15 @@ std::vector<RendezvousEvent> WorkersStoreRendezvous::TakeEvents() {
   return events;
 }
 
+bool WorkersStoreRendezvous::Hosts(const RoundAssignment& round) const {
+  if (config_.from_rounds) return round.use_agent_store && round.node_rank == 0;
+  return round.num_nodes == 1;
+}
+
 absl::Status WorkersStoreRendezvous::Host(RoundAssignment& round) {
   std::lock_guard<std::mutex> lock(mutex_);
+  const std::string host = config_.from_rounds ? round.master_addr : config_.host;
+  const int port = config_.from_rounds ? round.master_port : config_.fixed_port;
   run_id_ = round.run_id;
   // Earlier rounds' stores that no one uses any more are closed; the newest few with clients stay.
   for (auto it = earlier_.begin(); it != earlier_.end();) {
@@ -37,7 +44,7 @@ absl::Status WorkersStoreRendezvous::Host(RoundAssignment& round) {
     }
   }
   if (current_ != nullptr) {
-    if (config_.fixed_port != 0) {
+    if (port != 0 && current_->port() == port) {
       Retire(std::move(current_));  // the new round's store takes over the one port
     } else {
       earlier_.push_back(std::move(current_));
@@ -48,13 +55,15 @@ absl::Status WorkersStoreRendezvous::Host(RoundAssignment& round) {
     }
   }
   StoreServer::Options options = config_.server;
-  options.host = config_.host;
-  options.port = config_.fixed_port;
+  options.host = host;
+  options.port = port;
   absl::StatusOr<std::unique_ptr<StoreServer>> started = StoreServer::Start(std::move(options));
   if (!started.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "round ", round.round, ": ", started.status().message(),
-        config_.fixed_port != 0 ? " (--master_port is taken? give another, or none)" : ""));
+    const char* hint = config_.from_rounds ? " (the port this agent joined with was taken since)"
+                       : port != 0         ? " (--master_port is taken? give another, or none)"
+                                           : "";
+    return absl::UnavailableError(
+        absl::StrCat("round ", round.round, ": ", started.status().message(), hint));
   }
   current_ = std::move(*started);
   round.master_port = current_->port();

@@ -12,9 +12,12 @@
 // earlier round stays open while clients are still connected to it (a survivor's group of an
 // in-process restart lives on the store it was made on), the most recent kKeptRounds of them.
 //
-// Which rounds a node hosts: every round of a one-node job. A job of several nodes keeps its
-// current store (rank 0's) for now: the store's host must be chosen by the rendezvous, which
-// these rounds do not do yet.
+// Which rounds a node hosts: every round of a one-node job (LocalRendezvous), on `host` and a
+// free port or the fixed one. With the master's rendezvous (`from_rounds`), the rounds in which
+// this node is node rank 0 and the master says use_agent_store (node rank 0's agent joined with
+// hosts_workers_store): on the address and port this agent joined with, which the round gives
+// every node as MASTER_ADDR:MASTER_PORT. When that node is lost, the next round's node rank 0
+// hosts the next store: every round has a new one anyway.
 //
 // Everything else passes through to the inner rendezvous unchanged. Called on the agent's thread.
 
@@ -49,6 +52,9 @@ struct StoreTotals {
 struct WorkersStoreConfig {
   std::string host;          // where to listen: the round's MASTER_ADDR ("localhost": every address)
   int fixed_port = 0;        // --master_port of a static one-node job; 0: a free port per round
+  // The master's rounds: host those that name this node's agent, at their master_addr and
+  // master_port (`host` and `fixed_port` unused).
+  bool from_rounds = false;
   StoreServer::Options server;  // limits (host and port are set from the above)
 };
 
@@ -87,6 +93,7 @@ class WorkersStoreRendezvous final : public Rendezvous {
   std::optional<StoreTotals> Totals() const;
 
  private:
+  bool Hosts(const RoundAssignment& round) const;
   absl::Status Host(RoundAssignment& round);
   // A store closed: what it served joins the totals.
   void Retire(std::unique_ptr<StoreServer> server);
@@ -95,7 +102,7 @@ class WorkersStoreRendezvous final : public Rendezvous {
   WorkersStoreConfig config_;
   mutable std::mutex mutex_;  // guards what Totals() reads: the stores and the sums
   std::string run_id_;
-  std::unique_ptr<StoreServer> current_;
+  std::unique_ptr<StoreServer> current_;  // the last round's this node hosted
   std::vector<std::unique_ptr<StoreServer>> earlier_;  // earlier rounds' stores with clients
   std::array<std::uint64_t, kStoreOpCount> retired_requests_{};  // of the stores closed
   std::uint64_t retired_refused_ = 0;

@@ -149,13 +149,10 @@ absl::Status SetUpSlurmEndpoint(const LaunchOptions& options, const RendezvousSe
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& options,
-                                                      const RendezvousSettings& settings,
-                                                      int local_world_size,
-                                                      const std::string& host_name) {
-  RouteGrpcLogsToSpdlog();
+absl::StatusOr<NodeRendezvous> SetUpMasterRendezvous(const LaunchOptions& options,
+                                                     const RendezvousSettings& settings,
+                                                     int local_world_size,
+                                                     const std::string& host_name) {
   NodeRendezvous result;
   GrpcRendezvousConfig config;
   config.run_id = options.rdzv_id;
@@ -171,6 +168,7 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
   config.node.address = options.local_addr;
   config.node.local_world_size = local_world_size;
   config.node.requested_rank = -1;
+  config.node.hosts_workers_store = options.agent_store;
   absl::StatusOr<std::string> topology =
       ResolveNodeTopology(options.rank_order, host_name, settings.nvlink_domain);
   if (!topology.ok()) return topology.status();
@@ -259,6 +257,25 @@ absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& optio
                               ? std::string()
                               : absl::StrCat(":", options.nnodes.max));
   result.rendezvous = std::make_unique<GrpcRendezvous>(std::move(config));
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<NodeRendezvous> SetUpNetworkRendezvous(const LaunchOptions& options,
+                                                      const RendezvousSettings& settings,
+                                                      int local_world_size,
+                                                      const std::string& host_name) {
+  RouteGrpcLogsToSpdlog();
+  absl::StatusOr<NodeRendezvous> result =
+      SetUpMasterRendezvous(options, settings, local_world_size, host_name);
+  if (result.ok() && options.agent_store) {
+    // Node rank 0's agent hosts each round's workers' store, on the address and port it joined
+    // with (the rendezvous tells every node so).
+    WorkersStoreConfig store;
+    store.from_rounds = true;
+    HostWorkersStore(*result, std::move(store));
+  }
   return result;
 }
 

@@ -89,6 +89,16 @@ def _wait_listening(host, port, timeout):
             time.sleep(0.005)
 
 
+def _listening(address, timeout=1.0):
+    """Whether something accepts a connection at "host:port" within `timeout` seconds."""
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
 def _store_at(address, host_it):
     """A TCPStore at "host:port": this process's server when `host_it` (made once, then reused),
     else a client."""
@@ -179,6 +189,22 @@ def plan(hellos):
     return store
 
 
+def claimed_store(mine, round_address, hosted_here, agent_store, listening):
+    """The store this rank's group lives on ("host:port", `mine`) when the round's other ranks can
+    reach it, else "": it is there when this process hosts it, or when an agent does (it keeps an
+    earlier round's store while clients use it) at another address than the round's (on the same
+    one, a fixed --master_port, the round's store took the port over and the earlier one is
+    closed) and it still accepts connections (the node whose agent hosted it may be the one
+    lost). `listening(address)` says whether it does."""
+    if not mine:
+        return ""
+    if hosted_here:
+        return mine
+    if agent_store and mine != round_address and listening(mine):
+        return mine
+    return ""
+
+
 def _reconfigurable_group(backend, base, address):
     """This rank's group made with enable_reconfigure on `base`, the store at `address`."""
     global _pg_store
@@ -197,11 +223,7 @@ def reconfigure(backend, round_):
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     base, store = round_store(round_)
     mine = _pg_store if dist.is_initialized() else None
-    # The store a survivor's group lives on is there for the others when this process hosts it, or
-    # when the agent does (it keeps an earlier round's store while clients use it) at another
-    # address than the round's: on the same one (a fixed --master_port), the round's store took
-    # the port over and the earlier one is closed.
-    hosts = mine if mine and (mine in _STORES or (_agent_store() and mine != _address())) else ""
+    hosts = claimed_store(mine, _address(), mine in _STORES, _agent_store(), _listening)
     store.set(f"hello/{rank}", json.dumps({"pg": mine or "", "hosts": hosts}))
     hellos = [json.loads(store.get(f"hello/{r}")) for r in range(world)]
     target = plan(hellos)

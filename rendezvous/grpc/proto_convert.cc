@@ -87,6 +87,7 @@ v1::RoundAssignment ToProto(const RoundAssignment& r) {
   p.set_master_port(r.master_port);
   p.set_restart_count(r.restart_count);
   p.set_max_restarts(r.max_restarts);
+  p.set_use_agent_store(r.use_agent_store);
   return p;
 }
 
@@ -103,7 +104,7 @@ RoundAssignment FromProto(const v1::RoundAssignment& p) {
   r.master_port = p.master_port();
   r.restart_count = p.restart_count();
   r.max_restarts = p.max_restarts();
-  r.use_agent_store = false;
+  r.use_agent_store = p.use_agent_store();
   return r;
 }
 
@@ -118,6 +119,7 @@ v1::NodeInfo ToProto(const NodeDesc& d) {
   p.set_agent_id(d.agent_id);
   p.set_unhealthy(d.unhealthy);
   p.set_topology(d.topology);
+  p.set_hosts_workers_store(d.hosts_workers_store);
   return p;
 }
 
@@ -132,6 +134,7 @@ NodeDesc FromProto(const v1::NodeInfo& p) {
   d.agent_id = p.agent_id();
   d.unhealthy = p.unhealthy();
   d.topology = p.topology();
+  d.hosts_workers_store = p.hosts_workers_store();
   return d;
 }
 

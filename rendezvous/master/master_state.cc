@@ -652,7 +652,7 @@ void MasterState::CloseRound(Run& run, std::vector<NodeId> waiting, Out& out) {
     r.master_port = first.desc.master_port;
     r.restart_count = run.restarts_spent;
     r.max_restarts = run.job.max_restarts;
-    r.use_agent_store = false;
+    r.use_agent_store = first.desc.hosts_workers_store;
     out.push_back(m);
     base += node.desc.local_world_size;
   }

@@ -68,6 +68,7 @@ std::string PersistedRunsToJson(const std::vector<PersistedRun>& runs) {
                                 {"hosts_master", m.desc.hosts_master},
                                 {"master_port", m.desc.master_port},
                                 {"topology", m.desc.topology},
+                                {"hosts_workers_store", m.desc.hosts_workers_store},
                                 {"node_rank", m.node_rank},
                                 {"succeeded", m.succeeded}});
     }
@@ -117,6 +118,8 @@ absl::StatusOr<std::vector<PersistedRun>> PersistedRunsFromJson(const std::strin
         member.desc.master_port = m.at("master_port");
         // Files written before topology existed have none: the node's place is then unknown.
         member.desc.topology = m.value("topology", std::string());
+        // Files written before the agents hosted the workers' store: rank 0 hosts it.
+        member.desc.hosts_workers_store = m.value("hosts_workers_store", false);
         member.node_rank = m.at("node_rank");
         member.succeeded = m.at("succeeded");
         r.members.push_back(std::move(member));

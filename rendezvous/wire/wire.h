@@ -25,11 +25,11 @@ struct RoundAssignment {
   int local_world_size = 1;  // this node's workers
   int global_rank_base = 0;  // global rank of this node's local rank 0
   int world_size = 1;
-  std::string master_addr;   // TCPStore of global rank 0 (MASTER_ADDR)
+  std::string master_addr;   // the workers' TCPStore (MASTER_ADDR): node rank 0's
   int master_port = 0;
   int restart_count = 0;     // failures spent so far (TORCHELASTIC_RESTART_COUNT)
   int max_restarts = 0;
-  bool use_agent_store = false;
+  bool use_agent_store = false;  // node rank 0's agent hosts that store; false: global rank 0
 };
 
 // A rank's last progress report on this node (its worker's control channel).
@@ -82,6 +82,9 @@ struct NodeDesc {
   // Where the node sits in the network, widest group first ("spine0/leaf3/nvl:<id>"; empty:
   // unknown or --rank_order=host): its rank follows it (rendezvous/master/rank_order.h).
   std::string topology;
+  // It hosts the workers' store on `address`:`master_port` when it gets node rank 0
+  // (--workers_store=agent; agent/store/workers_store_rendezvous.h).
+  bool hosts_workers_store = false;
 };
 
 struct JobDesc {

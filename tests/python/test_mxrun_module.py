@@ -253,6 +253,23 @@ class GroupPlanTest(unittest.TestCase):
     def test_a_new_group_in_the_first_round(self):
         self.assertIsNone(_groups.plan([{"pg": "", "hosts": ""}, {"pg": "", "hosts": ""}]))
 
+    def test_a_survivor_claims_its_store_only_where_the_others_can_reach_it(self):
+        old, new = "10.0.0.1:5000", "10.0.0.1:6000"
+        up = lambda address: True
+        down = lambda address: False
+        # Its own process hosts it (global rank 0's store).
+        self.assertEqual(_groups.claimed_store(old, new, True, False, down), old)
+        # An agent's store of an earlier round, still open.
+        self.assertEqual(_groups.claimed_store(old, new, False, True, up), old)
+        # The node whose agent hosted it was lost.
+        self.assertEqual(_groups.claimed_store(old, new, False, True, down), "")
+        # A fixed --master_port: the round's store took the port over, the old one is closed.
+        self.assertEqual(_groups.claimed_store(new, new, False, True, up), "")
+        # Rank 0's store, in another process (it hosts it): not this rank's to claim.
+        self.assertEqual(_groups.claimed_store(old, new, False, False, up), "")
+        # No group yet.
+        self.assertEqual(_groups.claimed_store(None, new, False, True, up), "")
+
     def test_a_new_group_when_survivors_are_on_different_stores(self):
         a, b = "10.0.0.1:29500", "10.0.0.2:29500"
         self.assertIsNone(_groups.plan([{"pg": a, "hosts": a}, {"pg": b, "hosts": ""}]))

@@ -131,6 +131,45 @@ TEST_CASE("a round closes at once when max nodes joined", "[master]") {
               "n2: round 0 rank 1/2 base 2 world 5 master a1:5001 restarts 0"});
 }
 
+TEST_CASE("a round says the agent's store to every node when node rank 0's agent hosts it",
+          "[master]") {
+  // Node rank 0's agent decides (it hosts the store on its address and port); another node's
+  // choice does not matter, as its agent hosts nothing unless it gets node rank 0.
+  for (const bool first_hosts : {true, false}) {
+    INFO("node rank 0's agent hosts the workers' store: " << first_hosts);
+    Scenario s(2, 2);
+    auto desc = [](const std::string& host, int port, bool hosts) {
+      NodeDesc d;
+      d.host = host;
+      d.address = "a-" + host;
+      d.local_world_size = 2;
+      d.master_port = port;
+      d.agent_id = "agent-" + host;
+      d.hosts_workers_store = hosts;
+      return d;
+    };
+    s.state.Join(s.now, 1, s.run_id, desc("node1", 5001, first_hosts), s.job);
+    const MasterState::Out out =
+        s.state.Join(s.now, 2, s.run_id, desc("node2", 5002, !first_hosts), s.job);
+    REQUIRE(out.size() == 2);
+    for (const ToAgent& m : out) {
+      REQUIRE(m.kind == ToAgent::Kind::kRound);
+      CHECK(m.round.master_addr == "a-node1");
+      CHECK(m.round.master_port == 5001);
+      CHECK(m.round.use_agent_store == first_hosts);
+    }
+    // A durable master keeps it: a restored one gives the same rounds.
+    auto runs = mxrun::PersistedRunsFromJson(mxrun::PersistedRunsToJson(s.state.Persisted()));
+    REQUIRE(runs.ok());
+    REQUIRE(runs->size() == 1);
+    REQUIRE(runs->front().members.size() == 2);
+    for (const auto& member : runs->front().members) {
+      CHECK(member.desc.hosts_workers_store == (member.desc.host == "node1" ? first_hosts
+                                                                             : !first_hosts));
+    }
+  }
+}
+
 TEST_CASE("at min nodes the last call window opens and closes the round", "[master]") {
   Scenario s(2, 3);
   s.Join(1, "node1");
