@@ -14,9 +14,9 @@ step, side by side in one run:
 
 Cases (RUNS times each, medians):
   recovery: once step K is logged (and, for mxrun + train, its warm standby is ready, as it is
-            for all but the first seconds of a job), SIGKILL rank 1's process; the time from the
-            kill to the first training step logged after it, and the completed steps lost (the
-            last step logged before the kill minus the step the group went on from). The
+            for all but the first seconds of a job), SIGKILL rank KILL_RANK's process; the time
+            from the kill to the first training step logged after it, and the completed steps
+            lost (the last step logged before the kill minus the step the group went on from). The
             standby's resident memory is read then, beside a worker's.
   cold:     launch to the first training step logged.
 Each record carries the wall clock ("time"), so the times are read from the logs, not guessed.
@@ -34,7 +34,7 @@ doing (still starting, or ready), for each time in turn; the cold case is left o
 
 Usage: recovery.py  (environment: RUNS, N, KILL_AT, KILL_AFTER, OLD_WAY (default 1), WAIT (default 300 s),
 SCRIPT (trainer, elastic or unmodified), RECONFIGURE (0 or 1, with SCRIPT=elastic),
-MXRUN, TORCHRUN (default
+KILL_RANK (default the last rank), COLD (0 leaves out the cold start), MXRUN, TORCHRUN (default
 <repo>/.venv/bin/torchrun)); recovery.sh runs it with $PYTHON (default <repo>/.venv/bin/python3).
 On a GPU machine (scripts/gpu/run-all.sh): DEVICE=cuda gives both sides --device cuda --backend
 nccl --amp bf16, NPROC the workers (default 2; one per GPU there) and the killed rank is the last
@@ -64,7 +64,19 @@ KILL_AT = int(os.environ.get("KILL_AT", "12"))
 WAIT = float(os.environ.get("WAIT", "300"))
 DEVICE = os.environ.get("DEVICE", "cpu")
 NPROC = int(os.environ.get("NPROC", "2"))
-KILL_RANK = NPROC - 1
+# KILL_RANK: the rank SIGKILLed (default the last one); KILL_RANK=0 kills the rank that hosts
+# PyTorch's store when the launcher does not (torchrun here, mxrun with --workers_store=rank0).
+try:
+    KILL_RANK = int(os.environ.get("KILL_RANK", str(NPROC - 1)))
+except ValueError:
+    KILL_RANK = -1
+if not 0 <= KILL_RANK < NPROC:
+    raise SystemExit(f"recovery: KILL_RANK={os.environ.get('KILL_RANK')}: accepted is a rank "
+                     f"from 0 to {NPROC - 1}")
+# COLD=0 leaves out the cold-start case (a sweep over KILL_RANK needs it once).
+COLD = os.environ.get("COLD", "1")
+if COLD not in ("0", "1"):
+    raise SystemExit(f"recovery: COLD={COLD}: accepted are 0 and 1")
 MXRUN = os.environ.get("MXRUN", os.path.join(REPO, "build/bin/mxrun"))
 DEFAULT_TORCHRUN = os.path.join(REPO, ".venv/bin/torchrun")
 DEFAULT_PYTHON = os.path.join(REPO, ".venv/bin/python3")   # recovery.sh's default
@@ -376,6 +388,8 @@ def main():
           + ("" if RECONFIGURE == "0" else " RECONFIGURE=1")
           + ("" if DEVICE == "cpu" else f" DEVICE={DEVICE}")
           + ("" if NPROC == 2 else f" NPROC={NPROC}")
+          + ("" if KILL_RANK == NPROC - 1 else f" KILL_RANK={KILL_RANK}")
+          + ("" if COLD == "1" else " COLD=0")
           + ("" if OLD_WAY == "1" else " OLD_WAY=0")
           + ("" if MXRUN == os.path.join(REPO, "build/bin/mxrun") else f" MXRUN={MXRUN}")
           + ("" if TORCHRUN == DEFAULT_TORCHRUN else f" TORCHRUN={TORCHRUN}")
@@ -397,7 +411,7 @@ def main():
     if KILL_AFTER:
         return sweep()
     results = {}
-    for case in ("recovery", "cold"):
+    for case in ("recovery", "cold") if COLD == "1" else ("recovery",):
         for kind in KINDS:
             if case == "cold" and ("old way" in kind or "new process" in kind
                                    or kind in ("mxrun + ddp_resnet.py",
@@ -448,11 +462,12 @@ def main():
         print(f"\nWhere {kind}'s recovery went ({whose}; medians of {len(found)} runs): "
               + ", ".join(f"{p} {med([f.get(p) for f in found]):.2f} s" for p in names
                           if med([f.get(p) for f in found]) is not None))
-    print("\n| launch -> first training step (cold) | median | runs |")
-    print("|---|---|---|")
-    for kind in (MINE, REF):
-        print(row(kind, "cold"))
-    ratio("cold", "Cold start")
+    if COLD == "1":
+        print("\n| launch -> first training step (cold) | median | runs |")
+        print("|---|---|---|")
+        for kind in (MINE, REF):
+            print(row(kind, "cold"))
+        ratio("cold", "Cold start")
 
 def sweep():
     """KILL_AFTER: every kind killed at each time after its first step, RUNS times, interleaved
