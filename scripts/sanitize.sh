@@ -52,4 +52,7 @@ if [ -n "${MXRUN_SANITIZE_TARGETS:-}" ]; then
   partial=(-E "^(Catch test case names carry|the mxrun Python module: |systemd units pass|launch-node.sh and)")
 fi
 cd "$dir"
-ctest --output-on-failure --timeout 900 -LE gpu "${partial[@]}" "$@"
+jobs="${MXRUN_CTEST_JOBS:-$(nproc)}"
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] ||
+  { echo "sanitize.sh: MXRUN_CTEST_JOBS must be a positive count of tests run at once, not '$jobs'" >&2; exit 2; }
+ctest --output-on-failure --timeout 900 -j "$jobs" -LE gpu "${partial[@]}" "$@"

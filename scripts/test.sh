@@ -27,7 +27,7 @@ fi
 status=0
 # ctest keeps a passing run's stale list of failures; ctest-failures.sh below must not read one.
 rm -f "$build/Testing/Temporary/LastTestsFailed.log" "$root/build-asan/Testing/Temporary/LastTestsFailed.log"
-timed ctest "$(dirname "$cmake")/ctest" --test-dir "$build" --output-on-failure --timeout 600 \
+timed ctest "$(dirname "$cmake")/ctest" --test-dir "$build" --output-on-failure --timeout 600 -j "$ctest_jobs" \
   "${exclude[@]}" || status=$?
 timed check-wheel "$root/scripts/check-wheel.sh" || status=1
 if [[ "${MXRUN_SKIP_CUDA_TRAINER:-0}" != 1 || "${CI:-}" == true ]]; then
