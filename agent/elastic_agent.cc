@@ -4,18 +4,12 @@
 #include <sys/wait.h>
 
 #include <chrono>
-#include <cstdio>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "agent/cancel_summary.h"
-#include "agent/event_log_observer.h"
-#include "agent/goodput_observer.h"
-#include "agent/restart_phases_observer.h"
-#include "agent/systemd_observer.h"
-#include "agent/waiting_note_observer.h"
+#include "agent/own_observers.h"
 #include "agent/workers/failure_report.h"
 #include "common/signal_names.h"
 #include "spdlog/spdlog.h"
@@ -23,24 +17,22 @@
 namespace mxrun {
 
 ElasticAgent::ElasticAgent(AgentConfig config, Rendezvous& rendezvous, DeathGuardian& guardian)
-    : config_(std::move(config)), rendezvous_(rendezvous), guardian_(guardian) {
-  const std::vector<AgentObserver*> others = config_.observers;
-  own_observers_.push_back(std::make_unique<GoodputObserver>([others](const GoodputClock& clock) {
-    for (AgentObserver* observer : others) observer->GoodputChanged(clock);
-  }));
-  own_observers_.push_back(std::make_unique<RestartPhasesObserver>(
-      [others, &rendezvous](const RestartPhases& phases) {
-        for (AgentObserver* observer : others) observer->RestartTimed(phases);
-        rendezvous.ReportRestartPhases(phases);
-      }));
-  own_observers_.push_back(std::make_unique<EventLogObserver>(config_.events));
-  own_observers_.push_back(std::make_unique<WaitingNoteObserver>(config_.rendezvous_description,
-                                                                 config_.waiting_notice_after));
-  own_observers_.push_back(std::make_unique<SystemdObserver>(std::move(config_.notifier)));
+    : config_(std::move(config)),
+      rendezvous_(rendezvous),
+      guardian_(guardian),
+      health_(config_.health,
+              config_.do_not_requeue_exit_code > 0 ? config_.do_not_requeue_exit_code
+                                                   : kExitWorkersFailed,
+              rendezvous, [this](const std::string& text) {
+                Announce(spdlog::level::err, text, /*stopping=*/true);
+              }),
+      own_observers_(MakeOwnObservers(config_.observers, rendezvous, config_.events,
+                                      config_.rendezvous_description,
+                                      config_.waiting_notice_after, std::move(config_.notifier))) {
   for (const std::unique_ptr<AgentObserver>& observer : own_observers_) {
     observers_.push_back(observer.get());
   }
-  observers_.insert(observers_.end(), others.begin(), others.end());
+  observers_.insert(observers_.end(), config_.observers.begin(), config_.observers.end());
 }
 
 void ElasticAgent::Tell(const std::function<void(AgentObserver&)>& event) {
@@ -250,7 +242,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       if (phase_ != Phase::kJoining) return std::nullopt;  // stale: a newer request is pending
       phase_ = Phase::kRunning;
       own_signal_.Reset();
-      StartHealthChecks();
+      health_.CheckWhile(*loop_, [this] { return phase_ == Phase::kRunning; });
       Tell([&](AgentObserver& o) {
         o.RoundReady(AgentObserver::Time::clock::now(), event.round, group_ != nullptr);
       });
@@ -304,7 +296,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       phase_ = Phase::kJoining;
       if (!Join()) {
         StopGroup(SIGTERM);
-        return Exit(UnhealthyExit(), "the node is unhealthy");
+        return Exit(health_.exit_code(), "the node is unhealthy");
       }
       return std::nullopt;
     case Kind::kFlightRequest:  // another node judged a hang: this node's dumps, before any stop
@@ -389,43 +381,12 @@ void ElasticAgent::ReclaimGpuMemory() {
   reclaimer_->Reclaim(std::move(ended));
 }
 
-bool ElasticAgent::Healthy() {
-  if (!health_) health_ = std::make_unique<HealthChecker>(config_.health);
-  const std::vector<std::string> problems = health_->Check();
-  if (problems.empty()) return true;
-  const std::string why = absl::StrJoin(problems, "; ");
-  Announce(spdlog::level::err,
-           absl::StrCat("this node is unhealthy: ", why, "; it does not join the job (exit ",
-                        UnhealthyExit(), ", do not requeue here)"),
-           /*stopping=*/true);
-  rendezvous_.ReportUnhealthy(why);
-  return false;
-}
-
-int ElasticAgent::UnhealthyExit() {
-  return config_.do_not_requeue_exit_code > 0 ? config_.do_not_requeue_exit_code
-                                              : kExitWorkersFailed;
-}
-
 bool ElasticAgent::Join() {
-  if (!Healthy()) return false;
+  if (!health_.Healthy()) return false;
   Tell([&](AgentObserver& o) { o.Joining(AgentObserver::Time::clock::now()); });
   waiting_reason_.clear();
   rendezvous_.Join();
   return true;
-}
-
-void ElasticAgent::StartHealthChecks() {
-  // --health_check_interval while this round's workers run: the first one period on.
-  if (config_.health.interval.count() <= 0) return;
-  loop_->Cancel(health_timer_);
-  health_timer_ = loop_->Every(EventLoop::Deadline::clock::now() + config_.health.interval,
-                               config_.health.interval, [this] {
-                                 if (phase_ == Phase::kRunning && !became_unhealthy_ &&
-                                     !Healthy()) {
-                                   became_unhealthy_ = true;  // Run() stops and leaves
-                                 }
-                               });
 }
 
 int ElasticAgent::Run() {
@@ -452,18 +413,18 @@ int ElasticAgent::Run() {
   });
 
   phase_ = Phase::kJoining;
-  if (!Join()) return Exit(UnhealthyExit(), "the node is unhealthy");
+  if (!Join()) return Exit(health_.exit_code(), "the node is unhealthy");
   while (true) {
     if (stop_signal_ != 0) {
       const std::string stopping = absl::StrCat("stopping the workers on ", SignalName(stop_signal_));
       Tell([&](AgentObserver& o) { o.Status(stopping, /*stopping=*/true); });
       return Cancelled(StopGroup(stop_signal_));
     }
-    if (became_unhealthy_) {
+    if (health_.became_unhealthy()) {
       // Its workers would fail on it: they stop, the node leaves, the others re-form.
       StopGroup(SIGTERM);
       rendezvous_.Leave();
-      return Exit(UnhealthyExit(), "the node became unhealthy");
+      return Exit(health_.exit_code(), "the node became unhealthy");
     }
     hangs_->Check();  // a hung worker fails the group, which CheckGroup then reports
     CheckGroup();

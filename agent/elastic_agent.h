@@ -8,8 +8,10 @@
 // A worker failure is reported before the rest of the group is stopped, so that other nodes can
 // stop theirs at the same time. A hung worker (hang_monitor.h) is a worker failure like any other.
 //
-// Exit codes (docs/CONTRACT.md): 0 every worker succeeded; 1 workers failed after the restart
-// budget; 3 rendezvous failed; 128+N stopped by signal N.
+// Exit codes (docs/CONTRACT.md; the constants below): 0 every worker succeeded; 1 workers failed
+// after the restart budget; 2 usage (a bad setting, refused before anything starts); 3 rendezvous
+// failed; 93 every attempt failed the same deterministic way (--do_not_requeue_exit_code);
+// 128+N stopped by signal N.
 
 #include <chrono>
 #include <deque>
@@ -30,6 +32,7 @@
 #include "agent/hang/hang_monitor.h"
 #include "agent/node/gpu_reclaim.h"
 #include "agent/node/health_check.h"
+#include "agent/node_health_gate.h"
 #include "common/straggler_watch.h"
 #include "agent/workers/in_process_restart.h"
 #include "agent/workers/worker_group.h"
@@ -56,7 +59,7 @@ struct AgentConfig {
   // cancelled (cancel_summary.h), not failed. 0: judged at once (a worker killed alone).
   std::chrono::milliseconds await_own_stop_signal{0};
   std::set<int> handled_signals;            // forwarded to the workers, then the agent exits
-                                            // (SIGUSR1 and SIGUSR2: forwarded only, kForwardOnly)
+                                            // (SIGUSR1 and SIGUSR2: forwarded only, IsForwardOnlySignal)
   std::string agent_error_file;             // mxrun's own TORCHELASTIC_ERROR_FILE (may be empty)
   ServiceNotifier notifier;                 // systemd notifications (disabled outside systemd)
   HangMonitorConfig hang;                   // hang detection (hang_monitor.h)
@@ -95,20 +98,12 @@ class ElasticAgent {
 
  private:
   enum class Phase { kJoining, kRunning, kAwaiting };
-  // Goodput accounting (goodput.h): the call, then the observer told.
 
   void OnSignal(int signo);
   // Checks the node's health, then asks the rendezvous for a place and starts the clock of the
   // waiting notice; false when the node is unhealthy (said, and told to the rendezvous): the
-  // agent exits with UnhealthyExit().
+  // agent exits with health_.exit_code().
   bool Join();
-  // The health checks now (health_check.h); false, with the line said, when unhealthy.
-  bool Healthy();
-  int UnhealthyExit();
-  // Timers on the loop: the waiting note while no round comes (its first after
-  // waiting_notice_after, then every 30 s), systemd's watchdog, and --health_check_interval's
-  // checks while workers run (a failed one sets became_unhealthy_, which Run() acts on).
-  void StartHealthChecks();
   void ReapChildren();
   // Stops the group (if any) and returns how each of its workers ended.
   std::vector<WorkerGroup::WorkerStatus> StopGroup(int signo);
@@ -138,6 +133,8 @@ class ElasticAgent {
   AgentConfig config_;
   Rendezvous& rendezvous_;
   DeathGuardian& guardian_;
+  // Before each join and on --health_check_interval while workers run (node_health_gate.h).
+  NodeHealthGate health_;
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<HangMonitor> hangs_;
   std::unique_ptr<WorkerGroup> group_;   // the current group, while there is one
@@ -156,9 +153,6 @@ class ElasticAgent {
   // reclaim waits for their pids.
   std::vector<WorkerGroup::WorkerStatus> stopped_for_next_round_;
   std::unique_ptr<GpuMemoryReclaimer> reclaimer_;  // made at the first respawn
-  std::unique_ptr<HealthChecker> health_;
-  EventLoop::TimerId health_timer_ = 0;  // --health_check_interval's, from the round's start
-  bool became_unhealthy_ = false;        // a health check failed while workers ran
   // Everything that reports what happens (agent_observer.h): its own, then config_.observers.
   std::vector<std::unique_ptr<AgentObserver>> own_observers_;
   std::vector<AgentObserver*> observers_;

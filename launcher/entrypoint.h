@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/env_contract.h"
-#include "launcher/options.h"
+#include "launcher/launch_flags/launch_options.h"
 
 namespace mxrun {
 

@@ -11,7 +11,7 @@
 #include "agent/hang/flight_records.h"
 #include "agent/workers/worker_spec.h"
 #include "launcher/entrypoint.h"
-#include "launcher/options.h"
+#include "launcher/launch_flags/launch_options.h"
 
 namespace mxrun {
 

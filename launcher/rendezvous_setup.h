@@ -24,7 +24,7 @@
 #include "agent/store/workers_store_rendezvous.h"
 #include "common/env_contract.h"
 #include "common/tls_files.h"
-#include "launcher/options.h"
+#include "launcher/launch_flags/launch_options.h"
 #include "rendezvous/etcd_config.h"
 #include "rendezvous/master/master_state.h"
 #include "rendezvous/net.h"

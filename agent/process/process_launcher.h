@@ -1,5 +1,5 @@
 #pragma once
-// Starting one worker process, following a fixed checklist (see STYLE.md):
+// Starting one worker process, following a fixed checklist (docs/ARCHITECTURE.md, "Spawning checklist"):
 //   everything allocated before fork; in the child only async-signal-safe calls: reset the signal
 //   mask and handlers, own session and process group (setsid), parent-death signal then re-check
 //   the parent, the agent named as the one that may ptrace it (Yama; for hang diagnostics' stack

@@ -1,25 +1,23 @@
 #include "agent/workers/worker_group.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "agent/process/descendants.h"
 #include "agent/process/proc_stat.h"
 #include "agent/process/process_launcher.h"
 #include "agent/workers/failure_report.h"
+#include "agent/workers/worker_output.h"
 #include "common/files.h"
 #include "common/signal_names.h"
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 
 namespace mxrun {
-
 
 WorkerGroup::WorkerGroup(const WorkerSpec& spec, EventLoop& loop, DeathGuardian& guardian)
     : spec_(spec), loop_(loop), guardian_(guardian), files_(spec) {
@@ -86,41 +84,15 @@ void WorkerGroup::SpawnWorker(WorkerProcess& worker, const RoundAssignment& roun
     request.memory_node = spec_.numa[worker.local_rank].memory_node;
   }
 
-  int out_pipe[2] = {-1, -1};
-  int err_pipe[2] = {-1, -1};
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) {
-    std::string message = absl::StrCat("cannot create output pipes: ", ErrnoText(errno));
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) {
-      if (fd >= 0) close(fd);
-    }
-    return fail(std::move(message));
-  }
-  auto make_relay = [&](int read_fd, StdMask stream, int console_fd, const char* file_name) {
-    // A standby's lines go to the console only (as "[nN standby]") until it has a rank.
-    StreamRouting routing = spec_.logs.Route(std::max(worker.local_rank, 0), stream);
-    RelayTarget target;
-    target.console_fd = routing.to_console || standby ? console_fd : -1;
-    target.file_fd = routing.to_file && !standby ? AttemptFiles::OpenLog(worker.dir + "/" + file_name) : -1;
-    target.node_rank = round.node_rank;
-    target.global_rank = worker.global_rank;
-    target.local_rank = worker.local_rank;
-    target.is_stderr = stream == kStdErr;
-    target.json = spec_.json_logs;
-    target.prefix_template = spec_.line_prefix_template;
-    target.role = spec_.role;
-    target.host_name = spec_.host_name;
-    target.duplicate = files_.Duplicate(stream == kStdErr);
-    target.collapse = collapse_.get();
-    return std::make_unique<OutputRelay>(read_fd, std::move(target), &worker.last_lines);
-  };
-  worker.out = make_relay(out_pipe[0], kStdOut, STDOUT_FILENO, "stdout.log");
-  worker.err = make_relay(err_pipe[0], kStdErr, STDERR_FILENO, "stderr.log");
-  request.stdout_fd = out_pipe[1];
-  request.stderr_fd = err_pipe[1];
+  absl::StatusOr<ChildOutputFds> output =
+      OpenWorkerOutput(worker, spec_, files_, collapse_.get(), round.node_rank);
+  if (!output.ok()) return fail(std::string(output.status().message()));
+  request.stdout_fd = output->stdout_fd;
+  request.stderr_fd = output->stderr_fd;
 
   absl::StatusOr<pid_t> pid = SpawnProcess(request);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
+  close(output->stdout_fd);
+  close(output->stderr_fd);
   (*control)->CloseChildEnd();
   if (!pid.ok()) {
     worker.out.reset();
@@ -133,12 +105,7 @@ void WorkerGroup::SpawnWorker(WorkerProcess& worker, const RoundAssignment& roun
   worker.oom_kills_at_start = ReadOomKillCounts(worker.pid);
   guardian_.Track(worker.pid);
   loop_.WatchChild(worker.pid);
-  for (OutputRelay* relay : {worker.out.get(), worker.err.get()}) {
-    loop_.Watch(relay->fd(), [this, relay] {
-      int fd = relay->fd();
-      if (!relay->OnReadable()) loop_.Unwatch(fd);
-    });
-  }
+  WatchWorkerOutput(worker, loop_);
   worker.control = std::move(*control);
   worker.control->Describe(standby ? absl::StrCat("standby worker (pid ", worker.pid, ")")
                                    : absl::StrCat("worker local_rank ", worker.local_rank,
@@ -216,11 +183,7 @@ void WorkerGroup::RecordExit(WorkerProcess& worker, int exit_code, int term_sign
 }
 
 void WorkerGroup::CloseStreams(WorkerProcess& worker) {
-  for (OutputRelay* relay : {worker.out.get(), worker.err.get()}) {
-    if (relay == nullptr || !relay->open()) continue;
-    loop_.Unwatch(relay->fd());
-    relay->DrainAndClose();
-  }
+  CloseWorkerOutput(worker, loop_);
   if (worker.control) {
     loop_.Unwatch(worker.control->fd());
     worker.control.reset();
@@ -438,13 +401,7 @@ void WorkerGroup::Adopt(std::unique_ptr<WorkerProcess> worker, int local_rank,
   worker->local_rank = local_rank;
   worker->global_rank = round.global_rank_base + local_rank;
   files_.PrepareRank(*worker);
-  for (OutputRelay* relay : {worker->out.get(), worker->err.get()}) {
-    const bool err = relay == worker->err.get();
-    const StreamRouting routing = spec_.logs.Route(local_rank, err ? kStdErr : kStdOut);
-    relay->Retarget(round.node_rank, worker->global_rank, local_rank);
-    relay->SetFile(routing.to_file ? AttemptFiles::OpenLog(worker->dir + (err ? "/stderr.log" : "/stdout.log"))
-                                   : -1);
-  }
+  RetargetWorkerOutput(*worker, spec_, round.node_rank);
   workers_.push_back(std::move(worker));
   SortByRank();
 }

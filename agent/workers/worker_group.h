@@ -1,6 +1,6 @@
 #pragma once
 // The workers of one node for one attempt: starting them with the environment contract, relaying
-// their output, recording how each one ended, and stopping them (signal to each process group, a
+// their output (worker_output.h), recording how each one ended, and stopping them (signal to each process group, a
 // grace period per worker, SIGKILL, reap, then kill any descendants left behind).
 //
 // States: running -> (all exited 0) succeeded | (first non-zero exit, death by signal, or a hang)
