@@ -20,9 +20,9 @@ ElasticAgent::ElasticAgent(AgentConfig config, Rendezvous& rendezvous, DeathGuar
     : config_(std::move(config)),
       rendezvous_(rendezvous),
       guardian_(guardian),
-      health_(config_.health,
-              config_.do_not_requeue_exit_code > 0 ? config_.do_not_requeue_exit_code
-                                                   : kExitWorkersFailed,
+      health_(settings_.health,
+              settings_.do_not_requeue_exit_code > 0 ? settings_.do_not_requeue_exit_code
+                                                     : kExitWorkersFailed,
               rendezvous, [this](const std::string& text) {
                 Announce(spdlog::level::err, text, /*stopping=*/true);
               }),
@@ -61,10 +61,10 @@ void ElasticAgent::OnStraggler(const StragglerNews& news) {
       local_rank >= round_.local_world_size) {
     return;  // about a group that is gone, or a rank that is not this node's
   }
-  const bool restart = news.straggling && config_.straggler_restart;
+  const bool restart = news.straggling && settings_.straggler_restart;
   spdlog::warn("{} (local_rank {}; --straggler_factor={:g}, --straggler_steps={}){}",
-               DescribeStraggler(news), local_rank, config_.stragglers.factor,
-               config_.stragglers.steps,
+               DescribeStraggler(news), local_rank, settings_.stragglers.factor,
+               settings_.stragglers.steps,
                restart ? "; --straggler_restart: restarting the group" : "");
   Tell([&](AgentObserver& o) { o.StragglerChanged(AgentObserver::Time::clock::now(), news); });
   if (restart) {
@@ -124,7 +124,7 @@ std::vector<WorkerGroup::WorkerStatus> ElasticAgent::StopGroup(int signo) {
     if (worker.running) running.push_back(worker);
   }
   restart_->StopStandbys();
-  group_->Stop(signo, config_.term_timeout, [this] { ReapChildren(); });
+  group_->Stop(signo, settings_.term_timeout, [this] { ReapChildren(); });
   Tell([&](AgentObserver& o) { o.WorkersStopped(AgentObserver::Time::clock::now(), running); });
   std::vector<WorkerGroup::WorkerStatus> ended = group_->Workers();
   stopped_for_next_round_ = ended;
@@ -144,7 +144,7 @@ void ElasticAgent::KeepOrStopGroup() {
   // (None stays with --prestart's interpreters: the group is kept for them to take the ranks.)
   hangs_->Watch(nullptr);
   const std::vector<WorkerGroup::WorkerStatus> stopped =
-      restart_->StopUnkeepable(SIGTERM, config_.term_timeout, [this] { ReapChildren(); });
+      restart_->StopUnkeepable(SIGTERM, settings_.term_timeout, [this] { ReapChildren(); });
   Tell([&](AgentObserver& o) { o.WorkersStopped(AgentObserver::Time::clock::now(), stopped); });
 }
 
@@ -195,17 +195,17 @@ bool ElasticAgent::AwaitingOwnStopSignal(const WorkerFailure& failure) {
     spdlog::info("worker rank {} ended by {} that mxrun did not send: waiting up to {} s for "
                  "mxrun's own stop signal (a cancelled job) before counting it as a failure",
                  failure.global_rank, DescribeExit(failure),
-                 config_.await_own_stop_signal.count() / 1000.0);
+                 settings_.await_own_stop_signal.count() / 1000.0);
   }
   return verdict != OwnStopSignalWait::Verdict::kJudge;
 }
 
 void ElasticAgent::AwaitOwnStopSignalAfter(const std::string& what) {
-  if (config_.await_own_stop_signal.count() <= 0 || stop_signal_ != 0) return;
+  if (settings_.await_own_stop_signal.count() <= 0 || stop_signal_ != 0) return;
   spdlog::info("{}: waiting up to {} s for mxrun's own stop signal (a cancelled job: its master's "
                "host was stopped first) before counting it as a failure",
-               what, config_.await_own_stop_signal.count() / 1000.0);
-  const auto deadline = std::chrono::steady_clock::now() + config_.await_own_stop_signal;
+               what, settings_.await_own_stop_signal.count() / 1000.0);
+  const auto deadline = std::chrono::steady_clock::now() + settings_.await_own_stop_signal;
   while (stop_signal_ == 0 && std::chrono::steady_clock::now() < deadline) {
     loop_->RunOnce(deadline);
   }
@@ -214,13 +214,13 @@ void ElasticAgent::AwaitOwnStopSignalAfter(const std::string& what) {
 int ElasticAgent::JobFailed(const RendezvousEvent& event) {
   ReportJobFailure(event.first_failure,
                    {config_.entrypoint_name, event.restarts_spent, event.max_restarts},
-                   config_.worker.json_logs, config_.agent_error_file);
-  if (event.same_failure_every_attempt && config_.do_not_requeue_exit_code > 0) {
+                   config_.worker.json_logs, settings_.agent_error_file);
+  if (event.same_failure_every_attempt && settings_.do_not_requeue_exit_code > 0) {
     spdlog::error("every attempt ({} of them) failed the same way ({}): a requeue would too; "
                   "exit code {} (do not requeue; --do_not_requeue_exit_code=0 exits 1 instead)",
                   event.restarts_spent + 1, event.failure_signature,
-                  config_.do_not_requeue_exit_code);
-    return config_.do_not_requeue_exit_code;
+                  settings_.do_not_requeue_exit_code);
+    return settings_.do_not_requeue_exit_code;
   }
   return kExitWorkersFailed;
 }
@@ -248,7 +248,7 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       });
       if (group_ != nullptr) {
         const std::string what = restart_->Reassign(event.round, failure_time_, SIGTERM,
-                                                  config_.term_timeout, [this] { ReapChildren(); });
+                                                  settings_.term_timeout, [this] { ReapChildren(); });
         spdlog::warn("round {}: in-process restart: {}", event.round.round, what);
       } else {
         ReclaimGpuMemory();
@@ -355,7 +355,7 @@ int ElasticAgent::Cancelled(const std::vector<WorkerGroup::WorkerStatus>& ended)
     stopped.push_back({w.global_rank, w.running, w.exit_code, w.term_signal, w.killed_after_grace});
   }
   rendezvous_.Leave();
-  spdlog::warn("{}", FormatCancellation(stop_signal_, config_.term_timeout, std::move(stopped),
+  spdlog::warn("{}", FormatCancellation(stop_signal_, settings_.term_timeout, std::move(stopped),
                                         exit_code, stopped_before));
   return Exit(exit_code, absl::StrCat("received ", SignalName(stop_signal_)));
 }
@@ -369,10 +369,10 @@ void ElasticAgent::NoteExcluded(const RendezvousEvent& event) {
 void ElasticAgent::ReclaimGpuMemory() {
   if (!reclaimer_) {
     std::set<int> stops;  // a stop signal ends the wait
-    for (int signo : config_.handled_signals) {
+    for (int signo : settings_.handled_signals) {
       if (!IsForwardOnlySignal(signo)) stops.insert(signo);
     }
-    reclaimer_ = std::make_unique<GpuMemoryReclaimer>(config_.gpu_reclaim, config_.gpu_entries, stops);
+    reclaimer_ = std::make_unique<GpuMemoryReclaimer>(settings_.gpu_reclaim, config_.gpu_entries, stops);
   }
   std::map<pid_t, int> ended;  // pid -> global rank of the group stopped before this round
   for (const WorkerGroup::WorkerStatus& worker : stopped_for_next_round_) {
@@ -390,7 +390,7 @@ bool ElasticAgent::Join() {
 }
 
 int ElasticAgent::Run() {
-  std::vector<int> signals(config_.handled_signals.begin(), config_.handled_signals.end());
+  std::vector<int> signals(settings_.handled_signals.begin(), settings_.handled_signals.end());
   signals.push_back(SIGCHLD);
   auto loop = EventLoop::Create(signals, [this](int signo) { OnSignal(signo); });
   if (!loop.ok()) {

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "agent/agent_observer.h"
+#include "agent/agent_settings.h"
 #include "agent/own_stop_signal_wait.h"
 #include "agent/rank_progress_book.h"
 #include "agent/process/death_guardian.h"
@@ -31,7 +32,6 @@
 #include "agent/hang/file_timer.h"
 #include "agent/hang/hang_monitor.h"
 #include "agent/node/gpu_reclaim.h"
-#include "agent/node/health_check.h"
 #include "agent/node_health_gate.h"
 #include "common/straggler_watch.h"
 #include "agent/workers/in_process_restart.h"
@@ -49,18 +49,12 @@ inline constexpr int kExitUsage = 2;
 inline constexpr int kExitRendezvousFailed = 3;
 inline constexpr int kExitDoNotRequeue = 93;  // the default of --do_not_requeue_exit_code
 
+// What the agent runs with: its knobs as the flags set them (agent_settings.h, taken whole), and
+// what the launcher works out for this node and this run.
 struct AgentConfig {
+  AgentSettings settings;
   WorkerSpec worker;
   std::string entrypoint_name;              // for the summary's headline
-  std::chrono::milliseconds term_timeout{30000};
-  // Under a manager that stops the whole process tree (Slurm's scancel, systemd's stop: both
-  // signal every process, one after another), a worker dead of SIGTERM or SIGINT that the agent
-  // did not send waits this long for the agent's own stop signal: if it comes, the job was
-  // cancelled (cancel_summary.h), not failed. 0: judged at once (a worker killed alone).
-  std::chrono::milliseconds await_own_stop_signal{0};
-  std::set<int> handled_signals;            // forwarded to the workers, then the agent exits
-                                            // (SIGUSR1 and SIGUSR2: forwarded only, IsForwardOnlySignal)
-  std::string agent_error_file;             // mxrun's own TORCHELASTIC_ERROR_FILE (may be empty)
   ServiceNotifier notifier;                 // systemd notifications (disabled outside systemd)
   HangMonitorConfig hang;                   // hang detection (hang_monitor.h)
   std::unique_ptr<FileTimerPipe> timer_pipe;  // the FileTimer pipe, when that watchdog is on
@@ -72,16 +66,9 @@ struct AgentConfig {
   // Told what happens besides the agent's own observers (time accounting, event records,
   // systemd): the metrics. Not owned.
   std::vector<AgentObserver*> observers;
-  StragglerRule stragglers;                 // --straggler_factor, --straggler_steps
-  bool straggler_restart = false;           // --straggler_restart: a straggler fails the group
-  // --do_not_requeue_exit_code: the exit code when every attempt failed the same deterministic
-  // way (common/repeated_failure.h); 0: exit 1 as for any failure.
-  int do_not_requeue_exit_code = kExitDoNotRequeue;
-  // GPU memory reclaimed before a respawn (gpu_reclaim.h): the GPUs of this node's local ranks,
-  // as CUDA_VISIBLE_DEVICES entries (empty: none), and how long to wait for them.
+  // The GPUs of this node's local ranks, as CUDA_VISIBLE_DEVICES entries (empty: none): their
+  // memory is reclaimed before a respawn (gpu_reclaim.h), their health checked.
   std::vector<std::string> gpu_entries;
-  GpuReclaimConfig gpu_reclaim;
-  HealthCheckConfig health;                 // health_check.h: before each join, and on a period
 };
 
 
@@ -115,7 +102,7 @@ class ElasticAgent {
   // Checks the running group; reports to the rendezvous when its workers have ended.
   void CheckGroup();
   // A worker's death by a stop signal the agent did not send, while the agent may yet get its own
-  // (AgentConfig::await_own_stop_signal): true until that wait is over, and a timer checks again.
+  // (AgentSettings::await_own_stop_signal): true until that wait is over, and a timer checks again.
   bool AwaitingOwnStopSignal(const WorkerFailure& failure);
   // The same wait for a rendezvous that failed (its master's host cancelled first, under a
   // manager): runs the loop until the agent's own stop signal comes or the wait is over.
@@ -131,6 +118,7 @@ class ElasticAgent {
   int Exit(int exit_code, std::optional<std::string> why_failed = std::nullopt);
 
   AgentConfig config_;
+  const AgentSettings& settings_ = config_.settings;
   Rendezvous& rendezvous_;
   DeathGuardian& guardian_;
   // Before each join and on --health_check_interval while workers run (node_health_gate.h).
@@ -142,7 +130,7 @@ class ElasticAgent {
   std::deque<RendezvousEvent> pending_;  // rendezvous events not yet handled
   Phase phase_ = Phase::kJoining;
   int stop_signal_ = 0;                  // first handled signal received
-  OwnStopSignalWait own_signal_{config_.await_own_stop_signal};  // for the current group
+  OwnStopSignalWait own_signal_{config_.settings.await_own_stop_signal};  // for the current group
   double failure_time_ = 0;              // when the failure (or re-formation) behind the next
                                          // round was seen, seconds since the Unix epoch; 0: none
   std::string waiting_reason_;           // the rendezvous' last word on what it waits for

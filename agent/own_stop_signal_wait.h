@@ -3,7 +3,7 @@
 // workers get their SIGTERM one after another with mxrun's own, so a worker may die of it first.
 // Such a death waits a short while for mxrun's own signal before it counts as the worker's
 // failure: if the signal comes, the job was cancelled. Pure: times are given
-// (AgentConfig::await_own_stop_signal).
+// (AgentSettings::await_own_stop_signal).
 
 #include <chrono>
 #include <optional>

@@ -166,12 +166,13 @@ void FitGraceToKillWait(const EnvMap& env, AgentConfig& config) {
   if (!kill_wait.ok()) {
     spdlog::info("Slurm's KillWait is unknown ({}): workers get the default {} s after SIGTERM; "
                  "--term_timeout sets it",
-                 std::string(kill_wait.status().message()), config.term_timeout.count() / 1000.0);
+                 std::string(kill_wait.status().message()),
+                 config.settings.term_timeout.count() / 1000.0);
     return;
   }
   const std::chrono::milliseconds grace = GraceWithinKillWait(*kill_wait);
-  if (grace >= config.term_timeout) return;
-  config.term_timeout = grace;
+  if (grace >= config.settings.term_timeout) return;
+  config.settings.term_timeout = grace;
   spdlog::info("Slurm's KillWait is {} s: workers get {} s after SIGTERM before SIGKILL, so that "
                "mxrun ends before Slurm kills it (--term_timeout sets it)",
                kill_wait->count() / 1000.0, grace.count() / 1000.0);
@@ -215,17 +216,14 @@ int Main(int argc, char** argv) {
   sigset_t blocked;
   sigemptyset(&blocked);
   sigaddset(&blocked, SIGCHLD);
-  for (int signo : options.signals_to_handle) sigaddset(&blocked, signo);
+  for (int signo : options.agent.handled_signals) sigaddset(&blocked, signo);
   sigprocmask(SIG_BLOCK, &blocked, nullptr);
   const std::string run_id = RunsStandalone(options) ? RandomRunId() : options.rdzv_id;
 
   AgentConfig config;
+  config.settings = options.agent;
   config.entrypoint_name = command->display_name;
-  config.term_timeout = options.term_timeout;
-  config.await_own_stop_signal = options.await_own_stop_signal;
   if (options.grace_fits_kill_wait) FitGraceToKillWait(env, config);
-  config.handled_signals = options.signals_to_handle;
-  config.agent_error_file = options.agent_error_file;
   config.notifier = ServiceNotifier::FromEnv(env, static_cast<long>(::getpid()));
   config.events.handler = options.event_log_handler;
   config.events.run_id = run_id;
@@ -365,9 +363,6 @@ int Main(int argc, char** argv) {
   if (rdzv->master) spdlog::info("hosting the rendezvous master on {}", rdzv->master_address);
   if (options.nnodes.max > 1) spdlog::info("{}", rdzv->description);
   config.rendezvous_description = rdzv->description;
-  config.stragglers = options.stragglers;
-  config.straggler_restart = options.straggler_restart;
-  config.do_not_requeue_exit_code = options.do_not_requeue_exit_code;
   // The GPUs this node's workers drive (CUDA_VISIBLE_DEVICES' entries, or their local ranks):
   // asked through NVML before a respawn, and nothing is waited for where NVML is absent.
   for (int rank = 0; rank < *nproc; ++rank) {
@@ -375,10 +370,8 @@ int Main(int argc, char** argv) {
       config.gpu_entries.push_back(*entry);
     }
   }
-  config.gpu_reclaim = options.gpu_reclaim;
-  config.health = options.health;
-  config.health.gpu_entries = config.gpu_entries;
-  config.health.gpu_entries_are_local_ranks = !env.contains("CUDA_VISIBLE_DEVICES");
+  config.settings.health.gpu_entries = config.gpu_entries;
+  config.settings.health.gpu_entries_are_local_ranks = !env.contains("CUDA_VISIBLE_DEVICES");
   std::unique_ptr<AgentMetrics> metrics;
   std::unique_ptr<HttpServer> metrics_server;
   if (options.metrics.port >= 0) {

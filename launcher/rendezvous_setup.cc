@@ -201,7 +201,7 @@ absl::StatusOr<NodeRendezvous> SetUpLocalRendezvous(const LaunchOptions& options
   LocalRendezvousConfig local;
   local.local_world_size = local_world_size;
   local.max_restarts = options.max_restarts;
-  local.stragglers = options.stragglers;  // judged here, as a master judges a whole job
+  local.stragglers = options.agent.stragglers;  // judged here, as a master judges a whole job
   if (RunsStandalone(options)) {
     local.run_id = standalone_run_id;
     local.master_addr = "localhost";

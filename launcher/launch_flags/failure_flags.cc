@@ -25,10 +25,10 @@ LaunchFlagGroup FailureFlags() {
       return v.Invalid("do_not_requeue_exit_code", "taken by another meaning (1 failed, 2 "
                        "usage, 3 rendezvous)", "0 (off) or an exit code from 4 to 125");
     }
-    o.do_not_requeue_exit_code = *code;
-    o.agent_error_file = v.Text("agent_error_file");
-    o.straggler_restart = v.Bool("straggler_restart");
-    if (o.straggler_restart && o.stragglers.steps == 0) {
+    o.agent.do_not_requeue_exit_code = *code;
+    o.agent.agent_error_file = v.Text("agent_error_file");
+    o.agent.straggler_restart = v.Bool("straggler_restart");
+    if (o.agent.straggler_restart && o.agent.stragglers.steps == 0) {
       return absl::InvalidArgumentError(
           "--straggler_restart needs stragglers to be judged: --straggler_steps must be above 0");
     }

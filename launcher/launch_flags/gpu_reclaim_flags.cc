@@ -26,9 +26,9 @@ LaunchFlagGroup GpuReclaimFlags() {
     if (*interval < 0.01 || *interval > 60) {
       return v.Invalid("gpu_reclaim_interval", "out of range", "0.01 to 60 seconds");
     }
-    o.gpu_reclaim.timeout = *timeout;
-    o.gpu_reclaim.threshold_bytes = static_cast<unsigned long long>(*threshold) << 20;
-    o.gpu_reclaim.interval = std::chrono::milliseconds(static_cast<long long>(*interval * 1000));
+    o.agent.gpu_reclaim.timeout = *timeout;
+    o.agent.gpu_reclaim.threshold_bytes = static_cast<unsigned long long>(*threshold) << 20;
+    o.agent.gpu_reclaim.interval = std::chrono::milliseconds(static_cast<long long>(*interval * 1000));
     return absl::OkStatus();
   };
   return group;

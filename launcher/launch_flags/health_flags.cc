@@ -27,7 +27,7 @@ LaunchFlagGroup HealthFlags() {
       {"health_min_gpu_free", "", false, "MiB of free memory needed on each GPU", "1024"},
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
-    HealthCheckConfig& health = o.health;
+    HealthCheckConfig& health = o.agent.health;
     const std::string on = v.Lower("health_checks");
     if (on != "on" && on != "off") {
       return v.Invalid("health_checks", "neither on nor off", "on or off");

@@ -10,9 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/node/gpu_reclaim.h"
+#include "agent/agent_settings.h"
 #include "agent/hang/hang_watch.h"
-#include "agent/node/health_check.h"
 #include "agent/workers/log_spec.h"
 #include "agent/node/numa_binding.h"
 #include "common/straggler_watch.h"
@@ -76,14 +75,15 @@ struct LaunchOptions {
   bool json_logs = false;             // --log_format=json
   std::string log_line_prefix_template;  // empty: mxrun's "[n<node> r<rank>] "
 
-  // Stopping (stop_flags.cc).
-  std::set<int> signals_to_handle;
+  // The agent's own knobs (agent/agent_settings.h), filled by the stop, failure, straggler,
+  // health and GPU-reclaim groups and handed to the agent whole.
+  AgentSettings agent;
+
+  // Stopping (stop_flags.cc), what the launcher itself needs of it.
   std::string signals_to_handle_text;  // as given: TORCHELASTIC_SIGNALS_TO_HANDLE, as torchrun sets
-  std::chrono::milliseconds term_timeout{30'000};
   // Under Slurm with no grace given (from any source): the default is shortened to fit KillWait
   // (slurm_kill_wait.h).
   bool grace_fits_kill_wait = false;
-  std::chrono::milliseconds await_own_stop_signal{0};  // stop_flags.cc
 
   HangSettings hang;                  // hang_flags.cc (the bundled trainer's default applied)
   bool file_timer = false;            // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's watchdog
@@ -95,13 +95,7 @@ struct LaunchOptions {
   bool virtual_local_rank = false;    // placement_flags.cc
   std::optional<NumaMode> numa_binding;
   std::string event_log_handler = "null";  // event_flags.cc: null | console
-  StragglerRule stragglers;           // straggler_flags.cc
   ExclusionRule exclusion;            // exclusion_flags.cc
-  HealthCheckConfig health;           // health_flags.cc (the GPUs are the launcher's to add)
-  GpuReclaimConfig gpu_reclaim;       // gpu_reclaim_flags.cc
-  int do_not_requeue_exit_code = 93;  // failure_flags.cc
-  std::string agent_error_file;       // TORCHELASTIC_ERROR_FILE: mxrun's own (may be empty)
-  bool straggler_restart = false;
   MetricsEndpointFlags metrics;       // metrics_flags.cc
   RankOrderSettings rank_order;       // rank_order_flags.cc (rendezvous/node_topology.h)
 

@@ -34,7 +34,7 @@ LaunchFlagGroup StopFlags() {
                          "signal names or numbers such as SIGTERM,SIGINT (not SIGKILL, SIGSTOP, "
                          "SIGCHLD)");
       }
-      o.signals_to_handle.insert(*signo);
+      o.agent.handled_signals.insert(*signo);
     }
     o.signals_to_handle_text = v.Text("signals_to_handle");
 
@@ -55,14 +55,14 @@ LaunchFlagGroup StopFlags() {
       }
       grace = *shutdown;
     }
-    o.term_timeout = std::chrono::milliseconds(static_cast<long>(grace * 1000.0));
+    o.agent.term_timeout = std::chrono::milliseconds(static_cast<long>(grace * 1000.0));
     o.grace_fits_kill_wait = v.Given("slurm_job_id") && !grace_given;
     // scancel and `systemctl stop` signal the workers as well as mxrun, one process after
     // another: a worker may die of that SIGTERM before mxrun has its own. Such a death waits
     // this long for mxrun's own signal before it counts as the worker's failure
-    // (elastic_agent.h, AgentConfig::await_own_stop_signal).
+    // (elastic_agent.h, AgentSettings::await_own_stop_signal).
     if (v.Given("slurm_job_id") || v.Given("systemd_invocation_id")) {
-      o.await_own_stop_signal = std::chrono::milliseconds(1000);
+      o.agent.await_own_stop_signal = std::chrono::milliseconds(1000);
     }
     return absl::OkStatus();
   };

@@ -24,7 +24,7 @@ LaunchFlagGroup StragglerFlags() {
     absl::StatusOr<int> steps =
         v.Int("straggler_steps", 0, 1'000'000, "0 (never) to 1000000 steps");
     if (!steps.ok()) return steps.status();
-    o.stragglers = {factor, *steps};
+    o.agent.stragglers = {factor, *steps};
     return absl::OkStatus();
   };
   return group;

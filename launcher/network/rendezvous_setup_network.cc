@@ -162,7 +162,7 @@ absl::StatusOr<NodeRendezvous> SetUpMasterRendezvous(const LaunchOptions& option
   config.job.max_nodes = options.nnodes.max;
   config.job.max_restarts = options.max_restarts;
   config.job.timeouts = settings.timeouts;
-  config.job.stragglers = options.stragglers;
+  config.job.stragglers = options.agent.stragglers;
   config.job.exclusion = options.exclusion;
   config.node.host = host_name;
   config.node.address = options.local_addr;

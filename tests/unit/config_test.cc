@@ -128,7 +128,7 @@ TEST_CASE("precedence: flag over MXRUN_* over PET_* over file over default", "[c
   const auto& o = *parsed->options;
   CHECK(o.nproc_per_node == "1");       // flag
   CHECK(o.max_restarts == 5);           // MXRUN_* over PET_* and the file
-  CHECK(o.term_timeout == std::chrono::seconds(8));   // PET_* over the file
+  CHECK(o.agent.term_timeout == std::chrono::seconds(8));   // PET_* over the file
   CHECK(o.role == "file");              // file over the default
   CHECK(o.logs.log_dir == "/file/logs");
   CHECK(o.master_port == 29500);        // default

@@ -44,8 +44,8 @@ TEST_CASE("defaults match torchrun's", "[options]") {
   CHECK(o.rdzv_id == "none");
   CHECK(o.max_restarts == 0);
   CHECK(o.role == "default");
-  CHECK(o.term_timeout == std::chrono::seconds(30));
-  CHECK(o.signals_to_handle == std::set<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
+  CHECK(o.agent.term_timeout == std::chrono::seconds(30));
+  CHECK(o.agent.handled_signals == std::set<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT});
   CHECK(o.entrypoint_kind == EntrypointKind::kPythonScript);
   CHECK(o.entrypoint == "train.py");
 }
@@ -151,21 +151,21 @@ TEST_CASE("rdzv_conf parses key=value pairs", "[options]") {
 }
 
 TEST_CASE("the shutdown timeout is torchrun 2.x's name for --term_timeout", "[options]") {
-  CHECK(ParseOk({"--shutdown-timeout=2", "x.py"}).term_timeout == std::chrono::milliseconds(2000));
-  CHECK(ParseOk({"--shutdown_timeout", "2.5", "x.py"}).term_timeout == std::chrono::milliseconds(2500));
-  CHECK(ParseOk({"x.py"}, {{"PET_SHUTDOWN_TIMEOUT", "3"}}).term_timeout == std::chrono::milliseconds(3000));
-  CHECK(ParseOk({"x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "4"}}).term_timeout == std::chrono::milliseconds(4000));
+  CHECK(ParseOk({"--shutdown-timeout=2", "x.py"}).agent.term_timeout == std::chrono::milliseconds(2000));
+  CHECK(ParseOk({"--shutdown_timeout", "2.5", "x.py"}).agent.term_timeout == std::chrono::milliseconds(2500));
+  CHECK(ParseOk({"x.py"}, {{"PET_SHUTDOWN_TIMEOUT", "3"}}).agent.term_timeout == std::chrono::milliseconds(3000));
+  CHECK(ParseOk({"x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "4"}}).agent.term_timeout == std::chrono::milliseconds(4000));
   // The flag above torchrun's variable, as every flag above its variables.
   CHECK(ParseOk({"--shutdown-timeout=5", "x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "4"}})
-            .term_timeout == std::chrono::milliseconds(5000));
+            .agent.term_timeout == std::chrono::milliseconds(5000));
   // Both names: they must agree.
-  CHECK(ParseOk({"--shutdown-timeout=6", "--term_timeout=6", "x.py"}).term_timeout == std::chrono::milliseconds(6000));
+  CHECK(ParseOk({"--shutdown-timeout=6", "--term_timeout=6", "x.py"}).agent.term_timeout == std::chrono::milliseconds(6000));
   CHECK_THAT(ParseError({"--shutdown-timeout=2", "--term_timeout=3", "x.py"}),
              Catch::Contains("--shutdown_timeout='2' and --term_timeout='3' disagree: they are "
                              "one setting"));
   CHECK_THAT(ParseError({"x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}}),
              Catch::Contains("TORCH_ELASTIC_SHUTDOWN_TIMEOUT='soon' is not valid"));
-  CHECK(ParseOk({"x.py"}).term_timeout == std::chrono::milliseconds(30000));
+  CHECK(ParseOk({"x.py"}).agent.term_timeout == std::chrono::milliseconds(30000));
 }
 
 TEST_CASE("torchrun 2.x's newer flags in both spellings and from PET_*", "[options][torchrun2]") {
