@@ -2,7 +2,6 @@
 // prepares the node (subreaper, guardian, log folders) and hands over to the elastic agent.
 
 #include <limits.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -14,27 +13,24 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "agent/process/death_guardian.h"
 #include "agent/elastic_agent.h"
 #include "agent/node/gpu_devices.h"
 #include "agent/node/numa_binding.h"
-#include "agent/node/numa_topology.h"
-#include "agent/hang/uninterruptible_watch.h"
 #include "common/env_contract.h"
 #include "common/files.h"
 #include "common/strings.h"
 #include "common/visible_devices.h"
 #include "launcher/completion.h"
 #include "launcher/entrypoint.h"
-#include "launcher/flight_recorder_setup.h"
+#include "launcher/hang_setup.h"
 #include "launcher/log_setup.h"
+#include "launcher/node_setup.h"
 #include "launcher/nproc.h"
 #include "launcher/prestart.h"
 #include "launcher/options.h"
 #include "launcher/rendezvous_setup.h"
-#include "launcher/scratch_sweep.h"
 #include "launcher/slurm_kill_wait.h"
 #include "agent/metrics/agent_metrics.h"
 #include "agent/store/store_metrics.h"
@@ -84,72 +80,6 @@ std::string RandomRunId() {
   return absl::StrFormat("%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
                          b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
                          b[12], b[13], b[14], b[15]);
-}
-
-std::string TempBase(const EnvMap& env) {
-  auto it = env.find("TMPDIR");
-  return it != env.end() && !it->second.empty() ? it->second : "/tmp";
-}
-
-std::string Absolute(const std::string& path) {
-  if (path.empty() || path[0] == '/') return path;
-  char cwd[PATH_MAX];
-  if (getcwd(cwd, sizeof cwd) == nullptr) return path;
-  return absl::StrCat(cwd, "/", path);
-}
-
-absl::StatusOr<std::string> MakeTempDir(const std::string& templ) {
-  std::string buffer = templ + "XXXXXX";
-  if (mkdtemp(buffer.data()) == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot create the folder ", buffer, ": ", ErrnoText(errno)));
-  }
-  return buffer;
-}
-
-// The CPUs this process may run on (its affinity) and the memory nodes it may use.
-AllowedResources OwnResources() {
-  AllowedResources own;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (CPU_ISSET(cpu, &set)) own.cpus.push_back(cpu);
-    }
-  }
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (absl::StartsWith(line, "Mems_allowed_list:")) {
-      own.memory_nodes = ParseCpuList(line.substr(line.find(':') + 1));
-    }
-  }
-  return own;
-}
-
-// --numa-binding: each local rank's CPUs and memory node, said in one line. Never an error: a
-// machine hwloc cannot read runs unbound, with the reason.
-std::vector<WorkerBinding> PlanBinding(NumaMode mode, const EnvMap& env, int nproc) {
-  // The workers' GPUs first (NVML), so that hwloc places only those; with a saved topology
-  // (HWLOC_XMLFILE) the GPUs are that topology's.
-  const bool saved = env.count("HWLOC_XMLFILE") > 0;
-  std::vector<std::string> gpus = saved ? std::vector<std::string>() : WorkerGpuBusIds(env, nproc, {});
-  if (!saved && std::all_of(gpus.begin(), gpus.end(), [](auto& gpu) { return gpu.empty(); })) {
-    // Nothing to place: the topology is not even loaded.
-    spdlog::info("numa binding ({}): no GPU found for the {} worker(s) (the NVIDIA driver's NVML "
-                 "reports none for CUDA_VISIBLE_DEVICES' entries or the local ranks): workers not "
-                 "bound", NumaModeName(mode), nproc);
-    return {};
-  }
-  absl::StatusOr<NumaTopology> topology = LoadMachineTopology(gpus);
-  if (!topology.ok()) {
-    spdlog::warn("numa binding ({}): {}; workers not bound", NumaModeName(mode),
-                 std::string(topology.status().message()));
-    return {};
-  }
-  if (saved) gpus = WorkerGpuBusIds(env, nproc, *topology);
-  NumaPlan plan = PlanNumaBinding(*topology, gpus, mode, OwnResources());
-  spdlog::info("{}", plan.summary);
-  return plan.workers;
 }
 
 // The parser's notes for the user, on stderr as log lines.
@@ -252,35 +182,11 @@ int Main(int argc, char** argv) {
     }
   }
 
-  // What mxrun processes that died with their guardian left behind goes first (scratch_sweep.h).
-  for (const std::string& orphan : SweepOrphanedScratch(TempBase(env))) {
-    spdlog::info("removed {}, the scratch folder of an mxrun that is gone", orphan);
-  }
-  // A scratch folder for what lives as long as mxrun (the FileTimer pipe, and the per-attempt
-  // folders unless they are kept), removed at exit, by the guardian if mxrun is killed; marked
-  // with its owner so that a later mxrun can tell when it was left behind.
-  absl::StatusOr<std::string> scratch = MakeTempDir(TempBase(env) + "/mxrun-");
+  absl::StatusOr<std::string> scratch = SetUpScratch(options, env, run_id, worker);
   if (!scratch.ok()) return UsageError(scratch.status().message());
   const std::string scratch_dir = *scratch;
-  MarkScratchOwner(scratch_dir, getpid());
   // Removed on every way out (the guardian does it too, for when mxrun dies before that).
   absl::Cleanup remove_scratch = [&scratch_dir] { RemoveTree(scratch_dir); };
-  // Per-attempt folders: kept under --log_dir (or a kept temporary folder when --redirects/--tee
-  // ask for files without one); otherwise in the scratch folder.
-  if (worker.logs.NeedsFiles()) {
-    // Absolute, so that the paths in workers' variables and in the summary mean the same
-    // wherever they are read.
-    std::string base = Absolute(options.logs.log_dir.empty() ? TempBase(env) + "/mxrun-logs"
-                                                             : options.logs.log_dir);
-    MakeDirs(base);
-    absl::StatusOr<std::string> dir = MakeTempDir(absl::StrCat(base, "/", run_id, "_"));
-    if (!dir.ok()) return UsageError(absl::StrCat("--log_dir: ", dir.status().message()));
-    worker.attempts_dir = *dir;
-    worker.attempts_dir_kept = true;
-    spdlog::info("worker logs: {}/attempt_<N>/<local_rank>/", worker.attempts_dir);
-  } else {
-    worker.attempts_dir = scratch_dir;
-  }
 
   if (options.numa_binding) worker.numa = PlanBinding(*options.numa_binding, env, *nproc);
 
@@ -291,42 +197,10 @@ int Main(int argc, char** argv) {
     }
   }
 
-  // Hang detection (agent/hang/hang_monitor.h).
-  config.hang.settings = options.hang;
-  worker.heartbeat_files = options.hang.heartbeat_timeout.count() > 0;
-  if (options.file_timer) {  // torchrun's watchdog
-    absl::StatusOr<std::unique_ptr<FileTimerPipe>> pipe = FileTimerPipe::Create(
-        !options.file_timer_path.empty() ? options.file_timer_path
-                                         : scratch_dir + "/watchdog_timer");
-    if (!pipe.ok()) return UsageError(pipe.status().message());
-    config.timer_pipe = std::move(*pipe);
-  }
-  // torchrun 2.13's watch on workers stuck in uninterruptible sleep (uninterruptible_watch.h).
-  if (options.uninterruptible_timeout.count() > 0) {
-    config.hang.uninterruptible_timeout = options.uninterruptible_timeout;
-    spdlog::info("hang detection: a worker in uninterruptible sleep (D state) for {:g} s is hung "
-                 "({})", static_cast<double>(options.uninterruptible_timeout.count()) / 1000.0,
-                 kUninterruptibleTimeoutEnv);
-  }
-  config.hang.fallback_dir = TempBase(env);
-  config.hang.run_id = run_id;
-  auto path_env = env.find("PATH");
-  config.hang.diagnostics.path_env =
-      path_env != env.end() ? path_env->second : "/usr/local/bin:/usr/bin:/bin";
-  config.hang.diagnostics.stack_dumper = options.stack_dumper;
-  SetUpFlightRecorder(options, *command, scratch_dir, *nproc, worker, config.hang.flight);
-  if (worker.heartbeat_files || config.timer_pipe) {
-    std::string rules;
-    if (worker.heartbeat_files) {
-      absl::StrAppend(&rules, "heartbeat (MXRUN_HEARTBEAT_FILE) silent over ",
-                      options.hang.heartbeat_timeout.count() / 1000.0, " s");
-    }
-    if (config.timer_pipe) {
-      absl::StrAppend(&rules, rules.empty() ? "" : ", ", "FileTimer on ",
-                      config.timer_pipe->path());
-    }
-    spdlog::info("hang detection: {}; exit barrier {} s", rules,
-                 options.hang.exit_barrier_timeout.count() / 1000.0);
+  if (absl::Status hang = SetUpHangDetection(options, *command, env, scratch_dir, *nproc, run_id,
+                                             config);
+      !hang.ok()) {
+    return UsageError(hang.message());
   }
 
   if (ShouldDefaultOmpThreads(env, *nproc)) {
