@@ -14,8 +14,11 @@ function(mxrun_add_trainer_test_binaries launcher_definition)
     ${PROJECT_SOURCE_DIR}/tests/integration/trainer_gpu_test.cc
     ${PROJECT_SOURCE_DIR}/tests/subprocess.cc)
   target_include_directories(mxrun_trainer_gpu_tests PRIVATE ${PROJECT_SOURCE_DIR})
-  target_compile_definitions(mxrun_trainer_gpu_tests PRIVATE
-    TRAIN_BIN="$<TARGET_FILE:train>" ${launcher_definition})
+  # In the whole project the paths come from tests/test_paths.h; the trainer-only build sets them.
+  if(MXRUN_TRAINER_ONLY)
+    target_compile_definitions(mxrun_trainer_gpu_tests PRIVATE
+      TRAIN_BIN="$<TARGET_FILE:train>" ${launcher_definition})
+  endif()
   target_link_libraries(mxrun_trainer_gpu_tests PRIVATE mxrun_catch_main mxrun_worker_contract
     nlohmann_json::nlohmann_json)
   add_dependencies(mxrun_trainer_gpu_tests train)

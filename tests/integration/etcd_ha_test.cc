@@ -98,8 +98,9 @@ TEST_CASE("etcd: the node hosting the master dies: the survivors re-form at worl
          EtcdJob(etcd, "ha-gloo", "2:3", {"--nproc_per_node=1", "--rdzv_conf=last_call_timeout=2"})) {
       argv.push_back(f);
     }
-    for (const std::string a : {EXAMPLES_DIR "/ddp_allreduce.py", "--hold-if-world=3",
-                                "--hold-seconds=120"}) {
+    for (const std::string& a : {std::string(EXAMPLES_DIR) + "/ddp_allreduce.py",
+                                 std::string("--hold-if-world=3"),
+                                 std::string("--hold-seconds=120")}) {
       argv.push_back(a);
     }
     agents.push_back(std::make_unique<Subprocess>(

@@ -405,7 +405,7 @@ TEST_CASE("a real PyTorch DDP program all-reduces over Gloo with 2 workers",
           "[integration][pytorch]") {
   // Each rank's own line (--log_collapse_window=0: not one line for both).
   ProcessResult r = Run({kMxrun, "--standalone", "--nproc_per_node=2", "--log_collapse_window=0",
-                         EXAMPLES_DIR "/ddp_allreduce.py"},
+                         std::string(EXAMPLES_DIR) + "/ddp_allreduce.py"},
                         {{"PYTHON_EXEC", PYTHON_BIN}}, 180s);
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);

@@ -354,7 +354,7 @@ TEST_CASE("PyTorch Gloo all-reduce across 2 nodes x 2 workers, also after a re-f
                                            "--log_collapse_window=0"})) {
         argv.push_back(f);
       }
-      argv.push_back(EXAMPLES_DIR "/ddp_allreduce.py");
+      argv.push_back(std::string(EXAMPLES_DIR) + "/ddp_allreduce.py");
       if (!extra.empty()) argv.push_back(extra);
       nodes.push_back(std::make_unique<Subprocess>(
           argv, std::map<std::string, std::string>{{"PYTHON_EXEC", PYTHON_BIN}}));
