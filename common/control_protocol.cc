@@ -31,6 +31,17 @@ int IntField(const json& message, const char* key) {
   return value.get<int>();
 }
 
+// A progress report's optional time in seconds (0 to 1e6); -1 when not given.
+double OptionalSeconds(const json& message, const char* key) {
+  auto it = message.find(key);
+  if (it == message.end()) return -1;
+  if (!it->is_number() || it->get<double>() < 0 || it->get<double>() > 1e6) {
+    throw std::invalid_argument(std::string("progress field '") + key +
+                                "' must be a number of seconds from 0 to 1e6, got " + it->dump());
+  }
+  return it->get<double>();
+}
+
 }  // namespace
 
 std::string HelloLine(bool in_process_restart) {
@@ -76,14 +87,8 @@ WorkerControlMessage ParseWorkerControlLine(std::string_view line) {
                                   step.dump());
     }
     out.step = step.get<long long>();
-    if (auto it = message.find("step_seconds"); it != message.end()) {
-      if (!it->is_number() || it->get<double>() < 0 || it->get<double>() > 1e6) {
-        throw std::invalid_argument(
-            "progress field 'step_seconds' must be a number of seconds from 0 to 1e6, got " +
-            it->dump());
-      }
-      out.step_seconds = it->get<double>();
-    }
+    out.step_seconds = OptionalSeconds(message, "step_seconds");
+    out.busy_seconds = OptionalSeconds(message, "busy_seconds");
     if (auto it = message.find("auto"); it != message.end()) {
       if (!it->is_boolean()) {
         throw std::invalid_argument("progress field 'auto' must be true or false, got " +

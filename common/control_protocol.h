@@ -24,7 +24,10 @@
 //       goodput are made from it, and it counts as a heartbeat. With "auto": true the mxrun
 //       module counted the step for a script that never reports itself (its optimizer's steps):
 //       it arms the first-step rule of later rounds only with --hang_timeout or
-//       --round_join_timeout given (HangWatch::HeartbeatSeen).
+//       --round_join_timeout given (HangWatch::HeartbeatSeen). With "busy_seconds": B, B seconds of
+//       each step were the rank's own work (input and forward, no collective: the mxrun module's
+//       python/mxrun/_busy_time.py): under synchronous data parallel every rank's step time is the
+//       slowest rank's, so stragglers are judged by B where the ranks report it.
 // A standby (MXRUN_STANDBY=1: started with no rank, spare for a failed one) says hello when it is
 // loaded and ready; its round notice then carries its whole contract.
 // agent -> worker
@@ -55,6 +58,9 @@ struct WorkerControlMessage {
   int round = -1;                   // joined
   long long step = -1;              // progress
   double step_seconds = -1;         // progress; -1: not given
+  // progress: the rank's own work per step, collectives' waits left out (the mxrun module's
+  // python/mxrun/_busy_time.py); stragglers are judged by it; -1: not given
+  double busy_seconds = -1;
   // progress: counted by the mxrun module for a script that never reports itself (the wheel's
   // optimizer hook, python/mxrun/_auto_progress.py): {"auto": true}
   bool automatic = false;

@@ -5,6 +5,12 @@
 // one. Nothing here touches the job. The agent judges its own ranks when its node is the whole
 // job; the rendezvous master judges every rank of a multi-node job from the agents' heartbeats.
 //
+// What is compared: a rank's own work per step (busy seconds: its input and forward, no
+// collective; python/mxrun/_busy_time.py) where its reports carry it, else its step time. Under
+// synchronous data parallel every rank's step time is the slowest rank's, so only the busy time
+// can name the slow one. A rank is judged against the ranks that report the same kind of time,
+// never a step time against busy times.
+//
 // The median of the *other* ranks, not of all: in a small group a slow rank pulls the median of
 // all towards itself (with 2 ranks it is half the gap). A report that covers several steps (the
 // trainer reports at most every 50 ms, agents pass reports on once a heartbeat) counts for all
@@ -29,9 +35,10 @@ struct StragglerRule {
 struct StragglerNews {
   int rank = 0;
   bool straggling = false;      // true: became a straggler; false: no longer one
-  double step_seconds = 0;      // its step time at the news
-  double others_median = 0;     // the other ranks' median step time
+  double step_seconds = 0;      // its step time at the news (its busy time when `busy`)
+  double others_median = 0;     // the other ranks' median step time (or busy time)
   long long steps = 0;          // consecutive slow steps so far
+  bool busy = false;            // judged by the ranks' own work per step, not whole steps
 };
 
 class StragglerWatch {
@@ -40,11 +47,12 @@ class StragglerWatch {
 
   // A new round: forget every rank (ranks and speeds may have changed).
   void Reset() { ranks_.clear(); }
-  // Rank `rank` completed `step`, its steps taking `step_seconds` each (negative: unknown); judged
-  // at once against the other ranks' latest times.
-  std::optional<StragglerNews> Report(int rank, long long step, double step_seconds);
+  // Rank `rank` completed `step`, its steps taking `step_seconds` each, `busy_seconds` of them its
+  // own work (negative: unknown); judged at once against the other ranks' latest times.
+  std::optional<StragglerNews> Report(int rank, long long step, double step_seconds,
+                                      double busy_seconds = -1);
   // The same report, judged at the next Judge().
-  void Record(int rank, long long step, double step_seconds);
+  void Record(int rank, long long step, double step_seconds, double busy_seconds = -1);
   // Judges every rank with steps recorded since it was last judged; the news, by rank.
   std::vector<StragglerNews> Judge();
   // A rank that is no longer in the group (its node left): forgotten.
@@ -56,15 +64,16 @@ class StragglerWatch {
  private:
   struct Rank {
     long long step = -1;
-    double step_seconds = -1;
+    double step_seconds = -1;  // the time judged: the busy time when `busy`
+    bool busy = false;
     long long unjudged_steps = 0;  // steps with a known time since the rank was last judged
     long long slow_steps = 0;
     bool straggling = false;
   };
-  // `sorted`: every rank's latest known step time, ascending (this rank's among them).
+  // `sorted`: every rank's latest known time of the rank's kind, ascending (its own among them).
   std::optional<StragglerNews> JudgeRank(int rank_id, Rank& rank,
                                          const std::vector<double>& sorted);
-  std::vector<double> SortedTimes() const;
+  std::vector<double> SortedTimes(bool busy) const;
 
   StragglerRule rule_;
   std::map<int, Rank> ranks_;

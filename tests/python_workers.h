@@ -3,6 +3,8 @@
 // mxrun as PYTHON_EXEC) and the checkout's mxrun module on their path.
 
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <string>
@@ -15,6 +17,21 @@ namespace mxrun::testing {
 #if defined(PYTHON_BIN) && defined(PYTHON_MODULE_DIR)
 inline std::map<std::string, std::string> PythonWorkerEnv() {
   return {{"PYTHON_EXEC", PYTHON_BIN}, {"PYTHONPATH", PYTHON_MODULE_DIR}};
+}
+
+// A site folder in `folder` as the wheel leaves one: its mxrun-auto-progress.pth, and a
+// dist-info with its entry points. Workers run through tests/python/frameworks/with_site.py with
+// MXRUN_TEST_SITE naming it, as after `pip install mxrun`. Returns the folder's path.
+inline std::string MakeWheelSite(const std::string& folder) {
+  const std::string site = folder + "/site";
+  const std::string info = site + "/mxrun_test-0.dist-info";
+  std::filesystem::create_directories(info);
+  std::filesystem::copy_file(std::string(PYTHON_MODULE_DIR) + "/mxrun-auto-progress.pth",
+                             site + "/mxrun-auto-progress.pth");
+  std::filesystem::copy_file(std::string(PYTHON_MODULE_DIR) + "/entry_points.txt",
+                             info + "/entry_points.txt");
+  std::ofstream(info + "/METADATA") << "Metadata-Version: 2.1\nName: mxrun-test\nVersion: 0\n";
+  return site;
 }
 #endif
 

@@ -83,6 +83,7 @@ void AgentMetrics::RoundStarted(Time now, const RoundAssignment& round,
         rank.last_cpu_seconds = 0;
         rank.step = -1;
         rank.step_seconds = -1;
+        rank.busy_seconds = -1;
         rank.last_report.reset();
       }
     }
@@ -124,6 +125,7 @@ void AgentMetrics::Progress(Time now, int local_rank, int global_rank,
   Rank& rank = it->second;
   rank.local_rank = local_rank;
   if (report.step_seconds >= 0) rank.step_seconds = report.step_seconds;
+  if (report.busy_seconds >= 0) rank.busy_seconds = report.busy_seconds;
   rank.step = report.step;
   rank.last_report = now;
   if (recovering_since_ && round_started_since_failure_) {
@@ -236,6 +238,12 @@ std::string AgentMetrics::Render(ExpositionFormat format, Time now) const {
            "How long a worker's last reported step took.");
   for (const auto& [global_rank, rank] : ranks_) {
     if (rank.step_seconds >= 0) w.Sample(per_rank(global_rank), rank.step_seconds);
+  }
+  w.Family("mxrun_worker_busy_seconds", MetricType::kGauge,
+           "The rank's own work in its last reported step (input and forward, no collective; "
+           "the mxrun module's busy_seconds), which stragglers are judged by where known.");
+  for (const auto& [global_rank, rank] : ranks_) {
+    if (rank.busy_seconds >= 0) w.Sample(per_rank(global_rank), rank.busy_seconds);
   }
   w.Family("mxrun_worker_straggler", MetricType::kGauge,
            "1 while a rank is named a straggler (its step time above --straggler_factor times "

@@ -67,6 +67,7 @@ class AgentMetrics : public AgentObserver {
     std::string heartbeat_file;
     long long step = -1;                  // -1: no report yet
     double step_seconds = -1;             // the last step's time (-1: unknown)
+    double busy_seconds = -1;             // its own work in it (busy_seconds; -1: unknown)
     std::optional<Time> last_report;
     Time started;
     double cpu_seconds_before = 0;        // of earlier processes of this rank (the counter grows)

@@ -23,6 +23,8 @@ What is counted:
 - Lightning's and the Transformers Trainer's own global step replaces the count from the moment
   their trainer is made (`_framework_progress`; the same watcher waits for
   `transformers.trainer`).
+The counted optimizer's steps also time each rank's own work per step (`_busy_time`), which names
+stragglers under synchronous data parallel, where every rank's step time is the slowest one's.
 """
 import importlib.abc
 import os
@@ -102,8 +104,9 @@ class _Watcher(importlib.abc.MetaPathFinder):
 class Counter:
     """Counts the steps of one optimizer and reports them through `report(step)`."""
 
-    def __init__(self, report):
+    def __init__(self, report, step_ended=None):
         self._report = report
+        self._step_ended = step_ended  # told first: the step's busy time is then complete
         self._optimizer = None  # weakref to the optimizer counted
         self.step = 0
         self.calls = 0  # optimizer steps seen (GradScaler's wrapper compares it)
@@ -123,6 +126,8 @@ class Counter:
         if not self.counts(optimizer):
             return
         self.calls += 1
+        if self._step_ended is not None:
+            self._step_ended(optimizer)
         own = state_step(optimizer)
         self.step = own if own is not None else self.step + 1
         self._report(self.step)
@@ -167,8 +172,8 @@ def hook(torch_module=None):
     if _counter is not None:
         return
     import importlib
-    from . import _progress
-    _counter = Counter(_progress.auto_step_done)
+    from . import _busy_time, _progress
+    _counter = Counter(_progress.auto_step_done, _busy_time.start().step_ended)
     try:
         optimizer_module = importlib.import_module("torch.optim.optimizer")
         register = optimizer_module.register_optimizer_step_post_hook

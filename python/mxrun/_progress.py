@@ -1,7 +1,8 @@
 """Progress reports: `mxrun.step_done(step)` once per training step.
 
 The report is the control protocol's {"step": N, "step_seconds": S} (with "auto": true when
-_auto_progress counted the step for a script that never reports itself); from it mxrun's agent makes
+_auto_progress counted the step for a script that never reports itself, and "busy_seconds": B,
+the rank's own work per step, when _busy_time measured it); from it mxrun's agent makes
 its goodput accounting (start-up, training, restarts, lost work), the per-rank metrics, the
 straggler report, the ranks table of `mxrun status`, and the heartbeat that --hang_timeout
 judges. At most one report leaves per MIN_INTERVAL (as the bundled trainer's): a fast step costs
@@ -15,7 +16,7 @@ import operator
 import os
 import time
 
-from . import _channel, _flight_recorder
+from . import _busy_time, _channel, _flight_recorder
 
 MIN_INTERVAL = 0.05  # seconds between two reports
 
@@ -30,8 +31,9 @@ class Progress:
         self._step = 0  # the last step completed
         self._pending = False  # a completed step not yet reported
         self._automatic = False  # the last step was counted by _auto_progress, not the script
+        self._busy = [0.0, 0]  # busy seconds and steps measured since the last report
 
-    def step_done(self, step=None, automatic=False):
+    def step_done(self, step=None, automatic=False, busy=None):
         now = self._clock()
         self._automatic = automatic
         if step is None:
@@ -44,6 +46,9 @@ class Progress:
         if step < 0:
             raise ValueError(f"mxrun.step_done(step): step must be >= 0, got {step}")
         self._step = step
+        if busy is not None:
+            self._busy[0] += busy
+            self._busy[1] += 1
         since = self._since
         if (since is not None and step > since[1] and self._last_sent is not None
                 and now - self._last_sent < MIN_INTERVAL):
@@ -69,6 +74,9 @@ class Progress:
             line = '{"step": %d, "step_seconds": %.6f}' % (step, max(seconds, 0.0))
         else:
             line = '{"step": %d}' % step
+        if self._busy[1]:  # the mean of the steps measured since the last report
+            line = line[:-1] + ', "busy_seconds": %.6f}' % max(self._busy[0] / self._busy[1], 0.0)
+            self._busy = [0.0, 0]
         if self._automatic:  # the agent's first-step rule then waits for the user to ask for it
             line = line[:-1] + ', "auto": true}'
         self._channel.send(line)
@@ -133,7 +141,7 @@ def _report(step, automatic):
         _progress = Progress(channel)
         atexit.register(_progress.flush)
         _flight_recorder.serve()  # the agent may ask for the recorder's dump on a hang
-    _progress.step_done(step, automatic)
+    _progress.step_done(step, automatic, _busy_time.take())
 
 
 def restart_timing():

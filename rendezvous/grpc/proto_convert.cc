@@ -228,6 +228,7 @@ v1::MasterMessage ToProto(const ToAgent& m) {
       notice->set_step_seconds(m.straggler.step_seconds);
       notice->set_others_median_s(m.straggler.others_median);
       notice->set_steps(m.straggler.steps);
+      notice->set_busy(m.straggler.busy);
       break;
     }
   }
@@ -287,6 +288,7 @@ StragglerNews FromProto(const v1::StragglerNotice& notice) {
   news.step_seconds = notice.step_seconds();
   news.others_median = notice.others_median_s();
   news.steps = notice.steps();
+  news.busy = notice.busy();
   return news;
 }
 
@@ -296,6 +298,7 @@ v1::RankProgress ToProto(const RankProgress& progress, std::chrono::steady_clock
   p.set_local_rank(progress.local_rank);
   p.set_step(progress.step);
   p.set_step_seconds(progress.step_seconds);
+  p.set_busy_seconds(progress.busy_seconds);
   p.set_report_age_s(std::max(0.0, std::chrono::duration<double>(now - progress.at).count()));
   return p;
 }
@@ -305,7 +308,7 @@ std::vector<RankReport> FromProto(const v1::Heartbeat& heartbeat) {
   ranks.reserve(static_cast<size_t>(heartbeat.ranks_size()));
   for (const v1::RankProgress& p : heartbeat.ranks()) {
     ranks.push_back({p.global_rank(), p.local_rank(), p.step(), p.step_seconds(),
-                     p.report_age_s()});
+                     p.report_age_s(), p.busy_seconds() > 0 ? p.busy_seconds() : -1});
   }
   return ranks;
 }

@@ -13,6 +13,7 @@ constexpr double kMaxSeconds = 86'400;
 
 bool Plausible(const RankReport& r) {
   return r.step >= 0 && std::isfinite(r.step_seconds) && r.step_seconds <= kMaxSeconds &&
+         std::isfinite(r.busy_seconds) && r.busy_seconds <= kMaxSeconds &&
          std::isfinite(r.age_s) && r.age_s >= 0 && r.age_s <= kMaxSeconds && r.local_rank >= 0;
 }
 
@@ -64,7 +65,7 @@ void RunProgress::Report(Time now, NodeId node, int round, const std::vector<Ran
     kept.report = r;
     kept.received = now;
     // The same report again (no step since the last heartbeat) is no new evidence.
-    if (news) stragglers_.Record(r.global_rank, r.step, r.step_seconds);
+    if (news) stragglers_.Record(r.global_rank, r.step, r.step_seconds, r.busy_seconds);
   }
 }
 

@@ -38,6 +38,7 @@ struct RankProgress {
   int local_rank = 0;
   long long step = 0;
   double step_seconds = -1;  // negative: unknown
+  double busy_seconds = -1;  // the rank's own work per step (control_protocol.h); negative: unknown
   std::chrono::steady_clock::time_point at;  // when the agent received it
 };
 
@@ -50,6 +51,7 @@ struct RankReport {
   long long step = 0;
   double step_seconds = -1;  // negative: unknown
   double age_s = 0;          // how old the report was when the heartbeat left the agent
+  double busy_seconds = -1;  // the rank's own work per step; negative: unknown
 };
 
 // Repeat offenders kept out (node_exclusion.h): the job's rule.

@@ -19,6 +19,11 @@ Cases, each the median over 7 batches of CALLS calls (default 200000), per call:
               and off in alternate batches of AUTO_STEPS steps (default 20000), 15 of each, CPU
               time (time.process_time: another process on the cores does not count), the
               difference of the medians per step
+  busy        what the busy clock (python/mxrun/_busy_time.py: the rank's own work per step, for
+              the straggler report) adds on top of that to one training step of a small model
+              (a forward of Linear(4, 1) and SGD's step): the automatic count alone and the count
+              with the clock (which finds the model, then times it with its own hooks) in
+              alternate batches, as above
 Markdown on stdout.
 """
 import os
@@ -78,6 +83,36 @@ def measure():
         print(f"auto {statistics.median(hooked) - plain:.3f}", flush=True)
         print(f"auto_step {plain:.3f}", flush=True)
 
+        from mxrun import _busy_time
+        model = torch.nn.Linear(4, 1)
+        for p in model.parameters():
+            p.grad = torch.zeros_like(p)
+        sgd = torch.optim.SGD(model.parameters(), lr=0.0)
+        x = torch.zeros(2, 4)
+
+        def training_steps():
+            began = time.process_time()
+            for _ in range(AUTO_STEPS):
+                model(x)
+                sgd.step()
+            return (time.process_time() - began) / AUTO_STEPS * 1e6
+
+        alone, timed = [], []
+        for _ in range(15):
+            handle = register(_auto_progress.Counter(_progress.auto_step_done).stepped)
+            alone.append(training_steps())
+            handle.remove()
+            clock = _busy_time._clock = _busy_time.BusyClock()  # what the reports take from
+            handle = register(_auto_progress.Counter(_progress.auto_step_done,
+                                                     clock.step_ended).stepped)
+            timed.append(training_steps())
+            handle.remove()
+            clock.stop()
+            _busy_time._clock = None
+        counted = statistics.median(alone)
+        print(f"busy {statistics.median(timed) - counted:.3f}", flush=True)
+        print(f"busy_step {counted:.3f}", flush=True)
+
     def held_back():
         for step in range(1, CALLS + 1):
             mxrun.step_done(step)
@@ -136,7 +171,8 @@ def main():
         for line in out.splitlines():
             parts = line.rsplit(" ", 1)
             if len(parts) == 2 and parts[0].split()[-1] in ("held_back", "sent", "dropped",
-                                                            "auto", "auto_step"):
+                                                            "auto", "auto_step", "busy",
+                                                            "busy_step"):
                 found[parts[0].split()[-1]] = float(parts[1])
         return found
 
@@ -153,15 +189,19 @@ def main():
                          ("under mxrun, sent (one report)", m.get("sent")),
                          ("no mxrun (no-op)", a.get("held_back")),
                          ("under mxrun, automatic (optimizer hook), per optimizer.step()",
-                          m.get("auto"))):
+                          m.get("auto")),
+                         ("under mxrun, the busy clock on top, per training step",
+                          m.get("busy"))):
         if value is None:
             print(f"| {label} | — | | |")
         else:
-            target = "< 0.1%" if "automatic" in label else "< 1%"  # issue 56's, issue 36's
+            target = "< 0.1%" if "automatic" in label or "busy" in label else "< 1%"  # 56, 36
             print(f"| {label} | {value:.3f} | {value / 10000 * 100:.4f}% | {target} |")
     print(f"\nReports dropped for a full socket in the sent case: {m.get('dropped', 0):.0f} "
           f"of {SENT_BATCHES * SENT_CALLS}. The automatic case's optimizer.step() itself: "
-          + (f"{m['auto_step']:.2f} us" if "auto_step" in m else "not measured"))
+          + (f"{m['auto_step']:.2f} us" if "auto_step" in m else "not measured")
+          + "; the busy case's training step with the count alone: "
+          + (f"{m['busy_step']:.2f} us" if "busy_step" in m else "not measured"))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <string>
 #include <vector>
@@ -35,24 +34,6 @@ namespace {
 
 const std::string kFrameworks = std::string(PYTHON_TESTS_DIR) + "/frameworks";
 
-void Copy(const std::string& from, const std::string& to) {
-  std::ifstream in(from, std::ios::binary);
-  REQUIRE(in.good());
-  std::ofstream(to, std::ios::binary) << in.rdbuf();
-}
-
-// A site folder as the wheel leaves one: the .pth, and a dist-info with the entry points.
-std::string MakeSite(const TempDir& dir) {
-  const std::string site = dir.path() + "/site";
-  const std::string info = site + "/mxrun_test-0.dist-info";
-  std::filesystem::create_directories(info);
-  Copy(std::string(PYTHON_MODULE_DIR) + "/mxrun-auto-progress.pth",
-       site + "/mxrun-auto-progress.pth");
-  Copy(std::string(PYTHON_MODULE_DIR) + "/entry_points.txt", info + "/entry_points.txt");
-  std::ofstream(info + "/METADATA") << "Metadata-Version: 2.1\nName: mxrun-test\nVersion: 0\n";
-  return site;
-}
-
 struct FrameworkRun {
   ProcessResult result;
   long long last_step_before_kill = -1;  // rank 0's, in the first attempt
@@ -66,7 +47,7 @@ FrameworkRun RunWithFault(const std::string& job, const std::vector<std::string>
   const std::string ckpt = dir.path() + "/ckpt";
   std::filesystem::create_directories(ckpt);
   std::map<std::string, std::string> env = PythonWorkerEnv();
-  env["MXRUN_TEST_SITE"] = MakeSite(dir);
+  env["MXRUN_TEST_SITE"] = mxrun::testing::MakeWheelSite(dir.path());
   FrameworkRun run;
   std::vector<std::string> argv = {MXRUN_BIN, "--standalone", "--nproc_per_node=2",
                                    "--max_restarts=1"};

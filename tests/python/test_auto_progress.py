@@ -64,6 +64,7 @@ class AutoProgressTest(unittest.TestCase):
                     break
                 data += chunk
         reports = [json.loads(line) for line in data.decode().splitlines()]
+        self.reports = reports
         # The automatic ones say so (the agent's first-step rule waits for hang detection asked).
         steps = [(r["step"] if r.get("auto") is True else ("own", r["step"])) for r in reports]
         return r.stdout, steps
@@ -158,6 +159,22 @@ class AutoProgressTest(unittest.TestCase):
         self.assertEqual(steps, [1])
         self.assertEqual(self.stderr.count("mxrun: the automatic progress reports stop "
                                            "(RuntimeError: no state today)"), 1, self.stderr)
+
+    def test_each_report_from_the_second_step_on_carries_the_rank_s_own_work(self):
+        _, steps = self.run_script("""
+            import time
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for _ in range(4):
+                time.sleep(0.05)  # the input
+                backward(); optimizer.step(); optimizer.zero_grad()
+        """)
+        self.assertEqual(steps, [1, 2, 3, 4])
+        busy = [r.get("busy_seconds") for r in self.reports]
+        self.assertIsNone(busy[0])  # no step before the first to count its input from
+        for seconds, report in zip(busy[1:], self.reports[1:]):
+            self.assertIsNotNone(seconds, self.reports)
+            self.assertGreaterEqual(seconds, 0.05)  # the input's sleep, then the forward
+            self.assertLess(seconds, report["step_seconds"])  # backward and the step left out
 
     def test_the_script_s_own_step_done_wins(self):
         _, steps = self.run_script("""

@@ -69,7 +69,9 @@ TEST_CASE("agent metrics: rounds, restarts, failures by cause, steps, recovery, 
   metrics.RoundStarted(t0, Round(0, 0), Workers(100));
   metrics.Progress(t0 + milliseconds(1000), 0, 2, Step(1, 0.5));
   metrics.Progress(t0 + milliseconds(1000), 1, 3, Step(1));
-  metrics.Progress(t0 + milliseconds(1400), 1, 3, Step(3, 0.2));
+  metrics.Progress(t0 + milliseconds(1400), 1, 3,
+                   mxrun::ParseWorkerControlLine(
+                       "{\"step\": 3, \"step_seconds\": 0.2, \"busy_seconds\": 0.125}"));
   std::string page = metrics.Render(ExpositionFormat::kPrometheusText, t0 + milliseconds(1500));
   INFO(page);
   CHECK(Has(page, "mxrun_agent_rounds_total{run_id=\"job7\",node=\"1\"} 1"));
@@ -78,6 +80,9 @@ TEST_CASE("agent metrics: rounds, restarts, failures by cause, steps, recovery, 
   CHECK(Has(page, "mxrun_worker_step{run_id=\"job7\",node=\"1\",rank=\"3\"} 3"));
   CHECK(Has(page, "mxrun_worker_step_seconds{run_id=\"job7\",node=\"1\",rank=\"2\"} 0.5"));
   CHECK(Has(page, "mxrun_worker_step_seconds{run_id=\"job7\",node=\"1\",rank=\"3\"} 0.2"));
+  CHECK(Has(page, "mxrun_worker_busy_seconds{run_id=\"job7\",node=\"1\",rank=\"3\"} 0.125"));
+  CHECK(page.find("mxrun_worker_busy_seconds{run_id=\"job7\",node=\"1\",rank=\"2\"}") ==
+        std::string::npos);  // rank 2 never said
   CHECK(Has(page, "mxrun_worker_heartbeat_age_seconds{run_id=\"job7\",node=\"1\",rank=\"2\"} 0.5"));
   CHECK(Has(page, "mxrun_worker_cpu_seconds_total{run_id=\"job7\",node=\"1\",rank=\"3\"} 2"));
   CHECK(Has(page, "mxrun_worker_resident_memory_bytes{run_id=\"job7\",node=\"1\",rank=\"2\"} 4096"));
@@ -125,13 +130,19 @@ TEST_CASE("agent metrics: another node's failure starts the recovery clock too",
   CHECK(page.substr(page.size() - 6) == "# EOF\n");
 }
 
-TEST_CASE("progress reports: step and step_seconds validated, with clear errors",
+TEST_CASE("progress reports: step, step_seconds and busy_seconds validated, with clear errors",
           "[metrics]") {
   auto report = mxrun::ParseWorkerControlLine("{\"step\": 12, \"step_seconds\": 0.25}");
   CHECK(report.kind == mxrun::WorkerControlMessage::Kind::kProgress);
   CHECK(report.step == 12);
   CHECK(report.step_seconds == 0.25);
   CHECK(mxrun::ParseWorkerControlLine("{\"step\": 0}").step_seconds == -1);
+  CHECK(report.busy_seconds == -1);
+  CHECK(mxrun::ParseWorkerControlLine("{\"step\": 2, \"busy_seconds\": 0.125}").busy_seconds ==
+        0.125);
+  CHECK_THROWS_WITH(mxrun::ParseWorkerControlLine("{\"step\": 2, \"busy_seconds\": -0.5}"),
+                    Catch::Contains("'busy_seconds' must be a number of seconds from 0 to 1e6, "
+                                    "got -0.5"));
   CHECK_FALSE(report.automatic);
   CHECK(mxrun::ParseWorkerControlLine("{\"step\": 3, \"auto\": true}").automatic);
   CHECK_THROWS_WITH(mxrun::ParseWorkerControlLine("{\"step\": 3, \"auto\": 1}"),

@@ -570,6 +570,33 @@ TEST_CASE("the master names a straggler among every node's ranks and tells its n
   CHECK_FALSE(s.state.Snapshot(s.now, "")[0].members[1].ranks.at(0).straggler);
 }
 
+TEST_CASE("the master judges the ranks' own work where their reports carry it",
+          "[master][straggler]") {
+  Scenario s(2, 2, 1);
+  s.job.stragglers = {1.5, 4};
+  s.Join(1, "h1");
+  REQUIRE(s.Join(2, "h2").size() == 2);
+  std::vector<std::string> notices;
+  for (long long step = 2; step <= 8; step += 2) {
+    s.now += 1s;
+    // Synchronous data parallel: every step 0.3 s; rank 2's own work 3x the others'.
+    auto a = Scenario::Lines(s.state.Heartbeat(s.now, 1, 0, {{0, 0, step, 0.3, 0, 0.08},
+                                                             {1, 1, step, 0.3, 0, 0.08}}));
+    auto b = Scenario::Lines(s.state.Heartbeat(s.now, 2, 0, {{2, 0, step, 0.3, 0, 0.24},
+                                                             {3, 1, step, 0.3, 0, 0.08}}));
+    notices.insert(notices.end(), a.begin(), a.end());
+    notices.insert(notices.end(), b.begin(), b.end());
+  }
+  REQUIRE(notices.size() == 1);
+  CHECK(notices[0] ==
+        "n2: round 0 rank 2 is a straggler: 0.240 s of its own work (input and forward) a step, "
+        "3.0x the other ranks' median (0.080 s), for 5 steps");
+  // A busy time that is not a number is a broken agent's: the report is dropped.
+  s.now += 1s;
+  s.state.Heartbeat(s.now, 1, 0, {{0, 0, 100, 0.3, 0, std::nan("")}});
+  CHECK(s.state.Snapshot(s.now, "")[0].members[0].ranks.at(0).step == 8);
+}
+
 TEST_CASE("the master judges no stragglers when the job's rule says 0 steps", "[master][straggler]") {
   Scenario s;
   s.job.stragglers = {1.5, 0};

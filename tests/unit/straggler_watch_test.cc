@@ -94,3 +94,42 @@ TEST_CASE("stragglers: the median leaves out the judged rank, whatever ties ther
   CHECK(news[1].rank == 3);
   CHECK(news[1].others_median == Approx(0.1));
 }
+
+TEST_CASE("stragglers: under synchronous data parallel the ranks' own work names the slow one, "
+          "never compared with a step time",
+          "[straggler]") {
+  StragglerWatch watch({1.5, 5});
+  std::vector<mxrun::StragglerNews> said;
+  for (long long step = 1; step <= 8; ++step) {
+    for (int rank = 0; rank < 3; ++rank) {
+      // Every rank's step takes the slowest rank's 0.3 s (the all-reduce waits for it); rank 1's
+      // own work is 0.24 s, the others' 0.08 s.
+      if (auto news = watch.Report(rank, step, 0.3, rank == 1 ? 0.24 : 0.08)) said.push_back(*news);
+    }
+  }
+  REQUIRE(said.size() == 1);
+  CHECK(said[0].rank == 1);
+  CHECK(said[0].busy);
+  CHECK(mxrun::DescribeStraggler(said[0]) ==
+        "rank 1 is a straggler: 0.240 s of its own work (input and forward) a step, 3.0x the "
+        "other ranks' median (0.080 s), for 5 steps");
+
+  // A rank whose reports carry no busy time (its model not found) is judged only against ranks
+  // that report step times too: its 0.3 s steps are not 3.75x the others' 0.08 s of own work.
+  StragglerWatch mixed({1.5, 3});
+  for (long long step = 1; step <= 6; ++step) {
+    CHECK_FALSE(mixed.Report(0, step, 0.3, 0.08).has_value());
+    CHECK_FALSE(mixed.Report(1, step, 0.3, 0.08).has_value());
+    CHECK_FALSE(mixed.Report(2, step, 0.3).has_value());
+  }
+  CHECK(mixed.Stragglers().empty());
+  // Its first report with a busy time starts its count of slow steps again.
+  StragglerWatch switching({1.5, 3});
+  for (long long step = 1; step <= 2; ++step) {
+    switching.Report(0, step, 0.1, 0.05);
+    switching.Report(1, step, 0.3);  // slow by step time, but nobody to compare it with
+  }
+  CHECK_FALSE(switching.Report(1, 3, 0.3, 0.2).has_value());  // 1 slow step of own work
+  CHECK_FALSE(switching.Report(1, 4, 0.3, 0.2).has_value());
+  CHECK(switching.Report(1, 5, 0.3, 0.2).has_value());        // the third
+}

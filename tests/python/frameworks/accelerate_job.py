@@ -5,7 +5,8 @@ DDP over Gloo on the CPU across the launcher's ranks, AdamW, `accelerator.save_s
 step) and {"event": "step", "global_step": N, "time": T} after each optimizer step.
 
 Tests: --kill_rank R --kill_step K makes rank R SIGKILL itself after step K in the first attempt;
---hang_rank R --hang_step K makes it stop there, alive (job_common.maybe_fail).
+--hang_rank R --hang_step K makes it stop there, alive (job_common.maybe_fail); --slow_rank R
+makes rank R's steps --slow_factor times as long (job_common.step_sleep).
 """
 import os
 import time
@@ -13,7 +14,7 @@ import time
 import torch
 from accelerate import Accelerator
 
-from job_common import leave, maybe_fail, parse_args, record
+from job_common import leave, maybe_fail, parse_args, record, step_sleep
 
 
 def main():
@@ -49,7 +50,7 @@ def main():
         optimizer.step()
         step += 1
         if args.step_sleep:
-            time.sleep(args.step_sleep)
+            time.sleep(step_sleep(args))
         if rank == 0:
             record("step", step)
         maybe_fail(args, rank, step)

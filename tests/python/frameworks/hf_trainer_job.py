@@ -6,7 +6,8 @@ checkpoint's step) and {"event": "step", "global_step": N, "time": T} after each
 the framework's own log that the tests compare mxrun's goodput line with.
 
 Tests: --kill_rank R --kill_step K makes rank R SIGKILL itself after step K in the first attempt;
---hang_rank R --hang_step K makes it stop there, alive (job_common.maybe_fail).
+--hang_rank R --hang_step K makes it stop there, alive (job_common.maybe_fail); --slow_rank R
+makes rank R's steps --slow_factor times as long (job_common.step_sleep).
 """
 import glob
 import os
@@ -15,7 +16,7 @@ import time
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
-from job_common import leave, maybe_fail, parse_args, record
+from job_common import leave, maybe_fail, parse_args, record, step_sleep
 
 
 class Regression(torch.nn.Module):
@@ -66,7 +67,7 @@ def main():
         save_strategy="steps", save_steps=args.ckpt_every, logging_steps=1000,
         report_to="none", use_cpu=True, ddp_backend="gloo", dataloader_num_workers=0,
         disable_tqdm=True, seed=0, learning_rate=0.01, optim="sgd")
-    trainer = Trainer(model=Regression(args.step_sleep), args=training,
+    trainer = Trainer(model=Regression(step_sleep(args)), args=training,
                       train_dataset=Rows(4096), callbacks=[Log(args)])
     resume = bool(glob.glob(os.path.join(args.ckpt_dir, "checkpoint-*")))
     trainer.train(resume_from_checkpoint=True if resume else None)

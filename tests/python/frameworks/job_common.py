@@ -21,7 +21,19 @@ def parse_args():
                    help="tests: this rank stops (sleeps, alive) after --hang_step, in the first "
                         "attempt")
     p.add_argument("--hang_step", type=int, default=0)
+    p.add_argument("--slow_rank", type=int, default=-1,
+                   help="tests: this rank's --step_sleep is --slow_factor times as long, as on a "
+                        "slower machine (a straggler)")
+    p.add_argument("--slow_factor", type=float, default=3.0)
     return p.parse_args()
+
+
+def step_sleep(args):
+    """The seconds of work this rank (RANK) adds to each step: --step_sleep, times --slow_factor on
+    --slow_rank."""
+    if int(os.environ.get("RANK", "0")) == args.slow_rank:
+        return args.step_sleep * args.slow_factor
+    return args.step_sleep
 
 
 def record(event, global_step):

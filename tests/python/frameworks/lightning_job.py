@@ -6,7 +6,8 @@ begins (after a resume: the checkpoint's step), the framework's own log that the
 mxrun's goodput line with.
 
 Tests: --kill_rank R --kill_step K makes rank R SIGKILL itself after step K in the first attempt;
---hang_rank R --hang_step K makes it stop there, alive (job_common.maybe_fail).
+--hang_rank R --hang_step K makes it stop there, alive (job_common.maybe_fail); --slow_rank R
+makes rank R's steps --slow_factor times as long (job_common.step_sleep).
 """
 import os
 import time
@@ -16,7 +17,7 @@ from torch.utils.data import DataLoader, TensorDataset
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from job_common import leave, maybe_fail, parse_args, record
+from job_common import leave, maybe_fail, parse_args, record, step_sleep
 
 
 class Regression(pl.LightningModule):
@@ -65,7 +66,7 @@ def main():
                                               every_n_train_steps=args.ckpt_every,
                                               save_top_k=0)])
     last = os.path.join(args.ckpt_dir, "last.ckpt")
-    trainer.fit(Regression(args.step_sleep), DataLoader(data, batch_size=32),
+    trainer.fit(Regression(step_sleep(args)), DataLoader(data, batch_size=32),
                 ckpt_path=last if os.path.exists(last) else None)
     leave()
 
