@@ -51,6 +51,8 @@ std::string HelloLine(bool in_process_restart) {
 
 std::string JoinedLine(int round) { return json{{"joined", round}}.dump(); }
 
+std::string LeavingLine() { return json{{"leaving", true}}.dump(); }
+
 std::string ProgressLine(long long step, double step_seconds) {
   json message{{"step", step}};
   if (step_seconds >= 0) message["step_seconds"] = step_seconds;
@@ -60,6 +62,13 @@ std::string ProgressLine(long long step, double step_seconds) {
 WorkerControlMessage ParseWorkerControlLine(std::string_view line) {
   const json message = ParseObject(line, "a worker's");
   WorkerControlMessage out;
+  if (auto it = message.find("leaving"); it != message.end()) {
+    if (!it->is_boolean() || !it->get<bool>()) {
+      throw std::invalid_argument("'leaving' must be true, got " + it->dump());
+    }
+    out.kind = WorkerControlMessage::Kind::kLeaving;
+    return out;
+  }
   if (message.contains("hello")) {
     out.kind = WorkerControlMessage::Kind::kHello;
     out.version = IntField(message, "hello");
@@ -99,7 +108,7 @@ WorkerControlMessage ParseWorkerControlLine(std::string_view line) {
     return out;
   }
   throw std::invalid_argument("unknown control message from a worker (expected \"hello\", "
-                              "\"joined\" or \"step\"): " + std::string(line.substr(0, 200)));
+                              "\"joined\", \"step\" or \"leaving\"): " + std::string(line.substr(0, 200)));
 }
 
 std::string RoundNoticeLine(const RoundNotice& notice) {

@@ -28,6 +28,9 @@
 //       each step were the rank's own work (input and forward, no collective: the mxrun module's
 //       python/mxrun/_busy_time.py): under synchronous data parallel every rank's step time is the
 //       slowest rank's, so stragglers are judged by B where the ranks report it.
+//   {"leaving": true}
+//       the worker's interpreter is exiting (the mxrun module says it at exit): a stop that
+//       follows a peer's death lets it finish leaving rather than signal it (survivors_leave.h).
 // A standby (MXRUN_STANDBY=1: started with no rank, spare for a failed one) says hello when it is
 // loaded and ready; its round notice then carries its whole contract.
 // agent -> worker
@@ -51,7 +54,7 @@ inline constexpr std::size_t kMaxControlLine = 64 * 1024;
 inline constexpr int kControlProtocolVersion = 1;
 
 struct WorkerControlMessage {
-  enum class Kind { kHello, kJoined, kProgress };
+  enum class Kind { kHello, kJoined, kProgress, kLeaving };
   Kind kind = Kind::kHello;
   int version = 0;                  // hello
   bool in_process_restart = false;  // hello
@@ -77,6 +80,7 @@ struct RoundNotice {
 // peers can add some.
 std::string HelloLine(bool in_process_restart);
 std::string JoinedLine(int round);
+std::string LeavingLine();
 std::string ProgressLine(long long step, double step_seconds = -1);  // -1: no step time
 WorkerControlMessage ParseWorkerControlLine(std::string_view line);
 std::string RoundNoticeLine(const RoundNotice& notice);

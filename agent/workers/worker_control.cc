@@ -75,6 +75,8 @@ void WorkerControl::OnLine(std::string_view line) {
                   message.version);
     } else if (message.kind == WorkerControlMessage::Kind::kJoined) {
       joined_round_ = message.round;
+    } else if (message.kind == WorkerControlMessage::Kind::kLeaving) {
+      leaving_ = true;
     } else if (progress_sink_) {
       progress_sink_(message);
     }

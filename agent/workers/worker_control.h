@@ -44,6 +44,8 @@ class WorkerControl {
 
   bool in_process_restart() const { return in_process_restart_; }
   int joined_round() const { return joined_round_; }
+  // It said {"leaving": true}: its interpreter is exiting (survivors_leave.h).
+  bool leaving() const { return leaving_; }
 
   // Sends the notice without blocking; false when the worker's end is closed or full (then the
   // worker cannot be kept).
@@ -60,6 +62,7 @@ class WorkerControl {
   bool standby_ = false;
   std::string who_ = "a worker";
   int joined_round_ = -1;
+  bool leaving_ = false;
   std::function<void(const WorkerControlMessage&)> progress_sink_;
 };
 

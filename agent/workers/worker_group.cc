@@ -11,6 +11,7 @@
 #include "agent/process/proc_stat.h"
 #include "agent/process/process_launcher.h"
 #include "agent/workers/failure_report.h"
+#include "agent/workers/survivors_leave.h"
 #include "agent/workers/worker_output.h"
 #include "common/files.h"
 #include "common/signal_names.h"
@@ -296,16 +297,9 @@ void WorkerGroup::Stop(int signo, std::chrono::milliseconds grace,
 void WorkerGroup::StopWhere(const std::function<bool(const WorkerProcess&)>& which, int signo,
                             std::chrono::milliseconds grace, const std::function<void()>& reap) {
   using Clock = std::chrono::steady_clock;
-  const Clock::time_point deadline = Clock::now() + grace;
   std::vector<WorkerProcess*> stopping;
   for (auto& worker : workers_) {
-    if (!worker->running || !which(*worker)) continue;
-    stopping.push_back(worker.get());
-    worker->stopped_by_agent = true;
-    kill(-worker->pid, signo);
-    // A stopped worker (SIGSTOP, a debugger) would hold its whole grace period: let it handle the
-    // signal now.
-    kill(-worker->pid, SIGCONT);
+    if (worker->running && which(*worker)) stopping.push_back(worker.get());
   }
   auto any_running = [&stopping] {
     for (const WorkerProcess* worker : stopping) {
@@ -313,6 +307,19 @@ void WorkerGroup::StopWhere(const std::function<bool(const WorkerProcess&)>& whi
     }
     return false;
   };
+  // After a death the others are often leaving already: a signal now could slow that down.
+  if (first_failure_ && SurvivorsMayLeave(*first_failure_)) {
+    AwaitLeaving(loop_, stopping, reap);
+  }
+  const Clock::time_point deadline = Clock::now() + grace;
+  for (WorkerProcess* worker : stopping) {
+    if (!worker->running) continue;
+    worker->stopped_by_agent = true;
+    kill(-worker->pid, signo);
+    // A stopped worker (SIGSTOP, a debugger) would hold its whole grace period: let it handle the
+    // signal now.
+    kill(-worker->pid, SIGCONT);
+  }
   // Every worker was signalled at the same moment, so each one's own grace ends at `deadline`.
   while (any_running() && !escalate_ && Clock::now() < deadline) {
     loop_.RunOnce(deadline);

@@ -10,6 +10,7 @@ then be anything. So the end is used only when it is a Unix stream socket whose 
 process's parent or another ancestor: the mxrun agent that started the worker (directly, or
 through a shell the user put in between).
 """
+import atexit
 import os
 import socket
 import stat
@@ -133,4 +134,17 @@ def shared():
     pid = os.getpid()
     if pid not in _SHARED:
         _SHARED[pid] = open_from_environment()
+        if _SHARED[pid] is not None:
+            atexit.register(_say_leaving, pid)
     return _SHARED[pid]
+
+
+def _say_leaving(pid):
+    """At the interpreter's exit: {"leaving": true}. A stop that follows a peer's death then lets
+    this process finish exiting instead of signalling it (agent/workers/survivors_leave.h): a
+    stop signal in the middle of an exit can slow it down (Lightning's SIGTERM handler
+    broadcasts on the broken group first). Registered when the channel opens, so it runs after
+    the handlers registered later (the last progress report goes first)."""
+    channel = _SHARED.get(pid)
+    if channel is not None and os.getpid() == pid:
+        channel.send('{"leaving": true}')

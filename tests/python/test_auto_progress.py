@@ -64,6 +64,10 @@ class AutoProgressTest(unittest.TestCase):
                     break
                 data += chunk
         reports = [json.loads(line) for line in data.decode().splitlines()]
+        if reports:  # at its exit the interpreter says it is leaving, after its last report
+            self.assertEqual(reports[-1], {"leaving": True})
+            self.assertNotIn({"leaving": True}, reports[:-1])
+            reports = reports[:-1]
         self.reports = reports
         # The automatic ones say so (the agent's first-step rule waits for hang detection asked).
         steps = [(r["step"] if r.get("auto") is True else ("own", r["step"])) for r in reports]

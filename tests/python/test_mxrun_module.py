@@ -164,7 +164,8 @@ class ChannelTest(unittest.TestCase):
             self.assertEqual(r.stderr, "")
             self.assertEqual(r.stdout.strip(), "False")  # it never imports torch
             parent_end.settimeout(5)
-            self.assertEqual(parent_end.recv(4096), b'{"step": 7}\n')
+            # At its exit it says it is leaving, last (agent/workers/survivors_leave.h).
+            self.assertEqual(parent_end.recv(4096), b'{"step": 7}\n{"leaving": true}\n')
 
     def test_a_closed_channel_is_dropped_quietly(self):
         mine, agents = socket.socketpair()

@@ -154,7 +154,11 @@ TEST_CASE("progress reports: step, step_seconds and busy_seconds validated, with
   CHECK_THROWS_WITH(mxrun::ParseWorkerControlLine("{\"step\": 1, \"step_seconds\": \"x\"}"),
                     Catch::Contains("'step_seconds' must be a number of seconds"));
   CHECK_THROWS_WITH(mxrun::ParseWorkerControlLine("{\"stepp\": 1}"),
-                    Catch::Contains("expected \"hello\", \"joined\" or \"step\""));
+                    Catch::Contains("expected \"hello\", \"joined\", \"step\" or \"leaving\""));
+  CHECK(mxrun::ParseWorkerControlLine(mxrun::LeavingLine()).kind ==
+        mxrun::WorkerControlMessage::Kind::kLeaving);
+  CHECK_THROWS_WITH(mxrun::ParseWorkerControlLine("{\"leaving\": false}"),
+                    Catch::Contains("'leaving' must be true, got false"));
 }
 
 TEST_CASE("proc stat: CPU ticks and resident pages are read from their fields", "[metrics]") {

@@ -1,0 +1,38 @@
+#pragma once
+// The stop that follows a worker's death first lets the others leave by themselves.
+//
+// Why: when a worker dies (an exit or a signal, not a hang), its peers in a collective usually
+// fail at once and exit on their own within a fraction of a second (Gloo: "Connection reset by
+// peer"). A stop signal that reaches them while they are already leaving can make that exit much
+// longer: PyTorch Lightning 2.6's SIGTERM handler first broadcasts on the broken group (about
+// 1 s here, docs/BENCHMARKS.md). torchrun polls its workers every 0.1 s and so often finds the
+// survivors gone before it signals them; mxrun sees the death at once. So the stop waits up to
+// kSurvivorsLeave for them and ends the wait as soon as they are all gone. A worker whose
+// interpreter said it is exiting ({"leaving": true}, the mxrun module's at exit) gets up to
+// kLeavingExit from the stop's start while every worker still running has said so. A survivor
+// that hangs in its collective (NCCL without an error) costs kSurvivorsLeave, then gets the stop
+// signal as before.
+
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include "agent/process/event_loop.h"
+#include "agent/workers/worker_process.h"
+#include "common/worker_failure.h"
+
+namespace mxrun {
+
+inline constexpr std::chrono::milliseconds kSurvivorsLeave{250};
+inline constexpr std::chrono::milliseconds kLeavingExit{3'000};
+
+// Whether the stop after `failure` waits for the survivors first: a death, not a hang (a hung
+// worker's peers are not leaving) or a straggler stopped on purpose.
+bool SurvivorsMayLeave(const WorkerFailure& failure);
+
+// Runs `loop` (and `reap` after each turn) until none of `workers` runs, or kSurvivorsLeave has
+// passed and one still running has not said it is leaving, or kLeavingExit has passed.
+void AwaitLeaving(EventLoop& loop, const std::vector<WorkerProcess*>& workers,
+                  const std::function<void()>& reap);
+
+}  // namespace mxrun
