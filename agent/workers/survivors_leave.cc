@@ -1,8 +1,38 @@
 #include "agent/workers/survivors_leave.h"
 
+#include <fstream>
+#include <string>
+
+#include "agent/process/descendants.h"
+
 namespace mxrun {
+namespace {
+
+bool CatchesSignal(pid_t pid, int signo) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    try {
+      return ((std::stoull(line.substr(7), nullptr, 16) >> (signo - 1)) & 1) != 0;
+    } catch (const std::exception&) {
+      return false;  // unreadable: as if not caught (signalled at once, as before)
+    }
+  }
+  return false;  // gone
+}
+
+}  // namespace
 
 bool SurvivorsMayLeave(const WorkerFailure& failure) { return !failure.hang.hung(); }
+
+bool HandlesSignal(const WorkerProcess& worker, int signo) {
+  if (CatchesSignal(worker.pid, signo)) return true;
+  for (pid_t pid : ListDescendants(worker.pid, {})) {
+    if (CatchesSignal(pid, signo)) return true;
+  }
+  return false;
+}
 
 void AwaitLeaving(EventLoop& loop, const std::vector<WorkerProcess*>& workers,
                   const std::function<void()>& reap) {
@@ -22,6 +52,27 @@ void AwaitLeaving(EventLoop& loop, const std::vector<WorkerProcess*>& workers,
     if (now >= until) return;
     loop.RunOnce(until);
     reap();
+  }
+}
+
+void SignalSurvivors(EventLoop& loop, const std::vector<WorkerProcess*>& workers, int signo,
+                     const WorkerFailure* failure,
+                     const std::function<void(WorkerProcess&)>& signal,
+                     const std::function<void()>& reap) {
+  std::vector<WorkerProcess*> later;
+  const bool may_leave = failure != nullptr && SurvivorsMayLeave(*failure);
+  for (WorkerProcess* worker : workers) {
+    if (!worker->running) continue;
+    if (may_leave && HandlesSignal(*worker, signo)) {
+      later.push_back(worker);
+    } else {
+      signal(*worker);  // all at once, or the default action ends it sooner than its own exit
+    }
+  }
+  if (later.empty()) return;
+  AwaitLeaving(loop, later, reap);
+  for (WorkerProcess* worker : later) {
+    if (worker->running) signal(*worker);
   }
 }
 

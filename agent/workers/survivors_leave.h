@@ -7,11 +7,12 @@
 // longer: PyTorch Lightning 2.6's SIGTERM handler first broadcasts on the broken group (about
 // 1 s here, docs/BENCHMARKS.md). torchrun polls its workers every 0.1 s and so often finds the
 // survivors gone before it signals them; mxrun sees the death at once. So the stop waits up to
-// kSurvivorsLeave for them and ends the wait as soon as they are all gone. A worker whose
-// interpreter said it is exiting ({"leaving": true}, the mxrun module's at exit) gets up to
-// kLeavingExit from the stop's start while every worker still running has said so. A survivor
-// that hangs in its collective (NCCL without an error) costs kSurvivorsLeave, then gets the stop
-// signal as before.
+// kSurvivorsLeave for the survivors that handle the stop signal and ends the wait as soon as they
+// are all gone. A worker whose interpreter said it is exiting ({"leaving": true}, the mxrun
+// module's at exit) gets up to kLeavingExit from the stop's start while every one waited for has
+// said so. A survivor that hangs in its collective (NCCL without an error) costs kSurvivorsLeave,
+// then gets the stop signal as before. One that does not handle the signal (a plain Python script:
+// SIGTERM's default action) gets it at once: it ends it sooner than its own exit would.
 
 #include <chrono>
 #include <functional>
@@ -30,9 +31,21 @@ inline constexpr std::chrono::milliseconds kLeavingExit{3'000};
 // worker's peers are not leaving) or a straggler stopped on purpose.
 bool SurvivorsMayLeave(const WorkerFailure& failure);
 
+// Whether the worker or one of its processes has a handler for `signo` (/proc/PID/status,
+// SigCgt): without one, the signal ends it at once.
+bool HandlesSignal(const WorkerProcess& worker, int signo);
+
 // Runs `loop` (and `reap` after each turn) until none of `workers` runs, or kSurvivorsLeave has
 // passed and one still running has not said it is leaving, or kLeavingExit has passed.
 void AwaitLeaving(EventLoop& loop, const std::vector<WorkerProcess*>& workers,
                   const std::function<void()>& reap);
+
+// Calls `signal` once on each running one of `workers`. After `failure` (when given and
+// SurvivorsMayLeave), first on those that do not handle `signo`, then, once those that do had
+// their time to leave (AwaitLeaving), on the ones still running; else on all at once.
+void SignalSurvivors(EventLoop& loop, const std::vector<WorkerProcess*>& workers, int signo,
+                     const WorkerFailure* failure,
+                     const std::function<void(WorkerProcess&)>& signal,
+                     const std::function<void()>& reap);
 
 }  // namespace mxrun

@@ -307,20 +307,17 @@ void WorkerGroup::StopWhere(const std::function<bool(const WorkerProcess&)>& whi
     }
     return false;
   };
-  // After a death the others are often leaving already: a signal now could slow that down.
-  if (first_failure_ && SurvivorsMayLeave(*first_failure_)) {
-    AwaitLeaving(loop_, stopping, reap);
-  }
-  const Clock::time_point deadline = Clock::now() + grace;
-  for (WorkerProcess* worker : stopping) {
-    if (!worker->running) continue;
-    worker->stopped_by_agent = true;
-    kill(-worker->pid, signo);
+  auto signal = [signo](WorkerProcess& worker) {
+    worker.stopped_by_agent = true;
+    kill(-worker.pid, signo);
     // A stopped worker (SIGSTOP, a debugger) would hold its whole grace period: let it handle the
     // signal now.
-    kill(-worker->pid, SIGCONT);
-  }
-  // Every worker was signalled at the same moment, so each one's own grace ends at `deadline`.
+    kill(-worker.pid, SIGCONT);
+  };
+  // After a death the others are often leaving already (survivors_leave.h).
+  SignalSurvivors(loop_, stopping, signo, first_failure_ ? &*first_failure_ : nullptr, signal, reap);
+  const Clock::time_point deadline = Clock::now() + grace;
+  // The grace runs from the last signal (one sent before the others' time to leave gets that more).
   while (any_running() && !escalate_ && Clock::now() < deadline) {
     loop_.RunOnce(deadline);
     reap();
