@@ -24,7 +24,10 @@
 
 namespace mxrun {
 
-inline constexpr std::chrono::milliseconds kSurvivorsLeave{250};
+// Idle, a Lightning survivor reached its exit 0.04-0.11 s after its peer's death and was gone by
+// about 0.3 s; the margin is for a loaded node (once its interpreter says it is leaving, up to
+// kLeavingExit counts).
+inline constexpr std::chrono::milliseconds kSurvivorsLeave{500};
 inline constexpr std::chrono::milliseconds kLeavingExit{3'000};
 
 // Whether the stop after `failure` waits for the survivors first: a death, not a hang (a hung
