@@ -22,18 +22,8 @@ bool CatchesSignal(pid_t pid, int signo) {
   return false;  // gone
 }
 
-}  // namespace
-
-bool SurvivorsMayLeave(const WorkerFailure& failure) { return !failure.hang.hung(); }
-
-bool HandlesSignal(const WorkerProcess& worker, int signo) {
-  if (CatchesSignal(worker.pid, signo)) return true;
-  for (pid_t pid : ListDescendants(worker.pid, {})) {
-    if (CatchesSignal(pid, signo)) return true;
-  }
-  return false;
-}
-
+// Runs `loop` (and `reap` after each turn) until none of `workers` runs, or kSurvivorsLeave has
+// passed and one still running has not said it is leaving, or kLeavingExit has passed.
 void AwaitLeaving(EventLoop& loop, const std::vector<WorkerProcess*>& workers,
                   const std::function<void()>& reap) {
   using Clock = std::chrono::steady_clock;
@@ -53,6 +43,18 @@ void AwaitLeaving(EventLoop& loop, const std::vector<WorkerProcess*>& workers,
     loop.RunOnce(until);
     reap();
   }
+}
+
+}  // namespace
+
+bool SurvivorsMayLeave(const WorkerFailure& failure) { return !failure.hang.hung(); }
+
+bool HandlesSignal(const WorkerProcess& worker, int signo) {
+  if (CatchesSignal(worker.pid, signo)) return true;
+  for (pid_t pid : ListDescendants(worker.pid, {})) {
+    if (CatchesSignal(pid, signo)) return true;
+  }
+  return false;
 }
 
 void SignalSurvivors(EventLoop& loop, const std::vector<WorkerProcess*>& workers, int signo,

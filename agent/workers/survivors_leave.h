@@ -38,14 +38,10 @@ bool SurvivorsMayLeave(const WorkerFailure& failure);
 // SigCgt): without one, the signal ends it at once.
 bool HandlesSignal(const WorkerProcess& worker, int signo);
 
-// Runs `loop` (and `reap` after each turn) until none of `workers` runs, or kSurvivorsLeave has
-// passed and one still running has not said it is leaving, or kLeavingExit has passed.
-void AwaitLeaving(EventLoop& loop, const std::vector<WorkerProcess*>& workers,
-                  const std::function<void()>& reap);
-
 // Calls `signal` once on each running one of `workers`. After `failure` (when given and
 // SurvivorsMayLeave), first on those that do not handle `signo`, then, once those that do had
-// their time to leave (AwaitLeaving), on the ones still running; else on all at once.
+// their time to leave (kSurvivorsLeave, or kLeavingExit while all of them said they are
+// leaving; the loop and `reap` run meanwhile), on the ones still running; else on all at once.
 void SignalSurvivors(EventLoop& loop, const std::vector<WorkerProcess*>& workers, int signo,
                      const WorkerFailure* failure,
                      const std::function<void(WorkerProcess&)>& signal,
