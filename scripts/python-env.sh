@@ -8,6 +8,9 @@
 #   cuda  .venv-cuda/  PyTorch 2.14 (CUDA 13 build, ~5.5 GB) with its NCCL: what
 #                      scripts/gpu/build-trainer-cuda.sh builds the CUDA trainer against in CI.
 #   wheel .venv-wheel/ auditwheel: scripts/build-wheel.sh asks it for the wheel's platform tag.
+#   torch215 .venv-torch215/  PyTorch 2.15 (PyPI's CUDA 13 build, ~4 GB with its runtime wheels),
+#                      the current release: scripts/check-store-clients.sh runs its TCPStore
+#                      clients against mxrun's workers' store.
 #
 # Idempotent: an environment whose stamp lists exactly these requirements is left alone (no pip
 # call). MXRUN_VENV / MXRUN_CUDA_VENV put them elsewhere; MXRUN_BASE_PYTHON picks the interpreter
@@ -29,6 +32,10 @@ CUDA_REQUIREMENTS=(
   torch==2.14.1            # CUDA 13 build; pulls its CUDA runtime wheels and nvidia-nccl-cu13
   numpy==2.4.6
 )
+TORCH215_REQUIREMENTS=(
+  torch==2.15.0            # PyPI's build (CUDA 13); only its CPU side and its TCPStore client run
+  numpy==2.4.6             # (torch warns at import without it)
+)
 WHEEL_REQUIREMENTS=(
   auditwheel==6.8.2        # `auditwheel show`: the manylinux tag the wheel's binaries allow
   pyelftools==0.33         # auditwheel's ELF reader
@@ -40,7 +47,8 @@ case "$kind" in
   cpu) venv="${MXRUN_VENV:-$root/.venv}"; requirements=("${CPU_REQUIREMENTS[@]}") ;;
   cuda) venv="${MXRUN_CUDA_VENV:-$root/.venv-cuda}"; requirements=("${CUDA_REQUIREMENTS[@]}") ;;
   wheel) venv="${MXRUN_WHEEL_VENV:-$root/.venv-wheel}"; requirements=("${WHEEL_REQUIREMENTS[@]}") ;;
-  *) echo "python-env: unknown kind '$kind' (accepted: cpu, cuda, wheel)" >&2; exit 2 ;;
+  torch215) venv="${MXRUN_TORCH215_VENV:-$root/.venv-torch215}"; requirements=("${TORCH215_REQUIREMENTS[@]}") ;;
+  *) echo "python-env: unknown kind '$kind' (accepted: cpu, cuda, wheel, torch215)" >&2; exit 2 ;;
 esac
 base_python="${MXRUN_BASE_PYTHON:-/usr/bin/python3}"
 stamp="$venv/.mxrun-requirements"
@@ -61,7 +69,14 @@ if [[ ! -x "$venv/bin/python3" ]]; then
   }
 fi
 echo "python-env: installing ${requirements[*]} into $venv (log: $venv/pip-install.log)" >&2
-if ! "$venv/bin/python3" -m pip install --disable-pip-version-check "${requirements[@]}" \
+pip_env=()
+if [[ "$kind" == torch215 ]]; then
+  # Some machines cap pip at an older torch in a machine-wide pip.conf (`constraint = ...`, seen
+  # here: torch<=2.14.1). This environment exists to hold the newer release, so it alone is made
+  # without pip's configuration files; PIP_* variables still apply.
+  pip_env=(PIP_CONFIG_FILE=/dev/null)
+fi
+if ! env "${pip_env[@]}" "$venv/bin/python3" -m pip install --disable-pip-version-check "${requirements[@]}" \
      >"$venv/pip-install.log" 2>&1; then
   tail -20 "$venv/pip-install.log" >&2
   echo "python-env: pip install failed (the whole log: $venv/pip-install.log)" >&2
