@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -70,6 +71,10 @@ struct StoreServer::Impl {
   std::map<StoreClientId, Connection> connections;  // by id, which grows: oldest first
   StoreClientId next_id = 1;
   std::size_t unvalidated = 0;  // connections still to send VALIDATE
+  // Their ids in connect order (so by deadline), validated or closed ones dropped lazily from the
+  // front: the next deadline and the expired ones without a walk over every connection, which at
+  // 16,384 connecting ranks cost the server a sixth of its CPU time.
+  std::deque<StoreClientId> unvalidated_order;
   std::vector<StoreOutput> outputs;
   // Clients read from again once their replies drained: their buffered requests are processed
   // by the loop, not from inside another client's send.
@@ -127,6 +132,9 @@ struct StoreServer::Impl {
         const int on = 1;
         if (fd >= 0) {
           setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+          // Replies go at once. Linux gives an accepted socket its listener's TCP_NODELAY, which
+          // spares a call per connection (16,384 at a large job's start).
+          setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
           if (each.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
           SetPort(each, chosen);
         }
@@ -230,26 +238,31 @@ struct StoreServer::Impl {
     }
   }
 
-  int WaitMilliseconds() const {
-    if (unvalidated == 0) return -1;
-    // Wake for the first connection still to validate (they are in connect order).
-    for (const auto& [id, connection] : connections) {
-      if (connection.validated) continue;
-      const auto left = connection.connected + options.validate_timeout - Clock::now();
-      return static_cast<int>(
-          std::max<long long>(0, std::chrono::ceil<std::chrono::milliseconds>(left).count()));
+  // The longest-connected connection still to validate, or none.
+  Connection* OldestUnvalidated() {
+    while (!unvalidated_order.empty()) {
+      auto found = connections.find(unvalidated_order.front());
+      if (found != connections.end() && !found->second.validated) return &found->second;
+      unvalidated_order.pop_front();
     }
-    return -1;
+    return nullptr;
+  }
+
+  int WaitMilliseconds() {
+    if (unvalidated == 0) return -1;
+    // Wake for the first connection still to validate.
+    const Connection* oldest = OldestUnvalidated();
+    if (oldest == nullptr) return -1;
+    const auto left = oldest->connected + options.validate_timeout - Clock::now();
+    return static_cast<int>(
+        std::max<long long>(0, std::chrono::ceil<std::chrono::milliseconds>(left).count()));
   }
 
   void CloseUnvalidated(Clock::time_point now) {
-    std::vector<StoreClientId> late;
-    for (const auto& [id, connection] : connections) {
-      if (!connection.validated && now - connection.connected >= options.validate_timeout) {
-        late.push_back(id);
-      }
-    }
-    for (StoreClientId id : late) {
+    while (const Connection* oldest = OldestUnvalidated()) {
+      if (now - oldest->connected < options.validate_timeout) return;
+      const StoreClientId id = unvalidated_order.front();
+      unvalidated_order.pop_front();
       Refuse(id, absl::StrCat("sent no VALIDATE within ", options.validate_timeout.count(),
                               " ms of connecting"));
     }
@@ -275,8 +288,6 @@ struct StoreServer::Impl {
         close(fd);
         continue;
       }
-      const int on = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
       const StoreClientId id = next_id++;
       Connection connection;
       connection.fd = fd;
@@ -291,20 +302,19 @@ struct StoreServer::Impl {
       }
       connections.emplace(id, std::move(connection));
       ++unvalidated;
+      unvalidated_order.push_back(id);
       state.Connect(id);
     }
   }
 
   // At the cap: drops the longest-connected client that has not validated.
   bool MakeRoom() {
-    for (const auto& [id, connection] : connections) {
-      if (!connection.validated) {
-        Refuse(id, absl::StrCat("dropped, not validated, to make room: ", options.max_clients,
-                                " clients are connected (the most it takes)"));
-        return true;
-      }
-    }
-    return false;
+    if (OldestUnvalidated() == nullptr) return false;
+    const StoreClientId id = unvalidated_order.front();
+    unvalidated_order.pop_front();
+    Refuse(id, absl::StrCat("dropped, not validated, to make room: ", options.max_clients,
+                            " clients are connected (the most it takes)"));
+    return true;
   }
 
   static std::string PeerName(const sockaddr_storage& peer) {
@@ -328,6 +338,9 @@ struct StoreServer::Impl {
       if (n > 0) {
         connection.input.append(chunk, static_cast<std::size_t>(n));
         taken += static_cast<std::size_t>(n);
+        // A short read emptied the socket: epoll (level-triggered) reports it again when more
+        // comes, so no second read to hear EAGAIN (a third of the server's reads at 16,384 ranks).
+        if (static_cast<std::size_t>(n) < sizeof chunk) break;
         continue;
       }
       if (n < 0 && (errno == EINTR)) continue;

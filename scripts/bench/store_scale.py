@@ -8,14 +8,19 @@ init/, SET the rank's address, ADD the barrier counter, the last one SETs the ba
 rank WAITs for it; store_loadgen.cc says how). Reported per server and N: the barrier's time
 (first connect to the last rank released) and the connect phase, medians over RUNS, and the
 memory the load added to the server (its VmHWM after the run less its VmRSS before: PyTorch's
-server lives in a Python that imported torch, so its whole RSS is no measure of the store). The servers alternate run by run.
+server lives in a Python that imported torch, so its whole RSS is no measure of the store), and
+the CPU time the server spent under the load (user + system, every thread, from /proc/pid/stat):
+on one machine the barrier's wall time is mostly the kernel's TCP handshakes, shared by both
+servers, while the CPU time is the store's own cost, what a cluster's store host pays per job
+start. The servers alternate run by run.
 
   mxrun     build/bin/store_serve: common/store/store_server.h alone
   pytorch   torch.distributed.TCPStore(is_master=True, use_libuv=True) in a Python of its own
 
 Environment: RUNS (default 3), RANKS (default 1024,4096,16384), MXRUN_BUILD (default
-<repo>/build), CONNECTING (connections being set up at once, default 512). Both servers and the
-load generator get the hard open-file limit. Markdown on stdout, progress on stderr.
+<repo>/build), CONNECTING (connections being set up at once, default 512), PIN=1 (the server
+on CPU 0 and the load generator on CPU 1, so that the load does not take the server's core).
+Both servers and the load generator get the hard open-file limit. Markdown on stdout, progress on stderr.
 
 PyTorch's server looks up each peer's name (getnameinfo) on its server thread as it accepts it; a
 peer at ::ffff:127.0.0.1 is not in /etc/hosts, so that is a DNS query. Where the DNS server drops
@@ -47,6 +52,17 @@ store = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=True, wait_for_w
 print("port", store.port, flush=True)
 sys.stdin.read()
 '''
+
+
+def cpu_seconds(pid):
+    """(user, system) CPU seconds of every thread of `pid` (/proc/pid/stat); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tick, int(fields[12]) / tick
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def start(argv, log):
@@ -87,7 +103,15 @@ def main():
                    'mount --bind "$0" /etc/resolv.conf && exec "$@"', no_dns] + pytorch
     elif dns != "system":
         die(SCRIPT, f"PYTORCH_DNS={dns}: accepted: instant, system")
-    servers = {"mxrun": [serve], "pytorch": pytorch}
+    pin = env("PIN", "0")
+    if pin not in ("0", "1"):
+        die(SCRIPT, f"PIN={pin}: accepted: 0, 1")
+    server_cpu, load_cpu = ([], [])
+    if pin == "1":
+        if (os.cpu_count() or 1) < 2 or not executable("/usr/bin/taskset"):
+            die(SCRIPT, "PIN=1 needs two CPUs and taskset")
+        server_cpu, load_cpu = (["taskset", "-c", "0"], ["taskset", "-c", "1"])
+    servers = {"mxrun": server_cpu + [serve], "pytorch": server_cpu + pytorch}
     results = {(s, n): [] for s in servers for n in sizes}
     for n in sizes:
         for run in range(runs):
@@ -95,12 +119,14 @@ def main():
             for name in order:
                 server, port = start(servers[name], log)
                 before = status_kib(server.pid, "VmRSS") or 0
+                cpu_before = cpu_seconds(server.pid)
                 try:
-                    r = subprocess.run([loadgen, "--port", str(port), "--ranks", str(n),
+                    r = subprocess.run(load_cpu + [loadgen, "--port", str(port), "--ranks", str(n),
                                         "--connecting", connecting],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                        timeout=600)
                     peak = status_kib(server.pid, "VmHWM")
+                    cpu_after = cpu_seconds(server.pid)
                 finally:
                     server.stdin.close()
                     try:
@@ -119,9 +145,14 @@ def main():
                     continue
                 record["peak_kib"] = peak
                 record["growth_kib"] = (peak or 0) - before
+                record["cpu_s"] = record["user_s"] = None
+                if None not in (cpu_before, cpu_after):
+                    record["user_s"] = cpu_after[0] - cpu_before[0]
+                    record["cpu_s"] = record["user_s"] + cpu_after[1] - cpu_before[1]
                 results[(name, n)].append(record)
                 log.progress(f"{n} ranks, {name}: barrier {record['barrier_s']:.3f} s, "
-                             f"connected {record['connected_s']:.3f} s, peak {peak} KiB, "
+                             f"connected {record['connected_s']:.3f} s, server CPU "
+                             f"{record['cpu_s']} s (user {record['user_s']} s), peak {peak} KiB, "
                              f"+{record['growth_kib']} KiB under the load")
     lookups = ("failing at once (PYTORCH_DNS=instant)" if dns == "instant"
                else "this machine's DNS (PYTORCH_DNS=system)")
@@ -131,27 +162,38 @@ def main():
     print(f"- command: `RUNS={runs} RANKS={','.join(map(str, sizes))} scripts/bench/{SCRIPT}`; "
           f"git {git_rev()}, torch {torch_version(sys.executable)} (its libuv TCPStore server); "
           f"{machine(info.cpu_model)}; {connecting} connections set up at once; PyTorch's "
-          f"reverse lookups: {lookups}")
+          f"reverse lookups: {lookups}"
+          + ("; the server pinned to CPU 0, the load generator to CPU 1" if pin == "1" else ""))
     print()
     print("| ranks | server | barrier, median (min-max) | all connected, median | "
-          "memory the load added (peak RSS) | PyTorch / mxrun | runs |")
-    print("|---|---|---|---|---|---|---|")
+          "memory the load added (peak RSS) | server CPU time (of it user), median | PyTorch / "
+          "mxrun: barrier, CPU, user CPU | runs |")
+    print("|---|---|---|---|---|---|---|---|")
     for n in sizes:
         ours = [r["barrier_s"] for r in results[("mxrun", n)]]
+        our_cpu = [r["cpu_s"] for r in results[("mxrun", n)] if r["cpu_s"] is not None]
+        our_user = [r["user_s"] for r in results[("mxrun", n)] if r["user_s"] is not None]
         for name in servers:
             got = results[(name, n)]
             if not got:
-                print(f"| {n} | {name} | no run finished | - | - | - | 0 |")
+                print(f"| {n} | {name} | no run finished | - | - | - | - | 0 |")
                 continue
             barrier = [r["barrier_s"] for r in got]
             connected = [r["connected_s"] for r in got]
             peak = max(r["peak_kib"] for r in got)
             growth = max(r["growth_kib"] for r in got)
+            cpu = [r["cpu_s"] for r in got if r["cpu_s"] is not None]
+            user = [r["user_s"] for r in got if r["user_s"] is not None]
             ratio = (f"{median(barrier) / median(ours):.1f}x" if name == "pytorch" and ours
                      else "")
+            if name == "pytorch" and cpu and our_cpu and median(our_cpu) > 0:
+                ratio += f", {median(cpu) / median(our_cpu):.1f}x"
+            if name == "pytorch" and user and our_user and median(our_user) > 0:
+                ratio += f", {median(user) / median(our_user):.1f}x"
+            cpu_cell = f"{median(cpu):.2f} s ({median(user):.2f} s)" if cpu else "-"
             print(f"| {n} | {name} | {median(barrier):.3f} s ({min(barrier):.3f}-{max(barrier):.3f})"
                   f" | {median(connected):.3f} s | {growth / 1024:.1f} MiB ({peak / 1024:.1f} MiB) |"
-                  f" {ratio} | {len(got)} |")
+                  f" {cpu_cell} | {ratio} | {len(got)} |")
     for problem in log.problems:
         print(f"\n- problem: {problem}")
     return 0
