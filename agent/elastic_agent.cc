@@ -57,7 +57,7 @@ void ElasticAgent::OnProgress(int local_rank, int global_rank, WorkerControlMess
 
 void ElasticAgent::OnStraggler(const StragglerNews& news) {
   const int local_rank = news.rank - round_.global_rank_base;
-  if (phase_ != Phase::kRunning || group_ == nullptr || local_rank < 0 ||
+  if (phase_ != Phase::kRunning || workers_ == nullptr || local_rank < 0 ||
       local_rank >= round_.local_world_size) {
     return;  // about a group that is gone, or a rank that is not this node's
   }
@@ -71,7 +71,7 @@ void ElasticAgent::OnStraggler(const StragglerNews& news) {
     WorkerHang hang;
     hang.rule = kStragglerRule;
     hang.detail = DescribeStraggler(news);
-    group_->MarkHung(local_rank, hang);  // CheckGroup reports it as this node's failure
+    workers_->MarkHung(local_rank, hang);  // CheckGroup reports it as this node's failure
   }
 }
 
@@ -88,8 +88,7 @@ void ElasticAgent::OnSignal(int signo) {
     return;
   }
   if (IsForwardOnlySignal(signo)) {
-    const int sent = group_ != nullptr ? group_->SignalRunning(signo) : 0;
-    if (restart_ != nullptr) restart_->SignalStandbys(signo);
+    const int sent = workers_ != nullptr ? workers_->SignalRunning(signo) : 0;
     spdlog::info("received {}: passed it on to {} running worker(s); the job goes on",
                  SignalName(signo), sent);
     return;
@@ -97,9 +96,9 @@ void ElasticAgent::OnSignal(int signo) {
   if (stop_signal_ == 0) {
     stop_signal_ = signo;
     spdlog::warn("received {}: stopping workers", SignalName(signo));
-  } else if (group_ != nullptr) {
+  } else if (workers_ != nullptr) {
     spdlog::warn("received {} again: killing workers now", SignalName(signo));
-    group_->Escalate();
+    workers_->Escalate();
   }
 }
 
@@ -107,8 +106,7 @@ void ElasticAgent::ReapChildren() {
   int status = 0;
   pid_t pid;
   while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-    if (group_ != nullptr && group_->OnChildExit(pid, status)) continue;
-    if (restart_ != nullptr && restart_->OnChildExit(pid, status)) continue;
+    if (workers_ != nullptr && workers_->OnChildExit(pid, status)) continue;
     if (pid == guardian_.pid()) {
       spdlog::warn("the guardian process (pid {}) exited unexpectedly", pid);
     }
@@ -117,26 +115,23 @@ void ElasticAgent::ReapChildren() {
 }
 
 std::vector<WorkerGroup::WorkerStatus> ElasticAgent::StopGroup(int signo) {
-  if (group_ == nullptr) return {};
+  if (workers_ == nullptr) return {};
   hangs_->Watch(nullptr);
   std::vector<WorkerGroup::WorkerStatus> running;
-  for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
+  for (const WorkerGroup::WorkerStatus& worker : workers_->Workers()) {
     if (worker.running) running.push_back(worker);
   }
-  restart_->StopStandbys();
-  group_->Stop(signo, settings_.term_timeout, [this] { ReapChildren(); });
+  workers_->Stop(signo, settings_.term_timeout, [this] { ReapChildren(); });
   Tell([&](AgentObserver& o) { o.WorkersStopped(AgentObserver::Time::clock::now(), running); });
-  std::vector<WorkerGroup::WorkerStatus> ended = group_->Workers();
+  std::vector<WorkerGroup::WorkerStatus> ended = workers_->Workers();
   stopped_for_next_round_ = ended;
-  restart_.reset();
-  group_.reset();
+  workers_.reset();
   return ended;
 }
 
 void ElasticAgent::KeepOrStopGroup() {
-  if (group_ == nullptr) return;
-  group_->LookBeforeKeeping();
-  if (!group_->HasKeepableWorkers() && !restart_->HasReadyPrestarts()) {
+  if (workers_ == nullptr) return;
+  if (workers_->LookBeforeKeeping() == NodeWorkers::Keep::kNothing) {
     StopGroup(SIGTERM);
     return;
   }
@@ -144,37 +139,36 @@ void ElasticAgent::KeepOrStopGroup() {
   // (None stays with --prestart's interpreters: the group is kept for them to take the ranks.)
   hangs_->Watch(nullptr);
   const std::vector<WorkerGroup::WorkerStatus> stopped =
-      restart_->StopUnkeepable(SIGTERM, settings_.term_timeout, [this] { ReapChildren(); });
+      workers_->StopUnkeepable(SIGTERM, settings_.term_timeout, [this] { ReapChildren(); });
   Tell([&](AgentObserver& o) { o.WorkersStopped(AgentObserver::Time::clock::now(), stopped); });
 }
 
 void ElasticAgent::CheckGroup() {
-  if (phase_ != Phase::kRunning || group_ == nullptr) return;
-  switch (group_->state()) {
+  if (phase_ != Phase::kRunning || workers_ == nullptr) return;
+  switch (workers_->state()) {
     case WorkerGroup::State::kRunning:
       return;
     case WorkerGroup::State::kSucceeded: {
-      const std::vector<WorkerGroup::WorkerStatus> workers = group_->Workers();
+      const std::vector<WorkerGroup::WorkerStatus> workers = workers_->Workers();
       hangs_->Watch(nullptr);
-      group_->Finish();
-      restart_.reset();
-      group_.reset();
+      workers_->Finish();
+      workers_.reset();
       phase_ = Phase::kAwaiting;
       Tell([&](AgentObserver& o) { o.GroupSucceeded(AgentObserver::Time::clock::now(), workers); });
       rendezvous_.ReportSucceeded();
       return;
     }
     case WorkerGroup::State::kFailed: {
-      WorkerFailure failure = *group_->first_failure();
+      WorkerFailure failure = *workers_->first_failure();
       if (AwaitingOwnStopSignal(failure)) return;
       // A collective that failed: its peers' recorders before anything stops (every node's).
       hangs_->TakeFlightRecordsOnCollectiveFailure(failure);
-      group_->LookBeforeKeeping();
+      const NodeWorkers::Keep keep = workers_->LookBeforeKeeping();
       spdlog::warn("worker rank {} (local_rank {}, pid {}) failed: {}; {}", failure.global_rank,
                    failure.local_rank, failure.pid, DescribeExit(failure),
-                   group_->HasKeepableWorkers()
+                   keep == NodeWorkers::Keep::kWorkers
                        ? "keeping the workers that take the next round in-process"
-                   : restart_->HasReadyPrestarts()
+                   : keep == NodeWorkers::Keep::kPrestarts
                        ? "stopping the workers; the pre-started interpreters take the ranks"
                        : "stopping the group");
       phase_ = Phase::kAwaiting;
@@ -244,26 +238,24 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       own_signal_.Reset();
       health_.CheckWhile(*loop_, [this] { return phase_ == Phase::kRunning; });
       Tell([&](AgentObserver& o) {
-        o.RoundReady(AgentObserver::Time::clock::now(), event.round, group_ != nullptr);
+        o.RoundReady(AgentObserver::Time::clock::now(), event.round, workers_ != nullptr);
       });
-      if (group_ != nullptr) {
-        const std::string what = restart_->Reassign(event.round, failure_time_, SIGTERM,
+      if (workers_ != nullptr) {
+        const std::string what = workers_->Reassign(event.round, failure_time_, SIGTERM,
                                                   settings_.term_timeout, [this] { ReapChildren(); });
         spdlog::warn("round {}: in-process restart: {}", event.round.round, what);
       } else {
         ReclaimGpuMemory();
-        group_ = std::make_unique<WorkerGroup>(config_.worker, *loop_, guardian_);
-        restart_ = std::make_unique<InProcessRestart>(*group_, *loop_, guardian_);
-        restart_->OnLateStart([this](int local_rank) { hangs_->RankStarted(local_rank); });
-        group_->Start(event.round, failure_time_);
-        restart_->RoundBegan(event.round);
+        workers_ = std::make_unique<NodeWorkers>(
+            config_.worker, *loop_, guardian_, event.round, failure_time_,
+            [this](int local_rank) { hangs_->RankStarted(local_rank); });
       }
       failure_time_ = 0;
       stopped_for_next_round_.clear();
-      hangs_->Watch(group_.get());
+      hangs_->Watch(&workers_->group());
       progress_.Clear();
       round_ = event.round;
-      const std::vector<WorkerGroup::WorkerStatus> workers = group_->Workers();
+      const std::vector<WorkerGroup::WorkerStatus> workers = workers_->Workers();
       Tell([&](AgentObserver& o) {
         o.RoundStarted(AgentObserver::Time::clock::now(), event.round, workers);
       });
@@ -428,12 +420,12 @@ int ElasticAgent::Run() {
     }
     hangs_->Check();  // a hung worker fails the group, which CheckGroup then reports
     CheckGroup();
-    if (group_ != nullptr) {
+    if (workers_ != nullptr) {
       // Progress reaches the agent as the loop's events do: taken here, at each turn.
-      for (WorkerGroup::ProgressReport& report : group_->TakeProgress()) {
+      for (WorkerGroup::ProgressReport& report : workers_->TakeProgress()) {
         OnProgress(report.local_rank, report.global_rank, std::move(report.message));
       }
-      if (phase_ == Phase::kRunning) restart_->MaybeStartStandbys();
+      if (phase_ == Phase::kRunning) workers_->AfterTurn();
     }
     if (!pending_.empty()) {
       RendezvousEvent event = std::move(pending_.front());

@@ -34,8 +34,7 @@
 #include "agent/node/gpu_reclaim.h"
 #include "agent/node_health_gate.h"
 #include "common/straggler_watch.h"
-#include "agent/workers/in_process_restart.h"
-#include "agent/workers/worker_group.h"
+#include "agent/workers/node_workers.h"
 #include "common/service_notify.h"
 #include "rendezvous/rendezvous.h"
 
@@ -125,8 +124,7 @@ class ElasticAgent {
   NodeHealthGate health_;
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<HangMonitor> hangs_;
-  std::unique_ptr<WorkerGroup> group_;   // the current group, while there is one
-  std::unique_ptr<InProcessRestart> restart_;  // its in-process restart (destroyed first)
+  std::unique_ptr<NodeWorkers> workers_;  // the current group and its standbys, while there is one
   std::deque<RendezvousEvent> pending_;  // rendezvous events not yet handled
   Phase phase_ = Phase::kJoining;
   int stop_signal_ = 0;                  // first handled signal received
