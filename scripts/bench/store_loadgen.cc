@@ -51,6 +51,7 @@ struct Rank {
   std::string out;      // to send
   std::size_t sent = 0;
   std::string in;       // received, not yet taken
+  bool watching_out = true;  // registered for EPOLLOUT (from the connect on)
 };
 
 std::string Request(mxrun::StoreOp op, std::vector<std::string> keys = {},
@@ -138,10 +139,15 @@ int main(int argc, char** argv) {
       rank.out.clear();
       rank.sent = 0;
     }
-    epoll_event event{};
-    event.events = EPOLLIN | (rank.out.empty() ? 0u : static_cast<std::uint32_t>(EPOLLOUT));
-    event.data.u32 = static_cast<std::uint32_t>(r);
-    epoll_ctl(epoll_fd, EPOLL_CTL_MOD, rank.fd, &event);
+    // Re-registered only when that changes: a call per reply would be the simulator's own cost
+    // (three of them per rank), not the store's.
+    if (rank.watching_out == rank.out.empty()) {
+      rank.watching_out = !rank.out.empty();
+      epoll_event event{};
+      event.events = EPOLLIN | (rank.watching_out ? static_cast<std::uint32_t>(EPOLLOUT) : 0u);
+      event.data.u32 = static_cast<std::uint32_t>(r);
+      epoll_ctl(epoll_fd, EPOLL_CTL_MOD, rank.fd, &event);
+    }
   };
   auto open_more = [&] {
     while (next < ranks && in_setup < connecting) {
