@@ -32,13 +32,9 @@
 #include "launcher/options.h"
 #include "launcher/rendezvous_setup.h"
 #include "launcher/slurm_kill_wait.h"
-#include "agent/metrics/agent_metrics.h"
-#include "agent/store/store_metrics.h"
-#include "common/http/metrics_endpoint.h"
+#include "launcher/metrics_setup.h"
 #if MXRUN_NETWORK_BUILD
-#include "common/http/tls/http_tls.h"
-#include "rendezvous/server/master_endpoint.h"
-#include "rendezvous/server/master_server.h"
+#include "launcher/network/metrics_setup_network.h"
 #include "launcher/network/status_command.h"
 #endif
 #include "spdlog/spdlog.h"
@@ -246,53 +242,15 @@ int Main(int argc, char** argv) {
   }
   config.settings.health.gpu_entries = config.gpu_entries;
   config.settings.health.gpu_entries_are_local_ranks = !env.contains("CUDA_VISIBLE_DEVICES");
-  std::unique_ptr<AgentMetrics> metrics;
-  std::unique_ptr<HttpServer> metrics_server;
-  if (options.metrics.port >= 0) {
-    metrics = std::make_unique<AgentMetrics>(run_id);
-    HttpServer::Options http;
-    http.host = options.local_addr.empty() ? "127.0.0.1" : options.local_addr;
-    http.bind_all = options.metrics.bind_all;
-    http.port = options.metrics.port;
-    http.who = "mxrun metrics";
+  MetricsServing serving;
 #if MXRUN_NETWORK_BUILD
-    if (options.metrics.tls) {
-      if (!settings->tls.enabled()) {
-        return UsageError("--metrics_tls serves the metrics with the job's certificates, and "
-                          "this job has none: give --rdzv_conf cert=,key=,cacert= or drop "
-                          "--metrics_tls");
-      }
-      absl::StatusOr<std::shared_ptr<TlsAcceptor>> tls =
-          MakeTlsAcceptor(settings->tls, "--metrics_tls");
-      if (!tls.ok()) return UsageError(tls.status().message());
-      http.tls = std::move(*tls);
-    }
+  absl::StatusOr<MetricsServing> networked = NetworkMetricsServing(options, *settings, *rdzv);
+  if (!networked.ok()) return UsageError(networked.status().message());
+  serving = std::move(*networked);
 #endif
-    AgentMetrics* observed = metrics.get();
-    MetricsRenderer render = [observed](ExpositionFormat format) {
-      return observed->Render(format, AgentObserver::Time::clock::now());
-    };
-    if (rdzv->store_totals) render = StoreMetrics(rdzv->store_totals, std::move(render));
-    std::map<std::string, HttpServer::Handler> pages;
-#if MXRUN_NETWORK_BUILD
-    // An agent that hosts its job's master (or may be elected to, with etcd) serves the master's
-    // metrics and status page here too: there is no mxrun-master to scrape.
-    ServedRuns served = rdzv->elected_runs;
-    if (std::shared_ptr<MasterServer> master = rdzv->master) {
-      served = [master] { return std::optional(master->Snapshot()); };
-    }
-    if (served) {
-      render = MasterMetrics(served, std::move(render));
-      pages = MasterPages(served, rdzv->elected_master);
-    }
-#endif
-    absl::StatusOr<std::unique_ptr<HttpServer>> server =
-        StartMetricsEndpoint(http, std::move(render), std::move(pages));
-    if (!server.ok()) return UsageError(server.status().message());
-    metrics_server = std::move(*server);
-    spdlog::info("serving Prometheus metrics at {}/metrics", metrics_server->url());
-    config.observers.push_back(metrics.get());
-  }
+  absl::StatusOr<AgentMetricsEndpoint> metrics =
+      StartAgentMetrics(options, run_id, *rdzv, std::move(serving), config);
+  if (!metrics.ok()) return UsageError(metrics.status().message());
   ElasticAgent agent(std::move(config), *rdzv->rendezvous, *guardian);
   const int exit_code = agent.Run();
   rdzv->rendezvous.reset();
