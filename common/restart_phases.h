@@ -3,7 +3,7 @@
 // stopped -> the group re-formed (the rendezvous gave the new round) -> the new workers running
 // (spawned, or standbys and kept workers told their ranks) -> their first step (the first progress
 // report after). Each agent times its own node's restarts (agent/restart_clock.h) and sends them
-// to its master, which keeps the slowest node's figure per phase (rendezvous/master). A phase
+// to its master, which keeps the slowest node's figure per phase (rendezvous/master_state). A phase
 // that could not be timed is -1 and is said to be unknown, never guessed: the first step of
 // workers that send no progress reports, above all.
 

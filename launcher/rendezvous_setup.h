@@ -26,7 +26,7 @@
 #include "common/tls_files.h"
 #include "launcher/launch_flags/launch_options.h"
 #include "rendezvous/etcd_config.h"
-#include "rendezvous/master/master_state.h"
+#include "rendezvous/master_state/master_state.h"
 #include "rendezvous/net.h"
 #include "rendezvous/rendezvous.h"
 

@@ -1,6 +1,6 @@
 #pragma once
 // Where this node sits in the network, as it tells the master (NodeDesc::topology), so that node
-// ranks follow switches and NVLink domains (rendezvous/master/rank_order.h; issue 37, item 1).
+// ranks follow switches and NVLink domains (rendezvous/master_state/rank_order.h; issue 37, item 1).
 // Pure: the sources are read by their owners (the flag engine, Slurm's environment, NVML) and
 // handed in.
 //

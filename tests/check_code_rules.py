@@ -10,14 +10,14 @@ import sys
 
 # (folder whose files are checked, include prefixes they must not use, why)
 INCLUDE_RULES = [
-    ("rendezvous/client/", ("rendezvous/master/", "rendezvous/server/"),
+    ("rendezvous/client/", ("rendezvous/master_state/", "rendezvous/master_server/"),
      "the agent's rendezvous client never includes the master's state machine or its server: "
      "both sides meet in rendezvous/wire/ and rendezvous/grpc/"),
-    ("rendezvous/wire/", ("rendezvous/client/", "rendezvous/master/", "rendezvous/server/"),
+    ("rendezvous/wire/", ("rendezvous/client/", "rendezvous/master_state/", "rendezvous/master_server/"),
      "rendezvous/wire/ is what both sides share: it includes neither side"),
-    ("rendezvous/grpc/", ("rendezvous/client/", "rendezvous/master/", "rendezvous/server/"),
+    ("rendezvous/grpc/", ("rendezvous/client/", "rendezvous/master_state/", "rendezvous/master_server/"),
      "rendezvous/grpc/ is what both sides share: it includes neither side"),
-    ("agent/", ("rendezvous/master/", "rendezvous/server/", "launcher/"),
+    ("agent/", ("rendezvous/master_state/", "rendezvous/master_server/", "launcher/"),
      "the agent sees the rendezvous through rendezvous/rendezvous.h and knows nothing of the "
      "launcher that configures it"),
     ("common/", ("agent/", "launcher/", "rendezvous/", "trainer/"),

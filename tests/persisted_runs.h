@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "rendezvous/master/master_state.h"
+#include "rendezvous/master_state/master_state.h"
 
 namespace mxrun::testing {
 

@@ -1,7 +1,7 @@
 #pragma once
 // Writes metrics in Prometheus's text exposition format (0.0.4) or in OpenMetrics 1.0, the two
 // formats a Prometheus server scrapes. Pure: no I/O, no clock. The agent and the master build
-// their pages with it (agent/metrics/agent_metrics, rendezvous/server/master_metrics).
+// their pages with it (agent/metrics/agent_metrics, rendezvous/master_server/master_metrics).
 //
 // Names follow Prometheus's conventions and are the same in both formats: counters end in
 // `_total` (OpenMetrics names the family without it), units are base units in the name

@@ -1,4 +1,4 @@
-// Repeat offenders left out of a multi-node job's next rounds (rendezvous/master/node_exclusion.h).
+// Repeat offenders left out of a multi-node job's next rounds (rendezvous/master_state/node_exclusion.h).
 
 #include "absl/strings/str_cat.h"
 #include "launcher/launch_flags/groups.h"

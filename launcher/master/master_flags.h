@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "rendezvous/etcd/etcd_leadership.h"
-#include "rendezvous/server/master_server.h"
+#include "rendezvous/master_server/master_server.h"
 #include "rendezvous/net.h"
 
 namespace mxrun {

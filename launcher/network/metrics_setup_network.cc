@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "common/http/tls/http_tls.h"
-#include "rendezvous/server/master_endpoint.h"
-#include "rendezvous/server/master_server.h"
+#include "rendezvous/master_server/master_endpoint.h"
+#include "rendezvous/master_server/master_server.h"
 
 namespace mxrun {
 

@@ -12,7 +12,7 @@
 #include "launcher/launch_flags/slurm.h"
 #include "rendezvous/client/grpc_rendezvous.h"
 #include "rendezvous/client/master_probe.h"
-#include "rendezvous/server/master_server.h"
+#include "rendezvous/master_server/master_server.h"
 #include "rendezvous/net.h"
 #include "spdlog/spdlog.h"
 

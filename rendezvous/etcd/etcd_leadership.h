@@ -38,7 +38,7 @@
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/etcd_config.h"
 #include "rendezvous/client/master_locator.h"
-#include "rendezvous/server/master_server.h"
+#include "rendezvous/master_server/master_server.h"
 
 namespace mxrun {
 

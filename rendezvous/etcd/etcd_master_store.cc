@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rendezvous/etcd/etcd_state_layout.h"
-#include "rendezvous/master/master_state_file.h"
+#include "rendezvous/master_state/master_state_file.h"
 
 namespace mxrun {
 namespace {

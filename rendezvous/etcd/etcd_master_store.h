@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "rendezvous/etcd/etcd_client.h"
-#include "rendezvous/master/master_state_store.h"
+#include "rendezvous/master_state/master_state_store.h"
 
 namespace mxrun {
 

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "rendezvous/master/master_state_file.h"
+#include "rendezvous/master_state/master_state_file.h"
 
 namespace mxrun {
 namespace {

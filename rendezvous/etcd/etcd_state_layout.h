@@ -21,7 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "rendezvous/etcd/etcd_client.h"
-#include "rendezvous/master/master_state.h"
+#include "rendezvous/master_state/master_state.h"
 
 namespace mxrun {
 

@@ -82,7 +82,7 @@ struct NodeDesc {
   std::string agent_id;       // stable for the agent process (recognised after a master restart)
   std::string unhealthy;      // the node found itself unhealthy: why (it does not join)
   // Where the node sits in the network, widest group first ("spine0/leaf3/nvl:<id>"; empty:
-  // unknown or --rank_order=host): its rank follows it (rendezvous/master/rank_order.h).
+  // unknown or --rank_order=host): its rank follows it (rendezvous/master_state/rank_order.h).
   std::string topology;
   // It hosts the workers' store on `address`:`master_port` when it gets node rank 0
   // (--workers_store=agent; agent/store/workers_store_rendezvous.h).

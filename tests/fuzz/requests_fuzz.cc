@@ -11,8 +11,8 @@
 #include <string>
 
 #include "mxrun.pb.h"
-#include "rendezvous/master/master_state.h"
-#include "rendezvous/server/memory_store.h"
+#include "rendezvous/master_state/master_state.h"
+#include "rendezvous/master_server/memory_store.h"
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/wire/validation.h"
 

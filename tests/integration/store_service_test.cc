@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "mxrun.grpc.pb.h"
-#include "rendezvous/server/memory_store.h"
-#include "rendezvous/server/store_service.h"
+#include "rendezvous/master_server/memory_store.h"
+#include "rendezvous/master_server/store_service.h"
 #include "rendezvous/wire/validation.h"
 
 namespace {

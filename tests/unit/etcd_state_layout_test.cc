@@ -8,7 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "rendezvous/etcd/etcd_state_layout.h"
-#include "rendezvous/master/master_state_file.h"
+#include "rendezvous/master_state/master_state_file.h"
 #include "tests/persisted_runs.h"
 
 using mxrun::EtcdKeyValue;

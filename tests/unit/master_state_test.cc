@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "rendezvous/master/master_state.h"
-#include "rendezvous/master/master_state_file.h"
+#include "rendezvous/master_state/master_state.h"
+#include "rendezvous/master_state/master_state_file.h"
 
 using namespace std::chrono_literals;
 using mxrun::JobDesc;

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/server/memory_store.h"
+#include "rendezvous/master_server/memory_store.h"
 
 using mxrun::MemoryStore;
 

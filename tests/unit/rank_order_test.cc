@@ -1,4 +1,4 @@
-#include "rendezvous/master/rank_order.h"
+#include "rendezvous/master_state/rank_order.h"
 
 #include <catch2/catch.hpp>
 

@@ -4,7 +4,7 @@
 
 #include "agent/restart_clock.h"
 #include "common/restart_phases.h"
-#include "rendezvous/master/restart_timings.h"
+#include "rendezvous/master_state/restart_timings.h"
 
 namespace mxrun {
 namespace {

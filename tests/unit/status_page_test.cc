@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "rendezvous/server/status_page.h"
+#include "rendezvous/master_server/status_page.h"
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;

@@ -24,7 +24,7 @@
 
 #include "mxrun.grpc.pb.h"
 #include "mxrun.pb.h"
-#include "rendezvous/server/memory_store.h"
+#include "rendezvous/master_server/memory_store.h"
 
 namespace mxrun {
 

@@ -1,4 +1,4 @@
-#include "rendezvous/master/master_state.h"
+#include "rendezvous/master_state/master_state.h"
 
 #include <algorithm>
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "rendezvous/master/master_state.h"
-#include "rendezvous/master/master_state_store.h"
+#include "rendezvous/master_state/master_state.h"
+#include "rendezvous/master_state/master_state_store.h"
 
 namespace mxrun {
 

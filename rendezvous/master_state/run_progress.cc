@@ -1,4 +1,4 @@
-#include "rendezvous/master/run_progress.h"
+#include "rendezvous/master_state/run_progress.h"
 
 #include <algorithm>
 #include <cmath>

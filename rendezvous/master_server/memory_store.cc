@@ -1,4 +1,4 @@
-#include "rendezvous/server/memory_store.h"
+#include "rendezvous/master_server/memory_store.h"
 
 #include <utility>
 

@@ -1,4 +1,4 @@
-#include "rendezvous/server/master_metrics.h"
+#include "rendezvous/master_server/master_metrics.h"
 
 #include <functional>
 #include <map>

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/http/metrics_text.h"
-#include "rendezvous/master/master_state.h"
+#include "rendezvous/master_state/master_state.h"
 
 namespace mxrun {
 

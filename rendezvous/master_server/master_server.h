@@ -11,7 +11,7 @@
 #include "common/tls_files.h"
 
 #include "absl/status/statusor.h"
-#include "rendezvous/master/master_state_store.h"
+#include "rendezvous/master_state/master_state_store.h"
 
 namespace grpc {
 class Server;

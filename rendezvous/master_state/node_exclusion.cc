@@ -1,4 +1,4 @@
-#include "rendezvous/master/node_exclusion.h"
+#include "rendezvous/master_state/node_exclusion.h"
 
 #include <algorithm>
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/master/master_state.h"
+#include "rendezvous/master_state/master_state.h"
 
 namespace mxrun {
 

@@ -1,14 +1,14 @@
-#include "rendezvous/server/master_server.h"
+#include "rendezvous/master_server/master_server.h"
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "rendezvous/master/master_state_file.h"
-#include "rendezvous/server/memory_store.h"
+#include "rendezvous/master_state/master_state_file.h"
+#include "rendezvous/master_server/memory_store.h"
 #include "rendezvous/net.h"
-#include "rendezvous/server/rendezvous_service.h"
-#include "rendezvous/server/store_service.h"
+#include "rendezvous/master_server/rendezvous_service.h"
+#include "rendezvous/master_server/store_service.h"
 #include "rendezvous/grpc/tls_credentials.h"
 
 namespace mxrun {

@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "mxrun.grpc.pb.h"
-#include "rendezvous/master/master_state.h"
-#include "rendezvous/master/master_state_store.h"
+#include "rendezvous/master_state/master_state.h"
+#include "rendezvous/master_state/master_state_store.h"
 
 namespace mxrun {
 

@@ -1,4 +1,4 @@
-#include "rendezvous/server/status_page.h"
+#include "rendezvous/master_server/status_page.h"
 
 #include <algorithm>
 #include <cstdio>

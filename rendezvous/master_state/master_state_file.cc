@@ -1,4 +1,4 @@
-#include "rendezvous/master/master_state_file.h"
+#include "rendezvous/master_state/master_state_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

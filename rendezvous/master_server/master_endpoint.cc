@@ -1,9 +1,9 @@
-#include "rendezvous/server/master_endpoint.h"
+#include "rendezvous/master_server/master_endpoint.h"
 
 #include <chrono>
 
-#include "rendezvous/server/master_metrics.h"
-#include "rendezvous/server/status_page.h"
+#include "rendezvous/master_server/master_metrics.h"
+#include "rendezvous/master_server/status_page.h"
 
 namespace mxrun {
 

@@ -44,12 +44,12 @@
 #include "common/repeated_failure.h"
 #include "common/straggler_watch.h"
 #include "common/worker_failure.h"
-#include "rendezvous/master/flight_gathering.h"
-#include "rendezvous/master/node_exclusion.h"
-#include "rendezvous/master/rank_order.h"
-#include "rendezvous/master/restart_timings.h"
+#include "rendezvous/master_state/flight_gathering.h"
+#include "rendezvous/master_state/node_exclusion.h"
+#include "rendezvous/master_state/rank_order.h"
+#include "rendezvous/master_state/restart_timings.h"
 #include "rendezvous/rendezvous.h"
-#include "rendezvous/master/run_progress.h"
+#include "rendezvous/master_state/run_progress.h"
 #include "rendezvous/wire/wire.h"
 
 namespace mxrun {

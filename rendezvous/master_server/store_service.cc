@@ -1,4 +1,4 @@
-#include "rendezvous/server/store_service.h"
+#include "rendezvous/master_server/store_service.h"
 
 #include <atomic>
 #include <cmath>

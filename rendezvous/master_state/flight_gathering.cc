@@ -1,4 +1,4 @@
-#include "rendezvous/master/flight_gathering.h"
+#include "rendezvous/master_state/flight_gathering.h"
 
 #include <algorithm>
 

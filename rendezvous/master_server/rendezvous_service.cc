@@ -1,4 +1,4 @@
-#include "rendezvous/server/rendezvous_service.h"
+#include "rendezvous/master_server/rendezvous_service.h"
 
 #include <cstdio>
 #include <deque>

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "rendezvous/master/master_state.h"
+#include "rendezvous/master_state/master_state.h"
 
 namespace mxrun {
 

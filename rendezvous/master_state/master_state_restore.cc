@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "rendezvous/master/master_state.h"
+#include "rendezvous/master_state/master_state.h"
 #include "rendezvous/wire/validation.h"
 
 namespace mxrun {

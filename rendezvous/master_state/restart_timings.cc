@@ -1,4 +1,4 @@
-#include "rendezvous/master/restart_timings.h"
+#include "rendezvous/master_state/restart_timings.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "rendezvous/master/rank_order.h"
+#include "rendezvous/master_state/rank_order.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
