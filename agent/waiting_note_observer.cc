@@ -5,17 +5,14 @@
 namespace mxrun {
 
 void WaitingNoteObserver::Joining(Time now) {
-  if (loop_ == nullptr) return;
-  Disarm();
+  if (!timer_) return;
   joined_at_ = now;
   reason_.clear();
-  timer_ = loop_->At(now + first_after_, [this] { Note(); });
-  armed_ = true;
+  timer_->At(now + first_after_, [this] { Note(); });
 }
 
 void WaitingNoteObserver::Disarm() {
-  if (armed_ && loop_ != nullptr) loop_->Cancel(timer_);
-  armed_ = false;
+  if (timer_) timer_->Cancel();
 }
 
 void WaitingNoteObserver::Note() {
@@ -24,7 +21,7 @@ void WaitingNoteObserver::Note() {
   spdlog::info("no round yet after {:.0f} s: {} ({})", waited,
                reason_.empty() ? "the rendezvous has not answered this node's join" : reason_,
                description_.empty() ? "the local rendezvous" : description_);
-  timer_ = loop_->At(now + kEvery, [this] { Note(); });
+  timer_->At(now + kEvery, [this] { Note(); });
 }
 
 }  // namespace mxrun

@@ -4,10 +4,12 @@
 // answered) and where (the rendezvous' description). An observer with a timer of its own.
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "agent/agent_observer.h"
 #include "agent/process/event_loop.h"
+#include "agent/process/scoped_timer.h"
 
 namespace mxrun {
 
@@ -17,7 +19,7 @@ class WaitingNoteObserver final : public AgentObserver {
   WaitingNoteObserver(std::string rendezvous_description, std::chrono::milliseconds first_after)
       : description_(std::move(rendezvous_description)), first_after_(first_after) {}
 
-  void Started(EventLoop& loop) override { loop_ = &loop; }
+  void Started(EventLoop& loop) override { timer_.emplace(loop); }
   void Joining(Time now) override;
   void Registered(Time, const std::string& reason) override { reason_ = reason; }
   void RoundReady(Time, const RoundAssignment&, bool) override { Disarm(); }
@@ -29,9 +31,7 @@ class WaitingNoteObserver final : public AgentObserver {
 
   std::string description_;
   std::chrono::milliseconds first_after_;
-  EventLoop* loop_ = nullptr;
-  EventLoop::TimerId timer_ = 0;
-  bool armed_ = false;
+  std::optional<ScopedTimer> timer_;  // from Started: the agent's loop
   Time joined_at_{};
   std::string reason_;  // the rendezvous' last word on what this join waits for
 };

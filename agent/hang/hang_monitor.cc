@@ -59,6 +59,7 @@ HangMonitor::HangMonitor(HangMonitorConfig config, EventLoop& loop,
       loop_(loop),
       watch_(config_.settings),
       pipe_(std::move(pipe)),
+      timer_(loop),
       dwell_(config_.uninterruptible_timeout),
       culprit_wait_(PeerCulpritGrace(config_.settings.heartbeat_timeout)) {
   if (pipe_ == nullptr) return;
@@ -69,7 +70,6 @@ HangMonitor::HangMonitor(HangMonitorConfig config, EventLoop& loop,
 }
 
 HangMonitor::~HangMonitor() {
-  loop_.Cancel(timer_);
   if (pipe_) loop_.Unwatch(pipe_->fd());
 }
 
@@ -81,8 +81,7 @@ void HangMonitor::Watch(WorkerGroup* group) {
   exits_seen_.clear();
   stamps_.clear();
   if (group_ == nullptr) {
-    loop_.Cancel(timer_);  // nothing to check until a group runs again
-    timer_ = 0;
+    timer_.Cancel();  // nothing to check until a group runs again
     armed_for_.reset();
     return;
   }
@@ -204,12 +203,10 @@ void HangMonitor::Check() {
 void HangMonitor::Rearm() {
   const std::optional<Deadline> next = NextWake();
   if (next == armed_for_) return;
-  loop_.Cancel(timer_);
-  timer_ = 0;
+  timer_.Cancel();
   armed_for_ = next;
   if (next) {
-    timer_ = loop_.At(*next, [this] {
-      timer_ = 0;
+    timer_.At(*next, [this] {
       armed_for_.reset();
       Check();
     });

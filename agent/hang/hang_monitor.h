@@ -33,6 +33,7 @@
 #include <string>
 
 #include "agent/process/event_loop.h"
+#include "agent/process/scoped_timer.h"
 #include "agent/hang/file_timer.h"
 #include "agent/hang/flight_records.h"
 #include "agent/hang/hang_diagnostics.h"
@@ -127,7 +128,7 @@ class HangMonitor {
   HangWatch watch_;
   std::unique_ptr<FileTimerPipe> pipe_;
   WorkerGroup* group_ = nullptr;
-  EventLoop::TimerId timer_ = 0;       // Check's next wake-up on the loop (0: none)
+  ScopedTimer timer_;                  // Check's next wake-up on the loop
   std::optional<Deadline> armed_for_;  // ... and when
   std::set<int> exits_seen_;       // local ranks whose end the watch was told of
   std::set<pid_t> watched_pids_;   // the last group's workers (kept ones take the next round)

@@ -5,7 +5,7 @@
 namespace mxrun {
 
 ConsoleCollapser::~ConsoleCollapser() {
-  if (timer_) loop_.Cancel(*timer_);
+  timer_.Cancel();
   Write(collapse_.TakeAll());
 }
 
@@ -24,12 +24,10 @@ void ConsoleCollapser::Flush() {
 void ConsoleCollapser::Arm() {
   const std::optional<ConsoleCollapse::Time> due = collapse_.NextDue();
   if (due == armed_for_) return;
-  if (timer_) loop_.Cancel(*timer_);
-  timer_.reset();
+  timer_.Cancel();
   armed_for_ = due;
   if (!due) return;
-  timer_ = loop_.At(*due, [this] {
-    timer_.reset();
+  timer_.At(*due, [this] {
     armed_for_.reset();
     Write(collapse_.TakeDue(ConsoleCollapse::Time::clock::now()));
     Arm();

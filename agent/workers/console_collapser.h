@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "agent/process/event_loop.h"
+#include "agent/process/scoped_timer.h"
 #include "agent/workers/console_collapse.h"
 #include "agent/workers/console_line.h"
 
@@ -18,7 +19,7 @@ namespace mxrun {
 class ConsoleCollapser {
  public:
   ConsoleCollapser(EventLoop& loop, std::chrono::milliseconds window, ConsoleStyle style)
-      : loop_(loop), collapse_(window), style_(std::move(style)) {}
+      : collapse_(window), style_(std::move(style)), timer_(loop) {}
   ~ConsoleCollapser();
   ConsoleCollapser(const ConsoleCollapser&) = delete;
   ConsoleCollapser& operator=(const ConsoleCollapser&) = delete;
@@ -30,10 +31,9 @@ class ConsoleCollapser {
   void Write(const std::vector<CollapsedLine>& lines);
   void Arm();
 
-  EventLoop& loop_;
   ConsoleCollapse collapse_;
   ConsoleStyle style_;
-  std::optional<EventLoop::TimerId> timer_;
+  ScopedTimer timer_;  // the next due line's
   std::optional<ConsoleCollapse::Time> armed_for_;
   std::set<int> gone_;  // consoles that failed (EPIPE)
 };

@@ -51,11 +51,11 @@ InProcessRestart::InProcessRestart(WorkerGroup& group, EventLoop& loop, DeathGua
       loop_(loop),
       spec_(group.spec()),
       guardian_(guardian),
-      standby_start_(group.spec().prestart, loop) {}
+      standby_start_(group.spec().prestart, loop),
+      await_timer_(loop) {}
 
 InProcessRestart::~InProcessRestart() {
   stopping_ = true;
-  loop_.Cancel(await_timer_);
   for (auto& standby : standbys_) group_.Release(*standby);
 }
 
@@ -67,8 +67,7 @@ void InProcessRestart::Begin(const RoundAssignment& round, bool group_start) {
   pending_ = spec_.standby_workers > 0;
   replaced_this_round_ = 0;
   awaited_.clear();
-  loop_.Cancel(await_timer_);
-  await_timer_ = 0;
+  await_timer_.Cancel();
 }
 
 void InProcessRestart::StartStandbys(const RoundAssignment& round) {
@@ -212,7 +211,7 @@ bool InProcessRestart::AwaitStandby(int local_rank, std::vector<std::string>& st
     awaited_.push_back({local_rank, standby->pid, deadline});
     group_.SetRanksAwaited(static_cast<int>(awaited_.size()));
     // Only a wake-up: the agent's loop then calls MaybeStartStandbys, in the running phase.
-    if (await_timer_ == 0) await_timer_ = loop_.At(deadline, [this] { await_timer_ = 0; });
+    if (!await_timer_.armed()) await_timer_.At(deadline, [] {});
     started.push_back(absl::StrCat(round_.global_rank_base + local_rank, " (standby pid ",
                                    standby->pid, ", once it is ready)"));
     return true;
@@ -266,12 +265,11 @@ void InProcessRestart::HandAwaitedRanks() {
   awaited_ = std::move(waiting);
   group_.SetRanksAwaited(static_cast<int>(awaited_.size()));
   if (awaited_.empty()) {
-    loop_.Cancel(await_timer_);
-    await_timer_ = 0;
-  } else if (await_timer_ == 0) {
+    await_timer_.Cancel();
+  } else if (!await_timer_.armed()) {
     EventLoop::Deadline first = awaited_.front().deadline;
     for (const Awaited& a : awaited_) first = std::min(first, a.deadline);
-    await_timer_ = loop_.At(first, [this] { await_timer_ = 0; });
+    await_timer_.At(first, [] {});
   }
 }
 

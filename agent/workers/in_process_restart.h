@@ -29,6 +29,7 @@
 
 #include "agent/process/death_guardian.h"
 #include "agent/process/event_loop.h"
+#include "agent/process/scoped_timer.h"
 #include "agent/workers/standby_start.h"
 #include "agent/workers/worker_group.h"
 
@@ -109,7 +110,7 @@ class InProcessRestart {
   RoundAssignment round_;
   double failure_time_ = 0;       // of the round's failure, for the awaited ranks' notices
   std::vector<Awaited> awaited_;  // emptied by the next round
-  EventLoop::TimerId await_timer_ = 0;  // wakes the loop at the first awaited deadline
+  ScopedTimer await_timer_;  // wakes the loop at the first awaited deadline (only a wake-up)
   std::function<void(int local_rank)> late_start_;
 };
 

@@ -7,9 +7,9 @@ namespace mxrun {
 void StandbyStart::RoundBegan(bool group_start, std::function<void()> wake) {
   began_ = EventLoop::Deadline::clock::now();
   group_start_ = group_start;
-  loop_.Cancel(timer_);
+  timer_.Cancel();
   if (!prestart_ || group_start) return;
-  timer_ = loop_.At(began_ + kPrestartDelay, std::move(wake));
+  timer_.At(began_ + kPrestartDelay, std::move(wake));
 }
 
 bool StandbyStart::Due(const std::function<bool()>& all_joined) const {

@@ -13,6 +13,7 @@
 #include <functional>
 
 #include "agent/process/event_loop.h"
+#include "agent/process/scoped_timer.h"
 
 namespace mxrun {
 
@@ -22,8 +23,7 @@ inline constexpr std::chrono::milliseconds kPrestartDelay{5'000};
 
 class StandbyStart {
  public:
-  StandbyStart(bool prestart, EventLoop& loop) : prestart_(prestart), loop_(loop) {}
-  ~StandbyStart() { loop_.Cancel(timer_); }
+  StandbyStart(bool prestart, EventLoop& loop) : prestart_(prestart), timer_(loop) {}
   StandbyStart(const StandbyStart&) = delete;
   StandbyStart& operator=(const StandbyStart&) = delete;
 
@@ -35,10 +35,9 @@ class StandbyStart {
 
  private:
   const bool prestart_;
-  EventLoop& loop_;
   EventLoop::Deadline began_{};
   bool group_start_ = false;
-  EventLoop::TimerId timer_ = 0;
+  ScopedTimer timer_;  // a later round's prestart delay
 };
 
 }  // namespace mxrun
