@@ -249,7 +249,12 @@ struct StoreServer::Impl {
   }
 
   int WaitMilliseconds() {
-    if (unvalidated == 0) return -1;
+    if (unvalidated == 0) {
+      // Every id left in the queue is validated or gone: dropped here, or a job whose clients
+      // all validate at once would keep one per connection it ever had.
+      unvalidated_order.clear();
+      return -1;
+    }
     // Wake for the first connection still to validate.
     const Connection* oldest = OldestUnvalidated();
     if (oldest == nullptr) return -1;
