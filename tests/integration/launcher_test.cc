@@ -495,6 +495,19 @@ TEST_CASE("scratch folders of mxrun processes that are gone are swept by the nex
   const std::string live = make("mxrun-live01", std::to_string(getpid()) + " " + self_start);
   const std::string unmarked = make("mxrun-nomark", "");
   const std::string logs = make("mxrun-logs", std::to_string(getpid()) + " 1");
+  // Marks naming the PID namespace and the boot: a dead pid of this namespace is gone; one of
+  // another namespace (a container sharing $TMPDIR, whose live job this one cannot see) is kept;
+  // one of an earlier boot is gone.
+  char own_namespace[128] = {};
+  REQUIRE(readlink("/proc/self/ns/pid", own_namespace, sizeof own_namespace - 1) > 0);
+  std::string boot = ReadFile("/proc/sys/kernel/random/boot_id");
+  boot.erase(boot.find_last_not_of("\n") + 1);
+  const std::string dead_here =
+      make("mxrun-dead02", dead_pid + " 12345 " + own_namespace + " " + boot);
+  const std::string other_namespace =
+      make("mxrun-othns1", dead_pid + " 12345 pid:[1] " + boot);
+  const std::string other_boot =
+      make("mxrun-oldbt1", dead_pid + " 12345 pid:[1] 00000000-0000-0000-0000-000000000000");
   ProcessResult r = Run(Mxrun({"--nproc_per_node=1"}, {}), {{"TMPDIR", tmp.path()}});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -505,11 +518,15 @@ TEST_CASE("scratch folders of mxrun processes that are gone are swept by the nex
   CHECK(stat(live.c_str(), &st) == 0);      // its owner runs
   CHECK(stat(unmarked.c_str(), &st) == 0);  // not marked: not mxrun's to judge
   CHECK(stat(logs.c_str(), &st) == 0);      // kept folders are never swept
+  CHECK(stat(dead_here.c_str(), &st) != 0);
+  CHECK(stat(other_namespace.c_str(), &st) == 0);  // not this namespace's to judge
+  CHECK(stat(other_boot.c_str(), &st) != 0);
   // A running mxrun marks its own folder.
   Subprocess job(Mxrun({"--nproc_per_node=1"}, {"--ready", "--sleep=30"}), {{"TMPDIR", tmp.path()}});
   REQUIRE(job.WaitForStdout("ready rank=0", 1, 30s));
   ProcessResult owners = Run({"sh", "-c", "cat " + tmp.path() + "/mxrun-??????/.owner"});
   CHECK_THAT(owners.out, Catch::Contains(std::to_string(job.pid()) + " "));
+  CHECK_THAT(owners.out, Catch::Contains(std::string(" ") + own_namespace + " " + boot + "\n"));
   kill(job.pid(), SIGTERM);
   job.Wait(30s);
 }
