@@ -9,9 +9,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/subprocess.h"
@@ -63,6 +65,18 @@ class NetworkLab {
   // The processes still inside host `host`.
   std::string Pids(int host) const {
     return Run({"ip", "netns", "pids", Host(host)}, {}, std::chrono::seconds(10)).out;
+  }
+  // The processes left inside host `host` once `timeout` has passed, or none as soon as it is
+  // empty: a worker its killed agent's parent-death signal ends is gone a moment later, not at
+  // once, and a loaded machine makes that moment long (CI saw one still there).
+  std::string PidsLeftAfter(int host, std::chrono::milliseconds timeout) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string left = Pids(host);
+    while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      left = Pids(host);
+    }
+    return left;
   }
 
  private:
