@@ -42,6 +42,7 @@
 #include <exception>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -78,6 +79,12 @@ class SlurmCluster {
   // tests/slurm/harness.cc (without it, only the last assertion and exceptions are seen).
   static inline bool test_case_failed = false;
 
+  // A random first job id, far below Slurm's MaxJobId (67043328).
+  static long FirstJobId() {
+    std::random_device seed;
+    return std::uniform_int_distribution<long>(1000, 60000000)(seed);
+  }
+
   // `nodes`: n0 .. n<nodes-1>; `topology_conf`: the text of topology.conf (empty: none).
   explicit SlurmCluster(int nodes = 2, const std::string& topology_conf = "") : nodes_(nodes) {
     REQUIRE(nodes >= 1);
@@ -109,6 +116,10 @@ class SlurmCluster {
     // slurmd finds (`slurmd -C`), so nodes are never drained for a mismatch.
     std::ofstream(conf_) << absl::StrCat(
         "ClusterName=mxrun-test\n"
+        // Job ids from a start of the cluster's own: a job's rendezvous run id and port block come
+        // from its id (launcher/launch_flags/slurm.h), and clusters that all began at 1 would give
+        // every test's first job "slurm-1" and one port block on this one host.
+        "FirstJobId=", FirstJobId(), "\n"
         "SlurmctldHost=", host, "(127.0.0.1)\n"
         "SlurmctldPort=", ctld_port, "\n"
         "AuthType=auth/munge\nCredType=cred/munge\n"

@@ -93,8 +93,10 @@ TEST_CASE("fault 26 slurm-requeue: the job requeued by Slurm mid-run (preemption
            "--metrics_file " + cluster.jobs() + "/" + name + ".jsonl";
   };
   const std::string twin = Submit(cluster, "twin", job("twin"));
-  REQUIRE(cluster.WaitForJobState(twin, {"COMPLETED", "FAILED", "CANCELLED"}, 300s) ==
-          "COMPLETED");
+  const std::string twin_state =
+      cluster.WaitForJobState(twin, {"COMPLETED", "FAILED", "CANCELLED"}, 300s);
+  INFO("the twin job's output:\n" << ReadFile(cluster.jobs() + "/twin.out"));
+  REQUIRE(twin_state == "COMPLETED");
   const std::string id = Submit(cluster, "requeue", job("requeue"), {"--requeue",
                                                                      "--open-mode=append"});
   const std::string ckpt = cluster.jobs() + "/requeue-ckpt/checkpoint.pt";
@@ -102,7 +104,10 @@ TEST_CASE("fault 26 slurm-requeue: the job requeued by Slurm mid-run (preemption
   while (access(ckpt.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(50ms);
   }
-  REQUIRE(access(ckpt.c_str(), F_OK) == 0);
+  {
+    INFO("the job's output so far:\n" << ReadFile(cluster.jobs() + "/requeue.out"));
+    REQUIRE(access(ckpt.c_str(), F_OK) == 0);
+  }
   REQUIRE(Run({"scontrol", "requeue", id}, {}, 30s).exit_code == 0);
   CHECK(cluster.WaitForJobState(id, {"PENDING"}) == "PENDING");
   // Not within the requeue's second: see "a requeued job resumes from its checkpoint".
