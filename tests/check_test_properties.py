@@ -24,6 +24,9 @@ def main() -> int:
     catch_cases = 0
     for test in tests:
         name = test["name"]
+        # Catch's stand-in for a test program a partial build (scripts/sanitize.sh) leaves out.
+        if re.search(r"_NOT_BUILT(-[0-9a-f]+)?$", name):
+            continue
         properties = {p["name"]: p["value"] for p in test.get("properties", [])}
         for key in properties:
             if not PROPERTY_NAME.match(key):
