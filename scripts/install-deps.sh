@@ -25,6 +25,7 @@ PACKAGES=(
 # What the tests and tools call besides (skipped by --demo).
 TEST_PACKAGES=(
   systemd  # systemd-analyze, for the unit tests of the service files
+  clang-format-14  # tests/check_format.py: the C++ code follows .clang-format
   clang libclang-rt-14-dev  # scripts/fuzz.sh: the libFuzzer targets (ASan + UBSan; the
                             # sanitizers' headers and runtimes are in clang 14's compiler-rt)
   openssl  # scripts/make-certs.sh: the certificates of mutual TLS (and the TLS tests)

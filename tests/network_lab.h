@@ -29,9 +29,9 @@ class NetworkLab {
     const std::string probe = "mxft-probe-" + std::to_string(getpid());
     ProcessResult add = Run({"ip", "netns", "add", probe}, {}, std::chrono::seconds(10));
     if (add.exit_code != 0) return "ip netns add failed: " + add.err + add.out;
-    ProcessResult veth = Run({"ip", "-n", probe, "link", "add", "a0", "type", "veth", "peer",
-                              "name", "b0"},
-                             {}, std::chrono::seconds(10));
+    ProcessResult veth =
+        Run({"ip", "-n", probe, "link", "add", "a0", "type", "veth", "peer", "name", "b0"}, {},
+            std::chrono::seconds(10));
     Run({"ip", "netns", "del", probe}, {}, std::chrono::seconds(10));
     if (veth.exit_code != 0) return "veth pairs are refused: " + veth.err;
     return "";

@@ -67,7 +67,7 @@ class SlurmCluster {
   // Bounds of the fixture's own waits.
   static constexpr std::chrono::seconds kReadyTimeout{30};  // munged's socket, nodes idle
   static constexpr std::chrono::seconds kDrainTimeout{2 * kKillWaitSeconds + 10};  // jobs gone
-  static constexpr std::chrono::seconds kStopTimeout{10};  // SIGTERM to SIGKILL, per daemon
+  static constexpr std::chrono::seconds kStopTimeout{10};    // SIGTERM to SIGKILL, per daemon
   static constexpr std::chrono::seconds kClientTimeout{10};  // one sinfo, squeue, scontrol call
 
   // Set (to "1") in the environment by tests/slurm/harness.cc when it re-executes the test
@@ -119,30 +119,47 @@ class SlurmCluster {
         // Job ids from a start of the cluster's own: a job's rendezvous run id and port block come
         // from its id (launcher/launch_flags/slurm.h), and clusters that all began at 1 would give
         // every test's first job "slurm-1" and one port block on this one host.
-        "FirstJobId=", FirstJobId(), "\n"
-        "SlurmctldHost=", host, "(127.0.0.1)\n"
-        "SlurmctldPort=", ctld_port, "\n"
+        "FirstJobId=",
+        FirstJobId(),
+        "\n"
+        "SlurmctldHost=",
+        host,
+        "(127.0.0.1)\n"
+        "SlurmctldPort=",
+        ctld_port,
+        "\n"
         "AuthType=auth/munge\nCredType=cred/munge\n"
-        "AuthInfo=socket=", d, "/munge/socket\n"
+        "AuthInfo=socket=",
+        d,
+        "/munge/socket\n"
         "SlurmUser=root\nSlurmdUser=root\n"
-        "StateSaveLocation=", d, "/state\n"
-        "SlurmdSpoolDir=", d, "/spool-%n\n"
-        "SlurmctldPidFile=", d, "/slurmctld.pid\nSlurmdPidFile=", d, "/slurmd-%n.pid\n"
-        "SlurmctldLogFile=", d, "/slurmctld.log\nSlurmdLogFile=", d, "/slurmd-%n.log\n"
+        "StateSaveLocation=",
+        d,
+        "/state\n"
+        "SlurmdSpoolDir=",
+        d,
+        "/spool-%n\n"
+        "SlurmctldPidFile=",
+        d, "/slurmctld.pid\nSlurmdPidFile=", d,
+        "/slurmd-%n.pid\n"
+        "SlurmctldLogFile=",
+        d, "/slurmctld.log\nSlurmdLogFile=", d,
+        "/slurmd-%n.log\n"
         "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
         "SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n"
         "SlurmdParameters=config_overrides\nMpiDefault=none\nReturnToService=2\n"
         "MailProg=/bin/true\n"
-        "KillWait=", kKillWaitSeconds, "\n"
+        "KillWait=",
+        kKillWaitSeconds,
+        "\n"
         "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n",
         // topology.conf is read from slurm.conf's folder.
-        topology_conf.empty() ? "" : "TopologyPlugin=topology/tree\n",
-        node_lines,
+        topology_conf.empty() ? "" : "TopologyPlugin=topology/tree\n", node_lines,
         "PartitionName=debug Nodes=", names, " Default=YES MaxTime=INFINITE State=UP\n");
     setenv("SLURM_CONF", conf_.c_str(), 1);
     Start("munged", {"/usr/sbin/munged", "-F", "--key-file=" + d + "/munge/key",
-           "--socket=" + d + "/munge/socket", "--pid-file=" + d + "/munge/pid",
-           "--log-file=" + d + "/munged.log", "--seed-file=" + d + "/munge/seed"});
+                     "--socket=" + d + "/munge/socket", "--pid-file=" + d + "/munge/pid",
+                     "--log-file=" + d + "/munged.log", "--seed-file=" + d + "/munge/seed"});
     WaitFor([&] { return access((d + "/munge/socket").c_str(), F_OK) == 0; }, "munged's socket");
     Start("slurmctld", {"/usr/sbin/slurmctld", "-D", "-i"});
     for (int i = 0; i < nodes; ++i) {
@@ -327,14 +344,13 @@ class SlurmCluster {
     chmod(path.c_str(), 0400);
   }
 
-
   // Starts a daemon in the foreground, its stdout and stderr into NAME.out in the folder (a pipe
   // nobody reads while it runs could fill up and stall it). sh and setpriv exec, so the pid is
   // the daemon's.
   void Start(const std::string& name, std::vector<std::string> argv) {
-    argv.insert(argv.begin(), {"sh", "-c", "exec \"$@\" >\"$0\" 2>&1",
-                               dir_.path() + "/" + name + ".out",
-                               "setpriv", "--pdeathsig", "KILL", "--"});
+    argv.insert(argv.begin(),
+                {"sh", "-c", "exec \"$@\" >\"$0\" 2>&1", dir_.path() + "/" + name + ".out",
+                 "setpriv", "--pdeathsig", "KILL", "--"});
     daemons_.push_back(std::make_unique<Subprocess>(argv));
   }
 
@@ -345,7 +361,7 @@ class SlurmCluster {
       if (std::chrono::steady_clock::now() > deadline) {
         DumpLogs();
         FAIL("the Slurm test cluster did not come up: no " << what << " in "
-                                                            << kReadyTimeout.count() << " s");
+                                                           << kReadyTimeout.count() << " s");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }

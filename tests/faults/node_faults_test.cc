@@ -40,9 +40,9 @@ std::unique_ptr<Subprocess> StartAgent(const Master& master, const std::string& 
                                        const std::string& nnodes,
                                        const std::vector<std::string>& child,
                                        const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> flags{"--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
-                                 "--rdzv_id=" + id, "--nnodes=" + nnodes,
-                                 "--rdzv_conf=last_call_timeout=10", "--nproc_per_node=1"};
+  std::vector<std::string> flags{
+      "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(), "--rdzv_id=" + id,
+      "--nnodes=" + nnodes,  "--rdzv_conf=last_call_timeout=10",     "--nproc_per_node=1"};
   flags.insert(flags.end(), extra.begin(), extra.end());
   return std::make_unique<Subprocess>(MxrunWithChild(flags, child));
 }
@@ -59,8 +59,8 @@ TEST_CASE("fault 12 agent-sigkill: an agent killed (SIGKILL)", "[faults]") {
   Master master;
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int i = 0; i < 3; ++i) {
-    agents.push_back(StartAgent(master, "cat-agent", "2:3",
-                                {"--ready", "--sleep=4", "--sleep-if-world=3"}));
+    agents.push_back(
+        StartAgent(master, "cat-agent", "2:3", {"--ready", "--sleep=4", "--sleep-if-world=3"}));
   }
   for (auto& agent : agents) REQUIRE(agent->WaitForStdout("world=3", 1, 30s));
   REQUIRE(::kill(agents[2]->pid(), SIGKILL) == 0);
@@ -81,10 +81,10 @@ TEST_CASE("fault 13 node-lost: a node lost for good (its network cut)", "[faults
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int host = 1; host <= 3; ++host) {
     agents.push_back(std::make_unique<Subprocess>(lab.In(
-        host, MxrunWithChild({"--rdzv_backend=c10d", "--rdzv_endpoint=" + endpoint,
-                              "--rdzv_id=cat-lost", "--nnodes=2:3", "--nproc_per_node=1",
-                              "--rdzv_conf=last_call_timeout=5"},
-                             {"--ready", "--sleep=4", "--sleep-if-world=3"}))));
+        host,
+        MxrunWithChild({"--rdzv_backend=c10d", "--rdzv_endpoint=" + endpoint, "--rdzv_id=cat-lost",
+                        "--nnodes=2:3", "--nproc_per_node=1", "--rdzv_conf=last_call_timeout=5"},
+                       {"--ready", "--sleep=4", "--sleep-if-world=3"}))));
   }
   for (auto& agent : agents) REQUIRE(agent->WaitForStdout("world=3", 1, 30s));
   lab.SetLink(3, false);  // for good: its agent waits for the master until it is killed below
@@ -105,9 +105,8 @@ TEST_CASE("fault 14 partition: a partition between a node and the master, healed
   Subprocess proxy({TCP_PROXY_BIN, "--listen=127.0.0.1:0", "--to=" + master.endpoint()});
   REQUIRE(proxy.WaitForStdout("listening on", 1, 10s));
   const std::vector<std::string> child{"--ready", "--sleep=14"};
-  const std::vector<std::string> flags{"--rdzv_backend=c10d", "--rdzv_id=cat-held",
-                                       "--nnodes=1:2", "--nproc_per_node=1",
-                                       "--rdzv_conf=last_call_timeout=1"};
+  const std::vector<std::string> flags{"--rdzv_backend=c10d", "--rdzv_id=cat-held", "--nnodes=1:2",
+                                       "--nproc_per_node=1", "--rdzv_conf=last_call_timeout=1"};
   std::vector<std::string> a_flags = flags;
   a_flags.push_back("--rdzv_endpoint=" + master.endpoint());
   std::vector<std::string> b_flags = flags;
@@ -134,7 +133,8 @@ TEST_CASE("fault 18 master-restart: a durable master killed and restarted", "[fa
                                               .state_dir = dir.path() + "/state"};
   auto master = std::make_unique<Master>(options);
   std::vector<std::unique_ptr<Subprocess>> agents;
-  for (int i = 0; i < 2; ++i) agents.push_back(StartAgent(*master, "cat-durable", "2", {"--ready", "--sleep=5"}));
+  for (int i = 0; i < 2; ++i)
+    agents.push_back(StartAgent(*master, "cat-durable", "2", {"--ready", "--sleep=5"}));
   for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
   master->Kill();
   master = std::make_unique<Master>(options);
@@ -159,28 +159,29 @@ TEST_CASE("fault 22 bad-certificate-rotation: a master's certificate rotated to 
   mxrun::testing::TempDir pki;
   mxrun::testing::TempDir foreign;  // another CA, whose certificate parses and matches its key
   const std::string make_certs = std::string(SCRIPTS_DIR) + "/make-certs.sh";
-  for (const std::vector<std::string>& step :
-       std::vector<std::vector<std::string>>{{make_certs, pki.path(), "ca"},
-                                             {make_certs, pki.path(), "node", "master", "127.0.0.1"},
-                                             {make_certs, pki.path(), "node", "node", "127.0.0.1"},
-                                             {make_certs, foreign.path(), "ca"},
-                                             {make_certs, foreign.path(), "node", "master",
-                                              "127.0.0.1"}}) {
+  for (const std::vector<std::string>& step : std::vector<std::vector<std::string>>{
+           {make_certs, pki.path(), "ca"},
+           {make_certs, pki.path(), "node", "master", "127.0.0.1"},
+           {make_certs, pki.path(), "node", "node", "127.0.0.1"},
+           {make_certs, foreign.path(), "ca"},
+           {make_certs, foreign.path(), "node", "master", "127.0.0.1"}}) {
     REQUIRE(mxrun::testing::Run(step).exit_code == 0);
   }
   const std::string p = pki.path();
   Master master({.extra = {"--cert=" + p + "/master.pem", "--key=" + p + "/master.key",
                            "--cacert=" + p + "/ca.pem"}});
-  const std::string conf = "--rdzv_conf=cert=" + p + "/node.pem,key=" + p + "/node.key,cacert=" +
-                           p + "/ca.pem";
-  const std::vector<std::string> flags{"--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
-                                       "--rdzv_id=cat-rot", "--nnodes=1", "--nproc_per_node=1",
-                                       conf};
+  const std::string conf =
+      "--rdzv_conf=cert=" + p + "/node.pem,key=" + p + "/node.key,cacert=" + p + "/ca.pem";
+  const std::vector<std::string> flags{
+      "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
+      "--rdzv_id=cat-rot",   "--nnodes=1",
+      "--nproc_per_node=1",  conf};
   Subprocess job(MxrunWithChild(flags, {"--ready", "--sleep=4"}));
   REQUIRE(job.WaitForStdout("ready rank=0", 1, 30s));
   // The operator installs the other CA's certificate by mistake, as a rotation: renamed over.
   for (const char* ext : {".pem", ".key"}) {
-    REQUIRE(::rename((foreign.path() + "/master" + ext).c_str(), (p + "/master" + ext).c_str()) == 0);
+    REQUIRE(::rename((foreign.path() + "/master" + ext).c_str(), (p + "/master" + ext).c_str()) ==
+            0);
   }
   REQUIRE(::kill(master.pid(), SIGHUP) == 0);
   REQUIRE(master.process().WaitForStderr("SIGHUP", 1, 10s));
@@ -201,8 +202,8 @@ TEST_CASE("fault 22 bad-certificate-rotation: a master's certificate rotated to 
 
 namespace {
 
-// `count` agents of a dynamic trainer job `id` (2:3 nodes, one worker each, no standby) on `master`,
-// the catalogue's trainer run in `dir`.
+// `count` agents of a dynamic trainer job `id` (2:3 nodes, one worker each, no standby) on
+// `master`, the catalogue's trainer run in `dir`.
 std::vector<std::unique_ptr<Subprocess>> TrainerNodes(const Master& master,
                                                       const mxrun::testing::TempDir& dir,
                                                       const std::string& id, int count) {
@@ -226,8 +227,10 @@ double LastEpochLoss(const mxrun::testing::TempDir& dir) {
 
 }  // namespace
 
-TEST_CASE("fault 30 node-lost-trainer: a node of a training job lost, the job goes on at a "
-          "smaller world", "[faults]") {
+TEST_CASE(
+    "fault 30 node-lost-trainer: a node of a training job lost, the job goes on at a "
+    "smaller world",
+    "[faults]") {
   Master master;
   mxrun::testing::TempDir base;  // the same job undisturbed, at world size 3
   {
@@ -259,11 +262,12 @@ TEST_CASE("fault 30 node-lost-trainer: a node of a training job lost, the job go
   const double first = epochs.front()["train_loss"].get<double>();
   const double last = LastEpochLoss(dir);
   const double undisturbed = LastEpochLoss(base);
-  std::printf("fault catalogue: node-lost-trainer: world 3 -> 2 after step 10: last epoch's "
-              "training loss %.4f (undisturbed at world 3: %.4f, %+.1f%%), first epoch's %.4f; "
-              "final state %s the undisturbed run's\n",
-              last, undisturbed, 100.0 * (last - undisturbed) / undisturbed, first,
-              outcome.same_state == true ? "equal to" : "different from");
+  std::printf(
+      "fault catalogue: node-lost-trainer: world 3 -> 2 after step 10: last epoch's "
+      "training loss %.4f (undisturbed at world 3: %.4f, %+.1f%%), first epoch's %.4f; "
+      "final state %s the undisturbed run's\n",
+      last, undisturbed, 100.0 * (last - undisturbed) / undisturbed, first,
+      outcome.same_state == true ? "equal to" : "different from");
   CHECK(last < first);
   INFO(Describe(r));
   CHECK(Mismatch(Row("node-lost-trainer"), outcome) == "");

@@ -45,10 +45,10 @@ int SaidExitCode(const std::string& log) {
   const size_t at = log.rfind(marker);
   int code = -1;
   if (at == std::string::npos ||
-      !absl::SimpleAtoi(log.substr(at + marker.size(), log.find_first_not_of("0123456789",
-                                                                           at + marker.size()) -
-                                                            at - marker.size()),
-                        &code)) {
+      !absl::SimpleAtoi(
+          log.substr(at + marker.size(),
+                     log.find_first_not_of("0123456789", at + marker.size()) - at - marker.size()),
+          &code)) {
     return -1;
   }
   return code;
@@ -58,10 +58,10 @@ int SaidExitCode(const std::string& log) {
 
 TEST_CASE("fault 25 slurm-scancel: the job cancelled by Slurm (scancel)", "[faults]") {
   SlurmCluster cluster;
-  const std::string id = Submit(
-      cluster, "cancel",
-      "srun --output=" + cluster.jobs() + "/cancel-node%n.log " + kMxrun +
-          " --nproc_per_node=2 --no_python " + TEST_CHILD_BIN + " --ready --sleep=300");
+  const std::string id =
+      Submit(cluster, "cancel",
+             "srun --output=" + cluster.jobs() + "/cancel-node%n.log " + kMxrun +
+                 " --nproc_per_node=2 --no_python " + TEST_CHILD_BIN + " --ready --sleep=300");
   const std::vector<std::string> logs{cluster.jobs() + "/cancel-node0.log",
                                       cluster.jobs() + "/cancel-node1.log"};
   for (const std::string& log : logs) REQUIRE(WaitForLines(log, "ready rank", 2));
@@ -87,18 +87,20 @@ TEST_CASE("fault 26 slurm-requeue: the job requeued by Slurm mid-run (preemption
   // The bundled trainer on both nodes, a checkpoint every 4 steps; the same job once without the
   // requeue, for the final state.
   auto job = [&](const std::string& name) {
-    return "srun " + kMxrun + " train --model resnet18 --width 8 --epochs 4 --synthetic_train 512 "
+    return "srun " + kMxrun +
+           " train --model resnet18 --width 8 --epochs 4 --synthetic_train 512 "
            "--synthetic_test 32 --batch_size 32 --threads 1 --log_every 1 --ckpt_every 4 "
-           "--no_eval --resume --ckpt_dir " + cluster.jobs() + "/" + name + "-ckpt " +
-           "--metrics_file " + cluster.jobs() + "/" + name + ".jsonl";
+           "--no_eval --resume --ckpt_dir " +
+           cluster.jobs() + "/" + name + "-ckpt " + "--metrics_file " + cluster.jobs() + "/" +
+           name + ".jsonl";
   };
   const std::string twin = Submit(cluster, "twin", job("twin"));
   const std::string twin_state =
       cluster.WaitForJobState(twin, {"COMPLETED", "FAILED", "CANCELLED"}, 300s);
   INFO("the twin job's output:\n" << ReadFile(cluster.jobs() + "/twin.out"));
   REQUIRE(twin_state == "COMPLETED");
-  const std::string id = Submit(cluster, "requeue", job("requeue"), {"--requeue",
-                                                                     "--open-mode=append"});
+  const std::string id =
+      Submit(cluster, "requeue", job("requeue"), {"--requeue", "--open-mode=append"});
   const std::string ckpt = cluster.jobs() + "/requeue-ckpt/checkpoint.pt";
   const auto deadline = std::chrono::steady_clock::now() + 180s;
   while (access(ckpt.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < deadline) {

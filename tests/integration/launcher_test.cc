@@ -29,7 +29,8 @@ namespace {
 
 const std::string kMxrun = MXRUN_BIN;
 
-std::vector<std::string> Mxrun(std::vector<std::string> flags, std::vector<std::string> child_args) {
+std::vector<std::string> Mxrun(std::vector<std::string> flags,
+                               std::vector<std::string> child_args) {
   return mxrun::testing::MxrunWithChild(flags, child_args);
 }
 
@@ -63,8 +64,8 @@ TEST_CASE("environment contract with 4 workers", "[integration][env]") {
     CHECK(env["OMP_NUM_THREADS"] == "1");
     CHECK(env["MXRUN_CONTROL_FD"] == "3");  // the in-process restart channel, on offer
     CHECK(env.count("MXRUN_FAILURE_TIME") == 0);
-    CHECK_THAT(env["TORCHELASTIC_ERROR_FILE"], Catch::EndsWith("/" + std::to_string(rank) +
-                                                               "/error.json"));
+    CHECK_THAT(env["TORCHELASTIC_ERROR_FILE"],
+               Catch::EndsWith("/" + std::to_string(rank) + "/error.json"));
     ports.insert(env["MASTER_PORT"]);
     run_ids.insert(env["TORCHELASTIC_RUN_ID"]);
   }
@@ -90,7 +91,7 @@ TEST_CASE("environment contract with 1 worker in static mode", "[integration][en
   CHECK(env["TORCHELASTIC_RUN_ID"] == "job42");
   CHECK(env["ROLE_NAME"] == "trainer");
   CHECK(env["TORCHELASTIC_MAX_RESTARTS"] == "1");  // from PET_MAX_RESTARTS
-  CHECK(env.count("OMP_NUM_THREADS") == 0);  // one worker: left unset, as torchrun does
+  CHECK(env.count("OMP_NUM_THREADS") == 0);        // one worker: left unset, as torchrun does
   CHECK(CountOccurrences(r.err, "OMP_NUM_THREADS") == 0);
 }
 
@@ -102,8 +103,7 @@ TEST_CASE("${local_rank} in arguments is substituted per worker", "[integration]
 }
 
 TEST_CASE("worker exit code 3: exit 1 and a summary naming the worker", "[integration][failure]") {
-  ProcessResult r = Run(Mxrun({"--nproc_per_node=2"}, {"--exit=3", "--only-rank=1",
-                                                      "--lines=3"}));
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=2"}, {"--exit=3", "--only-rank=1", "--lines=3"}));
   INFO(r.err);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("FAILED"));
@@ -123,8 +123,8 @@ TEST_CASE("the worker's error file reaches the summary and mxrun's own error fil
           "[integration][failure]") {
   TempDir dir;
   const std::string agent_file = dir.path() + "/agent_error.json";
-  ProcessResult r = Run(Mxrun({"--nproc_per_node=2"},
-                              {"--exit=1", "--only-rank=1", "--write-error-file=ValueError: bad lr"}),
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=2"}, {"--exit=1", "--only-rank=1",
+                                                       "--write-error-file=ValueError: bad lr"}),
                         {{"TORCHELASTIC_ERROR_FILE", agent_file}});
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("ValueError: bad lr"));
@@ -146,8 +146,8 @@ TEST_CASE("a failed group restarts and succeeds on the second attempt", "[integr
 
 TEST_CASE("an exhausted restart budget reports the last attempt's failure",
           "[integration][restart]") {
-  ProcessResult r = Run(Mxrun({"--nproc_per_node=2", "--max_restarts=2"},
-                              {"--exit=5", "--only-rank=1"}));
+  ProcessResult r =
+      Run(Mxrun({"--nproc_per_node=2", "--max_restarts=2"}, {"--exit=5", "--only-rank=1"}));
   // The same exit and last line in all three attempts: 93, "do not requeue" (exit 1 with
   // --do_not_requeue_exit_code=0; tests/integration/requeue_exit_test.cc).
   CHECK(r.exit_code == 93);
@@ -157,9 +157,10 @@ TEST_CASE("an exhausted restart budget reports the last attempt's failure",
   CHECK_THAT(r.err, Catch::Contains("exit code 5"));
 }
 
-TEST_CASE("under systemd a worker dead of SIGTERM just before mxrun gets its own is a cancellation "
-          "and one killed alone is a failure a second later",
-          "[integration][signals]") {
+TEST_CASE(
+    "under systemd a worker dead of SIGTERM just before mxrun gets its own is a cancellation "
+    "and one killed alone is a failure a second later",
+    "[integration][signals]") {
   // systemctl stop (like scancel) signals every process of the unit, one after another: here the
   // test does what it does, a worker first and mxrun 0.2 s later.
   const std::map<std::string, std::string> systemd{{"INVOCATION_ID", "0123456789abcdef"}};
@@ -188,7 +189,8 @@ TEST_CASE("under systemd a worker dead of SIGTERM just before mxrun gets its own
   CHECK_THAT(failed.err, Catch::Contains("failed: exit code 143") && Catch::Contains("FAILED"));
 }
 
-TEST_CASE("SIGTERM to mxrun is forwarded to the workers and mxrun exits 128+15", "[integration][signals]") {
+TEST_CASE("SIGTERM to mxrun is forwarded to the workers and mxrun exits 128+15",
+          "[integration][signals]") {
   Subprocess mxrun(Mxrun({"--nproc_per_node=2"}, {"--ready", "--sleep=60"}));
   REQUIRE(mxrun.WaitForStdout("ready", 2, 20s));
   kill(mxrun.pid(), SIGTERM);
@@ -305,18 +307,19 @@ TEST_CASE("bad input exits 2 with a message saying what is accepted", "[integrat
   }
 }
 
-TEST_CASE("an executable entrypoint run as Python is named for what it is", "[integration][usage]") {
+TEST_CASE("an executable entrypoint run as Python is named for what it is",
+          "[integration][usage]") {
   TempDir dir;
   const std::string shell_script = dir.path() + "/job";
   std::ofstream(shell_script) << "#!/bin/sh\necho hello\n";
   const std::string python_script = dir.path() + "/job_py";  // no .py: its #! line says Python
-  std::ofstream(python_script) << "#!/usr/bin/env python3\nimport os\nprint('rank', os.environ['RANK'])\n";
+  std::ofstream(python_script)
+      << "#!/usr/bin/env python3\nimport os\nprint('rank', os.environ['RANK'])\n";
   chmod(shell_script.c_str(), 0755);
   // An ELF program and a shell script: one line (exit 2) before any worker starts, instead of a
   // SyntaxError from every rank.
-  for (const auto& [entrypoint, what] :
-       std::vector<std::pair<std::string, std::string>>{{"/bin/true", "is an ELF executable"},
-                                                        {shell_script, "is a script for /bin/sh"}}) {
+  for (const auto& [entrypoint, what] : std::vector<std::pair<std::string, std::string>>{
+           {"/bin/true", "is an ELF executable"}, {shell_script, "is a script for /bin/sh"}}) {
     ProcessResult r = Run({kMxrun, "--standalone", "--nproc_per_node=2", entrypoint}, {}, 10s);
     INFO(r.err);
     CHECK(r.exit_code == 2);
@@ -326,11 +329,13 @@ TEST_CASE("an executable entrypoint run as Python is named for what it is", "[in
   }
   // The same files run with --no_python; a Python #! line without .py runs under Python as before.
   ProcessResult shell = Run({kMxrun, "--standalone", "--nproc_per_node=2", "--no_python",
-                             "--log_collapse_window=0", shell_script}, {}, 30s);
+                             "--log_collapse_window=0", shell_script},
+                            {}, 30s);
   INFO(shell.err);
   CHECK(shell.exit_code == 0);
   CHECK(CountOccurrences(shell.out, "hello") == 2);
-  ProcessResult python = Run({kMxrun, "--standalone", "--nproc_per_node=2", python_script}, {}, 60s);
+  ProcessResult python =
+      Run({kMxrun, "--standalone", "--nproc_per_node=2", python_script}, {}, 60s);
   INFO(python.err);
   CHECK(python.exit_code == 0);
   CHECK_THAT(python.out, Catch::Contains("rank 1"));
@@ -341,9 +346,10 @@ TEST_CASE("log_dir keeps per-rank, per-attempt files and redirects keep stdout o
   TempDir dir;
   // A port given (0: a free one) keeps the static rendezvous and its run id: with neither endpoint
   // nor port a one-node job runs as --standalone, with a random run id (torchrun 2.12+).
-  ProcessResult r = Run(Mxrun({"--nproc_per_node=2", "--log_dir=" + dir.path(), "--redirects=1",
-                               "--max_restarts=1", "--rdzv_id=logjob", "--master_port=0"},
-                              {"--lines=2", "--exit=4", "--fail-below-attempt=1", "--only-rank=1"}));
+  ProcessResult r =
+      Run(Mxrun({"--nproc_per_node=2", "--log_dir=" + dir.path(), "--redirects=1",
+                 "--max_restarts=1", "--rdzv_id=logjob", "--master_port=0"},
+                {"--lines=2", "--exit=4", "--fail-below-attempt=1", "--only-rank=1"}));
   INFO(r.err);
   CHECK(r.exit_code == 0);
   CHECK(CountOccurrences(r.out, "line=") == 0);  // stdout redirected: not on the console
@@ -355,8 +361,8 @@ TEST_CASE("log_dir keeps per-rank, per-attempt files and redirects keep stdout o
   CHECK_THAT(run_dir, Catch::StartsWith(dir.path() + "/logjob_"));
   for (int attempt = 0; attempt < 2; ++attempt) {
     for (int rank = 0; rank < 2; ++rank) {
-      std::string base = run_dir + "/attempt_" + std::to_string(attempt) + "/" +
-                         std::to_string(rank);
+      std::string base =
+          run_dir + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(rank);
       CHECK(access((base + "/stdout.log").c_str(), F_OK) == 0);
       // In attempt 0 rank 1's failure stops rank 0, which may not have printed yet (seen in a
       // fresh clone's CI run): its lines are checked in attempt 1, which runs to the end.
@@ -370,9 +376,9 @@ TEST_CASE("log_dir keeps per-rank, per-attempt files and redirects keep stdout o
 
 TEST_CASE("tee with local_ranks_filter shows only the chosen ranks", "[integration][logs]") {
   TempDir dir;
-  ProcessResult r = Run(Mxrun({"--nproc_per_node=3", "--log_dir=" + dir.path(), "--tee=3",
-                               "--local_ranks_filter=1"},
-                              {"--lines=2"}));
+  ProcessResult r = Run(
+      Mxrun({"--nproc_per_node=3", "--log_dir=" + dir.path(), "--tee=3", "--local_ranks_filter=1"},
+            {"--lines=2"}));
   CHECK(r.exit_code == 0);
   CHECK(CountOccurrences(r.out, "[n0 r1] rank=1 line=") == 2);
   CHECK(CountOccurrences(r.out, "rank=0 line=") == 0);
@@ -387,7 +393,8 @@ TEST_CASE("console lines from many workers are whole and prefixed", "[integratio
   std::regex whole("\\[n0 r([0-3])\\] rank=\\1 line=\\d+ x+");
   for (std::string line; std::getline(in, line);) {
     ++lines;
-    if (!std::regex_match(line, whole)) FAIL("interleaved or unprefixed line: " << line.substr(0, 80));
+    if (!std::regex_match(line, whole))
+      FAIL("interleaved or unprefixed line: " << line.substr(0, 80));
     CHECK(line.size() == 3000 + 8);
   }
   CHECK(lines == 1600);
@@ -430,7 +437,7 @@ TEST_CASE("two standalone jobs on one host get their own run id and master port"
   kill(first.pid(), SIGTERM);
   ProcessResult first_result = first.Wait(20s);
   INFO("first: " << mxrun::testing::Describe(first_result) << "\nsignal "
-                  << first_result.term_signal);
+                 << first_result.term_signal);
   CHECK(first_result.exit_code == 143);
   // Stopping one job leaves the other running.
   CHECK(second.WaitForStdout("caught SIGTERM", 1, 200ms) == false);
@@ -438,11 +445,11 @@ TEST_CASE("two standalone jobs on one host get their own run id and master port"
   CHECK(second.Wait(20s).exit_code == 143);
 }
 
-TEST_CASE("print-config shows the parser's notices and warnings on stderr", "[integration][usage]") {
-  ProcessResult r = Run({kMxrun, "--print-config", "--nproc_per_node=gpu", "--no_python", "true"},
-                        {{"SLURM_JOB_ID", "77"}, {"SLURM_NNODES", "1"},
-                         {"CUDA_VISIBLE_DEVICES", ""}},
-                        10s);
+TEST_CASE("print-config shows the parser's notices and warnings on stderr",
+          "[integration][usage]") {
+  ProcessResult r =
+      Run({kMxrun, "--print-config", "--nproc_per_node=gpu", "--no_python", "true"},
+          {{"SLURM_JOB_ID", "77"}, {"SLURM_NNODES", "1"}, {"CUDA_VISIBLE_DEVICES", ""}}, 10s);
   INFO(mxrun::testing::Describe(r));
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("nnodes = \"1\"  # --nnodes (from Slurm)"));
@@ -504,14 +511,14 @@ TEST_CASE("scratch folders of mxrun processes that are gone are swept by the nex
   boot.erase(boot.find_last_not_of("\n") + 1);
   const std::string dead_here =
       make("mxrun-dead02", dead_pid + " 12345 " + own_namespace + " " + boot);
-  const std::string other_namespace =
-      make("mxrun-othns1", dead_pid + " 12345 pid:[1] " + boot);
+  const std::string other_namespace = make("mxrun-othns1", dead_pid + " 12345 pid:[1] " + boot);
   const std::string other_boot =
       make("mxrun-oldbt1", dead_pid + " 12345 pid:[1] 00000000-0000-0000-0000-000000000000");
   ProcessResult r = Run(Mxrun({"--nproc_per_node=1"}, {}), {{"TMPDIR", tmp.path()}});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Catch::Contains("removed " + dead + ", the scratch folder of an mxrun that is gone"));
+  CHECK_THAT(r.err,
+             Catch::Contains("removed " + dead + ", the scratch folder of an mxrun that is gone"));
   struct stat st {};
   CHECK(stat(dead.c_str(), &st) != 0);
   CHECK(stat(reused.c_str(), &st) != 0);
@@ -522,7 +529,8 @@ TEST_CASE("scratch folders of mxrun processes that are gone are swept by the nex
   CHECK(stat(other_namespace.c_str(), &st) == 0);  // not this namespace's to judge
   CHECK(stat(other_boot.c_str(), &st) != 0);
   // A running mxrun marks its own folder.
-  Subprocess job(Mxrun({"--nproc_per_node=1"}, {"--ready", "--sleep=30"}), {{"TMPDIR", tmp.path()}});
+  Subprocess job(Mxrun({"--nproc_per_node=1"}, {"--ready", "--sleep=30"}),
+                 {{"TMPDIR", tmp.path()}});
   REQUIRE(job.WaitForStdout("ready rank=0", 1, 30s));
   ProcessResult owners = Run({"sh", "-c", "cat " + tmp.path() + "/mxrun-??????/.owner"});
   CHECK_THAT(owners.out, Catch::Contains(std::to_string(job.pid()) + " "));

@@ -44,8 +44,8 @@ TEST_CASE("a scratch mark of another PID namespace is never judged by this one's
   CHECK(JudgeScratchMark("100 555 - 6f1c7c2e-0d1f-4c55-9b1a-2f4f5c6d7e8f", kHere, Processes({})) ==
         ScratchOwner::kNotOursToJudge);
   CHECK(JudgeScratchMark("100 555 pid:[4026531836] 6f1c7c2e-0d1f-4c55-9b1a-2f4f5c6d7e8f",
-                         ScratchHost{"", kHere.boot_id}, Processes({})) ==
-        ScratchOwner::kNotOursToJudge);
+                         ScratchHost{"", kHere.boot_id},
+                         Processes({})) == ScratchOwner::kNotOursToJudge);
 }
 
 TEST_CASE("a scratch mark of an earlier boot is gone, whatever its namespace", "[unit]") {
