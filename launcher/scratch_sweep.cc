@@ -30,6 +30,16 @@ bool IsScratchName(const std::string& name) {
   return true;
 }
 
+// The mark of MarkScratchOwner; nullopt when /proc/<pid>/stat cannot be read.
+std::optional<std::string> ScratchMark(pid_t pid, const ScratchHost& host) {
+  std::optional<ProcStat> stat = ReadProcStat(pid);
+  if (!stat) return std::nullopt;
+  // A field left empty would shift the ones after it: "-" stands for unreadable.
+  return absl::StrCat(pid, " ", stat->start_time, " ",
+                      host.pid_namespace.empty() ? "-" : host.pid_namespace, " ",
+                      host.boot_id.empty() ? "-" : host.boot_id);
+}
+
 }  // namespace
 
 ScratchHost CurrentScratchHost() {
@@ -41,15 +51,6 @@ ScratchHost CurrentScratchHost() {
     host.boot_id = std::string(absl::StripAsciiWhitespace(*boot));
   }
   return host;
-}
-
-std::optional<std::string> ScratchMark(pid_t pid, const ScratchHost& host) {
-  std::optional<ProcStat> stat = ReadProcStat(pid);
-  if (!stat) return std::nullopt;
-  // A field left empty would shift the ones after it: "-" stands for unreadable.
-  return absl::StrCat(pid, " ", stat->start_time, " ",
-                      host.pid_namespace.empty() ? "-" : host.pid_namespace, " ",
-                      host.boot_id.empty() ? "-" : host.boot_id);
 }
 
 bool MarkScratchOwner(const std::string& dir, pid_t pid) {

@@ -28,11 +28,8 @@ struct ScratchHost {
 };
 ScratchHost CurrentScratchHost();
 
-// "<pid> <start time> <pid namespace> <boot id>" for process `pid` of `host`; nullopt when its
-// /proc/<pid>/stat cannot be read.
-std::optional<std::string> ScratchMark(pid_t pid, const ScratchHost& host);
-
-// Writes DIR/.owner (ScratchMark of `pid` here). False when it cannot.
+// Writes DIR/.owner, "<pid> <start time> <pid namespace> <boot id>" of process `pid` here ("-"
+// for what cannot be read). False when it cannot.
 bool MarkScratchOwner(const std::string& dir, pid_t pid);
 
 enum class ScratchOwner {

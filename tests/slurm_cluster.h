@@ -52,6 +52,7 @@
 #include <catch2/catch.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "rendezvous/net.h"
 #include "tests/free_port.h"
 #include "tests/subprocess.h"
@@ -114,48 +115,43 @@ class SlurmCluster {
     // multiple-slurmd support (`slurmd -N NAME`): both nodes are this host, told apart by Port=,
     // and %n in a path is the node's name. config_overrides: the CPUs declared here win over what
     // slurmd finds (`slurmd -C`), so nodes are never drained for a mismatch.
-    std::ofstream(conf_) << absl::StrCat(
-        "ClusterName=mxrun-test\n"
+    // One setting per line.
+    std::vector<std::string> settings = {
+        "ClusterName=mxrun-test",
         // Job ids from a start of the cluster's own: a job's rendezvous run id and port block come
         // from its id (launcher/launch_flags/slurm.h), and clusters that all began at 1 would give
         // every test's first job "slurm-1" and one port block on this one host.
-        "FirstJobId=",
-        FirstJobId(),
-        "\n"
-        "SlurmctldHost=",
-        host,
-        "(127.0.0.1)\n"
-        "SlurmctldPort=",
-        ctld_port,
-        "\n"
-        "AuthType=auth/munge\nCredType=cred/munge\n"
-        "AuthInfo=socket=",
-        d,
-        "/munge/socket\n"
-        "SlurmUser=root\nSlurmdUser=root\n"
-        "StateSaveLocation=",
-        d,
-        "/state\n"
-        "SlurmdSpoolDir=",
-        d,
-        "/spool-%n\n"
-        "SlurmctldPidFile=",
-        d, "/slurmctld.pid\nSlurmdPidFile=", d,
-        "/slurmd-%n.pid\n"
-        "SlurmctldLogFile=",
-        d, "/slurmctld.log\nSlurmdLogFile=", d,
-        "/slurmd-%n.log\n"
-        "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
-        "SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n"
-        "SlurmdParameters=config_overrides\nMpiDefault=none\nReturnToService=2\n"
-        "MailProg=/bin/true\n"
-        "KillWait=",
-        kKillWaitSeconds,
-        "\n"
-        "JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n",
-        // topology.conf is read from slurm.conf's folder.
-        topology_conf.empty() ? "" : "TopologyPlugin=topology/tree\n", node_lines,
-        "PartitionName=debug Nodes=", names, " Default=YES MaxTime=INFINITE State=UP\n");
+        absl::StrCat("FirstJobId=", FirstJobId()),
+        absl::StrCat("SlurmctldHost=", host, "(127.0.0.1)"),
+        absl::StrCat("SlurmctldPort=", ctld_port),
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        absl::StrCat("AuthInfo=socket=", d, "/munge/socket"),
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        absl::StrCat("StateSaveLocation=", d, "/state"),
+        absl::StrCat("SlurmdSpoolDir=", d, "/spool-%n"),
+        absl::StrCat("SlurmctldPidFile=", d, "/slurmctld.pid"),
+        absl::StrCat("SlurmdPidFile=", d, "/slurmd-%n.pid"),
+        absl::StrCat("SlurmctldLogFile=", d, "/slurmctld.log"),
+        absl::StrCat("SlurmdLogFile=", d, "/slurmd-%n.log"),
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core",
+        "SlurmdParameters=config_overrides",
+        "MpiDefault=none",
+        "ReturnToService=2",
+        "MailProg=/bin/true",
+        absl::StrCat("KillWait=", kKillWaitSeconds),
+        "JobAcctGatherType=jobacct_gather/none",
+        "AccountingStorageType=accounting_storage/none",
+    };
+    // topology.conf is read from slurm.conf's folder.
+    if (!topology_conf.empty()) settings.push_back("TopologyPlugin=topology/tree");
+    std::ofstream(conf_) << absl::StrJoin(settings, "\n") << "\n"
+                         << node_lines << "PartitionName=debug Nodes=" << names
+                         << " Default=YES MaxTime=INFINITE State=UP\n";
     setenv("SLURM_CONF", conf_.c_str(), 1);
     Start("munged", {"/usr/sbin/munged", "-F", "--key-file=" + d + "/munge/key",
                      "--socket=" + d + "/munge/socket", "--pid-file=" + d + "/munge/pid",

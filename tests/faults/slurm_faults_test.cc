@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "tests/faults/catalogue.h"
 #include "tests/faults/catalogue_job.h"
 #include "tests/faults/outcome.h"
@@ -87,12 +88,12 @@ TEST_CASE("fault 26 slurm-requeue: the job requeued by Slurm mid-run (preemption
   // The bundled trainer on both nodes, a checkpoint every 4 steps; the same job once without the
   // requeue, for the final state.
   auto job = [&](const std::string& name) {
-    return "srun " + kMxrun +
-           " train --model resnet18 --width 8 --epochs 4 --synthetic_train 512 "
-           "--synthetic_test 32 --batch_size 32 --threads 1 --log_every 1 --ckpt_every 4 "
-           "--no_eval --resume --ckpt_dir " +
-           cluster.jobs() + "/" + name + "-ckpt " + "--metrics_file " + cluster.jobs() + "/" +
-           name + ".jsonl";
+    return absl::StrCat("srun ", kMxrun,
+                        " train --model resnet18 --width 8 --epochs 4 --synthetic_train 512 "
+                        "--synthetic_test 32 --batch_size 32 --threads 1 --log_every 1 "
+                        "--ckpt_every 4 --no_eval --resume --ckpt_dir ",
+                        cluster.jobs(), "/", name, "-ckpt --metrics_file ", cluster.jobs(), "/",
+                        name, ".jsonl");
   };
   const std::string twin = Submit(cluster, "twin", job("twin"));
   const std::string twin_state =
