@@ -3,10 +3,11 @@
 // workers, failures, stops, re-formations, the workers' progress, its status lines and its end.
 // The agent itself only decides (elastic_agent.h); everything that reports what happened is an
 // observer, each in its own file: the time accounting (goodput_observer.h), each restart's phases
-// (restart_phases_observer.h), torchelastic's event records (event_log_observer.h), systemd's notifications (systemd_observer.h) and the metrics
-// endpoint (agent_metrics.h). Every method has a default that does nothing, so an observer says
-// only what it listens to. Called on the agent's loop thread, in the order the observers were
-// given, so implementations must be quick and guard what another thread reads.
+// (restart_phases_observer.h), torchelastic's event records (event_log_observer.h), systemd's
+// notifications (systemd_observer.h) and the metrics endpoint (agent_metrics.h). Every method has a
+// default that does nothing, so an observer says only what it listens to. Called on the agent's
+// loop thread, in the order the observers were given, so implementations must be quick and guard
+// what another thread reads.
 
 #include <chrono>
 #include <optional>

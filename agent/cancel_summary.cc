@@ -28,8 +28,9 @@ std::string FormatCancellation(int signo, std::chrono::milliseconds grace,
   if (workers.empty()) {
     return absl::StrCat(line, ", no worker running here; exit code ", exit_code);
   }
-  std::sort(workers.begin(), workers.end(),
-            [](const StoppedWorker& a, const StoppedWorker& b) { return a.global_rank < b.global_rank; });
+  std::sort(workers.begin(), workers.end(), [](const StoppedWorker& a, const StoppedWorker& b) {
+    return a.global_rank < b.global_rank;
+  });
   // Outcomes in the order of their first rank, each with its ranks as ranges.
   std::vector<std::pair<std::string, std::vector<std::pair<int, int>>>> outcomes;
   for (const StoppedWorker& w : workers) {
@@ -53,8 +54,8 @@ std::string FormatCancellation(int signo, std::chrono::milliseconds grace,
       several = several || first != last;
     }
     several = several || ranges.size() > 1;
-    parts.push_back(absl::StrCat(several ? "ranks " : "rank ", absl::StrJoin(texts, ","), " ",
-                                 outcome));
+    parts.push_back(
+        absl::StrCat(several ? "ranks " : "rank ", absl::StrJoin(texts, ","), " ", outcome));
   }
   return absl::StrCat(line, ": ", absl::StrJoin(parts, ", "),
                       stopped_before ? " (stopped before the signal, as the group re-formed)" : "",

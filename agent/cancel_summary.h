@@ -13,8 +13,8 @@ namespace mxrun {
 
 struct StoppedWorker {
   int global_rank = 0;
-  bool running = false;         // still there (in uninterruptible sleep past the SIGKILL)
-  int exit_code = -1;           // -1: a signal ended it
+  bool running = false;  // still there (in uninterruptible sleep past the SIGKILL)
+  int exit_code = -1;    // -1: a signal ended it
   int term_signal = 0;
   bool killed_after_grace = false;
 };

@@ -23,12 +23,13 @@ ElasticAgent::ElasticAgent(AgentConfig config, Rendezvous& rendezvous, DeathGuar
       health_(settings_.health,
               settings_.do_not_requeue_exit_code > 0 ? settings_.do_not_requeue_exit_code
                                                      : kExitWorkersFailed,
-              rendezvous, [this](const std::string& text) {
+              rendezvous,
+              [this](const std::string& text) {
                 Announce(spdlog::level::err, text, /*stopping=*/true);
               }),
       own_observers_(MakeOwnObservers(config_.observers, rendezvous, config_.events,
-                                      config_.rendezvous_description,
-                                      config_.waiting_notice_after, std::move(config_.notifier))) {
+                                      config_.rendezvous_description, config_.waiting_notice_after,
+                                      std::move(config_.notifier))) {
   for (const std::unique_ptr<AgentObserver>& observer : own_observers_) {
     observers_.push_back(observer.get());
   }
@@ -76,7 +77,9 @@ void ElasticAgent::OnStraggler(const StragglerNews& news) {
 }
 
 int ElasticAgent::Exit(int exit_code, std::optional<std::string> why_failed) {
-  Tell([&](AgentObserver& o) { o.Exited(AgentObserver::Time::clock::now(), exit_code, why_failed); });
+  Tell([&](AgentObserver& o) {
+    o.Exited(AgentObserver::Time::clock::now(), exit_code, why_failed);
+  });
   return exit_code;
 }
 
@@ -186,19 +189,21 @@ bool ElasticAgent::AwaitingOwnStopSignal(const WorkerFailure& failure) {
       own_signal_.Check(std::chrono::steady_clock::now(), failure, stop_signal_ != 0);
   if (verdict == OwnStopSignalWait::Verdict::kBegin) {
     loop_->At(own_signal_.deadline(), [this] { CheckGroup(); });
-    spdlog::info("worker rank {} ended by {} that mxrun did not send: waiting up to {} s for "
-                 "mxrun's own stop signal (a cancelled job) before counting it as a failure",
-                 failure.global_rank, DescribeExit(failure),
-                 settings_.await_own_stop_signal.count() / 1000.0);
+    spdlog::info(
+        "worker rank {} ended by {} that mxrun did not send: waiting up to {} s for "
+        "mxrun's own stop signal (a cancelled job) before counting it as a failure",
+        failure.global_rank, DescribeExit(failure),
+        settings_.await_own_stop_signal.count() / 1000.0);
   }
   return verdict != OwnStopSignalWait::Verdict::kJudge;
 }
 
 void ElasticAgent::AwaitOwnStopSignalAfter(const std::string& what) {
   if (settings_.await_own_stop_signal.count() <= 0 || stop_signal_ != 0) return;
-  spdlog::info("{}: waiting up to {} s for mxrun's own stop signal (a cancelled job: its master's "
-               "host was stopped first) before counting it as a failure",
-               what, settings_.await_own_stop_signal.count() / 1000.0);
+  spdlog::info(
+      "{}: waiting up to {} s for mxrun's own stop signal (a cancelled job: its master's "
+      "host was stopped first) before counting it as a failure",
+      what, settings_.await_own_stop_signal.count() / 1000.0);
   const auto deadline = std::chrono::steady_clock::now() + settings_.await_own_stop_signal;
   while (stop_signal_ == 0 && std::chrono::steady_clock::now() < deadline) {
     loop_->RunOnce(deadline);
@@ -210,10 +215,10 @@ int ElasticAgent::JobFailed(const RendezvousEvent& event) {
                    {config_.entrypoint_name, event.restarts_spent, event.max_restarts},
                    config_.worker.json_logs, settings_.agent_error_file);
   if (event.same_failure_every_attempt && settings_.do_not_requeue_exit_code > 0) {
-    spdlog::error("every attempt ({} of them) failed the same way ({}): a requeue would too; "
-                  "exit code {} (do not requeue; --do_not_requeue_exit_code=0 exits 1 instead)",
-                  event.restarts_spent + 1, event.failure_signature,
-                  settings_.do_not_requeue_exit_code);
+    spdlog::error(
+        "every attempt ({} of them) failed the same way ({}): a requeue would too; "
+        "exit code {} (do not requeue; --do_not_requeue_exit_code=0 exits 1 instead)",
+        event.restarts_spent + 1, event.failure_signature, settings_.do_not_requeue_exit_code);
     return settings_.do_not_requeue_exit_code;
   }
   return kExitWorkersFailed;
@@ -230,7 +235,8 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       }
       excluded_ = event.excluded;
       waiting_reason_ = event.reason;
-      Tell([&](AgentObserver& o) { o.Registered(AgentObserver::Time::clock::now(), event.reason); });
+      Tell(
+          [&](AgentObserver& o) { o.Registered(AgentObserver::Time::clock::now(), event.reason); });
       return std::nullopt;
     case Kind::kRoundReady: {
       if (phase_ != Phase::kJoining) return std::nullopt;  // stale: a newer request is pending
@@ -241,8 +247,9 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
         o.RoundReady(AgentObserver::Time::clock::now(), event.round, workers_ != nullptr);
       });
       if (workers_ != nullptr) {
-        const std::string what = workers_->Reassign(event.round, failure_time_, SIGTERM,
-                                                  settings_.term_timeout, [this] { ReapChildren(); });
+        const std::string what =
+            workers_->Reassign(event.round, failure_time_, SIGTERM, settings_.term_timeout,
+                               [this] { ReapChildren(); });
         spdlog::warn("round {}: in-process restart: {}", event.round.round, what);
       } else {
         ReclaimGpuMemory();
@@ -293,7 +300,8 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
       return std::nullopt;
     case Kind::kFlightRequest:  // another node judged a hang: this node's dumps, before any stop
       if (phase_ == Phase::kRunning && event.round.round == round_.round) {
-        rendezvous_.OfferFlightRecords(hangs_->TakeFlightRecordsForPeer(round_.round, event.reason));
+        rendezvous_.OfferFlightRecords(
+            hangs_->TakeFlightRecordsForPeer(round_.round, event.reason));
       }
       return std::nullopt;
     case Kind::kStraggler:
@@ -364,7 +372,8 @@ void ElasticAgent::ReclaimGpuMemory() {
     for (int signo : settings_.handled_signals) {
       if (!IsForwardOnlySignal(signo)) stops.insert(signo);
     }
-    reclaimer_ = std::make_unique<GpuMemoryReclaimer>(settings_.gpu_reclaim, config_.gpu_entries, stops);
+    reclaimer_ =
+        std::make_unique<GpuMemoryReclaimer>(settings_.gpu_reclaim, config_.gpu_entries, stops);
   }
   std::map<pid_t, int> ended;  // pid -> global rank of the group stopped before this round
   for (const WorkerGroup::WorkerStatus& worker : stopped_for_next_round_) {
@@ -408,7 +417,8 @@ int ElasticAgent::Run() {
   if (!Join()) return Exit(health_.exit_code(), "the node is unhealthy");
   while (true) {
     if (stop_signal_ != 0) {
-      const std::string stopping = absl::StrCat("stopping the workers on ", SignalName(stop_signal_));
+      const std::string stopping =
+          absl::StrCat("stopping the workers on ", SignalName(stop_signal_));
       Tell([&](AgentObserver& o) { o.Status(stopping, /*stopping=*/true); });
       return Cancelled(StopGroup(stop_signal_));
     }

@@ -24,19 +24,19 @@
 
 #include "agent/agent_observer.h"
 #include "agent/agent_settings.h"
-#include "agent/own_stop_signal_wait.h"
-#include "agent/rank_progress_book.h"
-#include "agent/process/death_guardian.h"
 #include "agent/event_log.h"
-#include "spdlog/common.h"
 #include "agent/hang/file_timer.h"
 #include "agent/hang/hang_monitor.h"
 #include "agent/node/gpu_reclaim.h"
 #include "agent/node_health_gate.h"
-#include "common/straggler_watch.h"
+#include "agent/own_stop_signal_wait.h"
+#include "agent/process/death_guardian.h"
+#include "agent/rank_progress_book.h"
 #include "agent/workers/node_workers.h"
 #include "common/service_notify.h"
+#include "common/straggler_watch.h"
 #include "rendezvous/rendezvous.h"
+#include "spdlog/common.h"
 
 namespace mxrun {
 
@@ -53,15 +53,15 @@ inline constexpr int kExitDoNotRequeue = 93;  // the default of --do_not_requeue
 struct AgentConfig {
   AgentSettings settings;
   WorkerSpec worker;
-  std::string entrypoint_name;              // for the summary's headline
-  ServiceNotifier notifier;                 // systemd notifications (disabled outside systemd)
-  HangMonitorConfig hang;                   // hang detection (hang_monitor.h)
+  std::string entrypoint_name;                // for the summary's headline
+  ServiceNotifier notifier;                   // systemd notifications (disabled outside systemd)
+  HangMonitorConfig hang;                     // hang detection (hang_monitor.h)
   std::unique_ptr<FileTimerPipe> timer_pipe;  // the FileTimer pipe, when that watchdog is on
   // No rendezvous wait is silent: after this long without a round, and every 30 s after, the
   // agent says what it waits for and where (`rendezvous_description`).
   std::string rendezvous_description;
   std::chrono::milliseconds waiting_notice_after{5000};
-  EventLogConfig events;                    // --event-log-handler (event_log.h)
+  EventLogConfig events;  // --event-log-handler (event_log.h)
   // Told what happens besides the agent's own observers (time accounting, event records,
   // systemd): the metrics. Not owned.
   std::vector<AgentObserver*> observers;
@@ -69,7 +69,6 @@ struct AgentConfig {
   // memory is reclaimed before a respawn (gpu_reclaim.h), their health checked.
   std::vector<std::string> gpu_entries;
 };
-
 
 // Handled signals that are passed on to every worker while the job goes on, instead of stopping
 // it: Slurm's `--signal=USR1@60` warns of the time limit, and the workers checkpoint.
@@ -125,14 +124,14 @@ class ElasticAgent {
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<HangMonitor> hangs_;
   std::unique_ptr<NodeWorkers> workers_;  // the current group and its standbys, while there is one
-  std::deque<RendezvousEvent> pending_;  // rendezvous events not yet handled
+  std::deque<RendezvousEvent> pending_;   // rendezvous events not yet handled
   Phase phase_ = Phase::kJoining;
-  int stop_signal_ = 0;                  // first handled signal received
+  int stop_signal_ = 0;  // first handled signal received
   OwnStopSignalWait own_signal_{config_.settings.await_own_stop_signal};  // for the current group
-  double failure_time_ = 0;              // when the failure (or re-formation) behind the next
-                                         // round was seen, seconds since the Unix epoch; 0: none
-  std::string waiting_reason_;           // the rendezvous' last word on what it waits for
-  bool excluded_ = false;                // the master leaves this node out of rounds for now
+  double failure_time_ = 0;     // when the failure (or re-formation) behind the next
+                                // round was seen, seconds since the Unix epoch; 0: none
+  std::string waiting_reason_;  // the rendezvous' last word on what it waits for
+  bool excluded_ = false;       // the master leaves this node out of rounds for now
   // How the last group's workers ended when it was stopped to re-form, until the next round
   // starts: a stop signal in between reports them (scancel reaches the nodes one after another,
   // so a peer's leaving often stops this node's workers first), and the next round's GPU memory
@@ -142,8 +141,8 @@ class ElasticAgent {
   // Everything that reports what happens (agent_observer.h): its own, then config_.observers.
   std::vector<std::unique_ptr<AgentObserver>> own_observers_;
   std::vector<AgentObserver*> observers_;
-  RoundAssignment round_;                   // the running round (for the ranks' local ranks)
-  RankProgressBook progress_;               // this round's reports, passed on to the rendezvous
+  RoundAssignment round_;      // the running round (for the ranks' local ranks)
+  RankProgressBook progress_;  // this round's reports, passed on to the rendezvous
   void OnProgress(int local_rank, int global_rank, WorkerControlMessage report);
   // Tells every observer, in order.
   void Tell(const std::function<void(AgentObserver&)>& event);

@@ -72,8 +72,8 @@ std::string SerializeEvent(const ElasticEvent& event) {
   metadata.Add("run_id", JsonQuote(event.run_id));
   metadata.Add("global_rank", IntOrNull(event.global_rank));
   metadata.Add("group_rank", IntOrNull(event.group_rank));
-  metadata.Add("worker_id", event.worker_pid ? JsonQuote(std::to_string(*event.worker_pid))
-                                             : "null");
+  metadata.Add("worker_id",
+               event.worker_pid ? JsonQuote(std::to_string(*event.worker_pid)) : "null");
   metadata.Add("role", JsonQuote(event.role));
   metadata.Add("hostname", JsonQuote(event.hostname));
   metadata.Add("state", JsonQuote(event.state));
@@ -115,9 +115,9 @@ ElasticEvent ElasticEventLog::Base(const std::string& state) const {
   event.hostname = hostname_;
   event.rdzv_backend = config_.rdzv_backend;
   event.entry_point = config_.entry_point;
-  event.total_run_time = static_cast<long>(std::chrono::duration_cast<std::chrono::seconds>(
-                                               std::chrono::steady_clock::now() - started_)
-                                               .count());
+  event.total_run_time = static_cast<long>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
+          .count());
   if (round_) {
     event.group_rank = round_->node_rank;
     event.group_world_size = round_->num_nodes;

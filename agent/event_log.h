@@ -25,15 +25,15 @@ namespace mxrun {
 
 // One record: torchelastic's Event with the metadata of _construct_event.
 struct ElasticEvent {
-  std::string state;            // "RENDEZVOUS", "START", "SUCCEEDED", ...: the name's last part
-  bool from_worker = false;     // source "WORKER" (else "AGENT")
+  std::string state;         // "RENDEZVOUS", "START", "SUCCEEDED", ...: the name's last part
+  bool from_worker = false;  // source "WORKER" (else "AGENT")
   std::string run_id;
   std::optional<int> global_rank;
   std::optional<int> group_rank;
   std::optional<pid_t> worker_pid;  // worker_id (as a string), and in the inner metadata
   std::string role;
   std::string hostname;
-  long total_run_time = 0;      // seconds since the agent started
+  long total_run_time = 0;  // seconds since the agent started
   std::string rdzv_backend;
   std::optional<std::string> raw_error;  // the failed worker's error file (JSON text), or why
   int agent_restarts = 0;
@@ -41,7 +41,7 @@ struct ElasticEvent {
   // The inner "metadata" (a JSON text, as torchelastic has it).
   std::optional<int> group_world_size;
   std::string entry_point;
-  std::optional<int> local_rank;        // worker events: these four, each as a one-element list
+  std::optional<int> local_rank;  // worker events: these four, each as a one-element list
   std::optional<int> role_rank;
   std::optional<int> role_world_size;
   std::optional<int> exit_code;
@@ -58,7 +58,7 @@ struct EventLogConfig {
   std::string run_id;
   std::string role = "default";
   std::string rdzv_backend = "static";
-  std::string entry_point;      // what the workers run (torchelastic: the entrypoint's name)
+  std::string entry_point;  // what the workers run (torchelastic: the entrypoint's name)
   int console_fd = STDERR_FILENO;
 };
 

@@ -27,7 +27,8 @@ void EventLogObserver::WorkerFailed(Time, const WorkerFailure& failure) {
                      : std::optional<std::string>(failure.error_file_contents));
 }
 
-void EventLogObserver::WorkersStopped(Time, const std::vector<WorkerGroup::WorkerStatus>& were_running) {
+void EventLogObserver::WorkersStopped(Time,
+                                      const std::vector<WorkerGroup::WorkerStatus>& were_running) {
   for (const WorkerGroup::WorkerStatus& worker : were_running) {
     events_.Worker("TERMINATED", worker.local_rank, worker.pid);
   }

@@ -16,7 +16,8 @@ class EventLogObserver final : public AgentObserver {
   void RoundStarted(Time now, const RoundAssignment& round,
                     const std::vector<WorkerGroup::WorkerStatus>& workers) override;
   void WorkerFailed(Time now, const WorkerFailure& failure) override;
-  void WorkersStopped(Time now, const std::vector<WorkerGroup::WorkerStatus>& were_running) override;
+  void WorkersStopped(Time now,
+                      const std::vector<WorkerGroup::WorkerStatus>& were_running) override;
   void GroupSucceeded(Time now, const std::vector<WorkerGroup::WorkerStatus>& workers) override;
   void Exited(Time now, int exit_code, const std::optional<std::string>& why_failed) override;
 

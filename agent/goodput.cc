@@ -9,12 +9,23 @@ GoodputClock::GoodputClock(Time start) : start_(start), since_(start) {}
 
 void GoodputClock::Add(GoodputReport& r, Bucket bucket, double seconds) {
   switch (bucket) {
-    case Bucket::kRendezvous: r.rendezvous += seconds; break;
-    case Bucket::kStarting: (r.progress_reported ? r.startup : r.training) += seconds; break;
-    case Bucket::kRestarting: (r.progress_reported ? r.restart : r.training) += seconds; break;
-    case Bucket::kRestart: r.restart += seconds; break;
-    case Bucket::kTraining: r.training += seconds; break;
-    case Bucket::kNone: break;
+    case Bucket::kRendezvous:
+      r.rendezvous += seconds;
+      break;
+    case Bucket::kStarting:
+      (r.progress_reported ? r.startup : r.training) += seconds;
+      break;
+    case Bucket::kRestarting:
+      (r.progress_reported ? r.restart : r.training) += seconds;
+      break;
+    case Bucket::kRestart:
+      r.restart += seconds;
+      break;
+    case Bucket::kTraining:
+      r.training += seconds;
+      break;
+    case Bucket::kNone:
+      break;
   }
 }
 
@@ -82,8 +93,9 @@ std::string FormatGoodput(const GoodputReport& r) {
                 "%.1f s restarts, %.1f s lost work (%lld steps redone)%s",
                 100 * r.ratio(), r.wall, r.training, r.rendezvous, r.startup, r.restart,
                 r.lost_work, r.steps_redone,
-                r.progress_reported ? "" : "; no progress reports: steps unknown, a round's whole "
-                                           "run counted as training");
+                r.progress_reported ? ""
+                                    : "; no progress reports: steps unknown, a round's whole "
+                                      "run counted as training");
   return line;
 }
 

@@ -39,11 +39,11 @@ class GoodputClock {
   using Time = std::chrono::steady_clock::time_point;
 
   explicit GoodputClock(Time start);
-  void Joining(Time now);        // the node asks the rendezvous for a round
-  void RoundStarted(Time now);   // its workers run a round
+  void Joining(Time now);                   // the node asks the rendezvous for a round
+  void RoundStarted(Time now);              // its workers run a round
   void Progress(Time now, long long step);  // a worker completed `step`
-  void Failure(Time now);        // the group failed or must re-form
-  void Ended(Time now);          // the workers' group ended (success), or the job is over
+  void Failure(Time now);                   // the group failed or must re-form
+  void Ended(Time now);  // the workers' group ended (success), or the job is over
 
   GoodputReport Report(Time now) const;
   bool ran() const { return started_once_; }  // some round started
@@ -58,13 +58,13 @@ class GoodputClock {
   Time start_;
   Time since_;
   Bucket bucket_ = Bucket::kRendezvous;
-  GoodputReport done_;                       // closed intervals
-  bool recovering_ = false;                  // a failure not yet followed by a first step
-  bool started_once_ = false;                // some round ran before
-  long long max_step_ = -1;                  // the highest step reported (this group)
+  GoodputReport done_;         // closed intervals
+  bool recovering_ = false;    // a failure not yet followed by a first step
+  bool started_once_ = false;  // some round ran before
+  long long max_step_ = -1;    // the highest step reported (this group)
   long long max_step_before_failure_ = -1;
-  bool first_step_after_round_ = false;      // waiting for a round's first report
-  long long steps_trained_ = 0;              // steps advanced while training (mean step time)
+  bool first_step_after_round_ = false;  // waiting for a round's first report
+  long long steps_trained_ = 0;          // steps advanced while training (mean step time)
   long long last_step_ = -1;
 };
 

@@ -18,8 +18,8 @@ std::vector<std::unique_ptr<AgentObserver>> MakeOwnObservers(
   own.push_back(std::make_unique<GoodputObserver>([others](const GoodputClock& clock) {
     for (AgentObserver* observer : others) observer->GoodputChanged(clock);
   }));
-  own.push_back(std::make_unique<RestartPhasesObserver>(
-      [others, &rendezvous](const RestartPhases& phases) {
+  own.push_back(
+      std::make_unique<RestartPhasesObserver>([others, &rendezvous](const RestartPhases& phases) {
         for (AgentObserver* observer : others) observer->RestartTimed(phases);
         rendezvous.ReportRestartPhases(phases);
       }));

@@ -5,7 +5,8 @@
 namespace mxrun {
 
 bool OwnStopSignalWait::EndedByStopSignal(const WorkerFailure& failure) {
-  if (failure.term_signal != 0) return failure.term_signal == SIGTERM || failure.term_signal == SIGINT;
+  if (failure.term_signal != 0)
+    return failure.term_signal == SIGTERM || failure.term_signal == SIGINT;
   return failure.exit_code == 128 + SIGTERM || failure.exit_code == 128 + SIGINT;
 }
 

@@ -9,8 +9,8 @@ WorkerControlMessage RankProgressBook::Record(int local_rank, int global_rank,
     report.step_seconds = std::chrono::duration<double>(now - last->second.at).count() /
                           static_cast<double>(report.step - last->second.step);
   }
-  ranks_[global_rank] = {global_rank, local_rank, report.step, report.step_seconds,
-                         report.busy_seconds, now};
+  ranks_[global_rank] = {global_rank,         local_rank,          report.step,
+                         report.step_seconds, report.busy_seconds, now};
   return report;
 }
 

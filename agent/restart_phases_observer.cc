@@ -6,7 +6,8 @@
 namespace mxrun {
 
 void RestartPhasesObserver::WorkerFailed(Time now, const WorkerFailure& failure) {
-  clock_.FailureSeen(now, absl::StrCat("rank ", failure.global_rank, " failed: ", DescribeExit(failure)));
+  clock_.FailureSeen(
+      now, absl::StrCat("rank ", failure.global_rank, " failed: ", DescribeExit(failure)));
 }
 
 void RestartPhasesObserver::Reforming(Time now, bool restart, const std::string& reason) {

@@ -26,9 +26,7 @@ class RestartPhasesObserver final : public AgentObserver {
                     const std::vector<WorkerGroup::WorkerStatus>&) override {
     clock_.RoundStarted(now);
   }
-  void Progress(Time now, int, int, const WorkerControlMessage&) override {
-    clock_.Progress(now);
-  }
+  void Progress(Time now, int, int, const WorkerControlMessage&) override { clock_.Progress(now); }
   void Exited(Time now, int exit_code, const std::optional<std::string>& why_failed) override;
 
  private:

@@ -107,8 +107,10 @@ WorkerControlMessage ParseWorkerControlLine(std::string_view line) {
     }
     return out;
   }
-  throw std::invalid_argument("unknown control message from a worker (expected \"hello\", "
-                              "\"joined\", \"step\" or \"leaving\"): " + std::string(line.substr(0, 200)));
+  throw std::invalid_argument(
+      "unknown control message from a worker (expected \"hello\", "
+      "\"joined\", \"step\" or \"leaving\"): " +
+      std::string(line.substr(0, 200)));
 }
 
 std::string RoundNoticeLine(const RoundNotice& notice) {

@@ -1,7 +1,8 @@
 #pragma once
 // The torchrun environment contract: what every worker process finds in its environment.
 // Pure functions: the agent passes in its own environment and the group's shape, and gets the
-// exact `KEY=VALUE` list to hand to execve. See docs/CONTRACT.md for the variables and their meaning.
+// exact `KEY=VALUE` list to hand to execve. See docs/CONTRACT.md for the variables and their
+// meaning.
 
 #include <map>
 #include <string>
@@ -19,18 +20,18 @@ std::vector<std::string> EnvToStrings(const EnvMap& env);
 // The shape of one worker group on one node, for one attempt.
 struct GroupContract {
   std::string role = "default";
-  int node_rank = 0;          // GROUP_RANK
-  int num_nodes = 1;          // GROUP_WORLD_SIZE
-  int local_world_size = 1;   // LOCAL_WORLD_SIZE: workers on this node
-  int global_rank_base = 0;   // global rank of this node's local rank 0
-  int world_size = 1;         // WORLD_SIZE: workers in the whole job
-  int role_rank_base = 0;     // ROLE_RANK of local rank 0 (one role: same as global_rank_base)
-  int role_world_size = 1;    // ROLE_WORLD_SIZE
-  std::string master_addr;    // MASTER_ADDR: where global rank 0 hosts the TCPStore
-  int master_port = 0;        // MASTER_PORT
-  int restart_count = 0;      // TORCHELASTIC_RESTART_COUNT
-  int max_restarts = 0;       // TORCHELASTIC_MAX_RESTARTS
-  std::string run_id;         // TORCHELASTIC_RUN_ID
+  int node_rank = 0;             // GROUP_RANK
+  int num_nodes = 1;             // GROUP_WORLD_SIZE
+  int local_world_size = 1;      // LOCAL_WORLD_SIZE: workers on this node
+  int global_rank_base = 0;      // global rank of this node's local rank 0
+  int world_size = 1;            // WORLD_SIZE: workers in the whole job
+  int role_rank_base = 0;        // ROLE_RANK of local rank 0 (one role: same as global_rank_base)
+  int role_world_size = 1;       // ROLE_WORLD_SIZE
+  std::string master_addr;       // MASTER_ADDR: where global rank 0 hosts the TCPStore
+  int master_port = 0;           // MASTER_PORT
+  int restart_count = 0;         // TORCHELASTIC_RESTART_COUNT
+  int max_restarts = 0;          // TORCHELASTIC_MAX_RESTARTS
+  std::string run_id;            // TORCHELASTIC_RUN_ID
   bool use_agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE ("True"/"False")
 };
 
@@ -40,12 +41,12 @@ inline constexpr const char* kFlightExitSuffix = ".exit.json";
 
 // Extra per-worker values that are not part of the group's shape.
 struct WorkerExtras {
-  std::string error_file;     // TORCHELASTIC_ERROR_FILE (empty: not set)
-  std::string host_name;      // MXRUN_HOST
-  std::string log_dir;        // MXRUN_LOG_DIR: this worker's log folder (empty: none)
-  std::string heartbeat_file; // MXRUN_HEARTBEAT_FILE: touched by the worker as it progresses
-                              // (empty: hang detection by heartbeat is off)
-  std::string timer_file;     // TORCHELASTIC_TIMER_FILE: the FileTimer pipe (empty: none)
+  std::string error_file;         // TORCHELASTIC_ERROR_FILE (empty: not set)
+  std::string host_name;          // MXRUN_HOST
+  std::string log_dir;            // MXRUN_LOG_DIR: this worker's log folder (empty: none)
+  std::string heartbeat_file;     // MXRUN_HEARTBEAT_FILE: touched by the worker as it progresses
+                                  // (empty: hang detection by heartbeat is off)
+  std::string timer_file;         // TORCHELASTIC_TIMER_FILE: the FileTimer pipe (empty: none)
   std::string nccl_trace_prefix;  // TORCH_NCCL_DEBUG_INFO_TEMP_FILE unless the agent's own
                                   // environment sets it (empty: left to PyTorch)
   std::string flight_socket;      // MXRUN_FLIGHT_SOCKET: where the mxrun module serves PyTorch's

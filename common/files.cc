@@ -59,7 +59,9 @@ int ReplaceFileDurably(const std::string& temp, const std::string& final_path) {
     return err;
   }
   const std::size_t slash = final_path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : final_path.substr(0, slash);
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : final_path.substr(0, slash);
   return FsyncPath(dir, true);
 }
 

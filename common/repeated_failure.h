@@ -25,7 +25,10 @@ class RepeatedFailures {
   // A failure of the job, in the order they came (one per attempt).
   void Add(const WorkerFailure& failure);
   // A failure that is not a worker's (a node lost): attempts that differ.
-  void AddOther() { same_ = false; ++attempts_; }
+  void AddOther() {
+    same_ = false;
+    ++attempts_;
+  }
   // Two or more attempts, each failing with the same deterministic signature.
   bool AllSame() const { return same_ && attempts_ >= 2; }
   const std::string& signature() const { return signature_; }

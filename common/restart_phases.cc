@@ -46,11 +46,11 @@ std::string FormatRestartPhases(const RestartPhases& p, int number) {
   absl::StrAppend(&line, "): ", phase("stop", p.stop_s), ", ", phase("re-form", p.reform_s), ", ",
                   phase("start", p.start_s), ", ");
   if (p.first_step_s < 0) {
-    absl::StrAppend(&line, "first step unknown (no progress reports); ",
-                    Seconds(p.TotalSeconds()), " to running");
+    absl::StrAppend(&line, "first step unknown (no progress reports); ", Seconds(p.TotalSeconds()),
+                    " to running");
   } else {
-    absl::StrAppend(&line, "first step ", Seconds(p.first_step_s), "; ",
-                    Seconds(p.TotalSeconds()), " in all");
+    absl::StrAppend(&line, "first step ", Seconds(p.first_step_s), "; ", Seconds(p.TotalSeconds()),
+                    " in all");
   }
   return line;
 }
@@ -79,7 +79,8 @@ std::string CheckRestartPhases(const RestartPhases& p) {
       return absl::StrCat(name, " seconds ", s, " (must be -1 for unknown, or 0 to 86400)");
     }
   }
-  if (p.cause.size() > 512) return absl::StrCat("cause of ", p.cause.size(), " bytes (at most 512)");
+  if (p.cause.size() > 512)
+    return absl::StrCat("cause of ", p.cause.size(), " bytes (at most 512)");
   return "";
 }
 

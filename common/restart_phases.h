@@ -13,14 +13,14 @@
 namespace mxrun {
 
 struct RestartPhases {
-  int round = -1;             // the round the restart formed
-  std::string cause;          // what was seen: "rank 1 failed: exit code 3", the rendezvous' word
-  bool in_process = false;    // kept workers and standbys took the round (no full restart)
-  double stop_s = -1;         // failure seen -> old workers stopped
-  double reform_s = -1;       // stopped -> the new round arrived
-  double start_s = -1;        // the round arrived -> its workers running
-  double first_step_s = -1;   // running -> first progress report (-1: none came)
-  int nodes = 1;              // how many nodes' timings these are (the master's slowest-of)
+  int round = -1;            // the round the restart formed
+  std::string cause;         // what was seen: "rank 1 failed: exit code 3", the rendezvous' word
+  bool in_process = false;   // kept workers and standbys took the round (no full restart)
+  double stop_s = -1;        // failure seen -> old workers stopped
+  double reform_s = -1;      // stopped -> the new round arrived
+  double start_s = -1;       // the round arrived -> its workers running
+  double first_step_s = -1;  // running -> first progress report (-1: none came)
+  int nodes = 1;             // how many nodes' timings these are (the master's slowest-of)
 
   // Failure seen to first step; to running when no step was reported.
   double TotalSeconds() const;

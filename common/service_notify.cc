@@ -55,9 +55,7 @@ void ServiceNotifier::Ready(const std::string& status) {
 
 void ServiceNotifier::Status(const std::string& status) { Send("STATUS=" + status); }
 
-void ServiceNotifier::Stopping(const std::string& status) {
-  Send("STOPPING=1\nSTATUS=" + status);
-}
+void ServiceNotifier::Stopping(const std::string& status) { Send("STOPPING=1\nSTATUS=" + status); }
 
 std::optional<ServiceNotifier::Clock::time_point> ServiceNotifier::NextWatchdog() const {
   if (!enabled() || watchdog_interval_.count() == 0) return std::nullopt;

@@ -1,10 +1,10 @@
 #pragma once
 // Signal numbers and their names ("SIGTERM"), as torchrun and the summary print them.
 
-#include "absl/strings/string_view.h"
 #include <optional>
 #include <string>
 #include <string_view>
+#include "absl/strings/string_view.h"
 
 namespace mxrun {
 

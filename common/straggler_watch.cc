@@ -12,8 +12,8 @@ namespace {
 std::optional<double> MedianWithout(const std::vector<double>& sorted, double own) {
   const size_t n = sorted.size();
   if (n < 2) return std::nullopt;
-  const size_t skip = static_cast<size_t>(
-      std::lower_bound(sorted.begin(), sorted.end(), own) - sorted.begin());
+  const size_t skip =
+      static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), own) - sorted.begin());
   const size_t m = n - 1;  // the others
   auto other = [&](size_t k) { return sorted[k < skip ? k : k + 1]; };
   return m % 2 == 1 ? other(m / 2) : (other(m / 2 - 1) + other(m / 2)) / 2;
@@ -21,14 +21,13 @@ std::optional<double> MedianWithout(const std::vector<double>& sorted, double ow
 
 }  // namespace
 
-void StragglerWatch::Record(int rank_id, long long step, double step_seconds,
-                            double busy_seconds) {
+void StragglerWatch::Record(int rank_id, long long step, double step_seconds, double busy_seconds) {
   Rank& r = ranks_[rank_id];
   const long long advanced = r.step >= 0 && step > r.step ? step - r.step : 1;
   r.step = step;
   const bool busy = busy_seconds >= 0;
   const double seconds = busy ? busy_seconds : step_seconds;
-  if (seconds < 0) return;  // no time for this report: nothing to judge
+  if (seconds < 0) return;               // no time for this report: nothing to judge
   if (busy != r.busy) r.slow_steps = 0;  // another kind of time: the count starts again
   r.busy = busy;
   r.step_seconds = seconds;

@@ -34,11 +34,11 @@ struct StragglerRule {
 
 struct StragglerNews {
   int rank = 0;
-  bool straggling = false;      // true: became a straggler; false: no longer one
-  double step_seconds = 0;      // its step time at the news (its busy time when `busy`)
-  double others_median = 0;     // the other ranks' median step time (or busy time)
-  long long steps = 0;          // consecutive slow steps so far
-  bool busy = false;            // judged by the ranks' own work per step, not whole steps
+  bool straggling = false;   // true: became a straggler; false: no longer one
+  double step_seconds = 0;   // its step time at the news (its busy time when `busy`)
+  double others_median = 0;  // the other ranks' median step time (or busy time)
+  long long steps = 0;       // consecutive slow steps so far
+  bool busy = false;         // judged by the ranks' own work per step, not whole steps
 };
 
 class StragglerWatch {

@@ -1,9 +1,9 @@
 #pragma once
 // Small string helpers shared by the launcher and the agent.
 
-#include "absl/strings/string_view.h"
 #include <string>
 #include <string_view>
+#include "absl/strings/string_view.h"
 
 namespace mxrun {
 

@@ -19,9 +19,9 @@ absl::Status CheckTlsFiles(const TlsFiles& files, absl::string_view where) {
                {"cacert", files.cacert, "CERTIFICATE-----"}};
   for (const auto& part : parts) {
     if (part.path.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": mutual TLS needs cert, key and cacert together; ", part.name,
-          " is missing (accepted: the three PEM files, or none for plaintext)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": mutual TLS needs cert, key and cacert together; ", part.name,
+                       " is missing (accepted: the three PEM files, or none for plaintext)"));
     }
   }
   for (const auto& part : parts) {
@@ -31,9 +31,9 @@ absl::Status CheckTlsFiles(const TlsFiles& files, absl::string_view where) {
           absl::StrCat(where, ": ", part.name, "=", part.path, " cannot be read"));
     }
     if (!absl::StrContains(*text, part.marker)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ": ", part.name, "=", part.path, " is not a PEM file with a ",
-          absl::StrContains(part.marker, "KEY") ? "private key" : "certificate"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": ", part.name, "=", part.path, " is not a PEM file with a ",
+                       absl::StrContains(part.marker, "KEY") ? "private key" : "certificate"));
     }
   }
   return absl::OkStatus();

@@ -47,8 +47,9 @@ WorkerIdentity ReadWorkerIdentity(const EnvMap& env) {
   if (const std::string* addr = Find(env, "MASTER_ADDR")) id.master_addr = *addr;
   id.master_port = IntVar(env, "MASTER_PORT", 0, 1, 65535);  // 0 when unset
   if (id.world_size > 1 && (id.master_addr.empty() || id.master_port == 0)) {
-    throw std::invalid_argument("WORLD_SIZE=" + std::to_string(id.world_size) +
-                                " needs MASTER_ADDR and MASTER_PORT (where rank 0 hosts the store)");
+    throw std::invalid_argument(
+        "WORLD_SIZE=" + std::to_string(id.world_size) +
+        " needs MASTER_ADDR and MASTER_PORT (where rank 0 hosts the store)");
   }
   if (id.master_addr.empty() && id.master_port != 0) id.master_addr = "127.0.0.1";
   if (const std::string* agent_store = Find(env, "TORCHELASTIC_USE_AGENT_STORE")) {

@@ -9,17 +9,17 @@
 namespace mxrun {
 
 struct WorkerIdentity {
-  int rank = 0;              // RANK
-  int world_size = 1;        // WORLD_SIZE
-  int local_rank = 0;        // LOCAL_RANK
-  int local_world_size = 1;  // LOCAL_WORLD_SIZE
-  std::string master_addr;   // MASTER_ADDR (empty when running alone)
-  int master_port = 0;       // MASTER_PORT (0 when running alone)
-  int restart_count = 0;     // TORCHELASTIC_RESTART_COUNT
+  int rank = 0;                  // RANK
+  int world_size = 1;            // WORLD_SIZE
+  int local_rank = 0;            // LOCAL_RANK
+  int local_world_size = 1;      // LOCAL_WORLD_SIZE
+  std::string master_addr;       // MASTER_ADDR (empty when running alone)
+  int master_port = 0;           // MASTER_PORT (0 when running alone)
+  int restart_count = 0;         // TORCHELASTIC_RESTART_COUNT
   bool use_agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE == "True"
-  std::string error_file;    // TORCHELASTIC_ERROR_FILE (empty: none)
-  std::string run_id;        // TORCHELASTIC_RUN_ID
-  std::string heartbeat_file;  // MXRUN_HEARTBEAT_FILE: touched on progress (empty: none)
+  std::string error_file;        // TORCHELASTIC_ERROR_FILE (empty: none)
+  std::string run_id;            // TORCHELASTIC_RUN_ID
+  std::string heartbeat_file;    // MXRUN_HEARTBEAT_FILE: touched on progress (empty: none)
 
   bool Alone() const { return world_size == 1 && master_port == 0; }
 };

@@ -25,7 +25,6 @@ struct WorkerHang {
 // the group is stopped and restarted through the same path.
 inline constexpr char kStragglerRule[] = "straggler";
 
-
 struct WorkerFailure {
   std::chrono::system_clock::time_point time;  // when the agent saw it exit
   std::string host;
@@ -33,15 +32,15 @@ struct WorkerFailure {
   int global_rank = 0;
   int local_rank = 0;
   pid_t pid = 0;
-  int attempt = 0;        // TORCHELASTIC_RESTART_COUNT of the group it belonged to
-  int exit_code = 0;      // meaningful when term_signal == 0
-  int term_signal = 0;    // > 0: killed by this signal
-  std::string error_file; // the worker's TORCHELASTIC_ERROR_FILE when it is kept on disk
+  int attempt = 0;                  // TORCHELASTIC_RESTART_COUNT of the group it belonged to
+  int exit_code = 0;                // meaningful when term_signal == 0
+  int term_signal = 0;              // > 0: killed by this signal
+  std::string error_file;           // the worker's TORCHELASTIC_ERROR_FILE when it is kept on disk
   std::string error_file_contents;  // what the worker wrote there (empty: nothing)
-  std::string message;    // from the error file, when there is one
-  std::string traceback;  // from the error file (py_callstack), when there is one
+  std::string message;              // from the error file, when there is one
+  std::string traceback;            // from the error file (py_callstack), when there is one
   std::vector<std::string> last_lines;  // the worker's last output lines, as printed
-  WorkerHang hang;        // set when the failure is a hang (then the exit may be 0: still running)
+  WorkerHang hang;  // set when the failure is a hang (then the exit may be 0: still running)
   // Set when the failure was a collective's (agent/hang/collective_failure.h): what told it, and
   // every live rank's flight recorder taken before anything stopped, its folder (on `host`) and
   // the verdict's lines.

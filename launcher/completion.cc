@@ -19,7 +19,7 @@ constexpr const char* kProgram = "mxrun";
 struct CompletedFlag {
   std::vector<std::string> names;  // "--nproc_per_node", "--nproc-per-node"; "-r", "--redirects"
   bool takes_value = false;
-  std::string help;                // with the default, as --help shows it
+  std::string help;  // with the default, as --help shows it
   ValueCompletion value;
 };
 
@@ -38,8 +38,8 @@ std::vector<CompletedFlag> CompletedFlags() {
     const std::string dashed = absl::StrReplaceAll(f.name, {{"_", "-"}});
     if (dashed != f.name) flag.names.push_back(absl::StrCat("--", dashed));
     flag.takes_value = !f.boolean;
-    flag.help = f.default_value.empty() ? f.help
-                                        : absl::StrCat(f.help, " (default ", f.default_value, ")");
+    flag.help =
+        f.default_value.empty() ? f.help : absl::StrCat(f.help, " (default ", f.default_value, ")");
     if (auto it = values.find(f.name); it != values.end()) flag.value = it->second;
     flags.push_back(std::move(flag));
   }
@@ -190,10 +190,8 @@ std::string ZshQuoted(absl::string_view text) {
 
 std::string ZshSpec(const CompletedFlag& flag, const std::string& name) {
   // _arguments' explanation in brackets: its own specials escaped.
-  const std::string help = absl::StrReplaceAll(flag.help, {{"\\", "\\\\"},
-                                                           {"[", "\\["},
-                                                           {"]", "\\]"},
-                                                           {":", "\\:"}});
+  const std::string help =
+      absl::StrReplaceAll(flag.help, {{"\\", "\\\\"}, {"[", "\\["}, {"]", "\\]"}, {":", "\\:"}});
   std::string spec = absl::StrCat("(", absl::StrJoin(flag.names, " "), ")", name);
   if (flag.names.front() == "-h" || flag.names.front() == "--version") {
     spec = absl::StrCat("(- *)", name);  // nothing else after them
@@ -201,8 +199,8 @@ std::string ZshSpec(const CompletedFlag& flag, const std::string& name) {
   if (flag.takes_value) absl::StrAppend(&spec, absl::StartsWith(name, "--") ? "=" : "+");
   absl::StrAppend(&spec, "[", help, "]");
   if (flag.takes_value) {
-    std::string message = absl::StrReplaceAll(name.substr(name.find_first_not_of('-')),
-                                              {{"_", " "}, {"-", " "}});
+    std::string message =
+        absl::StrReplaceAll(name.substr(name.find_first_not_of('-')), {{"_", " "}, {"-", " "}});
     if (name == "-r") message = "redirects";
     if (name == "-t") message = "tee";
     std::string action = " ";  // a value mxrun cannot guess: the message, no candidates
@@ -224,8 +222,8 @@ std::string ZshScript() {
     for (const std::string& name : flag.names) absl::StrAppend(&specs, ZshSpec(flag, name));
   }
   if (!specs.empty()) specs.pop_back();  // the template has the line's end
-  return absl::StrReplaceAll(kZshScript, {{"@VERSION@", absl::StrCat(kProgram, " " MXRUN_VERSION)},
-                                          {"@SPECS@", specs}});
+  return absl::StrReplaceAll(
+      kZshScript, {{"@VERSION@", absl::StrCat(kProgram, " " MXRUN_VERSION)}, {"@SPECS@", specs}});
 }
 
 }  // namespace
@@ -239,8 +237,8 @@ const std::map<std::string, ValueCompletion>& FlagValueCompletions() {
   static const std::map<std::string, ValueCompletion> values = [] {
     using Path = ValueCompletion::Path;
     std::vector<std::string> numa;
-    for (NumaMode mode : {NumaMode::kNode, NumaMode::kSocket, NumaMode::kExclusive,
-                          NumaMode::kCoreComplex}) {
+    for (NumaMode mode :
+         {NumaMode::kNode, NumaMode::kSocket, NumaMode::kExclusive, NumaMode::kCoreComplex}) {
       numa.push_back(NumaModeName(mode));
     }
     numa.push_back("none");
@@ -284,7 +282,7 @@ std::optional<std::string> FindPrintCompletion(int argc, const char* const* argv
       }
     }
     if (word.size() < 2 || word[0] != '-' || word == "--") return std::nullopt;  // the entrypoint
-    if (with_value.count(word) > 0) ++i;  // its value
+    if (with_value.count(word) > 0) ++i;                                         // its value
   }
   return std::nullopt;
 }
@@ -299,7 +297,8 @@ absl::StatusOr<std::string> CompletionScript(absl::string_view shell) {
   }
   return absl::InvalidArgumentError(absl::StrCat("--print-completion='", shell,
                                                  "' is not valid: no completion for that shell; "
-                                                 "accepted: ", accepted));
+                                                 "accepted: ",
+                                                 accepted));
 }
 
 }  // namespace mxrun

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "agent/process/process_launcher.h"
 #include "launcher/script_head.h"
 

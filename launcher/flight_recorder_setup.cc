@@ -24,12 +24,12 @@ void SetUpFlightRecorder(const LaunchOptions& options, const WorkerCommand& comm
   if (defaulted) env["TORCH_FR_BUFFER_SIZE"] = std::to_string(kDefaultFlightRecorderEntries);
 
   const std::string dir = scratch_dir + "/fr";
-  const std::string longest =
-      absl::StrCat(dir, "/fr-", std::max(local_world_size - 1, 0), ".sock");
+  const std::string longest = absl::StrCat(dir, "/fr-", std::max(local_world_size - 1, 0), ".sock");
   if (longest.size() >= sizeof(sockaddr_un{}.sun_path)) {
-    spdlog::info("flight recorder: the scratch folder's path is too long for a Unix socket ({} "
-                 "bytes); on a hang the ranks' recorders are not taken (set TMPDIR shorter)",
-                 longest.size());
+    spdlog::info(
+        "flight recorder: the scratch folder's path is too long for a Unix socket ({} "
+        "bytes); on a hang the ranks' recorders are not taken (set TMPDIR shorter)",
+        longest.size());
     return;
   }
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {

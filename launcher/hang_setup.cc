@@ -19,18 +19,20 @@ absl::Status SetUpHangDetection(const LaunchOptions& options, const WorkerComman
   config.hang.settings = options.hang;
   worker.heartbeat_files = options.hang.heartbeat_timeout.count() > 0;
   if (options.file_timer) {  // torchrun's watchdog
-    absl::StatusOr<std::unique_ptr<FileTimerPipe>> pipe = FileTimerPipe::Create(
-        !options.file_timer_path.empty() ? options.file_timer_path
-                                         : scratch_dir + "/watchdog_timer");
+    absl::StatusOr<std::unique_ptr<FileTimerPipe>> pipe =
+        FileTimerPipe::Create(!options.file_timer_path.empty() ? options.file_timer_path
+                                                               : scratch_dir + "/watchdog_timer");
     if (!pipe.ok()) return pipe.status();
     config.timer_pipe = std::move(*pipe);
   }
   // torchrun 2.13's watch on workers stuck in uninterruptible sleep (uninterruptible_watch.h).
   if (options.uninterruptible_timeout.count() > 0) {
     config.hang.uninterruptible_timeout = options.uninterruptible_timeout;
-    spdlog::info("hang detection: a worker in uninterruptible sleep (D state) for {:g} s is hung "
-                 "({})", static_cast<double>(options.uninterruptible_timeout.count()) / 1000.0,
-                 kUninterruptibleTimeoutEnv);
+    spdlog::info(
+        "hang detection: a worker in uninterruptible sleep (D state) for {:g} s is hung "
+        "({})",
+        static_cast<double>(options.uninterruptible_timeout.count()) / 1000.0,
+        kUninterruptibleTimeoutEnv);
   }
   config.hang.fallback_dir = TempBase(env);
   config.hang.run_id = run_id;

@@ -14,10 +14,10 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "agent/process/death_guardian.h"
 #include "agent/elastic_agent.h"
 #include "agent/node/gpu_devices.h"
 #include "agent/node/numa_binding.h"
+#include "agent/process/death_guardian.h"
 #include "common/env_contract.h"
 #include "common/files.h"
 #include "common/strings.h"
@@ -26,13 +26,13 @@
 #include "launcher/entrypoint.h"
 #include "launcher/hang_setup.h"
 #include "launcher/log_setup.h"
+#include "launcher/metrics_setup.h"
 #include "launcher/node_setup.h"
 #include "launcher/nproc.h"
-#include "launcher/prestart.h"
 #include "launcher/options.h"
+#include "launcher/prestart.h"
 #include "launcher/rendezvous_setup.h"
 #include "launcher/slurm_kill_wait.h"
-#include "launcher/metrics_setup.h"
 #if MXRUN_NETWORK_BUILD
 #include "launcher/network/metrics_setup_network.h"
 #include "launcher/network/status_command.h"
@@ -54,8 +54,10 @@ int UsageError(absl::string_view message) {
 int ExecSibling(const char* name, char** argv) {
   const std::string path = SelfDir() + "/" + name;
   execv(path.c_str(), argv);
-  std::fprintf(stderr, "mxrun: error: this job needs %s (the multi-node build of mxrun), which "
-               "cannot be run: %s: %s\n", name, path.c_str(), ErrnoText(errno).c_str());
+  std::fprintf(stderr,
+               "mxrun: error: this job needs %s (the multi-node build of mxrun), which "
+               "cannot be run: %s: %s\n",
+               name, path.c_str(), ErrnoText(errno).c_str());
   return kExitUsage;
 }
 #endif
@@ -90,18 +92,19 @@ void FitGraceToKillWait(const EnvMap& env, AgentConfig& config) {
   absl::StatusOr<std::chrono::milliseconds> kill_wait =
       QuerySlurmKillWait(env, std::chrono::seconds(2));
   if (!kill_wait.ok()) {
-    spdlog::info("Slurm's KillWait is unknown ({}): workers get the default {} s after SIGTERM; "
-                 "--term_timeout sets it",
-                 std::string(kill_wait.status().message()),
-                 config.settings.term_timeout.count() / 1000.0);
+    spdlog::info(
+        "Slurm's KillWait is unknown ({}): workers get the default {} s after SIGTERM; "
+        "--term_timeout sets it",
+        std::string(kill_wait.status().message()), config.settings.term_timeout.count() / 1000.0);
     return;
   }
   const std::chrono::milliseconds grace = GraceWithinKillWait(*kill_wait);
   if (grace >= config.settings.term_timeout) return;
   config.settings.term_timeout = grace;
-  spdlog::info("Slurm's KillWait is {} s: workers get {} s after SIGTERM before SIGKILL, so that "
-               "mxrun ends before Slurm kills it (--term_timeout sets it)",
-               kill_wait->count() / 1000.0, grace.count() / 1000.0);
+  spdlog::info(
+      "Slurm's KillWait is {} s: workers get {} s after SIGTERM before SIGKILL, so that "
+      "mxrun ends before Slurm kills it (--term_timeout sets it)",
+      kill_wait->count() / 1000.0, grace.count() / 1000.0);
 }
 
 int Main(int argc, char** argv) {
@@ -154,7 +157,8 @@ int Main(int argc, char** argv) {
   config.events.handler = options.event_log_handler;
   config.events.run_id = run_id;
   config.events.role = options.role;
-  config.events.rdzv_backend = RunsStandalone(options) ? "c10d" : options.rdzv_backend;  // as torchrun
+  config.events.rdzv_backend =
+      RunsStandalone(options) ? "c10d" : options.rdzv_backend;  // as torchrun
   config.events.entry_point = command->executable;
   config.worker.json_logs = options.json_logs;
   WorkerSpec& worker = config.worker;
@@ -170,11 +174,12 @@ int Main(int argc, char** argv) {
   worker.virtual_local_rank = options.virtual_local_rank;
   if (options.virtual_local_rank) {
     if (!DeviceOfLocalRank(env, *nproc - 1)) {
-      return UsageError(absl::StrCat(
-          "--virtual_local_rank: CUDA_VISIBLE_DEVICES='", env.at("CUDA_VISIBLE_DEVICES"),
-          "' lists ", SplitVisibleDevices(env.at("CUDA_VISIBLE_DEVICES")).size(),
-          " device(s) for ", *nproc, " workers; accepted: one entry per worker, or "
-          "CUDA_VISIBLE_DEVICES unset (worker N gets device N)"));
+      return UsageError(absl::StrCat("--virtual_local_rank: CUDA_VISIBLE_DEVICES='",
+                                     env.at("CUDA_VISIBLE_DEVICES"), "' lists ",
+                                     SplitVisibleDevices(env.at("CUDA_VISIBLE_DEVICES")).size(),
+                                     " device(s) for ", *nproc,
+                                     " workers; accepted: one entry per worker, or "
+                                     "CUDA_VISIBLE_DEVICES unset (worker N gets device N)"));
     }
   }
 
@@ -193,8 +198,8 @@ int Main(int argc, char** argv) {
     }
   }
 
-  if (absl::Status hang = SetUpHangDetection(options, *command, env, scratch_dir, *nproc, run_id,
-                                             config);
+  if (absl::Status hang =
+          SetUpHangDetection(options, *command, env, scratch_dir, *nproc, run_id, config);
       !hang.ok()) {
     return UsageError(hang.message());
   }

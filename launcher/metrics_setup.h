@@ -23,7 +23,7 @@ namespace mxrun {
 
 // What the networked build serves beside the agent's metrics.
 struct MetricsServing {
-  std::shared_ptr<TlsAcceptor> tls;                 // --metrics_tls; null: plain HTTP
+  std::shared_ptr<TlsAcceptor> tls;                      // --metrics_tls; null: plain HTTP
   std::function<MetricsRenderer(MetricsRenderer)> wrap;  // puts the master's metrics in front
   std::map<std::string, HttpServer::Handler> pages;      // the master's status page
 };
@@ -40,7 +40,6 @@ struct AgentMetricsEndpoint {
 absl::StatusOr<AgentMetricsEndpoint> StartAgentMetrics(const LaunchOptions& options,
                                                        const std::string& run_id,
                                                        const NodeRendezvous& node,
-                                                       MetricsServing serving,
-                                                       AgentConfig& config);
+                                                       MetricsServing serving, AgentConfig& config);
 
 }  // namespace mxrun

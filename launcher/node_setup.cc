@@ -68,12 +68,15 @@ std::vector<WorkerBinding> PlanBinding(NumaMode mode, const EnvMap& env, int npr
   // The workers' GPUs first (NVML), so that hwloc places only those; with a saved topology
   // (HWLOC_XMLFILE) the GPUs are that topology's.
   const bool saved = env.count("HWLOC_XMLFILE") > 0;
-  std::vector<std::string> gpus = saved ? std::vector<std::string>() : WorkerGpuBusIds(env, nproc, {});
+  std::vector<std::string> gpus =
+      saved ? std::vector<std::string>() : WorkerGpuBusIds(env, nproc, {});
   if (!saved && std::all_of(gpus.begin(), gpus.end(), [](auto& gpu) { return gpu.empty(); })) {
     // Nothing to place: the topology is not even loaded.
-    spdlog::info("numa binding ({}): no GPU found for the {} worker(s) (the NVIDIA driver's NVML "
-                 "reports none for CUDA_VISIBLE_DEVICES' entries or the local ranks): workers not "
-                 "bound", NumaModeName(mode), nproc);
+    spdlog::info(
+        "numa binding ({}): no GPU found for the {} worker(s) (the NVIDIA driver's NVML "
+        "reports none for CUDA_VISIBLE_DEVICES' entries or the local ranks): workers not "
+        "bound",
+        NumaModeName(mode), nproc);
     return {};
   }
   absl::StatusOr<NumaTopology> topology = LoadMachineTopology(gpus);
@@ -102,8 +105,8 @@ absl::StatusOr<std::string> SetUpScratch(const LaunchOptions& options, const Env
   }
   // Absolute, so that the paths in workers' variables and in the summary mean the same wherever
   // they are read.
-  std::string base = Absolute(options.logs.log_dir.empty() ? TempBase(env) + "/mxrun-logs"
-                                                           : options.logs.log_dir);
+  std::string base =
+      Absolute(options.logs.log_dir.empty() ? TempBase(env) + "/mxrun-logs" : options.logs.log_dir);
   MakeDirs(base);
   absl::StatusOr<std::string> dir = MakeTempDir(absl::StrCat(base, "/", run_id, "_"));
   if (!dir.ok()) {

@@ -19,7 +19,7 @@ absl::StatusOr<ParseResult> ParseLaunchOptions(int argc, const char* const* argv
   result.warnings = std::move(flags->warnings);
   const LaunchOptions& o = *flags->options;
   if (o.entrypoint.empty() && !flags->print_config) {  // --print-config may show a configuration
-    return absl::InvalidArgumentError(                   // without one
+    return absl::InvalidArgumentError(                 // without one
         "no entrypoint given; usage: mxrun [options] ENTRYPOINT [ARGS...] "
         "(a script.py, -m module, --no_python program, or 'train')");
   }

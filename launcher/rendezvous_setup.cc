@@ -27,8 +27,8 @@ absl::StatusOr<std::chrono::milliseconds> Duration(const std::string& key,
   double seconds = 0;
   if (!absl::SimpleAtod(value, &seconds) || !std::isfinite(seconds) || seconds <= 0 ||
       seconds > 1e6) {
-    return absl::InvalidArgumentError(absl::StrCat("--rdzv_conf ", key, "=", value,
-                                                   " is not valid; accepted: seconds > 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rdzv_conf ", key, "=", value, " is not valid; accepted: seconds > 0"));
   }
   return std::chrono::milliseconds(static_cast<long>(std::llround(seconds * 1000.0)));
 }
@@ -51,10 +51,9 @@ absl::Status CheckNetworkFlags(const LaunchOptions& options) {
           "static rendezvous takes a fixed --nnodes=N with --node_rank"));
     }
     if (options.node_rank >= options.nnodes.max) {
-      return absl::InvalidArgumentError(absl::StrCat("--node_rank=", options.node_rank,
-                                                     " is not valid with --nnodes=",
-                                                     options.nnodes.max, "; accepted: 0 to ",
-                                                     options.nnodes.max - 1));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--node_rank=", options.node_rank, " is not valid with --nnodes=", options.nnodes.max,
+          "; accepted: 0 to ", options.nnodes.max - 1));
     }
     return absl::OkStatus();
   }
@@ -95,8 +94,9 @@ absl::StatusOr<HostPort> RendezvousEndpoint(const LaunchOptions& options) {
 absl::StatusOr<RendezvousSettings> CheckRendezvousFlags(const LaunchOptions& options,
                                                         const EnvMap& env) {
   if (options.nnodes.max == 1 && options.node_rank != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--node_rank=", options.node_rank, " is not valid with one node: the only node has rank 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--node_rank=", options.node_rank,
+                     " is not valid with one node: the only node has rank 0"));
   }
   if (NeedsNetwork(options)) {
     if (absl::Status status = CheckNetworkFlags(options); !status.ok()) return status;
@@ -117,8 +117,8 @@ absl::StatusOr<RendezvousSettings> CheckRendezvousFlags(const LaunchOptions& opt
     } else if (key == "missed_heartbeats" || key == "keep_alive_max_attempt") {
       int n = 0;
       if (!absl::SimpleAtoi(value, &n) || n < 1 || n > 1000) {
-        return absl::InvalidArgumentError(absl::StrCat("--rdzv_conf ", key, "=", value,
-                                                       " is not valid; accepted: 1 to 1000"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--rdzv_conf ", key, "=", value, " is not valid; accepted: 1 to 1000"));
       }
       s.timeouts.missed_heartbeats = n;
     } else if (key == "is_host" || key == "bind_all") {
@@ -142,14 +142,15 @@ absl::StatusOr<RendezvousSettings> CheckRendezvousFlags(const LaunchOptions& opt
             "--rdzv_conf ", key, " is for --rdzv_backend=etcd (the elected master's TLS); with ",
             options.rdzv_backend, " give the master's TLS as cert, key and cacert"));
       }
-      (key == "master_cert" ? s.tls.cert : key == "master_key" ? s.tls.key : s.tls.cacert) =
-          value;
+      (key == "master_cert" ? s.tls.cert : key == "master_key" ? s.tls.key : s.tls.cacert) = value;
     } else if (options.rdzv_backend == "etcd" && key == "lease_ttl") {
       int ttl = 0;
       if (!absl::SimpleAtoi(value, &ttl) || ttl < 1 || ttl > 3600) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--rdzv_conf lease_ttl=", value, " is not valid; accepted: whole seconds, 1 to 3600 "
-            "(default ", kDefaultEtcdLeaseTtl.count(), ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--rdzv_conf lease_ttl=", value,
+                         " is not valid; accepted: whole seconds, 1 to 3600 "
+                         "(default ",
+                         kDefaultEtcdLeaseTtl.count(), ")"));
       }
       s.lease_ttl = std::chrono::seconds(ttl);
     } else if (options.rdzv_backend == "etcd" && key == "etcd_prefix") {
@@ -181,7 +182,7 @@ absl::StatusOr<RendezvousSettings> CheckRendezvousFlags(const LaunchOptions& opt
   }
   if (absl::Status tls = CheckTlsFiles(
           s.tls, options.rdzv_backend == "etcd" ? "--rdzv_conf master_cert/master_key/master_cacert"
-                                        : "--rdzv_conf");
+                                                : "--rdzv_conf");
       !tls.ok()) {
     return tls;
   }

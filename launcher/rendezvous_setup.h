@@ -6,7 +6,8 @@
 //   dynamic (--rdzv_backend=c10d --rdzv_endpoint=H[:P] --rdzv_id=ID --nnodes=MIN:MAX): join the
 //     master at H:P; the agent hosts it when is_host=1, or when H is this machine and nobody else
 //     has bound H:P yet.
-//   etcd (--rdzv_backend=etcd or etcd-v2 --rdzv_endpoint=ETCD[,ETCD...] --rdzv_id=ID): the master is
+//   etcd (--rdzv_backend=etcd or etcd-v2 --rdzv_endpoint=ETCD[,ETCD...] --rdzv_id=ID): the master
+//   is
 //     elected in etcd among the job's agents (or mxrun-master replicas with master_service=NAME)
 //     and keeps its state there; agents follow whoever leads (rendezvous/etcd/etcd_leadership.h).
 // --rdzv_conf keys: join_timeout, last_call_timeout, heartbeat_interval (keep_alive_interval),
@@ -36,10 +37,10 @@ class MasterServer;
 
 struct RendezvousSettings {
   RendezvousTimeouts timeouts;
-  int is_host = -1;         // -1: decide; 0: never host; 1: host
+  int is_host = -1;  // -1: decide; 0: never host; 1: host
   bool bind_all = false;
   std::string token;
-  TlsFiles tls;             // c10d: mutual TLS with the master (cert, key, cacert)
+  TlsFiles tls;  // c10d: mutual TLS with the master (cert, key, cacert)
   // --rdzv_backend=etcd:
   EtcdConfig etcd;
   std::chrono::seconds lease_ttl = kDefaultEtcdLeaseTtl;
@@ -72,7 +73,7 @@ struct NodeRendezvous {
   // its master goes away.
   std::function<void()> before_exit;
   std::unique_ptr<Rendezvous> rendezvous;
-  std::string description;                  // one line for the log
+  std::string description;  // one line for the log
   // Set when the agent hosts the workers' store (agent/store/store_metrics.h reads it).
   std::function<std::optional<StoreTotals>()> store_totals;
 };

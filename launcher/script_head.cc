@@ -4,7 +4,6 @@
 #include <fstream>
 #include <vector>
 
-
 namespace mxrun {
 namespace {
 
@@ -39,7 +38,10 @@ bool IsPythonInterpreter(std::string_view program) {
 }  // namespace
 
 std::optional<std::string> NotPythonReason(std::string_view head) {
-  if (StartsWith(head, "\x7f" "ELF")) return "an ELF executable";
+  if (StartsWith(head,
+                 "\x7f"
+                 "ELF"))
+    return "an ELF executable";
   if (!StartsWith(head, "#!")) return std::nullopt;
   std::string_view line = head.substr(2);
   line = line.substr(0, line.find('\n'));

@@ -17,8 +17,7 @@ std::optional<std::chrono::milliseconds> ParseKillWait(absl::string_view scontro
     if (!absl::ConsumePrefix(&line, "KillWait")) continue;
     line = absl::StripLeadingAsciiWhitespace(line);
     if (!absl::ConsumePrefix(&line, "=")) continue;
-    std::vector<absl::string_view> words =
-        absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipWhitespace());
     int seconds = 0;
     if (words.empty() || !absl::SimpleAtoi(words[0], &seconds) || seconds < 0) return std::nullopt;
     if (words.size() > 1 && words[1] != "sec") return std::nullopt;
@@ -45,8 +44,8 @@ absl::StatusOr<std::chrono::milliseconds> QuerySlurmKillWait(const EnvMap& env,
   absl::StatusOr<HelperRun> run = RunHelper(*scontrol, {"scontrol", "show", "config"}, options);
   if (!run.ok()) return run.status();
   if (run->timed_out) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "`scontrol show config` did not answer within ", timeout.count() / 1000.0, " s"));
+    return absl::DeadlineExceededError(absl::StrCat("`scontrol show config` did not answer within ",
+                                                    timeout.count() / 1000.0, " s"));
   }
   if (!run->ok()) return absl::UnavailableError("`scontrol show config` failed");
   const std::string& output = run->output;

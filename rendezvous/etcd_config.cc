@@ -10,9 +10,9 @@
 #include "rendezvous/wire/validation.h"
 
 namespace mxrun {
-absl::StatusOr<EtcdConfig> ParseEtcdConfig(const std::string& endpoints, const std::string& protocol,
-                                           const std::string& cacert, const std::string& cert,
-                                           const std::string& key) {
+absl::StatusOr<EtcdConfig> ParseEtcdConfig(const std::string& endpoints,
+                                           const std::string& protocol, const std::string& cacert,
+                                           const std::string& cert, const std::string& key) {
   EtcdConfig config;
   for (absl::string_view part : absl::StrSplit(endpoints, ',', absl::SkipWhitespace())) {
     const std::string endpoint(absl::StripAsciiWhitespace(part));
@@ -26,13 +26,12 @@ absl::StatusOr<EtcdConfig> ParseEtcdConfig(const std::string& endpoints, const s
         "omitted)");
   }
   if (protocol != "" && protocol != "http" && protocol != "https") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--rdzv_conf protocol='", protocol, "' is not valid; accepted: http or https"));
+    return absl::InvalidArgumentError(absl::StrCat("--rdzv_conf protocol='", protocol,
+                                                   "' is not valid; accepted: http or https"));
   }
   config.tls = protocol == "https";
   if (!config.tls && (!cacert.empty() || !cert.empty() || !key.empty())) {
-    return absl::InvalidArgumentError(
-        "--rdzv_conf cacert, cert and key need protocol=https");
+    return absl::InvalidArgumentError("--rdzv_conf cacert, cert and key need protocol=https");
   }
   if (cert.empty() != key.empty()) {
     return absl::InvalidArgumentError("--rdzv_conf cert and key go together (client certificate)");

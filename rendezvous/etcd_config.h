@@ -28,9 +28,9 @@ struct EtcdConfig {
 
 // "host:port,host:port" (torchrun's --rdzv_endpoint for etcd) with the rdzv_conf keys protocol,
 // cacert, cert and key. Errors: InvalidArgument naming the bad part and what is accepted.
-absl::StatusOr<EtcdConfig> ParseEtcdConfig(const std::string& endpoints, const std::string& protocol,
-                                           const std::string& cacert, const std::string& cert,
-                                           const std::string& key);
+absl::StatusOr<EtcdConfig> ParseEtcdConfig(const std::string& endpoints,
+                                           const std::string& protocol, const std::string& cacert,
+                                           const std::string& cert, const std::string& key);
 
 // The leadership lease. 2 s: a dead master is replaced within 2 s of its last keep-alive, which
 // the 3 s target for a master host's death needs; and it is the shortest lease etcd grants with

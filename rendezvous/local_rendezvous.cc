@@ -45,8 +45,7 @@ void LocalRendezvous::ReportProgress(const std::vector<RankProgress>& ranks) {
     if (!first && last->second == rank.at) continue;  // judged already: no new report
     last->second = rank.at;
     if (std::optional<StragglerNews> news =
-            stragglers_.Report(rank.global_rank, rank.step, rank.step_seconds,
-                               rank.busy_seconds)) {
+            stragglers_.Report(rank.global_rank, rank.step, rank.step_seconds, rank.busy_seconds)) {
       RendezvousEvent event;
       event.kind = RendezvousEvent::Kind::kStraggler;
       event.round = round_assignment_;

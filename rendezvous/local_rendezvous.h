@@ -7,9 +7,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "rendezvous/event_queue.h"
 #include "common/repeated_failure.h"
 #include "common/straggler_watch.h"
+#include "rendezvous/event_queue.h"
 #include "rendezvous/rendezvous.h"
 
 namespace mxrun {
@@ -18,9 +18,9 @@ struct LocalRendezvousConfig {
   std::string run_id;
   int local_world_size = 1;
   int max_restarts = 0;
-  std::string master_addr;    // MASTER_ADDR given to workers
-  int master_port = 0;        // 0: pick a free port on master_addr for every round
-  StragglerRule stragglers;   // --straggler_factor, --straggler_steps (0: never judged)
+  std::string master_addr;   // MASTER_ADDR given to workers
+  int master_port = 0;       // 0: pick a free port on master_addr for every round
+  StragglerRule stragglers;  // --straggler_factor, --straggler_steps (0: never judged)
 };
 
 class LocalRendezvous final : public Rendezvous {

@@ -16,14 +16,16 @@ absl::StatusOr<std::map<std::string, std::string>> ParseTopologyFile(std::string
   int number = 0;
   for (absl::string_view line : absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {
     ++number;
-    if (const size_t hash = line.find('#'); hash != absl::string_view::npos) line = line.substr(0, hash);
+    if (const size_t hash = line.find('#'); hash != absl::string_view::npos)
+      line = line.substr(0, hash);
     std::vector<absl::string_view> words =
         absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
     if (words.empty()) continue;
     auto bad = [&](absl::string_view why) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ":", number, ": ", why, "; accepted: one 'HOST GROUP' per line (GROUP such as "
-          "spine0/leaf3, widest first), '#' comments"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", number, ": ", why,
+                       "; accepted: one 'HOST GROUP' per line (GROUP such as "
+                       "spine0/leaf3, widest first), '#' comments"));
     };
     if (words.size() != 2) return bad(absl::StrCat(words.size(), " words"));
     if (absl::Status valid = ValidateTopology(words[1]); !valid.ok()) return bad(valid.message());
@@ -66,14 +68,15 @@ absl::StatusOr<std::string> ResolveNodeTopology(const RankOrderSettings& setting
   if (path.empty() && settings.mode == RankOrderMode::kTopology) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--rank_order=topology: nothing says where this node (", host, ") sits in the network",
-        settings.file_groups.empty() ? "" : absl::StrCat(", and ", settings.file, " does not name it"),
+        settings.file_groups.empty() ? ""
+                                     : absl::StrCat(", and ", settings.file, " does not name it"),
         "; give --topology_group (or MXRUN_TOPOLOGY_GROUP), a --topology_file naming it, or run "
         "under Slurm with TopologyPlugin=topology/tree; no NVLink domain was found either (NVML). "
         "--rank_order=auto runs in host order instead"));
   }
   if (absl::Status valid = ValidateTopology(path); !valid.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("this node's place in the network: ",
-                                                   valid.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("this node's place in the network: ", valid.message()));
   }
   return path;
 }

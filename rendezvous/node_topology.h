@@ -1,7 +1,7 @@
 #pragma once
 // Where this node sits in the network, as it tells the master (NodeDesc::topology), so that node
-// ranks follow switches and NVLink domains (rendezvous/master_state/rank_order.h; issue 37, item 1).
-// Pure: the sources are read by their owners (the flag engine, Slurm's environment, NVML) and
+// ranks follow switches and NVLink domains (rendezvous/master_state/rank_order.h; issue 37, item
+// 1). Pure: the sources are read by their owners (the flag engine, Slurm's environment, NVML) and
 // handed in.
 //
 // --rank_order: auto (default) uses whatever source this node has and is host order without one,
@@ -24,9 +24,9 @@ enum class RankOrderMode { kAuto, kHost, kTopology };
 
 struct RankOrderSettings {
   RankOrderMode mode = RankOrderMode::kAuto;
-  std::string group;         // --topology_group (or what Slurm implies): "spine0/leaf3"
+  std::string group;  // --topology_group (or what Slurm implies): "spine0/leaf3"
   std::map<std::string, std::string> file_groups;  // --topology_file: host name -> group
-  std::string file;          // that file's path, for messages
+  std::string file;                                // that file's path, for messages
 };
 
 // A --topology_file: one "HOST GROUP" per line (GROUP a '/'-separated path, widest first), blank

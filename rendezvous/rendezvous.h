@@ -24,29 +24,29 @@ namespace mxrun {
 
 struct RendezvousEvent {
   enum class Kind {
-    kRegistered,    // the rendezvous accepted this node's join; `reason` says what it waits for
-    kRoundReady,    // `round` is this node's assignment: start the workers
-    kRejoin,        // stop the workers and Join() again (`restart`: a failure spent the budget)
-    kPeerFinished,  // another node's workers all exited 0 (`reason` names it): the exit barrier
-                    // (--exit_barrier_timeout) starts for the workers still running here
-    kJobSucceeded,  // every node's workers succeeded: exit 0
-    kJobFailed,     // the budget is spent: exit 1 with `first_failure` in the summary
-    kError,         // rendezvous failed (`error`): exit 3
-    kStraggler,     // the master named one of this node's ranks a straggler, or no longer
-                    // (`straggler`, about round `round.round`)
-    kFlightRequest, // another node (`reason`: its host) judged a hang in round `round.round`:
-                    // take the live ranks' flight recorders and OfferFlightRecords() them,
-                    // before stopping anything
+    kRegistered,     // the rendezvous accepted this node's join; `reason` says what it waits for
+    kRoundReady,     // `round` is this node's assignment: start the workers
+    kRejoin,         // stop the workers and Join() again (`restart`: a failure spent the budget)
+    kPeerFinished,   // another node's workers all exited 0 (`reason` names it): the exit barrier
+                     // (--exit_barrier_timeout) starts for the workers still running here
+    kJobSucceeded,   // every node's workers succeeded: exit 0
+    kJobFailed,      // the budget is spent: exit 1 with `first_failure` in the summary
+    kError,          // rendezvous failed (`error`): exit 3
+    kStraggler,      // the master named one of this node's ranks a straggler, or no longer
+                     // (`straggler`, about round `round.round`)
+    kFlightRequest,  // another node (`reason`: its host) judged a hang in round `round.round`:
+                     // take the live ranks' flight recorders and OfferFlightRecords() them,
+                     // before stopping anything
   };
   Kind kind = Kind::kError;
   RoundAssignment round;
-  std::string reason;          // kRejoin: why, in words; kPeerFinished: who finished
-  bool restart = false;        // kRejoin: caused by a worker failure (the budget was spent)
-  bool master_silent = false;  // kRejoin: the master was not heard for the lease; every worker
-                               // stops (none is kept for an in-process restart: no round is sure)
-  int restarts_spent = 0;      // kRejoin, kJobFailed
-  int max_restarts = 0;        // kRejoin, kJobFailed
-  WorkerFailure first_failure; // kJobFailed: the first failure of the job's last attempt
+  std::string reason;           // kRejoin: why, in words; kPeerFinished: who finished
+  bool restart = false;         // kRejoin: caused by a worker failure (the budget was spent)
+  bool master_silent = false;   // kRejoin: the master was not heard for the lease; every worker
+                                // stops (none is kept for an in-process restart: no round is sure)
+  int restarts_spent = 0;       // kRejoin, kJobFailed
+  int max_restarts = 0;         // kRejoin, kJobFailed
+  WorkerFailure first_failure;  // kJobFailed: the first failure of the job's last attempt
   // kJobFailed: every attempt failed the same deterministic way (common/repeated_failure.h),
   // `failure_signature` says how; a requeue would fail the same way.
   bool same_failure_every_attempt = false;
@@ -56,8 +56,8 @@ struct RendezvousEvent {
   bool excluded = false;
   // kJobSucceeded, kJobFailed: the nodes left out during the job, and why (one line each).
   std::vector<std::string> excluded_nodes;
-  absl::Status error;          // kError
-  StragglerNews straggler;     // kStraggler
+  absl::Status error;       // kError
+  StragglerNews straggler;  // kStraggler
 };
 
 class Rendezvous {

@@ -1,7 +1,5 @@
 """Checks the C++ code's format (docs/ARCHITECTURE.md "Rules the tests enforce"): every .cc and .h
-the repository tracks follows .clang-format, except those in tests/format_pending.txt, which must
-all still differ from it (a formatted file leaves the list), be tracked files, and be no more than
-MAX_PENDING.
+the repository tracks follows .clang-format, as clang-format-14 applies it.
 
 Usage: check_format.py CLANG_FORMAT SOURCE_DIR
 """
@@ -12,8 +10,6 @@ import shutil
 import subprocess
 import sys
 
-# The most files the pending list may hold: lowered as files are formatted, never raised.
-MAX_PENDING = 311
 VIOLATION = re.compile(r"^(.+?):\d+:\d+: (?:error|warning): code should be clang-formatted",
                        re.MULTILINE)
 
@@ -45,30 +41,14 @@ def main() -> int:
         print(f"check_format: {source_dir} is not a git checkout", file=sys.stderr)
         return 1
     files = listing.stdout.split()
-    with open(f"{source_dir}/tests/format_pending.txt", encoding="utf-8") as f:
-        pending = [line.strip() for line in f if line.strip() and not line.startswith("#")]
     os.chdir(source_dir)
-    differ = unformatted(clang_format, files)
-    problems = []
-    if len(pending) > MAX_PENDING:
-        problems.append(f"tests/format_pending.txt lists {len(pending)} files, more than its cap of "
-                        f"{MAX_PENDING}: format new files instead of listing them")
-    tracked = set(files)
-    for file in pending:
-        if file not in tracked:
-            problems.append(f"tests/format_pending.txt lists {file}, which the repository does not "
-                            "track")
-        elif file not in differ:
-            problems.append(f"{file} is formatted now: take it out of tests/format_pending.txt (and "
-                            "lower MAX_PENDING in tests/check_format.py)")
-    for file in sorted(differ - set(pending)):
-        problems.append(f"{file} does not follow .clang-format: run {clang_format} -i {file}")
-    for problem in problems:
-        print(f"check_format: {problem}", file=sys.stderr)
-    if problems:
+    differ = sorted(unformatted(clang_format, files))
+    for file in differ:
+        print(f"check_format: {file} does not follow .clang-format: run {clang_format} -i {file}",
+              file=sys.stderr)
+    if differ:
         return 1
-    print(f"check_format: {len(files) - len(pending)} files follow .clang-format; "
-          f"{len(pending)} still pending")
+    print(f"check_format: all {len(files)} files follow .clang-format")
     return 0
 
 

@@ -70,8 +70,8 @@ class EtcdCluster {
   int LeaderIndex() const {
     for (size_t i = 0; i < members_.size(); ++i) {
       if (!members_[i].process) continue;
-      ProcessResult r = Run({"/usr/bin/etcdctl", "--endpoints=" + Endpoint(members_[i]),
-                             "endpoint", "status", "--write-out=fields"},
+      ProcessResult r = Run({"/usr/bin/etcdctl", "--endpoints=" + Endpoint(members_[i]), "endpoint",
+                             "status", "--write-out=fields"},
                             {{"ETCDCTL_API", "3"}}, std::chrono::seconds(10));
       // Fields come as lines `"MemberID" : 123` and `"Leader" : 123`.
       const std::string member = Field(r.out, "\"MemberID\" : ");
@@ -103,9 +103,7 @@ class EtcdCluster {
     return text.substr(at, text.find('\n', at) - at);
   }
 
-  static std::string Endpoint(const Member& m) {
-    return absl::StrCat("127.0.0.1:", m.client_port);
-  }
+  static std::string Endpoint(const Member& m) { return absl::StrCat("127.0.0.1:", m.client_port); }
 
   void Start(size_t i) {
     Member& m = members_[i];
@@ -113,16 +111,38 @@ class EtcdCluster {
     const std::string peer = absl::StrCat("http://127.0.0.1:", m.peer_port);
     // setpriv (util-linux) gives etcd a parent-death signal: a test binary killed by its timeout
     // takes its members with it instead of leaving them running.
-    m.process = std::make_unique<Subprocess>(std::vector<std::string>{
-        "/usr/bin/setpriv", "--pdeathsig", "KILL", "--",
-        "/usr/bin/etcd", "--name", m.name, "--data-dir", dir_.path() + "/" + m.name,
-        "--listen-client-urls", client, "--advertise-client-urls", client,
-        "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-        "--initial-cluster", initial_cluster_,
-        "--initial-cluster-state", "new",
-        "--initial-cluster-token", "mxrun-test",
-        "--heartbeat-interval", "50", "--election-timeout", "300", "--logger", "zap",
-        "--log-level", "error"});
+    m.process =
+        std::make_unique<Subprocess>(std::vector<std::string>{"/usr/bin/setpriv",
+                                                              "--pdeathsig",
+                                                              "KILL",
+                                                              "--",
+                                                              "/usr/bin/etcd",
+                                                              "--name",
+                                                              m.name,
+                                                              "--data-dir",
+                                                              dir_.path() + "/" + m.name,
+                                                              "--listen-client-urls",
+                                                              client,
+                                                              "--advertise-client-urls",
+                                                              client,
+                                                              "--listen-peer-urls",
+                                                              peer,
+                                                              "--initial-advertise-peer-urls",
+                                                              peer,
+                                                              "--initial-cluster",
+                                                              initial_cluster_,
+                                                              "--initial-cluster-state",
+                                                              "new",
+                                                              "--initial-cluster-token",
+                                                              "mxrun-test",
+                                                              "--heartbeat-interval",
+                                                              "50",
+                                                              "--election-timeout",
+                                                              "300",
+                                                              "--logger",
+                                                              "zap",
+                                                              "--log-level",
+                                                              "error"});
   }
 
   // Bounded: a write through every member until all accept one.

@@ -37,13 +37,15 @@ std::vector<Device>& Devices() {
     size_t start = 0;
     while (start < all.size()) {
       size_t comma = all.find(',', start);
-      std::string item = all.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      std::string item =
+          all.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
       start = comma == std::string::npos ? all.size() : comma + 1;
       Device d;
       const size_t at = item.find('@');
       const size_t plus = item.find('+');
       d.uuid = item.substr(0, at);
-      std::string bus = item.substr(at + 1, plus == std::string::npos ? std::string::npos : plus - at - 1);
+      std::string bus =
+          item.substr(at + 1, plus == std::string::npos ? std::string::npos : plus - at - 1);
       std::sscanf(bus.c_str(), "%x:%x:%x", &d.domain, &d.bus, &d.dev);
       if (plus != std::string::npos) d.mig_uuid = item.substr(plus + 1);
       out.push_back(d);
@@ -96,7 +98,8 @@ Usage UsageOf(const std::string& uuid) {
       }
     }
     const size_t used = text.find("used_mib=");
-    if (used != std::string::npos) usage.used = std::strtoull(text.c_str() + used + 9, nullptr, 10) << 20;
+    if (used != std::string::npos)
+      usage.used = std::strtoull(text.c_str() + used + 9, nullptr, 10) << 20;
     const size_t pids = text.find("pids=");
     if (pids != std::string::npos) {
       std::string list = text.substr(pids + 5);

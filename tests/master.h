@@ -57,7 +57,8 @@ class Master {
     return result.out + result.err;
   }
   const std::string& endpoint() const { return endpoint_; }
-  // "host:port" of its metrics endpoint (it prints "mxrun-master metrics at http[s]://HOST:PORT/...").
+  // "host:port" of its metrics endpoint (it prints "mxrun-master metrics at
+  // http[s]://HOST:PORT/...").
   std::string MetricsEndpoint() {
     REQUIRE(process_->WaitForStdout("metrics at ", 1, std::chrono::seconds(10)));
     const std::string& out = process_->out();

@@ -19,8 +19,8 @@ namespace mxrun::testing {
 
 // "host:port" of an agent's metrics endpoint, from its log line.
 inline std::string AgentMetricsEndpoint(Subprocess& agent) {
-  REQUIRE(agent.WaitForStderr("serving Prometheus metrics at http://", 1,
-                              std::chrono::seconds(30)));
+  REQUIRE(
+      agent.WaitForStderr("serving Prometheus metrics at http://", 1, std::chrono::seconds(30)));
   const std::string& err = agent.err();
   const size_t at = err.find("serving Prometheus metrics at http://") + 37;
   return err.substr(at, err.find("/metrics", at) - at);

@@ -40,8 +40,8 @@ class PrometheusServer {
     config << "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
               "  evaluation_interval: 1s\nscrape_configs:\n";
     for (const auto& [name, target] : targets) {
-      config << "  - job_name: " << name << "\n    static_configs:\n      - targets: ['"
-             << target << "']\n";
+      config << "  - job_name: " << name << "\n    static_configs:\n      - targets: ['" << target
+             << "']\n";
       if (tls) {
         config << "    scheme: https\n    tls_config:\n      ca_file: " << tls->ca_file
                << "\n      cert_file: " << tls->cert_file << "\n      key_file: " << tls->key_file
@@ -73,11 +73,11 @@ class PrometheusServer {
     double value = 0;
   };
   std::vector<Sample> Query(const std::string& promql) {
-    const std::string text = Run({"curl", "-s", "--max-time", "5", "-G",
-                                  "--data-urlencode", "query=" + promql,
-                                  absl::StrCat("http://127.0.0.1:", port_, "/api/v1/query")},
-                                 {}, std::chrono::seconds(10))
-                                 .out;
+    const std::string text =
+        Run({"curl", "-s", "--max-time", "5", "-G", "--data-urlencode", "query=" + promql,
+             absl::StrCat("http://127.0.0.1:", port_, "/api/v1/query")},
+            {}, std::chrono::seconds(10))
+            .out;
     std::vector<Sample> samples;
     nlohmann::json reply = nlohmann::json::parse(text, nullptr, false);
     if (!reply.is_object() || reply.value("status", "") != "success") return samples;
@@ -101,9 +101,7 @@ class PrometheusServer {
     return false;
   }
   // Why a scrape target is not up, as Prometheus says (its /api/v1/targets).
-  std::string Targets() {
-    return Curl("/api/v1/targets");
-  }
+  std::string Targets() { return Curl("/api/v1/targets"); }
   int port() const { return port_; }
 
  private:

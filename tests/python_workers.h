@@ -56,17 +56,24 @@ inline std::vector<std::string> ElasticNodeArgv(const std::string& endpoint,
                                                 const std::string& rdzv_id, int node,
                                                 const std::string& script,
                                                 const std::vector<std::string>& args) {
-  std::vector<std::string> argv{MXRUN_BIN, "--rdzv_backend=c10d", "--rdzv_endpoint=" + endpoint,
-                                "--rdzv_id=" + rdzv_id, "--nnodes=1:2",
+  std::vector<std::string> argv{MXRUN_BIN,
+                                "--rdzv_backend=c10d",
+                                "--rdzv_endpoint=" + endpoint,
+                                "--rdzv_id=" + rdzv_id,
+                                "--nnodes=1:2",
                                 "--node_rank=" + std::to_string(node),
-                                "--rdzv_conf=last_call_timeout=10", "--nproc_per_node=2",
-                                "--max_restarts=1", "--standby_workers=0", script};
+                                "--rdzv_conf=last_call_timeout=10",
+                                "--nproc_per_node=2",
+                                "--max_restarts=1",
+                                "--standby_workers=0",
+                                script};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }
 #endif
 
-// The pid of `rank` in an example's first {"event": "round", "rank": R, "pid": P ...} line; -1: none.
+// The pid of `rank` in an example's first {"event": "round", "rank": R, "pid": P ...} line; -1:
+// none.
 inline int PidOfRank(const std::string& out, int rank) {
   std::smatch m;
   std::regex line("\\{\"event\": \"round\", \"rank\": " + std::to_string(rank) +

@@ -11,9 +11,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
-#include <iterator>
 #include <thread>
 
 extern char** environ;

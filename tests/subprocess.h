@@ -15,7 +15,7 @@
 namespace mxrun::testing {
 
 struct ProcessResult {
-  int exit_code = -1;       // -1 when killed by a signal or timed out
+  int exit_code = -1;  // -1 when killed by a signal or timed out
   int term_signal = 0;
   bool timed_out = false;
   std::string out;
@@ -27,7 +27,8 @@ class Subprocess {
  public:
   // Starts argv[0] (looked up on PATH) with the test's environment plus `env` (an empty value
   // removes the variable).
-  Subprocess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {});
+  Subprocess(const std::vector<std::string>& argv,
+             const std::map<std::string, std::string>& env = {});
   ~Subprocess();  // kills the child if it still runs
 
   pid_t pid() const { return pid_; }

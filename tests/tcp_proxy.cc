@@ -1,5 +1,5 @@
-// A TCP proxy for the network-fault tests: it forwards every connection made to --listen on to --to,
-// and makes the faults this machine's kernel cannot (no netem qdisc, no iptables):
+// A TCP proxy for the network-fault tests: it forwards every connection made to --listen on to
+// --to, and makes the faults this machine's kernel cannot (no netem qdisc, no iptables):
 //
 //   --delay-ms=N          each chunk is forwarded N ms after it arrived, in both directions
 //   --stall-ms=S --stall-every-ms=P
@@ -8,7 +8,8 @@
 //                         data waits and is delivered when the stall ends, as after a stalled link
 //   SIGUSR1 / SIGUSR2     hold everything (a partition: no FIN or RST, bytes wait) / release it
 //
-// Prints "listening on HOST:PORT" once ready; stops on SIGTERM or SIGINT. One thread, one poll loop.
+// Prints "listening on HOST:PORT" once ready; stops on SIGTERM or SIGINT. One thread, one poll
+// loop.
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -44,7 +45,7 @@ struct Pipe {
   int from = -1;
   int to = -1;
   std::deque<Chunk> queue;
-  bool eof = false;        // `from` closed: shut `to` down for writing once the queue is empty
+  bool eof = false;  // `from` closed: shut `to` down for writing once the queue is empty
   bool shut = false;
 };
 

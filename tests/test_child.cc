@@ -17,7 +17,8 @@
 //   --progress=P            while sleeping, send a progress report ({"step": N}, N = 1, 2, ...)
 //                           on the control channel every P seconds
 //   --slow-rank=R           with --progress, global rank R takes 3P a step (a straggler)
-//   --say=TEXT              print TEXT (the same on every rank) once set up, then "said rank=<RANK>"
+//   --say=TEXT              print TEXT (the same on every rank) once set up, then "said
+//   rank=<RANK>"
 //   --say-at=T              with --say, wait until the Unix time T (fractional) to say it, so that
 //                           every rank prints it within milliseconds
 //   --say-stderr            with --say, print TEXT on stderr
@@ -80,7 +81,7 @@
 
 namespace {
 
-bool g_term = false;  // SleepSeconds took a SIGTERM (it is blocked, never handled)
+bool g_term = false;         // SleepSeconds took a SIGTERM (it is blocked, never handled)
 bool g_report_usr1 = false;  // --report-usr1: SleepSeconds prints each SIGUSR1 and sleeps on
 void PrintIgnoredTerm() {
   static const char kMessage[] = "ignored SIGTERM\n";
@@ -248,9 +249,10 @@ int Abuse(const std::string& kind, int control) {
     std::printf("flood done rank=0 sent=%lld\n", sent);
   } else if (kind == "timer-foreign") {
     const int pipe_fd = open(Env("TORCHELASTIC_TIMER_FILE").c_str(), O_WRONLY | O_NONBLOCK);
-    const std::string request = "{\"version\": 1, \"pid\": " + std::to_string(getppid()) +
-                                ", \"scope_id\": \"abuse\", \"expiration_time\": " +
-                                std::to_string(time(nullptr) - 5) + ", \"signal\": 9}\n";
+    const std::string request =
+        "{\"version\": 1, \"pid\": " + std::to_string(getppid()) +
+        ", \"scope_id\": \"abuse\", \"expiration_time\": " + std::to_string(time(nullptr) - 5) +
+        ", \"signal\": 9}\n";
     const bool written = pipe_fd >= 0 && WriteAll(pipe_fd, request);
     if (pipe_fd >= 0) close(pipe_fd);
     std::printf("abused rank=0 kind=timer-foreign pid=%d written=%d\n", getppid(), written);
@@ -297,39 +299,72 @@ int main(int argc, char** argv) {
   bool say_stderr = false;
   for (int i = 1; i < argc; ++i) {
     std::string v;
-    if (Flag(argv[i], "--exit", &v)) exit_code = std::atoi(v.c_str());
-    else if (Flag(argv[i], "--fail-below-attempt", &v)) fail_below = std::atoi(v.c_str());
-    else if (Flag(argv[i], "--only-rank", &v)) only_rank = std::atoi(v.c_str());
-    else if (Flag(argv[i], "--sleep", &v)) sleep_seconds = std::atof(v.c_str());
-    else if (Flag(argv[i], "--sleep-below-attempt", &v)) sleep_below = std::atoi(v.c_str());
-    else if (Flag(argv[i], "--sleep-if-world", &v)) sleep_world = std::atoi(v.c_str());
-    else if (Flag(argv[i], "--ignore-sigterm", &v)) ignore_term = true;
-    else if (Flag(argv[i], "--fork-grandchild", &v)) grandchild = true, grandchild_setsid = v == "setsid";
-    else if (Flag(argv[i], "--write-error-file", &v)) error_message = v;
-    else if (Flag(argv[i], "--env-out", &v)) env_out = v;
-    else if (Flag(argv[i], "--lines", &v)) lines = std::atoi(v.c_str());
-    else if (Flag(argv[i], "--line-length", &v)) line_length = std::atoi(v.c_str());
-    else if (Flag(argv[i], "--ready", &v)) ready = true;
-    else if (Flag(argv[i], "--kill-self", &v)) kill_self = std::atoi(v.c_str());
-    else if (Flag(argv[i], "--beat", &v)) beat = true;
-    else if (Flag(argv[i], "--hang-rank", &v)) hang_rank = std::atoi(v.c_str());
-    else if (Flag(argv[i], "--hang-below-attempt", &v)) hang_below = std::atoi(v.c_str());
-    else if (Flag(argv[i], "--stop-self", &v)) stop_self = true;
-    else if (Flag(argv[i], "--vfork-wait", &v)) vfork_seconds = std::atof(v.c_str());
-    else if (Flag(argv[i], "--vfork-below-attempt", &v)) vfork_below = std::atoi(v.c_str());
-    else if (Flag(argv[i], "--unreapable", &v)) unreapable = true;
-    else if (Flag(argv[i], "--keep", &v)) keep = true, keep_exit = v == "exit";
-    else if (Flag(argv[i], "--wait-notice", &v)) wait_notice = true;
-    else if (Flag(argv[i], "--fail-on-signal", &v)) fail_on_signal = true;
-    else if (Flag(argv[i], "--report-usr1", &v)) g_report_usr1 = true;
-    else if (Flag(argv[i], "--progress", &v)) progress_period = std::atof(v.c_str());
-    else if (Flag(argv[i], "--slow-rank", &v)) slow_rank = std::atoi(v.c_str());
-    else if (Flag(argv[i], "--say", &v)) say = v;
-    else if (Flag(argv[i], "--standby-hold", &v)) standby_hold = v;
-    else if (Flag(argv[i], "--say-at", &v)) say_at = std::atof(v.c_str());
-    else if (Flag(argv[i], "--say-stderr", &v)) say_stderr = true;
-    else if (Flag(argv[i], "--grow-after", &v)) grow_after = std::atof(v.c_str());
-    else if (Flag(argv[i], "--abuse", &v)) abuse = v;
+    if (Flag(argv[i], "--exit", &v))
+      exit_code = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--fail-below-attempt", &v))
+      fail_below = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--only-rank", &v))
+      only_rank = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--sleep", &v))
+      sleep_seconds = std::atof(v.c_str());
+    else if (Flag(argv[i], "--sleep-below-attempt", &v))
+      sleep_below = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--sleep-if-world", &v))
+      sleep_world = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--ignore-sigterm", &v))
+      ignore_term = true;
+    else if (Flag(argv[i], "--fork-grandchild", &v))
+      grandchild = true, grandchild_setsid = v == "setsid";
+    else if (Flag(argv[i], "--write-error-file", &v))
+      error_message = v;
+    else if (Flag(argv[i], "--env-out", &v))
+      env_out = v;
+    else if (Flag(argv[i], "--lines", &v))
+      lines = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--line-length", &v))
+      line_length = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--ready", &v))
+      ready = true;
+    else if (Flag(argv[i], "--kill-self", &v))
+      kill_self = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--beat", &v))
+      beat = true;
+    else if (Flag(argv[i], "--hang-rank", &v))
+      hang_rank = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--hang-below-attempt", &v))
+      hang_below = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--stop-self", &v))
+      stop_self = true;
+    else if (Flag(argv[i], "--vfork-wait", &v))
+      vfork_seconds = std::atof(v.c_str());
+    else if (Flag(argv[i], "--vfork-below-attempt", &v))
+      vfork_below = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--unreapable", &v))
+      unreapable = true;
+    else if (Flag(argv[i], "--keep", &v))
+      keep = true, keep_exit = v == "exit";
+    else if (Flag(argv[i], "--wait-notice", &v))
+      wait_notice = true;
+    else if (Flag(argv[i], "--fail-on-signal", &v))
+      fail_on_signal = true;
+    else if (Flag(argv[i], "--report-usr1", &v))
+      g_report_usr1 = true;
+    else if (Flag(argv[i], "--progress", &v))
+      progress_period = std::atof(v.c_str());
+    else if (Flag(argv[i], "--slow-rank", &v))
+      slow_rank = std::atoi(v.c_str());
+    else if (Flag(argv[i], "--say", &v))
+      say = v;
+    else if (Flag(argv[i], "--standby-hold", &v))
+      standby_hold = v;
+    else if (Flag(argv[i], "--say-at", &v))
+      say_at = std::atof(v.c_str());
+    else if (Flag(argv[i], "--say-stderr", &v))
+      say_stderr = true;
+    else if (Flag(argv[i], "--grow-after", &v))
+      grow_after = std::atof(v.c_str());
+    else if (Flag(argv[i], "--abuse", &v))
+      abuse = v;
     else {
       std::fprintf(stderr, "test_child: unknown argument %s\n", argv[i]);
       return 64;
@@ -364,7 +399,8 @@ int main(int argc, char** argv) {
   }
   for (int i = 0; i < lines; ++i) {
     std::string line = "rank=" + rank + " line=" + std::to_string(i) + " ";
-    line.append(static_cast<size_t>(line_length) > line.size() ? line_length - line.size() : 0, 'x');
+    line.append(static_cast<size_t>(line_length) > line.size() ? line_length - line.size() : 0,
+                'x');
     line.push_back('\n');
     fwrite(line.data(), 1, line.size(), stdout);
   }
@@ -381,8 +417,8 @@ int main(int argc, char** argv) {
     Send(control, "{\"hello\": 1, \"in_process_restart\": true}");
     const std::string notice = ReadNotice(control, 60, ignore_term);
     if (notice.empty()) return g_term ? 143 : 0;  // the job ended without needing it
-    std::printf("standby promoted rank=%s pid=%d cpus=%s\n",
-                After(notice, "\"RANK\":\"").c_str(), getpid(), AllowedCpus().c_str());
+    std::printf("standby promoted rank=%s pid=%d cpus=%s\n", After(notice, "\"RANK\":\"").c_str(),
+                getpid(), AllowedCpus().c_str());
     return 0;
   }
   keep = keep && attempt == 0 && control >= 0;
@@ -404,7 +440,8 @@ int main(int argc, char** argv) {
     clock_gettime(CLOCK_REALTIME, &now);
     const double wait = say_at - (static_cast<double>(now.tv_sec) + now.tv_nsec / 1e9);
     if (wait > 0 && wait < 60) {
-      timespec pause{static_cast<time_t>(wait), static_cast<long>((wait - static_cast<long>(wait)) * 1e9)};
+      timespec pause{static_cast<time_t>(wait),
+                     static_cast<long>((wait - static_cast<long>(wait)) * 1e9)};
       while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
       }
     }
@@ -447,7 +484,7 @@ int main(int argc, char** argv) {
       const pid_t tracee = getpid();
       const pid_t tracer = fork();
       if (tracer == 0) {
-        setsid();  // out of the worker's process group: the stop's SIGKILL does not reach it
+        setsid();    // out of the worker's process group: the stop's SIGKILL does not reach it
         alarm(120);  // however things go, it lets go of the worker by then (SIGALRM ends it)
         const char ok = ptrace(PTRACE_SEIZE, tracee, nullptr, nullptr) == 0 ? '1' : '0';
         ssize_t ignored = write(attached[1], &ok, 1);

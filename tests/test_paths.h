@@ -8,16 +8,16 @@
 
 namespace mxrun::test_paths {
 
-extern const char* const kPythonBin;        // the project's Python (.venv unless MXRUN_PYTHON)
-extern const char* const kTorchrunBin;      // its torchrun
+extern const char* const kPythonBin;    // the project's Python (.venv unless MXRUN_PYTHON)
+extern const char* const kTorchrunBin;  // its torchrun
 extern const char* const kMxrunBin;
 extern const char* const kMxrunMasterBin;
 extern const char* const kTestChildBin;
 extern const char* const kTcpProxyBin;
-extern const char* const kTrainBin;         // "" in a build without the trainer
+extern const char* const kTrainBin;  // "" in a build without the trainer
 extern const char* const kFakeNvmlDir;
 extern const char* const kTestOutputDir;
-extern const char* const kExamplesDir;      // scripts/examples
+extern const char* const kExamplesDir;  // scripts/examples
 extern const char* const kScriptsDir;
 extern const char* const kTopologiesDir;    // tests/topologies
 extern const char* const kPythonModuleDir;  // python/

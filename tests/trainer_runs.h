@@ -21,10 +21,20 @@ namespace mxrun::testing {
 // ResNet-18 at 1/8 width on synthetic data, checkpoints and metrics inside `dir`; then `extra`.
 inline std::vector<std::string> SmallRun(std::vector<std::string> command, const TempDir& dir,
                                          const std::vector<std::string>& extra) {
-  const std::vector<std::string> small{
-      "--width", "8", "--synthetic_train", "2048", "--synthetic_test", "512", "--batch_size", "32",
-      "--lr", "0.05", "--ckpt_dir", dir.path() + "/ckpt", "--metrics_file",
-      dir.path() + "/metrics.jsonl"};
+  const std::vector<std::string> small{"--width",
+                                       "8",
+                                       "--synthetic_train",
+                                       "2048",
+                                       "--synthetic_test",
+                                       "512",
+                                       "--batch_size",
+                                       "32",
+                                       "--lr",
+                                       "0.05",
+                                       "--ckpt_dir",
+                                       dir.path() + "/ckpt",
+                                       "--metrics_file",
+                                       dir.path() + "/metrics.jsonl"};
   command.insert(command.end(), small.begin(), small.end());
   command.insert(command.end(), extra.begin(), extra.end());
   return command;
@@ -33,7 +43,10 @@ inline std::vector<std::string> SmallRun(std::vector<std::string> command, const
 // The environment overrides that make the trainer run alone, as one process, even when the test
 // itself runs under a launcher: no torchrun variables at all.
 inline std::map<std::string, std::string> NoLauncherEnv() {
-  return {{"RANK", ""}, {"WORLD_SIZE", ""}, {"MASTER_PORT", ""}, {"MASTER_ADDR", ""},
+  return {{"RANK", ""},
+          {"WORLD_SIZE", ""},
+          {"MASTER_PORT", ""},
+          {"MASTER_ADDR", ""},
           {"LOCAL_RANK", ""}};
 }
 

@@ -20,8 +20,8 @@ BatchStorage AllocateOnHeap(std::int64_t batch_size) {
 }
 
 BatchLoader::BatchLoader(const ImageSet& set, std::vector<std::int64_t> indices,
-                         std::int64_t batch_size, AugmentConfig augment, int threads,
-                         int prefetch, BatchAllocator allocator)
+                         std::int64_t batch_size, AugmentConfig augment, int threads, int prefetch,
+                         BatchAllocator allocator)
     : set_(set),
       indices_(std::move(indices)),
       batch_size_(batch_size),

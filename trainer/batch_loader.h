@@ -61,9 +61,9 @@ class BatchLoader {
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::int64_t next_to_assemble_ = 0;  // guarded by mutex_
-  std::int64_t next_to_hand_out_ = 0;  // guarded by mutex_
-  bool stopping_ = false;              // guarded by mutex_
+  std::int64_t next_to_assemble_ = 0;    // guarded by mutex_
+  std::int64_t next_to_hand_out_ = 0;    // guarded by mutex_
+  bool stopping_ = false;                // guarded by mutex_
   std::map<std::int64_t, Batch> ready_;  // guarded by mutex_
   std::vector<std::thread> workers_;
 };

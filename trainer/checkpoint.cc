@@ -32,8 +32,7 @@ std::int64_t ReadInt(torch::serialize::InputArchive& archive, const std::string&
 
 TrainingProgress ReadProgress(torch::serialize::InputArchive& archive, const std::string& path) {
   torch::Tensor format;
-  if (!archive.try_read("progress/format_version", format) ||
-      format.item<std::int64_t>() != 1) {
+  if (!archive.try_read("progress/format_version", format) || format.item<std::int64_t>() != 1) {
     throw std::runtime_error(path + " is not a checkpoint of this trainer (" + kFormat + ")");
   }
   TrainingProgress p;
@@ -137,8 +136,7 @@ std::unique_ptr<CheckpointFile> CheckpointFile::Open(const std::string& dir,
   const torch::Device device = params.empty() ? torch::Device(torch::kCPU) : params[0].device();
   auto archive = std::make_unique<Archive>(Archive{OpenArchive(path, device)});
   const TrainingProgress progress = ReadProgress(archive->archive, path);
-  return std::unique_ptr<CheckpointFile>(
-      new CheckpointFile(path, std::move(archive), progress));
+  return std::unique_ptr<CheckpointFile>(new CheckpointFile(path, std::move(archive), progress));
 }
 
 void CheckpointFile::LoadInto(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {

@@ -22,11 +22,10 @@ void AppendCifar10File(const std::string& path, ImageSet& into) {
     const std::size_t got = std::fread(record, 1, sizeof(record), file.get());
     if (got == 0) break;
     if (got != sizeof(record)) {
-      throw std::runtime_error("CIFAR-10 file " + path +
-                               " is truncated: the record at byte offset " +
-                               std::to_string(offset) + " has " + std::to_string(got) + " of " +
-                               std::to_string(kCifarRecordBytes) +
-                               " bytes (1 label byte + 3072 pixel bytes)");
+      throw std::runtime_error(
+          "CIFAR-10 file " + path + " is truncated: the record at byte offset " +
+          std::to_string(offset) + " has " + std::to_string(got) + " of " +
+          std::to_string(kCifarRecordBytes) + " bytes (1 label byte + 3072 pixel bytes)");
     }
     if (record[0] >= 10) {
       throw std::runtime_error("CIFAR-10 file " + path + " is corrupt: label " +
@@ -54,9 +53,8 @@ ImageSet ReadCifar10(const std::string& dir, Split split) {
   set.labels.reserve(files * 10000);
   set.pixels.reserve(static_cast<std::size_t>(files) * 10000 * kImageBytes);
   for (int i = 1; i <= files; ++i) {
-    const std::string name = split == Split::kTrain
-                                 ? "data_batch_" + std::to_string(i) + ".bin"
-                                 : std::string("test_batch.bin");
+    const std::string name = split == Split::kTrain ? "data_batch_" + std::to_string(i) + ".bin"
+                                                    : std::string("test_batch.bin");
     AppendCifar10File(dir + "/" + name, set);
   }
   return set;

@@ -5,16 +5,16 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <stdexcept>
 #include <future>
+#include <stdexcept>
 #include <thread>
 
 #include <ATen/ATen.h>
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/version.h>
 #if defined(MXRUN_WITH_CUDA)
 #include <cuda_runtime_api.h>  // CUDART_VERSION, for --version
 #endif
@@ -320,7 +320,8 @@ std::unique_ptr<Collectives> Join(const WorkerIdentity& id, CommBackend backend,
     options->timeout = timeout;
     group = c10::make_intrusive<c10d::ProcessGroupNCCL>(scoped, id.rank, id.world_size, options);
 #else
-    throw std::runtime_error("this trainer was built without NCCL (a CPU LibTorch); use --backend gloo");
+    throw std::runtime_error(
+        "this trainer was built without NCCL (a CPU LibTorch); use --backend gloo");
 #endif
   } else {
     group = MakeGloo(scoped, id.rank, id.world_size, gloo_addr, timeout);
@@ -333,7 +334,7 @@ std::unique_ptr<Collectives> Join(const WorkerIdentity& id, CommBackend backend,
 }  // namespace
 
 std::vector<std::unique_ptr<Collectives>> MakeLocalGlooGroups(int size,
-                                                             std::chrono::milliseconds timeout) {
+                                                              std::chrono::milliseconds timeout) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::vector<std::unique_ptr<Collectives>> groups(size);
   std::vector<std::thread> threads;

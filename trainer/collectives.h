@@ -81,7 +81,7 @@ std::unique_ptr<Collectives> JoinProcessGroup(const WorkerIdentity& id, CommBack
 // `size` Gloo groups inside this process over an in-memory store and 127.0.0.1, one per rank,
 // each to be driven from its own thread (tests of data parallelism without processes).
 std::vector<std::unique_ptr<Collectives>> MakeLocalGlooGroups(int size,
-                                                             std::chrono::milliseconds timeout);
+                                                              std::chrono::milliseconds timeout);
 
 // Whether this LibTorch was built with NCCL (a CUDA build).
 bool NcclAvailable();

@@ -27,8 +27,6 @@ std::uint32_t Crc32c(std::string_view bytes) {
   return crc ^ 0xFFFFFFFFu;
 }
 
-std::uint32_t MaskCrc32c(std::uint32_t crc) {
-  return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;
-}
+std::uint32_t MaskCrc32c(std::uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u; }
 
 }  // namespace mxrun::trainer

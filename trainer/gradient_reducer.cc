@@ -55,12 +55,13 @@ GradientReducer::GradientReducer(std::vector<at::Tensor> params, Collectives* co
   for (std::size_t i = 0; i < params_.size(); ++i) {
     auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
     torch::autograd::Node* node = acc.get();
-    hook_keys_.push_back(node->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [this, i](const torch::autograd::variable_list& outputs,
-                  const torch::autograd::variable_list& /*inputs*/) {
-          OnGradientReady(static_cast<int>(i));
-          return outputs;
-        })));
+    hook_keys_.push_back(
+        node->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+            [this, i](const torch::autograd::variable_list& outputs,
+                      const torch::autograd::variable_list& /*inputs*/) {
+              OnGradientReady(static_cast<int>(i));
+              return outputs;
+            })));
     accumulators_.push_back(std::make_shared<decltype(acc)>(std::move(acc)));
     accumulator_nodes_.push_back(node);
   }

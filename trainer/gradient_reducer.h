@@ -55,13 +55,13 @@ class GradientReducer {
   std::vector<at::Tensor> params_;
   Collectives* comm_;
   std::vector<std::vector<int>> buckets_;
-  std::vector<at::Tensor> buffers_;            // one flat buffer per bucket
-  std::vector<int> bucket_of_;                 // param -> bucket
+  std::vector<at::Tensor> buffers_;  // one flat buffer per bucket
+  std::vector<int> bucket_of_;       // param -> bucket
   // The gradient accumulators, kept alive (the hooks live there): a shared_ptr up to PyTorch 2.11,
   // an intrusive_ptr in 2.13, held here type-erased; accumulator_nodes_ are the same nodes.
   std::vector<std::shared_ptr<void>> accumulators_;
   std::vector<torch::autograd::Node*> accumulator_nodes_;
-  std::vector<std::uintptr_t> hook_keys_;      // ours on each accumulator, removed at destruction
+  std::vector<std::uintptr_t> hook_keys_;  // ours on each accumulator, removed at destruction
 
   std::mutex mutex_;
   bool reduce_ = false;

@@ -8,8 +8,7 @@
 namespace mxrun::trainer {
 
 double SystemWallClock() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 MetricsLog::MetricsLog(const std::string& path, WallClock clock)
@@ -17,8 +16,8 @@ MetricsLog::MetricsLog(const std::string& path, WallClock clock)
   if (path.empty()) return;
   file_.reset(std::fopen(path.c_str(), "a"));
   if (!file_) {
-    throw std::runtime_error("cannot open --metrics_file " + path + " for appending: " +
-                             std::strerror(errno));
+    throw std::runtime_error("cannot open --metrics_file " + path +
+                             " for appending: " + std::strerror(errno));
   }
 }
 

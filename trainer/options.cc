@@ -61,7 +61,8 @@ ParsedTrainerArgs ParseTrainerOptions(int argc, const char* const* argv) {
   opt("momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0));
   flag("nesterov", o.nesterov, "Nesterov momentum");
   opt("weight_decay", o.weight_decay, "L2 weight decay")->check(CLI::NonNegativeNumber);
-  flag("no_decay_bn_bias", o.no_decay_bn_bias, "no weight decay on BatchNorm parameters and biases");
+  flag("no_decay_bn_bias", o.no_decay_bn_bias,
+       "no weight decay on BatchNorm parameters and biases");
   opt("warmup_epochs", o.warmup_epochs, "linear warm-up length in epochs")
       ->check(CLI::NonNegativeNumber);
   std::string schedule = "cosine";

@@ -29,8 +29,7 @@ std::string Line(std::int64_t step, const std::string& run_id) {
 
 std::string ProgressMarkerPath(const std::string& ckpt_dir) { return ckpt_dir + "/progress"; }
 
-std::optional<std::int64_t> ReadProgressMarker(const std::string& path,
-                                               const std::string& run_id) {
+std::optional<std::int64_t> ReadProgressMarker(const std::string& path, const std::string& run_id) {
   std::ifstream in(path);
   std::string line;
   if (!in || !std::getline(in, line)) return std::nullopt;

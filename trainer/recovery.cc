@@ -22,9 +22,9 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
 #include <torch/types.h>
 #include <torch/utils.h>
+#include <nlohmann/json.hpp>
 
 #include "common/worker_env.h"
 #include "trainer/bucket_plan.h"
@@ -53,9 +53,9 @@ void Trainer::RunRound() {
   Restore();  // its first collective also creates an NCCL communicator (PyTorch makes them lazily)
   state_restored_at_ = SystemWallClock();
   if (train_set_future_.valid()) train_set_ = train_set_future_.get();  // rethrows a reader's error
-  reducer_ = std::make_unique<GradientReducer>(
-      params_, comm_.get(), kDefaultFirstBucketBytes,
-      static_cast<std::int64_t>(o_.bucket_cap_mb * 1024 * 1024));
+  reducer_ =
+      std::make_unique<GradientReducer>(params_, comm_.get(), kDefaultFirstBucketBytes,
+                                        static_cast<std::int64_t>(o_.bucket_cap_mb * 1024 * 1024));
 
   sampler_ = SamplerConfig{train_set_.size(), id_.world_size, id_.rank, true, o_.seed, false};
   const std::int64_t batches = (SamplesPerRank(sampler_) + o_.batch_size - 1) / o_.batch_size;
@@ -106,8 +106,8 @@ void Trainer::ApplyRound(const RoundNotice& notice, const std::string& why) {
   // A rank that had no state yet (kept while it waited for its group's) is still that rank.
   const std::string who = had_rank_ ? "rank " + std::to_string(old_rank) : "standby";
   had_rank_ = true;
-  std::fprintf(stderr, "train: %s: %s; taking round %d in-process as rank %d of %d\n",
-               who.c_str(), why.c_str(), notice.round, id_.rank, id_.world_size);
+  std::fprintf(stderr, "train: %s: %s; taking round %d in-process as rank %d of %d\n", who.c_str(),
+               why.c_str(), notice.round, id_.rank, id_.world_size);
   reducer_.reset();  // removes its hooks
   if (comm_) abandoned_.push_back(comm_.release());
   {
@@ -177,8 +177,8 @@ bool Trainer::WaitAsStandby() {
 
 // The first step completed after a restart: how much it cost, and where the time went (as this
 // rank saw it): until it had the new round (the failure seen, the group re-formed and the notice
-// taken; in a process started for the round, its whole start-up), joining the group, agreeing on and restoring the state (which creates an
-// NCCL communicator), the first step.
+// taken; in a process started for the round, its whole start-up), joining the group, agreeing on
+// and restoring the state (which creates an NCCL communicator), the first step.
 void Trainer::RecordRecovery() {
   const double now = metrics_->Now();
   nlohmann::json record{{"event", "recovery"},

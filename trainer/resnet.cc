@@ -18,10 +18,8 @@ torch::nn::AnyModule Norm(int channels, bool batch_norm) {
 }
 
 torch::nn::Conv2d Conv(int in, int out, int kernel, int stride) {
-  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, kernel)
-                               .stride(stride)
-                               .padding(kernel / 2)
-                               .bias(false));
+  return torch::nn::Conv2d(
+      torch::nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
 // BasicBlock (two 3x3 convs, expansion 1) or Bottleneck (1x1, 3x3, 1x1, expansion 4), each conv

@@ -18,8 +18,8 @@ struct ResNetConfig {
   std::string arch = "resnet18";  // resnet18|34|50|101|152
   bool imagenet_stem = false;
   int num_classes = 10;
-  int width = 64;                 // channels of layer1 (doubling per stage)
-  bool batch_norm = true;         // false: identity instead of BatchNorm (tests of exact gradients)
+  int width = 64;          // channels of layer1 (doubling per stage)
+  bool batch_norm = true;  // false: identity instead of BatchNorm (tests of exact gradients)
 };
 
 class ResNetImpl : public torch::nn::Module {

@@ -29,8 +29,7 @@ typename Map::key_type StateKey(const at::Tensor& p) {
 template <typename Map>
 torch::optim::SGDParamState* FindState(Map& states, const at::Tensor& param) {
   auto it = states.find(StateKey<Map>(param));
-  return it == states.end() ? nullptr
-                            : &static_cast<torch::optim::SGDParamState&>(*it->second);
+  return it == states.end() ? nullptr : &static_cast<torch::optim::SGDParamState&>(*it->second);
 }
 
 }  // namespace

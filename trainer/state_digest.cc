@@ -19,8 +19,7 @@ void HashTensor(Sha256& hash, const std::string& name, const at::Tensor& tensor)
 
 }  // namespace
 
-std::string StateDigest(torch::nn::Module& model, torch::optim::SGD& optimizer,
-                        bool with_buffers) {
+std::string StateDigest(torch::nn::Module& model, torch::optim::SGD& optimizer, bool with_buffers) {
   Sha256 hash;
   for (const auto& item : model.named_parameters()) HashTensor(hash, item.key(), item.value());
   if (with_buffers) {

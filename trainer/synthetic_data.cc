@@ -86,8 +86,7 @@ void MakeImage(std::int64_t index, int num_classes, std::uint64_t seed, std::uin
 
 }  // namespace
 
-ImageSet MakeSyntheticImages(std::int64_t count, int num_classes, std::uint64_t seed,
-                             int threads) {
+ImageSet MakeSyntheticImages(std::int64_t count, int num_classes, std::uint64_t seed, int threads) {
   ImageSet set;
   set.labels.resize(count);
   set.pixels.resize(count * kImageBytes);
@@ -96,7 +95,8 @@ ImageSet MakeSyntheticImages(std::int64_t count, int num_classes, std::uint64_t 
       MakeImage(i, num_classes, seed, set.pixels.data() + i * kImageBytes, &set.labels[i]);
     }
   };
-  const std::int64_t workers = std::clamp<std::int64_t>(threads, 1, std::max<std::int64_t>(count, 1));
+  const std::int64_t workers =
+      std::clamp<std::int64_t>(threads, 1, std::max<std::int64_t>(count, 1));
   std::vector<std::thread> pool;
   const std::int64_t per = (count + workers - 1) / workers;
   for (std::int64_t w = 1; w < workers; ++w) {

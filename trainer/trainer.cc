@@ -31,12 +31,12 @@
 #include "trainer/gradient_reducer.h"
 #include "trainer/heartbeat.h"
 #include "trainer/lr_schedule.h"
-#include "trainer/state_digest.h"
 #include "trainer/metrics_log.h"
 #include "trainer/mixed_precision.h"
 #include "trainer/progress_marker.h"
 #include "trainer/resnet.h"
 #include "trainer/sgd.h"
+#include "trainer/state_digest.h"
 #include "trainer/synthetic_data.h"
 #include "trainer/trainer_internal.h"
 #if defined(MXRUN_WITH_TENSORBOARD)
@@ -52,10 +52,11 @@ static std::string NoGpuReason(const std::string& what) {
 #if defined(MXRUN_WITH_CUDA)
   return what + ": no CUDA GPU is visible to this process (CUDA_VISIBLE_DEVICES='" +
          std::string(std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES")
-                                                          : "<unset>") +
+                                                         : "<unset>") +
          "'; no driver, or no GPU): run on a GPU machine, or use --device cpu --backend gloo";
 #else
-  return what + ": this train was built against a CPU-only LibTorch; use --device cpu --backend "
+  return what +
+         ": this train was built against a CPU-only LibTorch; use --device cpu --backend "
          "gloo, or build against a CUDA PyTorch (scripts/gpu/build-trainer-cuda.sh)";
 #endif
 }
@@ -166,16 +167,16 @@ void Trainer::StartLoadingData(int threads) {
   };
   std::promise<ImageSet> train;
   train_set_future_ = train.get_future();
-  test_set_future_ = std::async(std::launch::async,
-                                [this, make, train = std::move(train)]() mutable -> ImageSet {
-    try {
-      train.set_value(make(true));
-    } catch (...) {
-      train.set_exception(std::current_exception());
-      return {};
-    }
-    return o_.eval ? make(false) : ImageSet{};
-  });
+  test_set_future_ =
+      std::async(std::launch::async, [this, make, train = std::move(train)]() mutable -> ImageSet {
+        try {
+          train.set_value(make(true));
+        } catch (...) {
+          train.set_exception(std::current_exception());
+          return {};
+        }
+        return o_.eval ? make(false) : ImageSet{};
+      });
 }
 
 const ImageSet& Trainer::TestSet() {
@@ -308,14 +309,13 @@ void Trainer::Restore() {
   if (source_in_memory) {
     Say("took the state of rank %d's memory: epoch %lld, step %lld, %lld samples seen (world "
         "size %d)",
-        source, static_cast<long long>(progress_.epoch + 1),
-        static_cast<long long>(progress_.step), static_cast<long long>(progress_.samples_seen),
-        id_.world_size);
+        source, static_cast<long long>(progress_.epoch + 1), static_cast<long long>(progress_.step),
+        static_cast<long long>(progress_.samples_seen), id_.world_size);
   } else {
     Say("resumed from the checkpoint of rank %d: epoch %lld, step %lld, %lld samples seen "
         "(written at world size %lld, now %d)",
-        source, static_cast<long long>(progress_.epoch + 1),
-        static_cast<long long>(progress_.step), static_cast<long long>(progress_.samples_seen),
+        source, static_cast<long long>(progress_.epoch + 1), static_cast<long long>(progress_.step),
+        static_cast<long long>(progress_.samples_seen),
         static_cast<long long>(progress_.world_size), id_.world_size);
   }
   metrics_->Append({{"event", "resume"},
@@ -333,7 +333,8 @@ BatchAllocator Trainer::Allocator() {
   return [pin](std::int64_t n) {
     auto t = std::make_shared<BatchTensors>();
     auto options = torch::TensorOptions().pinned_memory(pin);
-    t->images = torch::empty({n, kImageChannels, kImageSide, kImageSide}, options.dtype(torch::kFloat));
+    t->images =
+        torch::empty({n, kImageChannels, kImageSide, kImageSide}, options.dtype(torch::kFloat));
     t->labels = torch::empty({n}, options.dtype(torch::kInt64));
     BatchStorage storage;
     storage.images = t->images.data_ptr<float>();
@@ -356,9 +357,9 @@ std::pair<torch::Tensor, torch::Tensor> Trainer::ToDevice(const Batch& batch) {
 }
 
 TallyResult Trainer::Reduce(const Tally& tally) {
-  auto sums = torch::stack({tally.loss_sum, tally.correct.to(torch::kFloat64),
-                            torch::full({}, static_cast<double>(tally.count),
-                                        tally.loss_sum.options())});
+  auto sums =
+      torch::stack({tally.loss_sum, tally.correct.to(torch::kFloat64),
+                    torch::full({}, static_cast<double>(tally.count), tally.loss_sum.options())});
   if (comm_) {
     sums = sums.to(comm_->device());
     comm_->AllReduceSum(sums)->Wait();
@@ -463,11 +464,11 @@ void Trainer::TrainEpoch(std::int64_t epoch) {
       AutocastScope autocast(amp_, amp_dtype_);
       logits = model_->forward(images);
     }
-    auto loss_sum = torch::nn::functional::cross_entropy(
-        logits.to(torch::kFloat), labels,
-        torch::nn::functional::CrossEntropyFuncOptions()
-            .reduction(torch::kSum)
-            .label_smoothing(o_.label_smoothing));
+    auto loss_sum =
+        torch::nn::functional::cross_entropy(logits.to(torch::kFloat), labels,
+                                             torch::nn::functional::CrossEntropyFuncOptions()
+                                                 .reduction(torch::kSum)
+                                                 .label_smoothing(o_.label_smoothing));
     torch::Tensor loss = loss_sum / static_cast<double>(batch->size * o_.grad_accum);
     if (scaler_.enabled) loss = loss * scaler_.scale;
     reducer_->PrepareForBackward(last_micro);

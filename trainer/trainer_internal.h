@@ -27,13 +27,13 @@
 #include "trainer/distributed_sampler.h"
 #include "trainer/gradient_reducer.h"
 #include "trainer/heartbeat.h"
-#include "trainer/progress_report.h"
 #include "trainer/image_set.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics_log.h"
 #include "trainer/mixed_precision.h"
 #include "trainer/options.h"
 #include "trainer/progress_marker.h"
+#include "trainer/progress_report.h"
 #include "trainer/resnet.h"
 #if defined(MXRUN_WITH_TENSORBOARD)
 #include "trainer/tensorboard_writer.h"
@@ -105,14 +105,14 @@ class Trainer {
   std::vector<Collectives*> abandoned_;
   std::unique_ptr<ControlChannel> control_;  // mxrun's in-process restart (null: not offered)
   std::unique_ptr<ProgressReport> progress_report_;  // steps told to mxrun (null: no channel)
-  bool have_state_ = false;         // the model holds a trained state all ranks agreed on
-  bool had_rank_ = false;           // started with a rank, or a standby given one since
-  TrainingProgress completed_;      // progress_ at the last completed optimizer step
+  bool have_state_ = false;     // the model holds a trained state all ranks agreed on
+  bool had_rank_ = false;       // started with a rank, or a standby given one since
+  TrainingProgress completed_;  // progress_ at the last completed optimizer step
   // buffers_ (BatchNorm's running statistics and counts) at that step, kept with an mxrun
   // channel: the forward of a step abandoned for a re-formed group moved them, and they are put
   // back (ApplyRound), so that a recovered run ends bit for bit where an undisturbed one does.
   std::vector<torch::Tensor> completed_buffers_;
-  bool started_ = false;            // the start record is written once
+  bool started_ = false;  // the start record is written once
   // Recovery under way: when the failure was seen (wall clock), where it stood (the last step
   // completed before it: from memory in-process, from the progress marker after a restart).
   double failure_time_ = 0;
@@ -121,10 +121,11 @@ class Trainer {
   // notice in-process, or its start after a restart), joined its group, restored the state.
   double round_taken_at_ = 0, group_joined_at_ = 0, state_restored_at_ = 0;
   std::unique_ptr<ProgressMarker> marker_;  // rank 0's, with --ckpt_dir
-  std::string restored_from_ = "none";  // "memory", "checkpoint" or "none" (last Restore)
+  std::string restored_from_ = "none";      // "memory", "checkpoint" or "none" (last Restore)
   ImageSet train_set_, test_set_;
   std::future<ImageSet> train_set_future_;
-  std::future<ImageSet> test_set_future_;  // the loading task: the test split after the training one
+  std::future<ImageSet>
+      test_set_future_;  // the loading task: the test split after the training one
   ResNet model_{nullptr};
   std::vector<torch::Tensor> params_, buffers_;
   std::unique_ptr<torch::optim::SGD> optimizer_;
@@ -140,7 +141,7 @@ class Trainer {
   std::int64_t planned_steps_ = 0;
   // mxrun's hang detection: beats on progress (made once the worker has its place).
   std::unique_ptr<Heartbeat> heartbeat_ = std::make_unique<Heartbeat>("");
-  int round_ = 0;  // the rendezvous round this worker is in (MXRUN_ROUND, then each notice)
+  int round_ = 0;        // the rendezvous round this worker is in (MXRUN_ROUND, then each notice)
   bool joined_ = false;  // told the agent it trains in round_
 };
 

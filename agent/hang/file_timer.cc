@@ -25,10 +25,9 @@ absl::StatusOr<FileTimerRequest> ParseFileTimerLine(std::string_view line) {
   // Python's json writes an infinite float as Infinity, which is not JSON: a timer acquired with
   // `expires(after=float("inf"))` never expires (torchrun reads it so), and -Infinity releases.
   std::string text(line);
-  for (const auto& [from, to] : {std::pair<const char*, const char*>{"\"expiration_time\": -Infinity",
-                                                                      "\"expiration_time\": -1"},
-                                 {"\"expiration_time\": Infinity",
-                                  "\"expiration_time\": 1e308"}}) {
+  for (const auto& [from, to] : {std::pair<const char*, const char*>{
+                                     "\"expiration_time\": -Infinity", "\"expiration_time\": -1"},
+                                 {"\"expiration_time\": Infinity", "\"expiration_time\": 1e308"}}) {
     if (size_t at = text.find(from); at != std::string::npos) {
       text.replace(at, std::strlen(from), to);
     }
@@ -83,16 +82,16 @@ absl::StatusOr<std::unique_ptr<FileTimerPipe>> FileTimerPipe::Create(const std::
   struct stat st {};
   if (lstat(path.c_str(), &st) == 0) {
     if (!S_ISFIFO(st.st_mode)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "TORCHELASTIC_TIMER_FILE=", path, " exists and is not a named pipe; remove it or name "
-          "another path (mxrun creates the pipe there)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("TORCHELASTIC_TIMER_FILE=", path,
+                       " exists and is not a named pipe; remove it or name "
+                       "another path (mxrun creates the pipe there)"));
     }
     unlink(path.c_str());  // a pipe left by an earlier run, as torchrun replaces it
   }
   if (mkfifo(path.c_str(), 0600) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "cannot create the FileTimer pipe TORCHELASTIC_TIMER_FILE=", path, ": ",
-        ErrnoText(errno)));
+        "cannot create the FileTimer pipe TORCHELASTIC_TIMER_FILE=", path, ": ", ErrnoText(errno)));
   }
   // Read end first: a non-blocking open for writing fails (ENXIO) while nobody reads.
   const int read_fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -113,8 +112,7 @@ FileTimerPipe::~FileTimerPipe() {
 }
 
 void FileTimerPipe::OnReadable(
-    const std::function<void(const absl::StatusOr<FileTimerRequest>&, std::string_view)>&
-        on_line) {
+    const std::function<void(const absl::StatusOr<FileTimerRequest>&, std::string_view)>& on_line) {
   char buffer[16384];
   // Bounded: at most 64 reads a call, so a flood of requests cannot starve the agent's loop (what
   // is left is read on the next turn).
@@ -129,8 +127,8 @@ void FileTimerPipe::OnReadable(
         partial_.append(piece.data(), std::min(piece.size(), kMaxFileTimerLine + 1));
         if (partial_.size() > kMaxFileTimerLine) {
           oversize_ = true;
-          on_line(absl::InvalidArgumentError(absl::StrCat("longer than ", kMaxFileTimerLine,
-                                                          " bytes (PIPE_BUF)")),
+          on_line(absl::InvalidArgumentError(
+                      absl::StrCat("longer than ", kMaxFileTimerLine, " bytes (PIPE_BUF)")),
                   std::string_view(partial_).substr(0, 200));
           partial_.clear();
         }

@@ -43,9 +43,8 @@ class FileTimerPipe {
 
   // Reads what the pipe holds and calls `on_line` with each complete line: its request, or why it
   // was refused (oversize lines are refused whole, with their first bytes as `line`).
-  void OnReadable(
-      const std::function<void(const absl::StatusOr<FileTimerRequest>&, std::string_view line)>&
-          on_line);
+  void OnReadable(const std::function<void(const absl::StatusOr<FileTimerRequest>&,
+                                           std::string_view line)>& on_line);
 
  private:
   FileTimerPipe(std::string path, int read_fd, int write_fd)

@@ -1,9 +1,9 @@
 #include "agent/hang/flight_records.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -71,8 +71,9 @@ void Connect(Connection& c) {
   if (connect(c.fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
     const int err = errno;
     if (err == ENOENT || err == ECONNREFUSED) {
-      return Fail(c, "it serves no flight recorder (the script never called mxrun.step_done or "
-                     "mxrun.run, which start the server)");
+      return Fail(c,
+                  "it serves no flight recorder (the script never called mxrun.step_done or "
+                  "mxrun.run, which start the server)");
     }
     return Fail(c, absl::StrCat("cannot connect to ", path, ": ", ErrnoText(err)));
   }
@@ -95,8 +96,9 @@ void TakeExitDump(const FlightTarget& target, const std::string& dir, FlightDump
   const std::string path = target.socket + kFlightExitSuffix;
   std::optional<std::string> json = ReadWholeFile(path);
   if (!json || json->empty()) {
-    dump.error = "it ended without leaving a dump (killed by a signal, or it never called "
-                 "mxrun.step_done)";
+    dump.error =
+        "it ended without leaving a dump (killed by a signal, or it never called "
+        "mxrun.step_done)";
     return;
   }
   dump.file = absl::StrCat(dir, "/rank", target.global_rank, ".json");
@@ -137,7 +139,8 @@ FlightReply ParseFlightReply(std::string_view whole, bool eof, size_t max_bytes)
   size_t length = 0;
   if (!absl::ConsumePrefix(&header, "ok ") || !absl::SimpleAtoi(header, &length)) {
     reply.complete = true;
-    reply.error = absl::StrCat("an unexpected reply: ", data.substr(0, std::min<size_t>(newline, 80)));
+    reply.error =
+        absl::StrCat("an unexpected reply: ", data.substr(0, std::min<size_t>(newline, 80)));
     return reply;
   }
   if (length > max_bytes) {
@@ -186,7 +189,8 @@ std::vector<FlightDump> FetchFlightRecords(const std::vector<FlightTarget>& targ
     }
     if (fds.empty()) break;
     if (keep_reading.fd >= 0) fds.push_back({keep_reading.fd, POLLIN, 0});
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
       for (Connection* c : polled) {
         Fail(*c, absl::StrCat("it did not answer within ", options.budget.count() / 1000.0,
@@ -255,9 +259,8 @@ std::vector<FlightDump> FetchFlightRecords(const std::vector<FlightTarget>& targ
 }
 
 std::vector<std::string> FlightVerdict(const std::string& python,
-                                       const std::vector<std::string>& env,
-                                       const std::string& dir, int world_size,
-                                       std::chrono::milliseconds timeout,
+                                       const std::vector<std::string>& env, const std::string& dir,
+                                       int world_size, std::chrono::milliseconds timeout,
                                        const KeepReading& keep_reading) {
   if (python.empty()) {
     return {"no verdict: no Python is known to run the analyzer with (--no_python)"};
@@ -341,8 +344,8 @@ std::vector<std::string> WriteOtherNodesDumps(const std::vector<FlightRecordSet>
     for (const RankFlightRecord& rank : set.ranks) {
       if (unheard.erase(rank.global_rank) == 0) continue;  // not asked for, or already in
       if (rank.json.empty()) {
-        lines.push_back(absl::StrCat("rank ", rank.global_rank, " (on ", set.host, "): no dump: ",
-                                     rank.error));
+        lines.push_back(
+            absl::StrCat("rank ", rank.global_rank, " (on ", set.host, "): no dump: ", rank.error));
         continue;
       }
       const std::string file = absl::StrCat(folder, "/rank", rank.global_rank, ".json");
@@ -357,8 +360,8 @@ std::vector<std::string> WriteOtherNodesDumps(const std::vector<FlightRecordSet>
     }
   }
   if (!unheard.empty()) {
-    lines.push_back(absl::StrCat("rank ", JoinRanks(unheard),
-                                 ": no answer from their node(s) in time"));
+    lines.push_back(
+        absl::StrCat("rank ", JoinRanks(unheard), ": no answer from their node(s) in time"));
   }
   return lines;
 }
@@ -451,14 +454,13 @@ std::vector<std::string> DescribeFlightDumps(const std::vector<FlightDump>& dump
     auto ranks = [](const std::vector<int>& r) {
       return absl::StrCat(r.size() == 1 ? "rank " : "ranks ", absl::StrJoin(r, ","));
     };
-    lines.insert(lines.begin(),
-                 absl::StrCat("dumps of ", ranks(got), " (", got.size(), " of ", dumps.size(),
-                              " ranks here",
-                              at_exit.empty() ? ""
-                                              : absl::StrCat("; ", ranks(at_exit), " written as ",
-                                                             at_exit.size() == 1 ? "it" : "they",
-                                                             " died"),
-                              ")"));
+    lines.insert(
+        lines.begin(),
+        absl::StrCat("dumps of ", ranks(got), " (", got.size(), " of ", dumps.size(), " ranks here",
+                     at_exit.empty() ? ""
+                                     : absl::StrCat("; ", ranks(at_exit), " written as ",
+                                                    at_exit.size() == 1 ? "it" : "they", " died"),
+                     ")"));
   }
   return lines;
 }

@@ -43,20 +43,19 @@ struct FlightTarget {
   bool running = true;
 };
 
-
 struct FlightDump {
   int global_rank = 0;
-  std::string file;   // DIR/rank<R>.json when it answered
+  std::string file;  // DIR/rank<R>.json when it answered
   size_t bytes = 0;
-  std::string error;  // why there is none
+  std::string error;     // why there is none
   bool at_exit = false;  // the dump the worker wrote as it died
 };
 
 // How the agent takes the recorders (launcher/flight_recorder_setup.h fills it in).
 struct FlightRecorderConfig {
-  bool on = false;                 // workers were given MXRUN_FLIGHT_SOCKET
-  std::string python;              // runs the verdict (the workers' Python); empty: none
-  std::vector<std::string> env;    // its environment ("KEY=VALUE": the workers' PYTHONPATH)
+  bool on = false;               // workers were given MXRUN_FLIGHT_SOCKET
+  std::string python;            // runs the verdict (the workers' Python); empty: none
+  std::vector<std::string> env;  // its environment ("KEY=VALUE": the workers' PYTHONPATH)
   // A first dump imports torch._dynamo on its way to the stacks (823 modules, sympy among them):
   // 2-5 s of one core per rank on an idle 2-core machine whatever the number of entries (torch
   // 2.13), every rank at once on shared cores; 10 s ran out for all 3 ranks of a test on a
@@ -67,9 +66,9 @@ struct FlightRecorderConfig {
   std::chrono::milliseconds verdict_timeout{20000};
   // The other nodes' dumps (the rendezvous's GatherFlightRecords); unset: one node only.
   // `meanwhile` is called every 50 ms or so while it waits (the FileTimer pipe is served).
-  std::function<std::vector<FlightRecordSet>(const FlightRecordSet& own, const std::set<int>& expected,
-                                             std::chrono::milliseconds budget,
-                                             const std::function<void()>& meanwhile)>
+  std::function<std::vector<FlightRecordSet>(
+      const FlightRecordSet& own, const std::set<int>& expected, std::chrono::milliseconds budget,
+      const std::function<void()>& meanwhile)>
       gather;
   // How long the other nodes may take: their own fetch, and the way through the master.
   std::chrono::milliseconds gather_budget{40000};  // above fetch_budget: they fetch too
@@ -130,9 +129,9 @@ FlightReply ParseFlightReply(std::string_view data, bool eof, size_t max_bytes);
 
 // The verdict's lines on the dumps in `dir` (python -m mxrun._flight_verdict), or one line saying
 // why there is none. `python` empty: none is known (--no_python workers) and no verdict is made.
-std::vector<std::string> FlightVerdict(const std::string& python, const std::vector<std::string>& env,
-                                       const std::string& dir, int world_size,
-                                       std::chrono::milliseconds timeout,
+std::vector<std::string> FlightVerdict(const std::string& python,
+                                       const std::vector<std::string>& env, const std::string& dir,
+                                       int world_size, std::chrono::milliseconds timeout,
                                        const KeepReading& keep_reading = {});
 
 // One line per rank that gave no dump, and how many did: for the diagnostics' short form.

@@ -23,8 +23,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/process/helper_run.h"
-#include "agent/process/process_launcher.h"
 #include "agent/process/proc_stat.h"
+#include "agent/process/process_launcher.h"
 #include "common/files.h"
 #include "common/strings.h"
 
@@ -75,10 +75,10 @@ std::string FormatDuration(milliseconds ms) {
 
 // A stack-dump tool run for one worker.
 struct StackDump {
-  std::string tool;        // "gdb", "py-spy"; empty: none was run
-  std::string skipped;     // why no dump was made
+  std::string tool;     // "gdb", "py-spy"; empty: none was run
+  std::string skipped;  // why no dump was made
   std::string output_path;
-  StartedHelper helper;    // the tool's process (helper_run.h)
+  StartedHelper helper;  // the tool's process (helper_run.h)
   std::string output;
 };
 
@@ -130,11 +130,11 @@ void StartStackDump(const HungWorker& worker, const std::string& dir,
     }
   }
   if (executable.empty()) {
-    dump.skipped = options.stack_dumper.empty()
-                       ? "none of eu-stack, gdb (or py-spy, for Python) is installed "
-                         "(apt-get install elfutils)"
-                       : absl::StrCat("MXRUN_STACK_DUMPER=", options.stack_dumper,
-                                      " is not installed");
+    dump.skipped =
+        options.stack_dumper.empty()
+            ? "none of eu-stack, gdb (or py-spy, for Python) is installed "
+              "(apt-get install elfutils)"
+            : absl::StrCat("MXRUN_STACK_DUMPER=", options.stack_dumper, " is not installed");
     return;
   }
   const std::string pid = std::to_string(worker.pid);
@@ -144,8 +144,17 @@ void StartStackDump(const HungWorker& worker, const std::string& dir,
   } else if (dump.tool == "eu-stack") {
     argv = {"eu-stack", "-p", pid, "-m"};
   } else {
-    argv = {"gdb", "-p", pid, "-batch", "-nx", "-iex", "set debuginfod enabled off",
-            "-ex", "set pagination off", "-ex", "thread apply all bt"};
+    argv = {"gdb",
+            "-p",
+            pid,
+            "-batch",
+            "-nx",
+            "-iex",
+            "set debuginfod enabled off",
+            "-ex",
+            "set pagination off",
+            "-ex",
+            "thread apply all bt"};
   }
   dump.output_path = absl::StrCat(dir, "/.rank", worker.global_rank, ".", dump.tool);
   const int out = open(dump.output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -261,9 +270,8 @@ std::string TopFrames(std::string_view dump_text, pid_t tid, size_t count) {
   const std::string py_spy_tag = absl::StrCat("Thread ", tid, " ");
   size_t start = lines.size();
   for (size_t i = 0; i < lines.size() && start == lines.size(); ++i) {
-    if (is_section(lines[i]) &&
-        (absl::StrContains(lines[i], gdb_tag) || lines[i] == eu_stack_tag ||
-         absl::StartsWith(lines[i], py_spy_tag))) {
+    if (is_section(lines[i]) && (absl::StrContains(lines[i], gdb_tag) || lines[i] == eu_stack_tag ||
+                                 absl::StartsWith(lines[i], py_spy_tag))) {
       start = i + 1;
     }
   }
@@ -350,9 +358,9 @@ HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, cons
     for (size_t k = 0; k < retry.size(); ++k) {
       StackDump& first = dumps[retry[k]];
       if (second[k].tool.empty() || second[k].output.empty()) continue;
-      second[k].output = absl::StrCat(second[k].output,
-                                      "\n(eu-stack, which could not unwind the main thread:)\n",
-                                      first.output);
+      second[k].output =
+          absl::StrCat(second[k].output, "\n(eu-stack, which could not unwind the main thread:)\n",
+                       first.output);
       first = std::move(second[k]);
     }
   }
@@ -377,19 +385,20 @@ HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, cons
       if (t.tid == worker.pid && !t.wchan.empty()) main_wait = t.wchan;
     }
     std::string counts;
-    for (const auto& [s, n] : by_state) absl::StrAppend(&counts, counts.empty() ? "" : ", ", n, " ", std::string(1, s));
+    for (const auto& [s, n] : by_state)
+      absl::StrAppend(&counts, counts.empty() ? "" : ", ", n, " ", std::string(1, s));
     lines.push_back(absl::StrCat(
-        "rank ", worker.global_rank, " (pid ", worker.pid, "): ", state, "; ",
-        threads[i].size(), " thread(s)", counts.empty() ? "" : absl::StrCat(" (", counts, ")"),
+        "rank ", worker.global_rank, " (pid ", worker.pid, "): ", state, "; ", threads[i].size(),
+        " thread(s)", counts.empty() ? "" : absl::StrCat(" (", counts, ")"),
         main_wait.empty() ? "" : absl::StrCat("; main thread waits in ", main_wait),
         !worker.heartbeat_watched ? ""
         : worker.since_heartbeat
             ? absl::StrCat("; last heartbeat ", FormatDuration(*worker.since_heartbeat), " ago")
             : "; no heartbeat yet"));
     if (!kernel_stacks[i].empty()) {
-      std::vector<std::string> top(kernel_stacks[i].begin(),
-                                   kernel_stacks[i].begin() +
-                                       std::min<size_t>(kernel_stacks[i].size(), 4));
+      std::vector<std::string> top(
+          kernel_stacks[i].begin(),
+          kernel_stacks[i].begin() + std::min<size_t>(kernel_stacks[i].size(), 4));
       lines.push_back(absl::StrCat("  kernel stack: ", absl::StrJoin(top, " < ")));
     }
     if (!worker.uninterruptible || kernel_stacks[i].empty()) {
@@ -407,12 +416,13 @@ HangDiagnostics CollectHangDiagnostics(const std::vector<HungWorker>& hung, cons
     absl::StrAppend(&report, "rank         : ", worker.global_rank, " (local_rank ",
                     worker.local_rank, "), pid ", worker.pid, "\n");
     absl::StrAppend(&report, "rule         : ", worker.rule, ": ", worker.detail, "\n");
-    absl::StrAppend(&report, "heartbeat    : ",
-                    !worker.heartbeat_watched ? std::string("not watched (--hang_timeout off)")
-                    : worker.since_heartbeat
-                        ? absl::StrCat("last seen ", FormatDuration(*worker.since_heartbeat), " ago")
-                        : std::string("never seen"),
-                    "\n");
+    absl::StrAppend(
+        &report, "heartbeat    : ",
+        !worker.heartbeat_watched ? std::string("not watched (--hang_timeout off)")
+        : worker.since_heartbeat
+            ? absl::StrCat("last seen ", FormatDuration(*worker.since_heartbeat), " ago")
+            : std::string("never seen"),
+        "\n");
     absl::StrAppend(&report, "state        : ", state,
                     before[i] ? absl::StrCat(" (", before[i]->comm, ")") : "", "\n");
     absl::StrAppend(&report, "\nthreads (tid, name, state, wait channel):\n");

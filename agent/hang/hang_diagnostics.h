@@ -33,7 +33,7 @@ struct HungWorker {
   // Judged for its time in uninterruptible sleep: no stack dumper is run (a tracer cannot attach
   // until the process leaves D, so it would only spend the budget); its kernel stack is shown.
   bool uninterruptible = false;
-  bool heartbeat_watched = false;  // --hang_timeout is on
+  bool heartbeat_watched = false;                            // --hang_timeout is on
   std::optional<std::chrono::milliseconds> since_heartbeat;  // nullopt: it never beat
   std::vector<std::string> last_lines;
   std::string nccl_trace_file;  // where PyTorch's NCCL flight recorder dumps for this rank
@@ -46,7 +46,7 @@ struct DiagnosticsOptions {
   // every library the process loaded, 3 to 6 s for a worker with PyTorch 2.13's libtorch_cpu.so on
   // 2 cores (eu-stack: 20 ms), so 4 s would leave it no time at all.
   std::chrono::milliseconds gdb_stack_dump_budget{15000};
-  std::string path_env;                               // PATH to find the tools in
+  std::string path_env;  // PATH to find the tools in
   // MXRUN_STACK_DUMPER: "py-spy", "eu-stack", "gdb" or "none"; empty: py-spy for Python workers
   // when installed, else eu-stack, else gdb.
   std::string stack_dumper;

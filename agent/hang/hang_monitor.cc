@@ -134,10 +134,11 @@ void HangMonitor::OnTimerLine(const absl::StatusOr<FileTimerRequest>& request,
   if (group_ == nullptr) return;
   if (!request.ok()) {
     if (bad_lines_logged_ < kMaxBadLinesLogged) {
-      spdlog::warn("FileTimer: ignored a request ({}): {}{}", std::string(request.status().message()),
-                   line.substr(0, 200), ++bad_lines_logged_ == kMaxBadLinesLogged
-                                            ? " (further bad requests are not logged)"
-                                            : "");
+      spdlog::warn("FileTimer: ignored a request ({}): {}{}",
+                   std::string(request.status().message()), line.substr(0, 200),
+                   ++bad_lines_logged_ == kMaxBadLinesLogged
+                       ? " (further bad requests are not logged)"
+                       : "");
     }
     return;
   }
@@ -145,9 +146,10 @@ void HangMonitor::OnTimerLine(const absl::StatusOr<FileTimerRequest>& request,
   if (!owner) {
     if (bad_lines_logged_ < kMaxBadLinesLogged) {
       ++bad_lines_logged_;
-      spdlog::warn("FileTimer: ignored a request from pid {} (scope '{}'): it is not one of this "
-                   "agent's running workers or their descendants",
-                   request->pid, request->scope_id);
+      spdlog::warn(
+          "FileTimer: ignored a request from pid {} (scope '{}'): it is not one of this "
+          "agent's running workers or their descendants",
+          request->pid, request->scope_id);
     }
     return;
   }
@@ -232,8 +234,7 @@ void HangMonitor::CheckNow() {
     if (now - last_poll_ >= PollPeriod(timeout) || (due && *due <= now)) PollHeartbeats(now);
   }
   std::vector<HangVerdict> verdicts = watch_.Check(now, std::chrono::system_clock::now());
-  if (dwell_.enabled() &&
-      now - last_state_poll_ >= UninterruptiblePollPeriod(dwell_.timeout())) {
+  if (dwell_.enabled() && now - last_state_poll_ >= UninterruptiblePollPeriod(dwell_.timeout())) {
     for (HangVerdict& stuck : PollStates(now)) {
       const bool judged = std::any_of(verdicts.begin(), verdicts.end(), [&](const HangVerdict& v) {
         return v.local_rank == stuck.local_rank && v.rule != HangRule::kFileTimer;
@@ -245,8 +246,7 @@ void HangMonitor::CheckNow() {
   if (!verdicts.empty()) Act(verdicts);
 }
 
-std::vector<int> HangMonitor::StartingRanks(HangWatch::Time now,
-                                            const std::set<int>& late) const {
+std::vector<int> HangMonitor::StartingRanks(HangWatch::Time now, const std::set<int>& late) const {
   std::vector<int> starting;
   for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
     if (worker.running && !worker.heartbeat_file.empty() && late.count(worker.local_rank) == 0 &&
@@ -270,9 +270,9 @@ std::vector<HangVerdict> HangMonitor::SiftForPeerCulprit(std::vector<HangVerdict
                                                          HangWatch::Time now) {
   if (verdicts.empty() && !culprit_wait_.holding()) return verdicts;
   const bool multi_node = group_->world_size() > static_cast<int>(group_->Workers().size());
-  const bool local_culprit = std::any_of(verdicts.begin(), verdicts.end(), [this](const HangVerdict& v) {
-    return CannotRun(v.local_rank);
-  });
+  const bool local_culprit =
+      std::any_of(verdicts.begin(), verdicts.end(),
+                  [this](const HangVerdict& v) { return CannotRun(v.local_rank); });
   // On one node as well: a worker of this group that has not beaten yet (a process started for an
   // in-process round, still loading) holds the kept ones in their join, silent; they get the same
   // grace, instead of being judged for waiting on it.
@@ -283,20 +283,22 @@ std::vector<HangVerdict> HangMonitor::SiftForPeerCulprit(std::vector<HangVerdict
   }
   const std::vector<int> starting = StartingRanks(now, late);
   const bool was_holding = culprit_wait_.holding();
-  std::vector<HangVerdict> out = culprit_wait_.Sift(
-      std::move(verdicts), multi_node || !starting.empty(), local_culprit, now);
+  std::vector<HangVerdict> out =
+      culprit_wait_.Sift(std::move(verdicts), multi_node || !starting.empty(), local_culprit, now);
   if (!was_holding && culprit_wait_.holding()) {
     const double grace = static_cast<double>(culprit_wait_.grace().count()) / 1000.0;
     if (multi_node) {
-      spdlog::warn("this node's workers went silent, yet run: waiting up to {:g} s for another "
-                   "node to name a rank that cannot run (stopped or stuck, holding these up in a "
-                   "collective) before judging them hung",
-                   grace);
+      spdlog::warn(
+          "this node's workers went silent, yet run: waiting up to {:g} s for another "
+          "node to name a rank that cannot run (stopped or stuck, holding these up in a "
+          "collective) before judging them hung",
+          grace);
     } else {
-      spdlog::warn("this node's workers went silent, yet run, while rank(s) {} still start (no "
-                   "heartbeat yet): waiting up to {:g} s for them before judging the silent ones "
-                   "hung",
-                   absl::StrJoin(starting, ", "), grace);
+      spdlog::warn(
+          "this node's workers went silent, yet run, while rank(s) {} still start (no "
+          "heartbeat yet): waiting up to {:g} s for them before judging the silent ones "
+          "hung",
+          absl::StrJoin(starting, ", "), grace);
     }
   }
   // Held ones that beat again meanwhile are not hung after all, and are watched again: a worker
@@ -309,8 +311,8 @@ std::vector<HangVerdict> HangMonitor::SiftForPeerCulprit(std::vector<HangVerdict
                              const std::optional<milliseconds> silent =
                                  watch_.SinceHeartbeat(v.local_rank, now);
                              const bool beat_again =
-                                 (v.rule == HangRule::kHeartbeat && timeout.count() > 0 &&
-                                  silent && *silent < timeout) ||
+                                 (v.rule == HangRule::kHeartbeat && timeout.count() > 0 && silent &&
+                                  *silent < timeout) ||
                                  (v.rule == HangRule::kFirstStep && silent);
                              if (beat_again) watch_.VerdictWithdrawn(v.local_rank);
                              return beat_again;
@@ -331,10 +333,11 @@ std::vector<HangVerdict> HangMonitor::PollStates(HangWatch::Time now) {
   }
   UninterruptibleWatch::Verdicts result = dwell_.Observe(pass, now);
   for (const UninterruptibleWatch::Entered& entered : result.entered) {
-    spdlog::warn("worker rank {} (local_rank {}, pid {}) entered uninterruptible sleep (D-state); "
-                 "will mark it hung if it remains for {:g} s",
-                 global_ranks[entered.local_rank], entered.local_rank, entered.pid,
-                 static_cast<double>(dwell_.timeout().count()) / 1000.0);
+    spdlog::warn(
+        "worker rank {} (local_rank {}, pid {}) entered uninterruptible sleep (D-state); "
+        "will mark it hung if it remains for {:g} s",
+        global_ranks[entered.local_rank], entered.local_rank, entered.pid,
+        static_cast<double>(dwell_.timeout().count()) / 1000.0);
   }
   std::vector<HangVerdict> verdicts;
   for (UninterruptibleWatch::Stuck& stuck : result.stuck) {
@@ -422,15 +425,17 @@ void HangMonitor::TakeFlightRecordsOnCollectiveFailure(WorkerFailure& failure) {
   const std::string sign = CollectiveFailureSign(failure);
   if (sign.empty()) return;
   failure.collective_sign = sign;
-  spdlog::warn("worker rank {} failed in a collective (\"{}\"): taking every live rank's flight "
-               "recorder before anything stops", failure.global_rank, sign);
+  spdlog::warn(
+      "worker rank {} failed in a collective (\"{}\"): taking every live rank's flight "
+      "recorder before anything stops",
+      failure.global_rank, sign);
   const KeepReading keep_reading = ServeTimerPipe();
   failure.flight_dir = MakeDiagnosticsDir();
   std::set<int> local_ranks;
   const std::vector<FlightTarget> targets = FlightTargets(&local_ranks);
-  failure.flight = TakeFlightRecords(config_.flight, targets, failure.flight_dir,
-                                     group_->world_size(), group_->round_number(), local_ranks,
-                                     keep_reading);
+  failure.flight =
+      TakeFlightRecords(config_.flight, targets, failure.flight_dir, group_->world_size(),
+                        group_->round_number(), local_ranks, keep_reading);
 }
 
 FlightRecordSet HangMonitor::TakeFlightRecordsForPeer(int round, const std::string& requester) {
@@ -439,9 +444,10 @@ FlightRecordSet HangMonitor::TakeFlightRecordsForPeer(int round, const std::stri
   for (const WorkerGroup::WorkerStatus& worker : group_->Workers()) {
     if (worker.running) running.push_back({worker.global_rank, worker.pid, worker.flight_socket});
   }
-  spdlog::warn("{} judged a hang: taking the flight recorders of this node's {} running rank(s) "
-               "before anything stops", requester.empty() ? "another node" : requester,
-               running.size());
+  spdlog::warn(
+      "{} judged a hang: taking the flight recorders of this node's {} running rank(s) "
+      "before anything stops",
+      requester.empty() ? "another node" : requester, running.size());
   return mxrun::TakeFlightRecordsForPeer(config_.flight, running,
                                          running.empty() ? "" : MakeDiagnosticsDir(), round);
 }
@@ -450,18 +456,19 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
   const auto now = std::chrono::steady_clock::now();
   // A FileTimer whose process is gone (a child that died holding its timer) or no longer belongs to
   // the worker has nobody left to signal, and tells nothing about the worker.
-  verdicts.erase(std::remove_if(verdicts.begin(), verdicts.end(),
-                                [this](const HangVerdict& v) {
-                                  if (v.rule != HangRule::kFileTimer ||
-                                      OwnerOf(v.pid) == v.local_rank) {
-                                    return false;
-                                  }
-                                  spdlog::info("FileTimer: timer '{}' of pid {} expired, but that "
-                                               "process is gone; nothing to signal",
-                                               v.scope_id, v.pid);
-                                  return true;
-                                }),
-                 verdicts.end());
+  verdicts.erase(
+      std::remove_if(verdicts.begin(), verdicts.end(),
+                     [this](const HangVerdict& v) {
+                       if (v.rule != HangRule::kFileTimer || OwnerOf(v.pid) == v.local_rank) {
+                         return false;
+                       }
+                       spdlog::info(
+                           "FileTimer: timer '{}' of pid {} expired, but that "
+                           "process is gone; nothing to signal",
+                           v.scope_id, v.pid);
+                       return true;
+                     }),
+      verdicts.end());
   if (verdicts.empty()) return;
   // A worker that cannot run (stopped by SIGSTOP or a debugger, or in uninterruptible sleep) found
   // together with others is named first: the others are most likely waiting for it in a
@@ -479,10 +486,10 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
     culprit.rule = HangRule::kHeartbeat;
     culprit.pid = worker.pid;
     const std::optional<milliseconds> silent = watch_.SinceHeartbeat(worker.local_rank, now);
-    culprit.detail = absl::StrCat("cannot run (stopped or in uninterruptible sleep) while rank(s) "
-                                  "of its node wait for it; no heartbeat for ",
-                                  absl::StrFormat("%.1f", silent ? silent->count() / 1000.0 : 0.0),
-                                  " s");
+    culprit.detail = absl::StrCat(
+        "cannot run (stopped or in uninterruptible sleep) while rank(s) "
+        "of its node wait for it; no heartbeat for ",
+        absl::StrFormat("%.1f", silent ? silent->count() / 1000.0 : 0.0), " s");
     verdicts.push_back(std::move(culprit));
   }
   auto cannot_run = [this](const HangVerdict& v) {
@@ -504,8 +511,7 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
   std::vector<int> ranks;
   for (const HangVerdict& verdict : verdicts) {
     const WorkerGroup::WorkerStatus& worker = workers[verdict.local_rank];
-    const bool waits =
-        waiting_peers && ranks.size() >= culprits && IsSilence(verdict.rule);
+    const bool waits = waiting_peers && ranks.size() >= culprits && IsSilence(verdict.rule);
     spdlog::warn("worker rank {} (local_rank {}, pid {}) is {} ({}): {}", worker.global_rank,
                  worker.local_rank, worker.pid, waits ? "silent" : "hung",
                  HangRuleName(verdict.rule), verdict.detail);
@@ -532,14 +538,15 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
   // waiting in a collective say which one they wait for.
   std::set<int> local_ranks;
   const std::vector<FlightTarget> targets = FlightTargets(&local_ranks);
-  const std::vector<std::string> flight = TakeFlightRecords(
-      config_.flight, targets, dir, group_->world_size(), group_->round_number(), local_ranks,
-      keep_reading);
+  const std::vector<std::string> flight =
+      TakeFlightRecords(config_.flight, targets, dir, group_->world_size(), group_->round_number(),
+                        local_ranks, keep_reading);
   HangDiagnostics diagnostics =
       CollectHangDiagnostics(hung, dir, config_.diagnostics, keep_reading);
   if (!dir.empty()) {
-    spdlog::warn("hang diagnostics of rank {} written to {} in {:.2f} s", absl::StrJoin(ranks, ", "),
-                 dir, static_cast<double>(diagnostics.took.count()) / 1000.0);
+    spdlog::warn("hang diagnostics of rank {} written to {} in {:.2f} s",
+                 absl::StrJoin(ranks, ", "), dir,
+                 static_cast<double>(diagnostics.took.count()) / 1000.0);
   }
   for (const HangVerdict& verdict : verdicts) {
     WorkerHang hang;
@@ -553,12 +560,13 @@ void HangMonitor::Act(std::vector<HangVerdict> verdicts) {
       hang.diagnostics.insert(hang.diagnostics.end(), lines.begin(), lines.end());
     }
     hang.diagnostics.insert(hang.diagnostics.end(), flight.begin(), flight.end());
-    const bool waits = waiting_peers &&
-                       static_cast<size_t>(&verdict - verdicts.data()) >= culprits;
+    const bool waits = waiting_peers && static_cast<size_t>(&verdict - verdicts.data()) >= culprits;
     if (waits && IsSilence(verdict.rule)) {
-      spdlog::warn("worker rank {} is silent while rank {} cannot run: taken to wait for it, not "
-                   "hung itself", workers[verdict.local_rank].global_rank,
-                   workers[verdicts.front().local_rank].global_rank);
+      spdlog::warn(
+          "worker rank {} is silent while rank {} cannot run: taken to wait for it, not "
+          "hung itself",
+          workers[verdict.local_rank].global_rank,
+          workers[verdicts.front().local_rank].global_rank);
       continue;
     }
     if (verdict.rule != HangRule::kFileTimer) {

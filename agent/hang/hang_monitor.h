@@ -32,21 +32,21 @@
 #include <set>
 #include <string>
 
-#include "agent/process/event_loop.h"
-#include "agent/process/scoped_timer.h"
 #include "agent/hang/file_timer.h"
 #include "agent/hang/flight_records.h"
 #include "agent/hang/hang_diagnostics.h"
 #include "agent/hang/hang_watch.h"
 #include "agent/hang/peer_culprit_wait.h"
 #include "agent/hang/uninterruptible_watch.h"
+#include "agent/process/event_loop.h"
+#include "agent/process/scoped_timer.h"
 #include "agent/workers/worker_group.h"
 
 namespace mxrun {
 
 struct HangMonitorConfig {
   HangSettings settings;
-  std::string fallback_dir;      // hang folders are made here when the attempt folders are scratch
+  std::string fallback_dir;  // hang folders are made here when the attempt folders are scratch
   std::string run_id;
   DiagnosticsOptions diagnostics;
   // TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT: a worker in D state this long is hung; 0: off.
@@ -98,7 +98,8 @@ class HangMonitor {
   void CheckNow();
   void Rearm();
   void OnTimerLine(const absl::StatusOr<FileTimerRequest>& request, std::string_view line);
-  std::optional<int> OwnerOf(pid_t pid) const;  // the local rank whose worker is pid or its ancestor
+  std::optional<int> OwnerOf(
+      pid_t pid) const;  // the local rank whose worker is pid or its ancestor
   void PollHeartbeats(HangWatch::Time now);
   // Reads the running workers' states; the verdicts of those in D for the timeout.
   std::vector<HangVerdict> PollStates(HangWatch::Time now);
@@ -130,11 +131,11 @@ class HangMonitor {
   WorkerGroup* group_ = nullptr;
   ScopedTimer timer_;                  // Check's next wake-up on the loop
   std::optional<Deadline> armed_for_;  // ... and when
-  std::set<int> exits_seen_;       // local ranks whose end the watch was told of
-  std::set<pid_t> watched_pids_;   // the last group's workers (kept ones take the next round)
-  std::map<int, Stamp> stamps_;    // by local rank
+  std::set<int> exits_seen_;           // local ranks whose end the watch was told of
+  std::set<pid_t> watched_pids_;       // the last group's workers (kept ones take the next round)
+  std::map<int, Stamp> stamps_;        // by local rank
   HangWatch::Time last_poll_{};
-  UninterruptibleWatch dwell_;          // D state (off unless configured)
+  UninterruptibleWatch dwell_;  // D state (off unless configured)
   PeerCulpritWait culprit_wait_;
   HangWatch::Time last_state_poll_{};
   int bad_lines_logged_ = 0;

@@ -23,8 +23,8 @@ double WallSeconds(HangWatch::WallTime t) {
 }
 
 std::string FormatUnixTime(double seconds) {
-  return absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC", absl::FromUnixMicros(static_cast<int64_t>(
-                                                         std::llround(seconds * 1e6))),
+  return absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC",
+                          absl::FromUnixMicros(static_cast<int64_t>(std::llround(seconds * 1e6))),
                           absl::UTCTimeZone());
 }
 
@@ -44,19 +44,27 @@ std::chrono::milliseconds FirstStepBound(const HangSettings& settings, bool kept
 }
 
 std::string FirstStepBoundSource(const HangSettings& settings, bool kept) {
-  return absl::StrCat(BoundIsHangTimeout(settings, kept) ? "--hang_timeout=" : "--round_join_timeout=",
-                      Seconds(FirstStepBound(settings, kept)));
+  return absl::StrCat(
+      BoundIsHangTimeout(settings, kept) ? "--hang_timeout=" : "--round_join_timeout=",
+      Seconds(FirstStepBound(settings, kept)));
 }
 
-bool IsSilence(HangRule rule) { return rule == HangRule::kHeartbeat || rule == HangRule::kFirstStep; }
+bool IsSilence(HangRule rule) {
+  return rule == HangRule::kHeartbeat || rule == HangRule::kFirstStep;
+}
 
 const char* HangRuleName(HangRule rule) {
   switch (rule) {
-    case HangRule::kFileTimer: return "FileTimer";
-    case HangRule::kHeartbeat: return "heartbeat";
-    case HangRule::kFirstStep: return "first step";
-    case HangRule::kExitBarrier: return "exit barrier";
-    case HangRule::kUninterruptible: return "uninterruptible sleep";
+    case HangRule::kFileTimer:
+      return "FileTimer";
+    case HangRule::kHeartbeat:
+      return "heartbeat";
+    case HangRule::kFirstStep:
+      return "first step";
+    case HangRule::kExitBarrier:
+      return "exit barrier";
+    case HangRule::kUninterruptible:
+      return "uninterruptible sleep";
   }
   return "?";
 }
@@ -216,11 +224,11 @@ std::vector<HangVerdict> HangWatch::Check(Time now, WallTime wall_now) {
     v.local_rank = local_rank;
     v.rule = HangRule::kHeartbeat;
     v.since_heartbeat = silence;
-    v.detail = past ? absl::StrCat("no heartbeat for ", Seconds(silence), " (--hang_timeout=",
-                                   Seconds(timeout), ")")
-                    : absl::StrCat("no heartbeat for ", Seconds(silence),
-                                   ", silent together with a worker past --hang_timeout=",
-                                   Seconds(timeout));
+    v.detail = past ? absl::StrCat("no heartbeat for ", Seconds(silence),
+                                   " (--hang_timeout=", Seconds(timeout), ")")
+                    : absl::StrCat(
+                          "no heartbeat for ", Seconds(silence),
+                          ", silent together with a worker past --hang_timeout=", Seconds(timeout));
     silent.push_back(std::move(v));
   }
   std::stable_sort(silent.begin(), silent.end(), [](const HangVerdict& a, const HangVerdict& b) {
@@ -238,10 +246,10 @@ std::vector<HangVerdict> HangWatch::Check(Time now, WallTime wall_now) {
     HangVerdict v;
     v.local_rank = local_rank;
     v.rule = HangRule::kFirstStep;
-    v.detail = absl::StrCat(
-        "no step reported in the ",
-        Seconds(std::chrono::duration_cast<milliseconds>(now - worker.started)),
-        " since its round began (", FirstStepBoundSource(settings_, worker.kept), ")");
+    v.detail =
+        absl::StrCat("no step reported in the ",
+                     Seconds(std::chrono::duration_cast<milliseconds>(now - worker.started)),
+                     " since its round began (", FirstStepBoundSource(settings_, worker.kept), ")");
     verdicts.push_back(std::move(v));
   }
 
@@ -256,9 +264,9 @@ std::vector<HangVerdict> HangWatch::Check(Time now, WallTime wall_now) {
       v.local_rank = local_rank;
       v.rule = HangRule::kExitBarrier;
       v.since_heartbeat = SinceHeartbeat(local_rank, now);
-      v.detail = absl::StrCat("still running ", Seconds(waited), " after ", barrier_cause_,
-                              " (--exit_barrier_timeout=",
-                              Seconds(settings_.exit_barrier_timeout), ")");
+      v.detail =
+          absl::StrCat("still running ", Seconds(waited), " after ", barrier_cause_,
+                       " (--exit_barrier_timeout=", Seconds(settings_.exit_barrier_timeout), ")");
       verdicts.push_back(std::move(v));
     }
   }
@@ -273,8 +281,9 @@ std::optional<HangWatch::Time> HangWatch::NextDeadline(Time now, WallTime wall_n
   const double wall = WallSeconds(wall_now);
   for (const auto& [key, timer] : timers_) {
     const double left = std::max(0.0, timer.expiration_time - wall);
-    consider(now + std::chrono::duration_cast<milliseconds>(
-                       std::chrono::duration<double>(std::min(left, 1e7))) +
+    consider(now +
+             std::chrono::duration_cast<milliseconds>(
+                 std::chrono::duration<double>(std::min(left, 1e7))) +
              milliseconds(1));
   }
   bool any_running = false;
@@ -290,8 +299,7 @@ std::optional<HangWatch::Time> HangWatch::NextDeadline(Time now, WallTime wall_n
   return next;
 }
 
-std::optional<std::chrono::milliseconds> HangWatch::SinceHeartbeat(int local_rank,
-                                                                   Time now) const {
+std::optional<std::chrono::milliseconds> HangWatch::SinceHeartbeat(int local_rank, Time now) const {
   auto it = workers_.find(local_rank);
   if (it == workers_.end() || !it->second.last_beat) return std::nullopt;
   return std::chrono::duration_cast<milliseconds>(now - *it->second.last_beat);

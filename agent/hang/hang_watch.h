@@ -140,7 +140,8 @@ class HangWatch {
     std::optional<Time> last_beat;
     Time started{};
     bool kept = false;
-    std::optional<Time> first_step_due;  // the first-step rule's deadline (nullopt: not judged by it)
+    std::optional<Time>
+        first_step_due;  // the first-step rule's deadline (nullopt: not judged by it)
   };
   struct Timer {
     int local_rank = 0;

@@ -6,11 +6,10 @@
 namespace mxrun {
 
 std::vector<HangVerdict> PeerCulpritWait::Sift(std::vector<HangVerdict> verdicts,
-                                               bool held_up_elsewhere,
-                                               bool local_culprit, Time now) {
-  const bool only_heartbeats =
-      std::all_of(verdicts.begin(), verdicts.end(),
-                  [](const HangVerdict& v) { return IsSilence(v.rule); });
+                                               bool held_up_elsewhere, bool local_culprit,
+                                               Time now) {
+  const bool only_heartbeats = std::all_of(verdicts.begin(), verdicts.end(),
+                                           [](const HangVerdict& v) { return IsSilence(v.rule); });
   const bool hold = !verdicts.empty() && held_.empty() && held_up_elsewhere && !local_culprit &&
                     only_heartbeats && grace_.count() > 0;
   if (hold) {

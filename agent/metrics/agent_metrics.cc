@@ -199,8 +199,8 @@ std::string AgentMetrics::Render(ExpositionFormat format, Time now) const {
     MetricLabels labels = job;
     labels.emplace_back("phase", phase);
     auto it = restart_phases_.find(phase);
-    w.HistogramSamples(labels, it == restart_phases_.end() ? Histogram(PhaseBuckets())
-                                                           : it->second);
+    w.HistogramSamples(labels,
+                       it == restart_phases_.end() ? Histogram(PhaseBuckets()) : it->second);
   }
   w.Family("mxrun_agent_workers_running", MetricType::kGauge, "Workers running on this node.");
   int running = 0;

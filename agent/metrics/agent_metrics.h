@@ -65,13 +65,13 @@ class AgentMetrics : public AgentObserver {
     pid_t pid = -1;
     bool running = false;
     std::string heartbeat_file;
-    long long step = -1;                  // -1: no report yet
-    double step_seconds = -1;             // the last step's time (-1: unknown)
-    double busy_seconds = -1;             // its own work in it (busy_seconds; -1: unknown)
+    long long step = -1;       // -1: no report yet
+    double step_seconds = -1;  // the last step's time (-1: unknown)
+    double busy_seconds = -1;  // its own work in it (busy_seconds; -1: unknown)
     std::optional<Time> last_report;
     Time started;
-    double cpu_seconds_before = 0;        // of earlier processes of this rank (the counter grows)
-    double last_cpu_seconds = 0;          // of the current process, as last read
+    double cpu_seconds_before = 0;  // of earlier processes of this rank (the counter grows)
+    double last_cpu_seconds = 0;    // of the current process, as last read
     bool straggling = false;
   };
 
@@ -92,8 +92,8 @@ class AgentMetrics : public AgentObserver {
   double last_recovery_seconds_ = -1;
   // Per phase (RestartPhaseNames()), the known seconds of each timed restart.
   std::map<std::string, Histogram> restart_phases_;
-  mutable std::map<int, Rank> ranks_;          // by global rank (mutable: CPU read at render)
-  std::optional<GoodputClock> goodput_;        // the agent's, as of its last change
+  mutable std::map<int, Rank> ranks_;    // by global rank (mutable: CPU read at render)
+  std::optional<GoodputClock> goodput_;  // the agent's, as of its last change
   long long stragglers_named_ = 0;
 };
 

@@ -31,19 +31,21 @@ std::string StillHeld(const GpuState& gpu, const std::map<pid_t, int>& old_worke
     if (worker == old_workers.end() && !name_everyone) continue;
     std::string who = absl::StrCat("pid ", p.pid);
     if (worker != old_workers.end()) {
-      absl::StrAppend(&who, " (rank ", worker->second, "'s worker, ", hooks.describe_pid(p.pid), ")");
+      absl::StrAppend(&who, " (rank ", worker->second, "'s worker, ", hooks.describe_pid(p.pid),
+                      ")");
     } else {
       absl::StrAppend(&who, " (not a worker of this job, ", hooks.describe_pid(p.pid), ")");
     }
-    if (p.used_bytes > 0) absl::StrAppend(&who, " with ", absl::StrFormat("%.0f", MiB(p.used_bytes)), " MiB");
+    if (p.used_bytes > 0)
+      absl::StrAppend(&who, " with ", absl::StrFormat("%.0f", MiB(p.used_bytes)), " MiB");
     holders.push_back(who);
   }
   // Memory above the threshold is waited for only when nobody listed explains it: NVML cannot
   // list processes of other PID namespaces (containers), and leftovers of the old group are then
   // seen in the used memory alone. Another job's process listed there is that job's business.
   if (!old_worker_holds && (gpu.used_bytes <= config.threshold_bytes || stranger_holds)) return "";
-  std::string text = absl::StrCat("GPU ", gpu.name, ": ", absl::StrFormat("%.0f", MiB(gpu.used_bytes)),
-                                  " MiB used");
+  std::string text = absl::StrCat("GPU ", gpu.name, ": ",
+                                  absl::StrFormat("%.0f", MiB(gpu.used_bytes)), " MiB used");
   if (!holders.empty()) absl::StrAppend(&text, ", held by ", absl::StrJoin(holders, ", "));
   return text;
 }
@@ -103,10 +105,10 @@ GpuReclaimOutcome WaitForGpuMemory(GpuReader& reader, const std::vector<std::str
         if (!h.empty()) named.push_back(std::move(h));
       }
       outcome.seconds = waited;
-      outcome.text = absl::StrCat(
-          "GPU memory still held after ", absl::StrFormat("%.1f", waited), " s (",
-          hooks.stop() ? "stopping" : "--gpu_reclaim_timeout", "): ", absl::StrJoin(named, "; "),
-          "; starting the workers anyway (they may run out of GPU memory)");
+      outcome.text = absl::StrCat("GPU memory still held after ", absl::StrFormat("%.1f", waited),
+                                  " s (", hooks.stop() ? "stopping" : "--gpu_reclaim_timeout",
+                                  "): ", absl::StrJoin(named, "; "),
+                                  "; starting the workers anyway (they may run out of GPU memory)");
       return outcome;
     }
     hooks.sleep(config.interval);
@@ -121,10 +123,15 @@ std::string DescribeProcessState(pid_t pid) {
   if (close == std::string::npos || close + 2 >= text.size()) return "unknown state";
   const char state = text[close + 2];
   switch (state) {
-    case 'Z': return "state Z: a zombie, its parent has not reaped it";
-    case 'D': return "state D: in uninterruptible sleep";
-    case 'T': case 't': return "state T: stopped";
-    default: return absl::StrCat("state ", std::string(1, state), ": alive");
+    case 'Z':
+      return "state Z: a zombie, its parent has not reaped it";
+    case 'D':
+      return "state D: in uninterruptible sleep";
+    case 'T':
+    case 't':
+      return "state T: stopped";
+    default:
+      return absl::StrCat("state ", std::string(1, state), ": alive");
   }
 }
 

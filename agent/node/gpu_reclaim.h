@@ -28,14 +28,14 @@
 namespace mxrun {
 
 struct GpuReclaimConfig {
-  std::chrono::milliseconds timeout{50'000};        // --gpu_reclaim_timeout (0: never wait)
+  std::chrono::milliseconds timeout{50'000};          // --gpu_reclaim_timeout (0: never wait)
   unsigned long long threshold_bytes = 512ull << 20;  // --gpu_reclaim_threshold (MiB)
-  std::chrono::milliseconds interval{2'000};        // --gpu_reclaim_interval
+  std::chrono::milliseconds interval{2'000};          // --gpu_reclaim_interval
 };
 
 // One GPU as NVML sees it now.
 struct GpuState {
-  std::string name;               // the CUDA_VISIBLE_DEVICES entry ("0", "GPU-...")
+  std::string name;  // the CUDA_VISIBLE_DEVICES entry ("0", "GPU-...")
   unsigned long long used_bytes = 0;
   std::vector<GpuProcess> processes;
 };
@@ -60,7 +60,7 @@ class NvmlGpuReader : public GpuReader {
 struct GpuReclaimHooks {
   std::function<std::chrono::steady_clock::time_point()> now;
   std::function<void(std::chrono::milliseconds)> sleep;
-  std::function<bool()> stop;                     // a stop signal came: give up waiting
+  std::function<bool()> stop;                      // a stop signal came: give up waiting
   std::function<std::string(pid_t)> describe_pid;  // "state Z (a zombie)" and the like
 };
 
@@ -68,7 +68,7 @@ struct GpuReclaimOutcome {
   bool waited = false;    // something was held at first
   bool released = false;  // ... and it was let go in time
   double seconds = 0;
-  std::string text;       // one line for the log ("" when nothing was waited for)
+  std::string text;  // one line for the log ("" when nothing was waited for)
 };
 
 // `old_workers`: the pids of the group that ended (pid -> global rank), which may not hold memory.

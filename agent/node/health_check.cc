@@ -69,22 +69,26 @@ void HealthChecker::CheckGpus(std::vector<std::string>& problems) {
     }
     if (first && nvml_->WatchXids(*device)) watched_.emplace_back(*device, entry);
     if (nvml_->RetiredPagesPending(*device).value_or(false)) {
-      problems.push_back(absl::StrCat("GPU ", entry, ": retired memory pages pending (the GPU "
+      problems.push_back(absl::StrCat("GPU ", entry,
+                                      ": retired memory pages pending (the GPU "
                                       "needs a reset or a driver reload)"));
     }
     if (std::optional<Nvml::RemappedRows> rows = nvml_->RowRemapping(*device)) {
       if (rows->failed) {
-        problems.push_back(absl::StrCat("GPU ", entry, ": a memory row remap failed (the GPU "
+        problems.push_back(absl::StrCat("GPU ", entry,
+                                        ": a memory row remap failed (the GPU "
                                         "should be replaced)"));
       } else if (rows->pending) {
-        problems.push_back(absl::StrCat("GPU ", entry, ": a memory row remap is pending (the "
+        problems.push_back(absl::StrCat("GPU ", entry,
+                                        ": a memory row remap is pending (the "
                                         "GPU needs a reset)"));
       }
     }
     if (std::optional<unsigned long long> free = nvml_->FreeBytes(*device);
         free && *free < config_.min_free_gpu_bytes) {
       problems.push_back(absl::StrCat("GPU ", entry, ": ", MiB(*free), " free, ",
-                                      MiB(config_.min_free_gpu_bytes), " needed "
+                                      MiB(config_.min_free_gpu_bytes),
+                                      " needed "
                                       "(--health_min_gpu_free)"));
     }
   }
@@ -96,8 +100,8 @@ void HealthChecker::CheckFolders(std::vector<std::string>& problems) const {
     const std::string probe = absl::StrCat(folder, "/.mxrun-health-", getpid());
     const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
-      problems.push_back(absl::StrCat("folder ", folder, ": cannot write there (",
-                                      std::strerror(errno), ")"));
+      problems.push_back(
+          absl::StrCat("folder ", folder, ": cannot write there (", std::strerror(errno), ")"));
       continue;
     }
     close(fd);
@@ -122,7 +126,8 @@ void HealthChecker::CheckAddress(std::vector<std::string>& problems) const {
   hints.ai_flags = AI_NUMERICSERV;
   addrinfo* found = nullptr;
   if (getaddrinfo(config_.address.c_str(), "0", &hints, &found) != 0 || found == nullptr) {
-    problems.push_back(absl::StrCat("address ", config_.address, " (--local_addr): does not "
+    problems.push_back(absl::StrCat("address ", config_.address,
+                                    " (--local_addr): does not "
                                     "resolve"));
     return;
   }
@@ -132,8 +137,10 @@ void HealthChecker::CheckAddress(std::vector<std::string>& problems) const {
   if (fd >= 0) close(fd);
   freeaddrinfo(found);
   if (!bound) {
-    problems.push_back(absl::StrCat("address ", config_.address, " (--local_addr): not an "
-                                    "address of this machine (", std::strerror(error), ")"));
+    problems.push_back(absl::StrCat("address ", config_.address,
+                                    " (--local_addr): not an "
+                                    "address of this machine (",
+                                    std::strerror(error), ")"));
   }
 }
 
@@ -143,7 +150,8 @@ void HealthChecker::RunCommand(std::vector<std::string>& problems) const {
   options.timeout = config_.command_timeout;
   absl::StatusOr<HelperRun> run = RunHelper("/bin/sh", {"sh", "-c", config_.command}, options);
   if (!run.ok()) {
-    problems.push_back(absl::StrCat("--health_check: cannot run it (", run.status().message(), ")"));
+    problems.push_back(
+        absl::StrCat("--health_check: cannot run it (", run.status().message(), ")"));
     return;
   }
   if (run->timed_out) {

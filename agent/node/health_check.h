@@ -24,15 +24,15 @@
 namespace mxrun {
 
 struct HealthCheckConfig {
-  bool enabled = true;                                 // --health_checks=off: none at all
-  std::string command;                                 // --health_check
-  std::chrono::milliseconds command_timeout{60'000};   // --health_check_timeout
-  std::chrono::milliseconds interval{0};               // --health_check_interval (0: joins only)
-  std::vector<std::string> folders;                    // --log_dir, --health_folders
+  bool enabled = true;                                  // --health_checks=off: none at all
+  std::string command;                                  // --health_check
+  std::chrono::milliseconds command_timeout{60'000};    // --health_check_timeout
+  std::chrono::milliseconds interval{0};                // --health_check_interval (0: joins only)
+  std::vector<std::string> folders;                     // --log_dir, --health_folders
   unsigned long long min_free_disk_bytes = 1ull << 30;  // --health_min_disk (MiB)
   unsigned long long min_free_gpu_bytes = 1ull << 30;   // --health_min_gpu_free (MiB)
-  std::string address;                                 // --local_addr ("": not checked)
-  std::vector<std::string> gpu_entries;                // the workers' GPUs
+  std::string address;                                  // --local_addr ("": not checked)
+  std::vector<std::string> gpu_entries;                 // the workers' GPUs
   // The entries are local ranks (no CUDA_VISIBLE_DEVICES): a rank at or beyond the driver's
   // GPU count is a worker without a GPU of its own (more workers than GPUs, as torchrun allows),
   // not a GPU gone missing. Entries CUDA_VISIBLE_DEVICES names must all be there.

@@ -4,8 +4,8 @@
 #include <map>
 #include <set>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -29,9 +29,8 @@ std::vector<std::vector<Pu>> GroupBy(const std::vector<Pu>& pus, Key key) {
   for (const Pu& pu : pus) groups[key(pu)].push_back(pu);
   std::vector<std::vector<Pu>> out;
   for (auto& [unused, group] : groups) out.push_back(std::move(group));
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return a.front().os_index < b.front().os_index;
-  });
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.front().os_index < b.front().os_index; });
   return out;
 }
 
@@ -62,7 +61,8 @@ std::vector<Pu> Choose(NumaMode mode, const std::vector<Pu>& pus, const std::vec
       const int start = index * per + std::min(index, extra);
       const int length = per + (index < extra ? 1 : 0);
       std::vector<Pu> out;
-      for (int i = start; i < start + length; ++i) out.insert(out.end(), cores[i].begin(), cores[i].end());
+      for (int i = start; i < start + length; ++i)
+        out.insert(out.end(), cores[i].begin(), cores[i].end());
       return out;
     }
     case NumaMode::kCoreComplex: {
@@ -92,10 +92,14 @@ std::optional<NumaMode> ParseNumaMode(std::string_view text) {
 
 std::string NumaModeName(NumaMode mode) {
   switch (mode) {
-    case NumaMode::kNode: return "node";
-    case NumaMode::kSocket: return "socket";
-    case NumaMode::kExclusive: return "exclusive";
-    case NumaMode::kCoreComplex: return "core-complex";
+    case NumaMode::kNode:
+      return "node";
+    case NumaMode::kSocket:
+      return "socket";
+    case NumaMode::kExclusive:
+      return "exclusive";
+    case NumaMode::kCoreComplex:
+      return "core-complex";
   }
   return "?";
 }
@@ -171,7 +175,8 @@ NumaPlan PlanNumaBinding(const NumaTopology& topology, const std::vector<std::st
     }
     const NumaTopology::Gpu& gpu = *found->second;
     if (gpu.numa_nodes.empty()) {
-      lines.push_back(absl::StrCat(who, " (GPU ", bus_id, "): its NUMA node is unknown, not bound"));
+      lines.push_back(
+          absl::StrCat(who, " (GPU ", bus_id, "): its NUMA node is unknown, not bound"));
       continue;
     }
     std::vector<Pu> near;
@@ -179,7 +184,8 @@ NumaPlan PlanNumaBinding(const NumaTopology& topology, const std::vector<std::st
       if (gpu.numa_nodes.count(pu.numa_node) > 0) near.push_back(pu);
     }
     if (near.empty()) {
-      lines.push_back(absl::StrCat(who, " (GPU ", bus_id, "): no CPU it may use near it, not bound"));
+      lines.push_back(
+          absl::StrCat(who, " (GPU ", bus_id, "): no CPU it may use near it, not bound"));
       continue;
     }
     // This job's GPUs on the same node(s), by bus id: the slices of exclusive and core-complex.
@@ -195,10 +201,11 @@ NumaPlan PlanNumaBinding(const NumaTopology& topology, const std::vector<std::st
     binding.cpus = CpusOf(chosen);
     const int node = *gpu.numa_nodes.begin();
     if (memory_nodes.empty() || memory_nodes.count(node) > 0) binding.memory_node = node;
-    lines.push_back(absl::StrCat(
-        who, " (GPU ", bus_id, ") -> CPUs ", CpuListText(binding.cpus), note,
-        binding.memory_node >= 0 ? absl::StrCat(", memory node ", node)
-                                 : absl::StrCat(", memory anywhere (node ", node, " not allowed)")));
+    lines.push_back(
+        absl::StrCat(who, " (GPU ", bus_id, ") -> CPUs ", CpuListText(binding.cpus), note,
+                     binding.memory_node >= 0
+                         ? absl::StrCat(", memory node ", node)
+                         : absl::StrCat(", memory anywhere (node ", node, " not allowed)")));
   }
   plan.summary = absl::StrCat(head, absl::StrJoin(lines, "; "));
   return plan;

@@ -32,8 +32,7 @@ std::set<int> NodesWithin(hwloc_topology_t topology, hwloc_const_cpuset_t cpus) 
   std::set<int> nodes;
   const int count = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_NUMANODE);
   if (hwloc_bitmap_iszero(cpus) ||
-      (count > 1 &&
-       hwloc_bitmap_isincluded(hwloc_topology_get_complete_cpuset(topology), cpus))) {
+      (count > 1 && hwloc_bitmap_isincluded(hwloc_topology_get_complete_cpuset(topology), cpus))) {
     return nodes;
   }
   for (int i = 0; i < count; ++i) {
@@ -55,8 +54,8 @@ NumaTopology Extract(hwloc_topology_t topology) {
 
   hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(topology);
   const int numa_count = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_NUMANODE);
-  for (hwloc_obj_t pu = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_PU, nullptr);
-       pu != nullptr; pu = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_PU, pu)) {
+  for (hwloc_obj_t pu = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_PU, nullptr); pu != nullptr;
+       pu = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_PU, pu)) {
     if (!hwloc_bitmap_isset(allowed, pu->os_index)) continue;
     NumaTopology::Pu entry;
     entry.os_index = static_cast<int>(pu->os_index);
@@ -119,9 +118,9 @@ absl::StatusOr<TopologyPtr> Load(const std::string* xml_path, bool with_pci) {
         absl::StrCat("hwloc cannot read the topology file ", *xml_path));
   }
   if (hwloc_topology_load(raw) != 0) {
-    return absl::InternalError(
-        xml_path != nullptr ? absl::StrCat("hwloc cannot load the topology file ", *xml_path)
-                            : "hwloc cannot load this machine's topology");
+    return absl::InternalError(xml_path != nullptr
+                                   ? absl::StrCat("hwloc cannot load the topology file ", *xml_path)
+                                   : "hwloc cannot load this machine's topology");
   }
   return topology;
 }

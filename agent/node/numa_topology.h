@@ -27,12 +27,12 @@ struct NumaTopology {
     int cache_group = -1;  // logical index of its highest shared cache (L3, else L2); -1: none
   };
   struct Gpu {
-    std::string bus_id;            // "0000:18:00.0", lower case
-    std::set<int> numa_nodes;      // OS indexes of the NUMA nodes it is local to (empty: unknown)
+    std::string bus_id;        // "0000:18:00.0", lower case
+    std::set<int> numa_nodes;  // OS indexes of the NUMA nodes it is local to (empty: unknown)
   };
-  std::vector<Pu> pus;              // the PUs this process may use, by os_index
-  std::vector<Gpu> gpus;            // NVIDIA GPUs (PCI vendor 10de, display class), by bus id
-  std::set<int> numa_nodes;         // every NUMA node with CPUs
+  std::vector<Pu> pus;       // the PUs this process may use, by os_index
+  std::vector<Gpu> gpus;     // NVIDIA GPUs (PCI vendor 10de, display class), by bus id
+  std::set<int> numa_nodes;  // every NUMA node with CPUs
 };
 
 // This machine's CPUs, and the GPUs of `gpu_bus_ids` ("" entries skipped) with their NUMA nodes.

@@ -34,8 +34,9 @@ Nvml::Nvml() {
   processes_ =
       Load<int (*)(Device, unsigned int*, ProcessInfo*)>("nvmlDeviceGetComputeRunningProcesses_v3");
   retired_pending_ = Load<int (*)(Device, int*)>("nvmlDeviceGetRetiredPagesPendingStatus");
-  remapped_rows_ = Load<int (*)(Device, unsigned int*, unsigned int*, unsigned int*, unsigned int*)>(
-      "nvmlDeviceGetRemappedRows");
+  remapped_rows_ =
+      Load<int (*)(Device, unsigned int*, unsigned int*, unsigned int*, unsigned int*)>(
+          "nvmlDeviceGetRemappedRows");
   fabric_info_ = Load<int (*)(Device, FabricInfo*)>("nvmlDeviceGetGpuFabricInfo");
   event_set_create_ = Load<int (*)(void**)>("nvmlEventSetCreate");
   event_set_free_ = Load<int (*)(void*)>("nvmlEventSetFree");

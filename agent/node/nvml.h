@@ -96,12 +96,13 @@ class Nvml {
   int (*memory_)(Device, Memory*) = nullptr;
   int (*processes_)(Device, unsigned int*, ProcessInfo*) = nullptr;
   int (*retired_pending_)(Device, int*) = nullptr;
-  int (*remapped_rows_)(Device, unsigned int*, unsigned int*, unsigned int*, unsigned int*) = nullptr;
+  int (*remapped_rows_)(Device, unsigned int*, unsigned int*, unsigned int*,
+                        unsigned int*) = nullptr;
   struct FabricInfo {  // nvml.h's nvmlGpuFabricInfo_t (v1)
     unsigned char cluster_uuid[16];
-    int status;              // nvmlReturn_t
+    int status;  // nvmlReturn_t
     unsigned int clique_id;
-    unsigned char state;     // nvmlGpuFabricState_t: 3 is NVML_GPU_FABRIC_STATE_COMPLETED
+    unsigned char state;  // nvmlGpuFabricState_t: 3 is NVML_GPU_FABRIC_STATE_COMPLETED
   };
   int (*fabric_info_)(Device, FabricInfo*) = nullptr;
   struct EventData {  // nvmlEventData_t

@@ -1,18 +1,18 @@
 #include "agent/process/descendants.h"
 
 #include <dirent.h>
-#include <signal.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
-#include <chrono>
-#include <cerrno>
 #include <map>
 #include <optional>
 #include <set>

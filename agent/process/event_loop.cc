@@ -15,7 +15,7 @@
 namespace mxrun {
 
 absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create(const std::vector<int>& signals,
-                                                              std::function<void(int)> on_signal) {
+                                                             std::function<void(int)> on_signal) {
   sigset_t mask;
   sigemptyset(&mask);
   for (int sig : signals) sigaddset(&mask, sig);
@@ -76,8 +76,8 @@ void EventLoop::RunOnce(std::optional<Deadline> deadline) {
   }
   int timeout_ms = -1;
   if (deadline) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline -
-                                                             std::chrono::steady_clock::now());
+    auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
     timeout_ms = left.count() < 0 ? 0 : static_cast<int>(std::min<long>(left.count(), 1 << 30));
   }
   epoll_event events[64];

@@ -19,17 +19,17 @@ namespace mxrun {
 
 struct HelperOptions {
   std::chrono::milliseconds timeout{10'000};
-  std::vector<std::string> env;  // "KEY=VALUE"; empty: this process's own environment
-  bool capture_stderr = true;    // false: its stderr goes to /dev/null
-  size_t max_output = 64 * 1024; // the last this many bytes of its output are kept
+  std::vector<std::string> env;   // "KEY=VALUE"; empty: this process's own environment
+  bool capture_stderr = true;     // false: its stderr goes to /dev/null
+  size_t max_output = 64 * 1024;  // the last this many bytes of its output are kept
 };
 
 struct HelperRun {
   bool timed_out = false;  // killed (its whole process group) at the deadline
   bool exited = false;     // it exited: exit_code holds the status
   int exit_code = -1;
-  int term_signal = 0;     // the signal that ended it, when it did not exit
-  std::string output;      // stdout (and stderr when captured), at most max_output bytes
+  int term_signal = 0;  // the signal that ended it, when it did not exit
+  std::string output;   // stdout (and stderr when captured), at most max_output bytes
   bool ok() const { return exited && exit_code == 0; }
   // "exited 3", "was killed by signal 9", "did not finish in 2.5 s"
   std::string Describe(std::chrono::milliseconds timeout) const;
@@ -43,8 +43,8 @@ absl::StatusOr<HelperRun> RunHelper(const std::string& executable,
 
 // Several helpers at once, each writing into a file of the caller's, waited for together.
 struct StartedHelper {
-  pid_t pid = -1;   // -1 once reaped
-  int pidfd = -1;   // -1: the kernel gives none (kernels before 5.3, some seccomp profiles)
+  pid_t pid = -1;  // -1 once reaped
+  int pidfd = -1;  // -1: the kernel gives none (kernels before 5.3, some seccomp profiles)
   bool timed_out = false;
   std::chrono::steady_clock::duration took{};
 };

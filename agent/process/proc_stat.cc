@@ -94,15 +94,24 @@ std::vector<std::string> ReadKernelStack(pid_t pid) {
 
 std::string ProcStateName(char state) {
   switch (state) {
-    case 'R': return "R (running)";
-    case 'S': return "S (sleeping)";
-    case 'D': return "D (uninterruptible sleep: usually I/O or a driver)";
-    case 'T': return "T (stopped: SIGSTOP, SIGTSTP or a debugger)";
-    case 't': return "t (stopped by a tracer: a debugger)";
-    case 'Z': return "Z (zombie: exited, not yet reaped)";
-    case 'X': return "X (dead)";
-    case 'I': return "I (idle kernel thread)";
-    default: return std::string(1, state) + " (unknown)";
+    case 'R':
+      return "R (running)";
+    case 'S':
+      return "S (sleeping)";
+    case 'D':
+      return "D (uninterruptible sleep: usually I/O or a driver)";
+    case 'T':
+      return "T (stopped: SIGSTOP, SIGTSTP or a debugger)";
+    case 't':
+      return "t (stopped by a tracer: a debugger)";
+    case 'Z':
+      return "Z (zombie: exited, not yet reaped)";
+    case 'X':
+      return "X (dead)";
+    case 'I':
+      return "I (idle kernel thread)";
+    default:
+      return std::string(1, state) + " (unknown)";
   }
 }
 

@@ -15,7 +15,7 @@ struct ProcStat {
   std::string comm;  // the executable's name, as the kernel keeps it (at most 15 bytes)
   char state = '?';  // R, S, D, T, t, Z, X, I, ...
   pid_t ppid = 0;
-  unsigned long long start_time = 0;  // clock ticks after boot: with the pid, names one process
+  unsigned long long start_time = 0;    // clock ticks after boot: with the pid, names one process
   unsigned long long user_ticks = 0;    // CPU time in user mode (clock ticks)
   unsigned long long system_ticks = 0;  // CPU time in the kernel (clock ticks)
   unsigned long long rss_pages = 0;     // resident set size (pages)

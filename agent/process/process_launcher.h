@@ -1,5 +1,6 @@
 #pragma once
-// Starting one worker process, following a fixed checklist (docs/ARCHITECTURE.md, "Spawning checklist"):
+// Starting one worker process, following a fixed checklist (docs/ARCHITECTURE.md, "Spawning
+// checklist"):
 //   everything allocated before fork; in the child only async-signal-safe calls: reset the signal
 //   mask and handlers, own session and process group (setsid), parent-death signal then re-check
 //   the parent, the agent named as the one that may ptrace it (Yama; for hang diagnostics' stack
@@ -20,19 +21,19 @@
 namespace mxrun {
 
 struct SpawnRequest {
-  std::string executable;              // path passed to execve (already resolved, no PATH search)
-  std::vector<std::string> argv;       // argv[0] included
-  std::vector<std::string> env;        // "KEY=VALUE"
-  int stdin_fd = -1;                   // -1: /dev/null
-  int stdout_fd = -1;                  // -1: inherit the agent's
-  int stderr_fd = -1;                  // -1: inherit the agent's
-  int control_fd = -1;                 // becomes fd 3 in the child (kControlFd); -1: none
-  int parent_death_signal = SIGKILL;   // sent to the child when the agent dies
+  std::string executable;             // path passed to execve (already resolved, no PATH search)
+  std::vector<std::string> argv;      // argv[0] included
+  std::vector<std::string> env;       // "KEY=VALUE"
+  int stdin_fd = -1;                  // -1: /dev/null
+  int stdout_fd = -1;                 // -1: inherit the agent's
+  int stderr_fd = -1;                 // -1: inherit the agent's
+  int control_fd = -1;                // becomes fd 3 in the child (kControlFd); -1: none
+  int parent_death_signal = SIGKILL;  // sent to the child when the agent dies
   // --numa-binding (numa_binding.h): the child's CPU affinity and preferred memory node, set
   // before execve so that its threads and children inherit them. A failure to set either does not
   // fail the start (the planner already checked them against the agent's own affinity).
-  std::vector<int> cpus;               // empty: inherit the agent's
-  int memory_node = -1;                // -1: the default policy
+  std::vector<int> cpus;  // empty: inherit the agent's
+  int memory_node = -1;   // -1: the default policy
 };
 
 // Starts the process in a session and process group of its own (sid == pgid == pid). Returns its

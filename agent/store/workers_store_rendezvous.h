@@ -50,8 +50,8 @@ struct StoreTotals {
 };
 
 struct WorkersStoreConfig {
-  std::string host;          // where to listen: the round's MASTER_ADDR ("localhost": every address)
-  int fixed_port = 0;        // --master_port of a static one-node job; 0: a free port per round
+  std::string host;    // where to listen: the round's MASTER_ADDR ("localhost": every address)
+  int fixed_port = 0;  // --master_port of a static one-node job; 0: a free port per round
   // The master's rounds: host those that name this node's agent, at their master_addr and
   // master_port (`host` and `fixed_port` unused).
   bool from_rounds = false;
@@ -76,10 +76,9 @@ class WorkersStoreRendezvous final : public Rendezvous {
   }
   void ReportUnhealthy(const std::string& why) override { inner_->ReportUnhealthy(why); }
   void OfferFlightRecords(const FlightRecordSet& own) override { inner_->OfferFlightRecords(own); }
-  std::vector<FlightRecordSet> GatherFlightRecords(const FlightRecordSet& own,
-                                                   const std::set<int>& expected,
-                                                   std::chrono::milliseconds budget,
-                                                   const std::function<void()>& meanwhile) override {
+  std::vector<FlightRecordSet> GatherFlightRecords(
+      const FlightRecordSet& own, const std::set<int>& expected, std::chrono::milliseconds budget,
+      const std::function<void()>& meanwhile) override {
     return inner_->GatherFlightRecords(own, expected, budget, meanwhile);
   }
   void Leave() override { inner_->Leave(); }
@@ -102,7 +101,7 @@ class WorkersStoreRendezvous final : public Rendezvous {
   WorkersStoreConfig config_;
   mutable std::mutex mutex_;  // guards what Totals() reads: the stores and the sums
   std::string run_id_;
-  std::unique_ptr<StoreServer> current_;  // the last round's this node hosted
+  std::unique_ptr<StoreServer> current_;               // the last round's this node hosted
   std::vector<std::unique_ptr<StoreServer>> earlier_;  // earlier rounds' stores with clients
   std::array<std::uint64_t, kStoreOpCount> retired_requests_{};  // of the stores closed
   std::uint64_t retired_refused_ = 0;

@@ -73,7 +73,8 @@ void AttemptFiles::PrepareRank(WorkerProcess& worker) const {
   if (!spec_.flight_socket_dir.empty()) {
     // By local rank: a worker kept in-process keeps its socket when its global rank changes. A
     // file left by the rank's last worker would make the new one's bind fail.
-    worker.flight_socket = absl::StrCat(spec_.flight_socket_dir, "/fr-", worker.local_rank, ".sock");
+    worker.flight_socket =
+        absl::StrCat(spec_.flight_socket_dir, "/fr-", worker.local_rank, ".sock");
     unlink(worker.flight_socket.c_str());
     unlink((worker.flight_socket + kFlightExitSuffix).c_str());  // an earlier worker's last dump
   }

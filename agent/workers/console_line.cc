@@ -19,8 +19,8 @@ std::string JsonInts(const std::vector<int>& values) {
 }  // namespace
 
 ConsolePrefix MakeConsolePrefix(const ConsoleStyle& style, int node_rank,
-                                const std::vector<int>& ranks,
-                                const std::vector<int>& local_ranks, bool is_stderr) {
+                                const std::vector<int>& ranks, const std::vector<int>& local_ranks,
+                                bool is_stderr) {
   const std::string node = std::to_string(node_rank);
   const std::string rank = RankList(ranks);
   ConsolePrefix prefix;

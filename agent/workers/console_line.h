@@ -27,8 +27,8 @@ struct ConsolePrefix {
 // `ranks` and `local_ranks` ascending, at least one each; a negative rank is a warm standby's
 // line ("[n0 standby] ").
 ConsolePrefix MakeConsolePrefix(const ConsoleStyle& style, int node_rank,
-                                const std::vector<int>& ranks,
-                                const std::vector<int>& local_ranks, bool is_stderr);
+                                const std::vector<int>& ranks, const std::vector<int>& local_ranks,
+                                bool is_stderr);
 
 // The whole console line, newline included: written with one write, so lines stay whole.
 std::string ConsoleLine(const std::string& line_prefix, bool json, std::string_view line);

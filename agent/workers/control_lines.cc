@@ -4,8 +4,7 @@
 
 namespace mxrun {
 
-void ControlLines::Feed(std::string_view data,
-                        const std::function<void(std::string_view)>& on_line,
+void ControlLines::Feed(std::string_view data, const std::function<void(std::string_view)>& on_line,
                         const std::function<void(size_t)>& on_oversize) {
   while (!data.empty()) {
     const size_t newline = data.find('\n');

@@ -68,8 +68,9 @@ std::string FormatFailureSummary(const WorkerFailure& f, const SummaryContext& c
   const std::string rule(68, '=');
   std::string out;
   absl::StrAppend(&out, rule, "\n");
-  absl::StrAppend(&out, "mxrun: ", context.entrypoint, " FAILED (restarts spent: ",
-                  context.restarts_spent, " of ", context.max_restarts, ")\n");
+  absl::StrAppend(&out, "mxrun: ", context.entrypoint,
+                  " FAILED (restarts spent: ", context.restarts_spent, " of ", context.max_restarts,
+                  ")\n");
   absl::StrAppend(&out, std::string(68, '-'), "\n");
   absl::StrAppend(&out, "Root cause (first observed failure):\n");
   absl::StrAppend(&out, "  time       : ", FormatTime(f.time), "\n");
@@ -85,7 +86,8 @@ std::string FormatFailureSummary(const WorkerFailure& f, const SummaryContext& c
                     f.hang.diagnostics_dir.empty() ? "" : " (on that host)", "\n");
     if (!f.hang.diagnostics.empty()) {
       absl::StrAppend(&out, "  hang state :\n");
-      for (const std::string& line : f.hang.diagnostics) absl::StrAppend(&out, "      ", line, "\n");
+      for (const std::string& line : f.hang.diagnostics)
+        absl::StrAppend(&out, "      ", line, "\n");
     }
   }
   if (!f.collective_sign.empty()) {  // a collective failed: its peers' recorders, taken then
@@ -121,17 +123,16 @@ bool WriteAgentErrorFile(const std::string& path, const WorkerFailure& failure) 
     doc = nlohmann::json::object();
   }
   if (!doc.contains("message")) {
-    std::string text = absl::StrCat("worker rank ", failure.global_rank, " (local_rank ",
-                                    failure.local_rank, ", pid ", failure.pid, ") failed: ",
-                                    DescribeExit(failure));
+    std::string text =
+        absl::StrCat("worker rank ", failure.global_rank, " (local_rank ", failure.local_rank,
+                     ", pid ", failure.pid, ") failed: ", DescribeExit(failure));
     doc["message"] = {
         {"message", text},
         {"extraInfo",
          {{"py_callstack", absl::StrJoin(failure.last_lines, "\n")},
-          {"timestamp",
-           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                              failure.time.time_since_epoch())
-                              .count())}}}};
+          {"timestamp", std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                           failure.time.time_since_epoch())
+                                           .count())}}}};
   }
   doc["mxrun"] = {{"host", failure.host},
                   {"node_rank", failure.node_rank},

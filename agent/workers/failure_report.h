@@ -21,7 +21,7 @@ struct ErrorFileContents {
 std::optional<ErrorFileContents> ReadErrorFile(const std::string& path);
 
 struct SummaryContext {
-  std::string entrypoint;   // what the job ran, for the headline
+  std::string entrypoint;  // what the job ran, for the headline
   int restarts_spent = 0;
   int max_restarts = 0;
 };

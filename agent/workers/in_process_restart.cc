@@ -100,8 +100,8 @@ bool InProcessRestart::OnChildExit(pid_t pid, int wait_status) {
     if (stopping_) return true;
     // Replaced at once, so that the next failure still finds a warm spare; at most as many times
     // per round as there are standbys, so that one that cannot start is not restarted in a loop.
-    const bool replace = !pending_ && !group_.first_failure() &&
-                         replaced_this_round_ < spec_.standby_workers;
+    const bool replace =
+        !pending_ && !group_.first_failure() && replaced_this_round_ < spec_.standby_workers;
     spdlog::warn("standby worker (pid {}) ended ({}); {}", pid,
                  WIFSIGNALED(wait_status) ? SignalName(WTERMSIG(wait_status))
                                           : absl::StrCat("exit code ", WEXITSTATUS(wait_status)),
@@ -182,8 +182,8 @@ bool InProcessRestart::PromoteStandby(int local_rank, const RoundAssignment& rou
       RepinProcessTree(worker.pid, spec_.numa[local_rank].cpus);
     }
     group_.Adopt(std::move(standby), local_rank, round);
-    if (!worker.control->Send(RankNotice(spec_, local_rank, WorkerGroup::FilesOf(worker), round,
-                                         failure_time))) {
+    if (!worker.control->Send(
+            RankNotice(spec_, local_rank, WorkerGroup::FilesOf(worker), round, failure_time))) {
       spdlog::warn("standby worker (pid {}) cannot be told its rank: dropping it", worker.pid);
       kill(-worker.pid, SIGKILL);  // reaped as an orphan; it had no place in the group
       worker.running = false;
@@ -247,12 +247,15 @@ void InProcessRestart::HandAwaitedRanks() {
       continue;
     }
     if (gone) {
-      spdlog::warn("round {}: the standby (pid {}) that rank {} waited for ended: a new process "
-                   "takes the rank", round_.round, a.standby, global_rank);
+      spdlog::warn(
+          "round {}: the standby (pid {}) that rank {} waited for ended: a new process "
+          "takes the rank",
+          round_.round, a.standby, global_rank);
     } else if (!ready) {
-      spdlog::warn("round {}: the standby (pid {}) that rank {} waited for is not ready after {} "
-                   "s: stopping it; a new process takes the rank", round_.round, a.standby,
-                   global_rank, kStandbyAwait.count());
+      spdlog::warn(
+          "round {}: the standby (pid {}) that rank {} waited for is not ready after {} "
+          "s: stopping it; a new process takes the rank",
+          round_.round, a.standby, global_rank, kStandbyAwait.count());
       kill(-a.standby, SIGKILL);  // reaped as a standby; the group has one spare fewer
     }
     WorkerProcess& worker = group_.StartRank(a.local_rank, round_, failure_time_);
@@ -273,8 +276,8 @@ void InProcessRestart::HandAwaitedRanks() {
   }
 }
 
-std::string InProcessRestart::Reassign(const RoundAssignment& round, double failure_time,
-                                       int signo, std::chrono::milliseconds grace,
+std::string InProcessRestart::Reassign(const RoundAssignment& round, double failure_time, int signo,
+                                       std::chrono::milliseconds grace,
                                        const std::function<void()>& reap) {
   // Workers beyond the new round's local world size (a smaller node share) are stopped.
   group_.StopWhere([&](const WorkerProcess& w) { return w.local_rank >= round.local_world_size; },
@@ -319,7 +322,8 @@ std::string InProcessRestart::Reassign(const RoundAssignment& round, double fail
     }
   }
   return absl::StrCat("kept rank(s) ", kept.empty() ? "none" : absl::StrJoin(kept, ", "),
-                      "; started rank(s) ", started.empty() ? "none" : absl::StrJoin(started, ", "));
+                      "; started rank(s) ",
+                      started.empty() ? "none" : absl::StrJoin(started, ", "));
 }
 
 }  // namespace mxrun

@@ -103,14 +103,14 @@ class InProcessRestart {
   const WorkerSpec& spec_;
   DeathGuardian& guardian_;
   std::vector<std::unique_ptr<WorkerProcess>> standbys_;  // local_rank -1 until promoted
-  StandbyStart standby_start_;                              // when the standbys may start
-  bool pending_ = false;                                    // to be (re)filled once joined
-  bool stopping_ = false;                                   // their ends are expected
+  StandbyStart standby_start_;                            // when the standbys may start
+  bool pending_ = false;                                  // to be (re)filled once joined
+  bool stopping_ = false;                                 // their ends are expected
   int replaced_this_round_ = 0;  // standbys that died and were replaced in this round
   RoundAssignment round_;
   double failure_time_ = 0;       // of the round's failure, for the awaited ranks' notices
   std::vector<Awaited> awaited_;  // emptied by the next round
-  ScopedTimer await_timer_;  // wakes the loop at the first awaited deadline (only a wake-up)
+  ScopedTimer await_timer_;       // wakes the loop at the first awaited deadline (only a wake-up)
   std::function<void(int local_rank)> late_start_;
 };
 

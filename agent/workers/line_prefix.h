@@ -12,7 +12,8 @@
 
 namespace mxrun {
 
-std::string ExpandLinePrefix(std::string_view templ, const std::map<std::string, std::string>& values);
+std::string ExpandLinePrefix(std::string_view templ,
+                             const std::map<std::string, std::string>& values);
 
 // One line goes to a filtered file too when it contains any of `filters` (torchrun's
 // --duplicate-stdout-filters: plain, case-sensitive substrings).

@@ -42,11 +42,12 @@ absl::StatusOr<PerRankStd> ParsePerRankStd(absl::string_view text) {
     return result;
   }
   for (absl::string_view item : absl::StrSplit(text, ',')) {
-    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, absl::MaxSplits(':', 1));
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(item, absl::MaxSplits(':', 1));
     int rank = -1;
     if (!absl::SimpleAtoi(kv.first, &rank) || rank < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "'", text, "' is not valid: '", kv.first, "' is not a local rank (an integer >= 0)"));
+      return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not valid: '", kv.first,
+                                                     "' is not a local rank (an integer >= 0)"));
     }
     absl::StatusOr<int> value = ParseStdValue(kv.second, text);
     if (!value.ok()) return value.status();

@@ -6,7 +6,6 @@
 //   - goes to its log file when --log_dir is given or the stream is redirected or teed;
 //   - goes to the console unless it is redirected (and not teed) or the rank is filtered out.
 
-#include "absl/strings/string_view.h"
 #include <chrono>
 #include <map>
 #include <optional>
@@ -14,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 
@@ -24,8 +24,8 @@ enum StdMask : int { kStdNone = 0, kStdOut = 1, kStdErr = 2, kStdAll = 3 };
 
 // "3" (every rank) or "0:1,1:2" (per local rank; ranks not listed get none).
 struct PerRankStd {
-  std::optional<int> all;          // set for the "3" form
-  std::map<int, int> per_rank;     // set for the "0:1,1:2" form
+  std::optional<int> all;       // set for the "3" form
+  std::map<int, int> per_rank;  // set for the "0:1,1:2" form
   int For(int local_rank) const;
 };
 
@@ -39,7 +39,7 @@ struct StreamRouting {
 };
 
 struct LogSpec {
-  std::string log_dir;          // empty: no --log_dir
+  std::string log_dir;  // empty: no --log_dir
   PerRankStd redirects;
   PerRankStd tee;
   std::set<int> console_ranks;  // empty: every local rank reaches the console
@@ -53,7 +53,7 @@ struct LogSpec {
 
   // `stream` is kStdOut or kStdErr.
   StreamRouting Route(int local_rank, StdMask stream) const;
-  bool NeedsFiles() const;      // some stream of some rank would be written to a file
+  bool NeedsFiles() const;  // some stream of some rank would be written to a file
 };
 
 }  // namespace mxrun

@@ -14,8 +14,7 @@
 
 namespace mxrun {
 
-void LineAssembler::Feed(std::string_view data,
-                         const std::function<void(std::string_view)>& emit) {
+void LineAssembler::Feed(std::string_view data, const std::function<void(std::string_view)>& emit) {
   while (!data.empty()) {
     size_t newline = data.find('\n');
     if (newline == std::string_view::npos) {
@@ -86,9 +85,10 @@ void OutputRelay::NoteFileWriteFailed(int error) {
   // come back), and the console, the job and the other files are not disturbed.
   if (file_write_failed_) return;
   file_write_failed_ = true;
-  spdlog::warn("the log file of rank {} ({}) misses output from here on: {}; the console still "
-               "shows every line and the job goes on",
-               target_.global_rank, target_.is_stderr ? "stderr" : "stdout", std::strerror(error));
+  spdlog::warn(
+      "the log file of rank {} ({}) misses output from here on: {}; the console still "
+      "shows every line and the job goes on",
+      target_.global_rank, target_.is_stderr ? "stderr" : "stdout", std::strerror(error));
 }
 
 void OutputRelay::MakePrefix() {

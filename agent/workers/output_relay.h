@@ -44,7 +44,7 @@ class LastLines {
 // torchrun 2.x's --duplicate-*-filters: lines of every worker of an attempt that contain one of
 // `filters` also go, prefixed as on a text console, to one file (attempt_<N>/filtered_std*.log).
 struct LineDuplicate {
-  int fd = -1;                       // owned by the worker group; -1: off
+  int fd = -1;  // owned by the worker group; -1: off
   std::vector<std::string> filters;
 };
 
@@ -54,16 +54,16 @@ struct LineDuplicate {
 // (line_prefix.h) the text prefix is the template expanded, and a JSON object carries it as
 // "prefix".
 struct RelayTarget {
-  int console_fd = -1;   // -1: not shown on the console
-  int file_fd = -1;      // -1: no log file
+  int console_fd = -1;  // -1: not shown on the console
+  int file_fd = -1;     // -1: no log file
   int node_rank = 0;
   int global_rank = 0;
   int local_rank = 0;
   bool is_stderr = false;
   bool json = false;
-  std::string prefix_template;       // empty: mxrun's "[n<node> r<rank>] "
-  std::string role;                  // ${role_name}
-  std::string host_name;             // ${hostname}
+  std::string prefix_template;               // empty: mxrun's "[n<node> r<rank>] "
+  std::string role;                          // ${role_name}
+  std::string host_name;                     // ${hostname}
   const LineDuplicate* duplicate = nullptr;  // not owned; nullptr: none
   // Console lines go through it (one line for the ranks that print the same); not owned;
   // nullptr: written at once. A standby's lines (no rank yet) are always written at once.

@@ -1,7 +1,7 @@
 #include "agent/workers/rank_env.h"
 
-#include "common/visible_devices.h"
 #include "common/env_contract.h"
+#include "common/visible_devices.h"
 
 namespace mxrun {
 
@@ -44,11 +44,11 @@ EnvMap StandbyEnv(const WorkerSpec& spec, int local_world_size) {
   // No place in the job yet: the contract comes with the round notice that promotes it. It
   // knows how many workers share this node (threads) and that it is a standby.
   EnvMap env = spec.base_env;
-  for (const char* key : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-                          "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                          "TORCHELASTIC_ERROR_FILE", "MXRUN_HEARTBEAT_FILE", "MXRUN_LOG_DIR",
-                          "MXRUN_FAILURE_TIME", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID",
-                          "MXRUN_RDZV_TOKEN", "MXRUN_FLIGHT_SOCKET"}) {
+  for (const char* key :
+       {"RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
+        "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_ERROR_FILE",
+        "MXRUN_HEARTBEAT_FILE", "MXRUN_LOG_DIR", "MXRUN_FAILURE_TIME", "NOTIFY_SOCKET",
+        "WATCHDOG_USEC", "WATCHDOG_PID", "MXRUN_RDZV_TOKEN", "MXRUN_FLIGHT_SOCKET"}) {
     env.erase(key);
   }
   env["LOCAL_WORLD_SIZE"] = std::to_string(local_world_size);

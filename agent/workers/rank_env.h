@@ -6,16 +6,16 @@
 
 #include <string>
 
+#include "agent/workers/worker_spec.h"
 #include "common/control_protocol.h"
 #include "common/env_contract.h"
 #include "rendezvous/wire/wire.h"
-#include "agent/workers/worker_spec.h"
 
 namespace mxrun {
 
 // The per-rank files a worker is told about (the worker group makes them).
 struct RankFiles {
-  std::string dir;                // its folder in the attempt's
+  std::string dir;  // its folder in the attempt's
   std::string error_file;
   std::string heartbeat_file;     // empty: none
   std::string nccl_trace_prefix;  // empty: PyTorch's default

@@ -68,11 +68,11 @@ void WorkerControl::OnLine(std::string_view line) {
     const WorkerControlMessage message = ParseWorkerControlLine(line);
     if (message.kind == WorkerControlMessage::Kind::kHello) {
       in_process_restart_ = message.in_process_restart;
-      spdlog::log(standby_ ? spdlog::level::info : spdlog::level::debug,
-                  "{}: {} (control protocol {})", who_,
-                  in_process_restart_ ? "ready to take a rank in-process"
-                                      : "declines in-process restart",
-                  message.version);
+      spdlog::log(
+          standby_ ? spdlog::level::info : spdlog::level::debug, "{}: {} (control protocol {})",
+          who_,
+          in_process_restart_ ? "ready to take a rank in-process" : "declines in-process restart",
+          message.version);
     } else if (message.kind == WorkerControlMessage::Kind::kJoined) {
       joined_round_ = message.round;
     } else if (message.kind == WorkerControlMessage::Kind::kLeaving) {

@@ -108,12 +108,13 @@ void WorkerGroup::SpawnWorker(WorkerProcess& worker, const RoundAssignment& roun
   loop_.WatchChild(worker.pid);
   WatchWorkerOutput(worker, loop_);
   worker.control = std::move(*control);
-  worker.control->Describe(standby ? absl::StrCat("standby worker (pid ", worker.pid, ")")
-                                   : absl::StrCat("worker local_rank ", worker.local_rank,
-                                                  " (pid ", worker.pid, ")"),
-                           standby);
+  worker.control->Describe(
+      standby ? absl::StrCat("standby worker (pid ", worker.pid, ")")
+              : absl::StrCat("worker local_rank ", worker.local_rank, " (pid ", worker.pid, ")"),
+      standby);
   WorkerControl* channel = worker.control.get();
-  WorkerProcess* reporter = &worker;  // its rank is read at each report: a promoted standby gets one
+  WorkerProcess* reporter =
+      &worker;  // its rank is read at each report: a promoted standby gets one
   channel->OnProgress([this, reporter](const WorkerControlMessage& message) {
     if (reporter->local_rank >= 0) {
       progress_.push_back({reporter->local_rank, reporter->global_rank, message});
@@ -135,10 +136,10 @@ void WorkerGroup::NoteStoppedWorkers() {
     const std::optional<ProcStat> stat = ReadProcStat(worker->pid);
     if (!stat || !IsStoppedState(stat->state)) continue;
     worker->frozen = true;
-    spdlog::warn("worker rank {} (local_rank {}, pid {}) is in state {}: it cannot take a new round "
-                 "in-process",
-                 worker->global_rank, worker->local_rank, worker->pid,
-                 ProcStateName(stat->state));
+    spdlog::warn(
+        "worker rank {} (local_rank {}, pid {}) is in state {}: it cannot take a new round "
+        "in-process",
+        worker->global_rank, worker->local_rank, worker->pid, ProcStateName(stat->state));
   }
 }
 
@@ -191,7 +192,8 @@ void WorkerGroup::CloseStreams(WorkerProcess& worker) {
   }
 }
 
-WorkerFailure WorkerGroup::FailureOf(const WorkerProcess& worker, int exit_code, int term_signal) const {
+WorkerFailure WorkerGroup::FailureOf(const WorkerProcess& worker, int exit_code,
+                                     int term_signal) const {
   WorkerFailure failure;
   failure.time = std::chrono::system_clock::now();
   failure.host = spec_.host_name;
@@ -211,8 +213,8 @@ WorkerFailure WorkerGroup::FailureOf(const WorkerProcess& worker, int exit_code,
   failure.last_lines = worker.last_lines.Lines();
   failure.hang = worker.hang;
   if (term_signal == SIGKILL && !worker.stopped_by_agent) {  // not the agent's own kill
-    failure.oom_kill = OomKillNote(worker.oom_kills_at_start,
-                                   ReadOomKillCountsAgain(worker.oom_kills_at_start));
+    failure.oom_kill =
+        OomKillNote(worker.oom_kills_at_start, ReadOomKillCountsAgain(worker.oom_kills_at_start));
   }
   return failure;
 }
@@ -315,7 +317,8 @@ void WorkerGroup::StopWhere(const std::function<bool(const WorkerProcess&)>& whi
     kill(-worker.pid, SIGCONT);
   };
   // After a death the others are often leaving already (survivors_leave.h).
-  SignalSurvivors(loop_, stopping, signo, first_failure_ ? &*first_failure_ : nullptr, signal, reap);
+  SignalSurvivors(loop_, stopping, signo, first_failure_ ? &*first_failure_ : nullptr, signal,
+                  reap);
   const Clock::time_point deadline = Clock::now() + grace;
   // The grace runs from the last signal (one sent before the others' time to leave gets that more).
   while (any_running() && !escalate_ && Clock::now() < deadline) {

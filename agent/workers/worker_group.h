@@ -1,7 +1,7 @@
 #pragma once
 // The workers of one node for one attempt: starting them with the environment contract, relaying
-// their output (worker_output.h), recording how each one ended, and stopping them (signal to each process group, a
-// grace period per worker, SIGKILL, reap, then kill any descendants left behind).
+// their output (worker_output.h), recording how each one ended, and stopping them (signal to each
+// process group, a grace period per worker, SIGKILL, reap, then kill any descendants left behind).
 //
 // States: running -> (all exited 0) succeeded | (first non-zero exit, death by signal, or a hang)
 // failed. The first failure is the one the agent saw first; workers stopped by the agent afterwards
@@ -67,14 +67,14 @@ class WorkerGroup {
     int global_rank = 0;
     pid_t pid = -1;
     bool running = false;
-    bool exited_ok = false;       // ended on its own with exit code 0
-    bool stopped_by_agent = false;  // ended because the agent stopped it
-    int exit_code = -1;             // once ended: its exit code (-1: a signal ended it)
-    int term_signal = 0;            // once ended: the signal that ended it (0: none)
+    bool exited_ok = false;           // ended on its own with exit code 0
+    bool stopped_by_agent = false;    // ended because the agent stopped it
+    int exit_code = -1;               // once ended: its exit code (-1: a signal ended it)
+    int term_signal = 0;              // once ended: the signal that ended it (0: none)
     bool killed_after_grace = false;  // SIGKILLed by the agent when the stop's grace ran out
-    std::string heartbeat_file;   // MXRUN_HEARTBEAT_FILE (empty: none)
-    std::string nccl_trace_file;  // where PyTorch's NCCL flight recorder would dump
-    std::string flight_socket;    // where the mxrun module serves its flight recorder (empty: none)
+    std::string heartbeat_file;       // MXRUN_HEARTBEAT_FILE (empty: none)
+    std::string nccl_trace_file;      // where PyTorch's NCCL flight recorder would dump
+    std::string flight_socket;  // where the mxrun module serves its flight recorder (empty: none)
     std::chrono::system_clock::time_point started_at;
   };
   std::vector<WorkerStatus> Workers() const;
@@ -95,9 +95,10 @@ class WorkerGroup {
 
   // Sends `signo` to every running worker's process group, waits up to `grace` per worker while
   // still relaying output, SIGKILLs the rest, reaps them, kills leftover descendants (warm
-  // standbys among them) and closes the output streams. `reap` is called to reap children while waiting. Returns when all are gone, or
-  // kReapAfterKill after the SIGKILL at the latest (a worker still there is logged by pid).
-  // Calling `Escalate()` (from a signal callback) while this runs skips the rest of the grace.
+  // standbys among them) and closes the output streams. `reap` is called to reap children while
+  // waiting. Returns when all are gone, or kReapAfterKill after the SIGKILL at the latest (a worker
+  // still there is logged by pid). Calling `Escalate()` (from a signal callback) while this runs
+  // skips the rest of the grace.
   void Stop(int signo, std::chrono::milliseconds grace, const std::function<void()>& reap);
   void Escalate() { escalate_ = true; }
   // Sends `signo` to every running worker's process group; returns how many workers it reached.
@@ -169,12 +170,12 @@ class WorkerGroup {
   EventLoop& loop_;
   DeathGuardian& guardian_;
   // Before workers_: their relays offer it lines until they close (console_collapser.h).
-  std::unique_ptr<ConsoleCollapser> collapse_;     // nullptr: --log_collapse_window=0
+  std::unique_ptr<ConsoleCollapser> collapse_;  // nullptr: --log_collapse_window=0
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
-  RoundAssignment round_;                          // the current round
+  RoundAssignment round_;  // the current round
   std::optional<WorkerFailure> first_failure_;
-  std::vector<ProgressReport> progress_;           // not yet taken by the agent
-  AttemptFiles files_;                             // attempt_<N>/ and its files
+  std::vector<ProgressReport> progress_;  // not yet taken by the agent
+  AttemptFiles files_;                    // attempt_<N>/ and its files
   int node_rank_ = 0;
   int attempt_ = 0;
   int ended_ = 0;

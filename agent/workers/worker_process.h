@@ -19,14 +19,14 @@ namespace mxrun {
 
 struct WorkerProcess {
   explicit WorkerProcess(size_t kept_lines) : last_lines(kept_lines) {}
-  int local_rank = 0;       // -1: a standby, no rank yet
+  int local_rank = 0;  // -1: a standby, no rank yet
   int global_rank = 0;
   pid_t pid = -1;
   bool running = false;
   bool stopped_by_agent = false;
   bool exited_ok = false;
-  int exit_code = -1;       // once ended: its exit code, or -1 when a signal ended it
-  int term_signal = 0;      // once ended: the signal that ended it (0: it exited)
+  int exit_code = -1;               // once ended: its exit code, or -1 when a signal ended it
+  int term_signal = 0;              // once ended: the signal that ended it (0: it exited)
   bool killed_after_grace = false;  // SIGKILLed by the agent when its grace ran out
   // Stopped (SIGSTOP, SIGTSTP, a debugger) when the agent last looked before keeping workers: it
   // could not take a new round, so it is not kept (WorkerGroup::LookBeforeKeeping).
@@ -49,8 +49,7 @@ struct WorkerProcess {
 // Running, said (over its control channel) that it takes new rounds in-process, not hung (a hung
 // worker is what failed) and not stopped (it would hold the next round until judged hung in turn).
 inline bool Keepable(const WorkerProcess& w) {
-  return w.running && w.control && w.control->in_process_restart() && !w.hang.hung() &&
-         !w.frozen;
+  return w.running && w.control && w.control->in_process_restart() && !w.hang.hung() && !w.frozen;
 }
 
 }  // namespace mxrun

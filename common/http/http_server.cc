@@ -8,10 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <exception>
 #include <list>
 #include <mutex>
@@ -28,14 +28,22 @@ namespace {
 
 const char* Reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Status";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Status";
   }
 }
 
@@ -99,8 +107,7 @@ std::variant<HttpRequest, HttpParseError> ParseHttpRequestHead(std::string_view 
   for (size_t i = 1; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;  // the blank line that ends the head
     const size_t colon = lines[i].find(':');
-    if (colon == absl::string_view::npos ||
-        !IsToken(std::string_view(lines[i].data(), colon))) {
+    if (colon == absl::string_view::npos || !IsToken(std::string_view(lines[i].data(), colon))) {
       return HttpParseError{400, "a header line is not 'Name: value'"};
     }
     request.headers[absl::AsciiStrToLower(lines[i].substr(0, colon))] =
@@ -304,8 +311,8 @@ struct HttpServer::Impl {
       rc = getaddrinfo("0.0.0.0", service.c_str(), &hints, &found);
     }
     if (rc != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(options.who, ": cannot resolve '", host,
-                                                     "': ", gai_strerror(rc)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(options.who, ": cannot resolve '", host, "': ", gai_strerror(rc)));
     }
     std::string last_error = "no address";
     for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
@@ -355,10 +362,10 @@ std::string HttpServer::url() const {
 }
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const Options& options,
-                                                             Handler handler) {
+                                                              Handler handler) {
   if (options.port < 0 || options.port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(options.who, ": port ", options.port,
-                                                   " is not valid; accepted: 0 to 65535"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.who, ": port ", options.port, " is not valid; accepted: 0 to 65535"));
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;

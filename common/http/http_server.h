@@ -81,14 +81,13 @@ class HttpServer {
   struct Options {
     std::string host = "127.0.0.1";  // address to listen on; "0.0.0.0"/"::" with bind_all
     bool bind_all = false;
-    int port = 0;                    // 0: the kernel picks one (port() says which)
+    int port = 0;                      // 0: the kernel picks one (port() says which)
     std::shared_ptr<TlsAcceptor> tls;  // HTTPS through it; null: plain HTTP
-    std::string who = "metrics";     // names the server in errors
+    std::string who = "metrics";       // names the server in errors
   };
 
   // Binds and starts serving; an error says what could not be bound or loaded.
-  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const Options& options,
-                                                           Handler handler);
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const Options& options, Handler handler);
   ~HttpServer();  // stops the thread; a request in progress is finished first
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

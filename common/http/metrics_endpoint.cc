@@ -9,8 +9,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartMetricsEndpoint(
     std::map<std::string, HttpServer::Handler> pages) {
   const std::string who = options.who;
   return HttpServer::Start(
-      options, [render = std::move(render), pages = std::move(pages), who](
-                   const HttpRequest& request) -> HttpResponse {
+      options,
+      [render = std::move(render), pages = std::move(pages),
+       who](const HttpRequest& request) -> HttpResponse {
         if (request.path == "/metrics") {
           auto accept = request.headers.find("accept");
           const ExpositionFormat format =
@@ -21,8 +22,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> StartMetricsEndpoint(
           return page->second(request);
         }
         if (request.path == "/") {
-          return {200, "text/plain; charset=utf-8",
-                  who + ": Prometheus metrics at /metrics\n"};
+          return {200, "text/plain; charset=utf-8", who + ": Prometheus metrics at /metrics\n"};
         }
         return {404, "text/plain; charset=utf-8",
                 "no page at " + request.path + "; served: /metrics\n"};

@@ -65,8 +65,7 @@ Histogram::Histogram(std::vector<double> bounds)
     : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
 
 void Histogram::Observe(double value) {
-  const size_t bucket =
-      std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  const size_t bucket = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
   ++counts_[bucket];
   ++count_;
   sum_ += value;
@@ -85,10 +84,17 @@ std::string EscapeLabelValue(std::string_view value) {
   out.reserve(value.size());
   for (char c : value) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      default: out += c;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -102,7 +108,7 @@ void MetricsWriter::Family(std::string_view name, MetricType type, std::string_v
     absl::ConsumeSuffix(&suffixed, "_total");  // OpenMetrics: the family is named without it
   }
   const std::string family(suffixed);
-  const char* type_name = type == MetricType::kCounter   ? "counter"
+  const char* type_name = type == MetricType::kCounter ? "counter"
                           : type == MetricType::kGauge ? "gauge"
                                                        : "histogram";
   out_.append("# HELP ").append(family).append(" ").append(EscapeHelp(help)).append("\n");

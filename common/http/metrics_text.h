@@ -63,7 +63,7 @@ class MetricsWriter {
             const std::pair<std::string, std::string>* extra = nullptr);
 
   ExpositionFormat format_;
-  std::string family_;   // the current family's sample name
+  std::string family_;  // the current family's sample name
   MetricType type_ = MetricType::kGauge;
   std::string out_;
 };

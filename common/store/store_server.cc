@@ -138,7 +138,8 @@ struct StoreServer::Impl {
           if (each.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
           SetPort(each, chosen);
         }
-        // The backlog as deep as the kernel allows (net.core.somaxconn): every rank connects at once.
+        // The backlog as deep as the kernel allows (net.core.somaxconn): every rank connects at
+        // once.
         if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&each), SockLen(each)) != 0 ||
             listen(fd, 65535) != 0) {
           const int error = errno;
@@ -198,8 +199,8 @@ struct StoreServer::Impl {
     std::vector<epoll_event> events(256);
     bool stopping = false;
     while (!stopping) {
-      const int ready = epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()),
-                                   WaitMilliseconds());
+      const int ready =
+          epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), WaitMilliseconds());
       if (ready < 0 && errno != EINTR) {
         Log(absl::StrCat("mxrun: the workers' store: epoll_wait: ", std::strerror(errno)));
         return;
@@ -288,8 +289,8 @@ struct StoreServer::Impl {
       }
       if (connections.size() >= options.max_clients && !MakeRoom()) {
         ++refused;
-        Log(absl::StrCat("mxrun: the workers' store: refused a connection: ",
-                         options.max_clients, " clients are connected (the most it takes)"));
+        Log(absl::StrCat("mxrun: the workers' store: refused a connection: ", options.max_clients,
+                         " clients are connected (the most it takes)"));
         close(fd);
         continue;
       }

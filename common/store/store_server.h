@@ -38,7 +38,7 @@ class StoreServer {
     // The address to listen on: a name ("localhost": every address it resolves to) or a number
     // ("::" or "0.0.0.0": every interface).
     std::string host = "127.0.0.1";
-    int port = 0;                    // 0: the kernel picks one (port() says which)
+    int port = 0;  // 0: the kernel picks one (port() says which)
     StoreWireLimits wire;
     StoreStateLimits state;
     std::size_t max_request_bytes = 64 * 1024 * 1024;  // one request, all fields

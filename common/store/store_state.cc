@@ -172,12 +172,13 @@ absl::Status StoreState::Apply(StoreClientId client, const StoreRequest& request
   Client& state = found->second;
   if (!state.validated) {
     if (request.op != StoreOp::kValidate) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the first request was ", StoreOpName(request.op), ", not VALIDATE (not a TCPStore client?)"));
+      return absl::FailedPreconditionError(absl::StrCat("the first request was ",
+                                                        StoreOpName(request.op),
+                                                        ", not VALIDATE (not a TCPStore client?)"));
     }
     if (request.word != kStoreValidationMagic) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("VALIDATE with magic number ", request.word, ", not ", kStoreValidationMagic));
+      return absl::InvalidArgumentError(absl::StrCat("VALIDATE with magic number ", request.word,
+                                                     ", not ", kStoreValidationMagic));
     }
     state.validated = true;
     ++requests_[static_cast<std::size_t>(StoreOp::kValidate)];
@@ -185,8 +186,8 @@ absl::Status StoreState::Apply(StoreClientId client, const StoreRequest& request
   }
   const bool waits = request.op == StoreOp::kWait || request.op == StoreOp::kBarrier;
   if (state.keys_awaited > 0 && request.op != StoreOp::kCancelWait) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        StoreOpName(request.op), " while its ", waits ? "previous " : "", "wait is pending"));
+    return absl::FailedPreconditionError(absl::StrCat(StoreOpName(request.op), " while its ",
+                                                      waits ? "previous " : "", "wait is pending"));
   }
   ++requests_[static_cast<std::size_t>(request.op)];
   const std::string& key = request.keys.empty() ? std::string() : request.keys.front();
@@ -224,10 +225,12 @@ absl::Status StoreState::Apply(StoreClientId client, const StoreRequest& request
           return parsed;
         }
       }
-      if ((request.number > 0 && value > std::numeric_limits<std::int64_t>::max() - request.number) ||
-          (request.number < 0 && value < std::numeric_limits<std::int64_t>::min() - request.number)) {
-        return absl::OutOfRangeError(absl::StrCat("ADD of ", request.number, " to '", key,
-                                                  "' (", value, ") overflows 64 bits"));
+      if ((request.number > 0 &&
+           value > std::numeric_limits<std::int64_t>::max() - request.number) ||
+          (request.number < 0 &&
+           value < std::numeric_limits<std::int64_t>::min() - request.number)) {
+        return absl::OutOfRangeError(absl::StrCat("ADD of ", request.number, " to '", key, "' (",
+                                                  value, ") overflows 64 bits"));
       }
       value += request.number;
       if (absl::Status put = Put(key, std::to_string(value)); !put.ok()) return put;
@@ -274,9 +277,9 @@ absl::Status StoreState::Apply(StoreClientId client, const StoreRequest& request
         size += 8 + (existing == values_.end() ? 0 : existing->second.size());
       }
       if (size > limits_.max_reply_bytes) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "MULTI_GET of ", request.keys.size(), " keys would answer ", size,
-            " bytes (at most ", limits_.max_reply_bytes, ")"));
+        return absl::ResourceExhaustedError(
+            absl::StrCat("MULTI_GET of ", request.keys.size(), " keys would answer ", size,
+                         " bytes (at most ", limits_.max_reply_bytes, ")"));
       }
       std::string reply;
       reply.reserve(size);
@@ -318,9 +321,8 @@ absl::Status StoreState::Apply(StoreClientId client, const StoreRequest& request
       std::size_t size = 8;
       for (const auto& [each, value] : values_) size += 8 + each.size();
       if (size > limits_.max_reply_bytes) {
-        return absl::ResourceExhaustedError(absl::StrCat("LIST_KEYS would answer ", size,
-                                                         " bytes (at most ",
-                                                         limits_.max_reply_bytes, ")"));
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "LIST_KEYS would answer ", size, " bytes (at most ", limits_.max_reply_bytes, ")"));
       }
       std::string reply;
       reply.reserve(size);
@@ -359,7 +361,8 @@ absl::Status StoreState::Apply(StoreClientId client, const StoreRequest& request
     case StoreOp::kQueueLen: {
       auto queue = queues_.find(key);
       out.push_back(
-          {client, I64(queue == queues_.end() ? 0 : static_cast<std::int64_t>(queue->second.size()))});
+          {client,
+           I64(queue == queues_.end() ? 0 : static_cast<std::int64_t>(queue->second.size()))});
       return absl::OkStatus();
     }
     case StoreOp::kBarrier: {

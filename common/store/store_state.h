@@ -22,8 +22,8 @@
 // Bounds: the bytes of every key, value and queued item together (each counted with a fixed
 // overhead, so that many empty keys are bounded too) stay under StoreStateLimits::max_bytes, and
 // one reply under max_reply_bytes; a request that would pass either is refused and the shell
-// closes that client, whose PyTorch call then fails. Nothing else is undone when a client goes: its keys stay (later ranks read them), its
-// wait is dropped.
+// closes that client, whose PyTorch call then fails. Nothing else is undone when a client goes: its
+// keys stay (later ranks read them), its wait is dropped.
 //
 // Single-threaded: the server calls it from its one thread.
 
@@ -60,9 +60,9 @@ struct StoreOutput {
 struct StoreCounts {
   std::size_t keys = 0;
   std::size_t queues = 0;
-  std::size_t bytes = 0;            // as counted against max_bytes
-  std::size_t clients = 0;          // connected, validated or not
-  std::size_t waiting_clients = 0;  // with a wait or a barrier pending
+  std::size_t bytes = 0;                                // as counted against max_bytes
+  std::size_t clients = 0;                              // connected, validated or not
+  std::size_t waiting_clients = 0;                      // with a wait or a barrier pending
   std::array<std::uint64_t, kStoreOpCount> requests{};  // by StoreOp
 };
 

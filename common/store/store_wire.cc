@@ -163,7 +163,9 @@ StoreDecoded DecodeStoreRequest(std::string_view bytes, const StoreWireLimits& l
   return decoded;
 }
 
-void AppendStoreU8(std::string& out, std::uint8_t value) { out.push_back(static_cast<char>(value)); }
+void AppendStoreU8(std::string& out, std::uint8_t value) {
+  out.push_back(static_cast<char>(value));
+}
 
 void AppendStoreU32(std::string& out, std::uint32_t value) {
   char raw[sizeof value];
@@ -188,7 +190,9 @@ void AppendStoreBytes(std::string& out, std::string_view bytes) {
 std::string EncodeStoreRequest(const StoreRequest& request) {
   std::string out;
   AppendStoreU8(out, static_cast<std::uint8_t>(request.op));
-  auto key = [&](std::size_t i) { AppendStoreBytes(out, i < request.keys.size() ? request.keys[i] : ""); };
+  auto key = [&](std::size_t i) {
+    AppendStoreBytes(out, i < request.keys.size() ? request.keys[i] : "");
+  };
   auto value = [&](std::size_t i) {
     AppendStoreBytes(out, i < request.values.size() ? request.values[i] : "");
   };
@@ -243,25 +247,44 @@ std::string EncodeStoreRequest(const StoreRequest& request) {
 
 const char* StoreOpName(StoreOp op) {
   switch (op) {
-    case StoreOp::kValidate: return "VALIDATE";
-    case StoreOp::kSet: return "SET";
-    case StoreOp::kCompareSet: return "COMPARE_SET";
-    case StoreOp::kGet: return "GET";
-    case StoreOp::kAdd: return "ADD";
-    case StoreOp::kCheck: return "CHECK";
-    case StoreOp::kWait: return "WAIT";
-    case StoreOp::kNumKeys: return "GETNUMKEYS";
-    case StoreOp::kDeleteKey: return "DELETE_KEY";
-    case StoreOp::kAppend: return "APPEND";
-    case StoreOp::kMultiGet: return "MULTI_GET";
-    case StoreOp::kMultiSet: return "MULTI_SET";
-    case StoreOp::kCancelWait: return "CANCEL_WAIT";
-    case StoreOp::kPing: return "PING";
-    case StoreOp::kQueuePush: return "QUEUE_PUSH";
-    case StoreOp::kQueuePop: return "QUEUE_POP";
-    case StoreOp::kQueueLen: return "QUEUE_LEN";
-    case StoreOp::kListKeys: return "LIST_KEYS";
-    case StoreOp::kBarrier: return "BARRIER";
+    case StoreOp::kValidate:
+      return "VALIDATE";
+    case StoreOp::kSet:
+      return "SET";
+    case StoreOp::kCompareSet:
+      return "COMPARE_SET";
+    case StoreOp::kGet:
+      return "GET";
+    case StoreOp::kAdd:
+      return "ADD";
+    case StoreOp::kCheck:
+      return "CHECK";
+    case StoreOp::kWait:
+      return "WAIT";
+    case StoreOp::kNumKeys:
+      return "GETNUMKEYS";
+    case StoreOp::kDeleteKey:
+      return "DELETE_KEY";
+    case StoreOp::kAppend:
+      return "APPEND";
+    case StoreOp::kMultiGet:
+      return "MULTI_GET";
+    case StoreOp::kMultiSet:
+      return "MULTI_SET";
+    case StoreOp::kCancelWait:
+      return "CANCEL_WAIT";
+    case StoreOp::kPing:
+      return "PING";
+    case StoreOp::kQueuePush:
+      return "QUEUE_PUSH";
+    case StoreOp::kQueuePop:
+      return "QUEUE_POP";
+    case StoreOp::kQueueLen:
+      return "QUEUE_LEN";
+    case StoreOp::kListKeys:
+      return "LIST_KEYS";
+    case StoreOp::kBarrier:
+      return "BARRIER";
   }
   return "?";
 }

@@ -104,7 +104,8 @@ int FirstNonAsciiOutsideStrings(const std::string& text) {
 
 absl::StatusOr<ConfigFile> ParseConfigText(const std::string& path, const std::string& text) {
   if (const int line = FirstNonAsciiOutsideStrings(text); line > 0) {
-    return Error(path, line, "a character beyond ASCII outside a string or comment; TOML allows "
+    return Error(path, line,
+                 "a character beyond ASCII outside a string or comment; TOML allows "
                  "them only there (write the value in quotes: key = \"value\")");
   }
   toml::table root;
@@ -129,8 +130,10 @@ absl::StatusOr<ConfigFile> ParseConfigText(const std::string& path, const std::s
       for (const toml::node& item : *items) {
         std::optional<std::string> value = ScalarText(item);
         if (!value) {
-          return Error(path, LineOf(item), absl::StrCat("'", entry.key, "' holds an item that is "
-                       "not a string, number or boolean"));
+          return Error(path, LineOf(item),
+                       absl::StrCat("'", entry.key,
+                                    "' holds an item that is "
+                                    "not a string, number or boolean"));
         }
         entry.values.push_back(std::move(*value));
       }
@@ -140,8 +143,9 @@ absl::StatusOr<ConfigFile> ParseConfigText(const std::string& path, const std::s
       for (const auto& [name, item] : *table) {
         std::optional<std::string> value = ScalarText(item);
         if (!value) {
-          return Error(path, LineOf(item), absl::StrCat("'", entry.key, ".", std::string(name.str()),
-                       "' is not a string, number or boolean"));
+          return Error(path, LineOf(item),
+                       absl::StrCat("'", entry.key, ".", std::string(name.str()),
+                                    "' is not a string, number or boolean"));
         }
         absl::StrAppend(&joined, joined.empty() ? "" : ",", std::string(name.str()), "=", *value);
       }
@@ -149,8 +153,10 @@ absl::StatusOr<ConfigFile> ParseConfigText(const std::string& path, const std::s
     } else if (std::optional<std::string> value = ScalarText(node)) {
       entry.values.push_back(std::move(*value));
     } else {
-      return Error(path, entry.line, absl::StrCat("'", entry.key, "' is a date or time; accepted: "
-                   "a string, number, boolean, array or table"));
+      return Error(path, entry.line,
+                   absl::StrCat("'", entry.key,
+                                "' is a date or time; accepted: "
+                                "a string, number, boolean, array or table"));
     }
     file.entries.push_back(std::move(entry));
   }

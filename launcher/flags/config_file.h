@@ -17,7 +17,7 @@ struct ConfigEntry {
   std::string key;
   std::vector<std::string> values;  // one for a scalar or a table; the items of an array
   bool is_array = false;
-  bool is_table = false;            // values[0] is "k=v,k=v"
+  bool is_table = false;  // values[0] is "k=v,k=v"
   int line = 0;
 };
 

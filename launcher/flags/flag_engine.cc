@@ -44,15 +44,14 @@ bool FlagValues::Bool(absl::string_view name) const {
 absl::Status FlagValues::Invalid(absl::string_view name, absl::string_view what,
                                  absl::string_view accepted) const {
   const FlagValue& value = (*this)[name];
-  return absl::InvalidArgumentError(absl::StrCat(value.source, "='", value.text, "' is not valid: ",
-                                                 what, accepted.empty() ? "" : "; accepted: ",
-                                                 accepted));
+  return absl::InvalidArgumentError(absl::StrCat(value.source, "='", value.text,
+                                                 "' is not valid: ", what,
+                                                 accepted.empty() ? "" : "; accepted: ", accepted));
 }
 
 absl::Status FlagValues::From(absl::string_view name, const absl::Status& error,
                               absl::string_view separator) const {
-  return absl::InvalidArgumentError(
-      absl::StrCat((*this)[name].source, separator, error.message()));
+  return absl::InvalidArgumentError(absl::StrCat((*this)[name].source, separator, error.message()));
 }
 
 absl::StatusOr<int> FlagValues::Int(absl::string_view name, int min, int max,
@@ -220,14 +219,14 @@ absl::StatusOr<ResolvedFlags> ResolveFlags(const ProgramFlags& program,
             absl::StrCat(where, "unknown key '", entry.key, "'; accepted: ", accepted));
       }
       if (entry.is_table && !(flag != nullptr && flag->key_value_list)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, "'", entry.key, "' takes a single value, not a table"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "'", entry.key, "' takes a single value, not a table"));
       }
       if (entry.is_array != (command_key && entry.key == kArgsKey)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, "'", entry.key, "' ",
-            entry.is_array ? "takes a single value, not an array"
-                           : "is a list of strings: args = [\"--lr\", \"0.1\"]"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "'", entry.key, "' ",
+                         entry.is_array ? "takes a single value, not an array"
+                                        : "is a list of strings: args = [\"--lr\", \"0.1\"]"));
       }
       file_entries[entry.key] = &entry;
     }
@@ -272,9 +271,9 @@ absl::StatusOr<ResolvedFlags> ResolveFlags(const ProgramFlags& program,
     }
     if (!resolved.command.empty() && absl::StartsWith(resolved.command.front(), "-") &&
         resolved.command.front() != "-") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown flag '", resolved.command.front(), "' before the entrypoint; run '",
-          program.name, " --help' for the flags ", program.name, " accepts"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag '", resolved.command.front(), "' before the entrypoint; run '",
+                       program.name, " --help' for the flags ", program.name, " accepts"));
     }
   }
   return resolved;
@@ -283,15 +282,13 @@ absl::StatusOr<ResolvedFlags> ResolveFlags(const ProgramFlags& program,
 std::string FormatEffectiveConfig(const ProgramFlags& program, const std::vector<FlagSpec>& flags,
                                   const ResolvedFlags& resolved) {
   auto quote = [](const std::string& text) {  // a TOML basic string
-    return absl::StrCat("\"",
-                        absl::StrReplaceAll(text, {{"\\", "\\\\"},
-                                                   {"\"", "\\\""},
-                                                   {"\n", "\\n"},
-                                                   {"\t", "\\t"}}),
-                        "\"");
+    return absl::StrCat(
+        "\"",
+        absl::StrReplaceAll(text, {{"\\", "\\\\"}, {"\"", "\\\""}, {"\n", "\\n"}, {"\t", "\\t"}}),
+        "\"");
   };
-  std::string out = absl::StrCat("# ", program.name, "'s effective configuration (precedence: ",
-                                 program.precedence, ")\n");
+  std::string out = absl::StrCat(
+      "# ", program.name, "'s effective configuration (precedence: ", program.precedence, ")\n");
   for (const FlagSpec& flag : flags) {
     if (!flag.file_key) continue;
     const FlagValue& v = resolved.values[flag.name];

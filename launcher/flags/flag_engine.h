@@ -29,13 +29,13 @@
 namespace mxrun {
 
 struct FlagSpec {
-  std::string name;          // canonical, underscores: "nproc_per_node"
-  std::string short_name;    // "-m", or empty
-  bool boolean = false;      // a switch: --name alone; true/false in a file
+  std::string name;        // canonical, underscores: "nproc_per_node"
+  std::string short_name;  // "-m", or empty
+  bool boolean = false;    // a switch: --name alone; true/false in a file
   std::string help;
   std::string default_value;
-  bool file_key = true;      // may be set in a --config file (and is listed by --print-config)
-  std::string stand_in_env{};  // another variable that gives it, below the prefixed ones
+  bool file_key = true;         // may be set in a --config file (and is listed by --print-config)
+  std::string stand_in_env{};   // another variable that gives it, below the prefixed ones
   bool key_value_list = false;  // k=v,k=v: a config file may also give it as a TOML table
   // Read from stand_in_env only: a knob of torchrun's environment contract (TORCHELASTIC_*), with
   // no flag, no file key, and no line in --help or --print-config.
@@ -50,8 +50,8 @@ FlagSpec EnvSetting(std::string name, std::string variable);
 // A flag's value and where it came from, for messages.
 struct FlagValue {
   std::string text;
-  std::string source;  // "--nproc_per_node", "MXRUN_...", "FILE:LINE: key", "default", ...
-  bool given = false;  // from any source but the default
+  std::string source;    // "--nproc_per_node", "MXRUN_...", "FILE:LINE: key", "default", ...
+  bool given = false;    // from any source but the default
   bool implied = false;  // from what the caller implies (Slurm, Kubernetes), not the user
 };
 
@@ -103,11 +103,11 @@ struct FlagGroup {
 };
 
 struct ProgramFlags {
-  std::string name;         // "mxrun"
-  std::string description;  // --help's first lines
-  std::string version;      // --version's line; empty: no --version
+  std::string name;                       // "mxrun"
+  std::string description;                // --help's first lines
+  std::string version;                    // --version's line; empty: no --version
   std::vector<std::string> env_prefixes;  // {"MXRUN_", "PET_"}
-  std::string precedence;   // said by --help, --print-config and notices
+  std::string precedence;                 // said by --help, --print-config and notices
   // The program runs a command given after its flags (mxrun's ENTRYPOINT [ARGS...]); a config
   // file may then give it as `entrypoint` and `args`.
   bool takes_command = false;
@@ -150,8 +150,8 @@ std::vector<FlagSpec> FlagsOf(const std::vector<FlagGroup<Config>>& groups) {
 
 // Applies every group to `config`, lower stages first, then in order; the first error stops.
 template <class Config>
-absl::Status ApplyFlagGroups(const std::vector<FlagGroup<Config>>& groups,
-                             const FlagValues& values, Config& config) {
+absl::Status ApplyFlagGroups(const std::vector<FlagGroup<Config>>& groups, const FlagValues& values,
+                             Config& config) {
   int max_stage = 0;
   for (const FlagGroup<Config>& group : groups) max_stage = std::max(max_stage, group.stage);
   for (int stage = 0; stage <= max_stage; ++stage) {

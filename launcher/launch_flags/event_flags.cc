@@ -10,7 +10,8 @@ LaunchFlagGroup EventFlags() {
   group.flags = {
       {"event_log_handler", "", false,
        "torchelastic's event records (rendezvous, worker starts, failures, restarts): null "
-       "(none) or console (JSON on stderr)", "null"},
+       "(none) or console (JSON on stderr)",
+       "null"},
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     o.event_log_handler = v.Lower("event_log_handler");

@@ -1,4 +1,5 @@
-// Repeat offenders left out of a multi-node job's next rounds (rendezvous/master_state/node_exclusion.h).
+// Repeat offenders left out of a multi-node job's next rounds
+// (rendezvous/master_state/node_exclusion.h).
 
 #include "absl/strings/str_cat.h"
 #include "launcher/launch_flags/groups.h"
@@ -15,7 +16,8 @@ LaunchFlagGroup ExclusionFlags() {
       {"exclude_window", "", false, "... within this many seconds", "3600"},
       {"exclude_backoff", "", false,
        "seconds a node is left out; doubled at each exclusion of the same node; it is admitted "
-       "again after", "300"},
+       "again after",
+       "300"},
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     absl::StatusOr<int> after = v.Int("exclude_after", 0, 1000, "0 (never) to 1000 failures");
@@ -25,10 +27,11 @@ LaunchFlagGroup ExclusionFlags() {
     absl::StatusOr<double> backoff = v.Seconds("exclude_backoff");
     if (!backoff.ok()) return backoff.status();
     if (*window <= 0 || *backoff <= 0 || *backoff > 7 * 86400) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--exclude_window=", v.Text("exclude_window"), " --exclude_backoff=",
-          v.Text("exclude_backoff"), " are not valid; accepted: a window above 0 s and a "
-          "back-off above 0 s, at most a week (604800)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--exclude_window=", v.Text("exclude_window"),
+                       " --exclude_backoff=", v.Text("exclude_backoff"),
+                       " are not valid; accepted: a window above 0 s and a "
+                       "back-off above 0 s, at most a week (604800)"));
     }
     o.exclusion.after_failures = *after;
     o.exclusion.window = std::chrono::milliseconds(static_cast<long long>(*window * 1000));

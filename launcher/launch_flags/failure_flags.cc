@@ -11,19 +11,23 @@ LaunchFlagGroup FailureFlags() {
   group.flags = {
       {"do_not_requeue_exit_code", "", false,
        "exit with this code, not 1, when every attempt failed the same way (same exit code and "
-       "error): a scheduler should not requeue the job (0: exit 1 as for any failure)", "93"},
+       "error): a scheduler should not requeue the job (0: exit 1 as for any failure)",
+       "93"},
       {"straggler_restart", "", true,
        "restart the worker group when a rank is named a straggler (spends a restart; default: "
-       "only name it)", ""},
+       "only name it)",
+       ""},
       EnvSetting("agent_error_file", "TORCHELASTIC_ERROR_FILE"),  // mxrun's own, as torchrun's
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
-    absl::StatusOr<int> code = v.Int("do_not_requeue_exit_code", 0, 125,
-                                     "0 (off) or an exit code from 4 to 125");
+    absl::StatusOr<int> code =
+        v.Int("do_not_requeue_exit_code", 0, 125, "0 (off) or an exit code from 4 to 125");
     if (!code.ok()) return code.status();
     if (*code >= 1 && *code <= 3) {
-      return v.Invalid("do_not_requeue_exit_code", "taken by another meaning (1 failed, 2 "
-                       "usage, 3 rendezvous)", "0 (off) or an exit code from 4 to 125");
+      return v.Invalid("do_not_requeue_exit_code",
+                       "taken by another meaning (1 failed, 2 "
+                       "usage, 3 rendezvous)",
+                       "0 (off) or an exit code from 4 to 125");
     }
     o.agent.do_not_requeue_exit_code = *code;
     o.agent.agent_error_file = v.Text("agent_error_file");

@@ -9,10 +9,12 @@ LaunchFlagGroup GpuReclaimFlags() {
   group.flags = {
       {"gpu_reclaim_timeout", "", false,
        "before a new group starts on GPUs the last one used, wait at most this many seconds for "
-       "the old workers' memory there to be released (NVML; 0: never wait)", "50"},
+       "the old workers' memory there to be released (NVML; 0: never wait)",
+       "50"},
       {"gpu_reclaim_threshold", "", false,
        "... until each GPU's used memory is at most this many MiB (when no other process is "
-       "listed there) and no old worker holds any", "512"},
+       "listed there) and no old worker holds any",
+       "512"},
       {"gpu_reclaim_interval", "", false, "... asking NVML every this many seconds", "2"},
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
@@ -28,7 +30,8 @@ LaunchFlagGroup GpuReclaimFlags() {
     }
     o.agent.gpu_reclaim.timeout = *timeout;
     o.agent.gpu_reclaim.threshold_bytes = static_cast<unsigned long long>(*threshold) << 20;
-    o.agent.gpu_reclaim.interval = std::chrono::milliseconds(static_cast<long long>(*interval * 1000));
+    o.agent.gpu_reclaim.interval =
+        std::chrono::milliseconds(static_cast<long long>(*interval * 1000));
     return absl::OkStatus();
   };
   return group;

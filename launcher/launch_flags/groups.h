@@ -24,9 +24,9 @@ LaunchFlagGroup WorkersStoreFlags();  // who hosts the workers' TCPStore
 LaunchFlagGroup ExclusionFlags();
 LaunchFlagGroup HealthFlags();
 LaunchFlagGroup GpuReclaimFlags();
-LaunchFlagGroup FailureFlags();      // exit code of a repeated failure, straggler restarts
+LaunchFlagGroup FailureFlags();  // exit code of a repeated failure, straggler restarts
 LaunchFlagGroup MetricsFlags();
-LaunchFlagGroup CompatFlags();       // torchrun's flags mxrun only accepts
-LaunchFlagGroup EntrypointFlags();   // -m, --no_python, --run_path and the command
+LaunchFlagGroup CompatFlags();      // torchrun's flags mxrun only accepts
+LaunchFlagGroup EntrypointFlags();  // -m, --no_python, --run_path and the command
 
 }  // namespace mxrun

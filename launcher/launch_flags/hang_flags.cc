@@ -1,8 +1,8 @@
-// Hang detection (agent/hang/hang_monitor.h): a silent heartbeat, a round whose worker never reports
-// its first step, workers that run on after another one finished (the bundled trainer beats, so
-// it is watched by default), and torchrun's knobs in
-// the environment: its FileTimer watchdog, its watch on workers in uninterruptible sleep, and how
-// a hung worker's stacks are dumped.
+// Hang detection (agent/hang/hang_monitor.h): a silent heartbeat, a round whose worker never
+// reports its first step, workers that run on after another one finished (the bundled trainer
+// beats, so it is watched by default), and torchrun's knobs in the environment: its FileTimer
+// watchdog, its watch on workers in uninterruptible sleep, and how a hung worker's stacks are
+// dumped.
 
 #include "absl/strings/str_cat.h"
 #include "agent/hang/hang_diagnostics.h"
@@ -16,14 +16,17 @@ LaunchFlagGroup HangFlags() {
   group.flags = {
       {"hang_timeout", "", false,
        "seconds a worker that touched MXRUN_HEARTBEAT_FILE may stay silent before it counts as "
-       "hung (0: off; default off, 300 for the bundled trainer)", ""},
+       "hung (0: off; default off, 300 for the bundled trainer)",
+       ""},
       {"round_join_timeout", "", false,
        "seconds a worker may take to report its first step in a round after one whose workers "
        "reported steps (an in-process round, a restart) before it counts as hung (0: off; "
-       "default: --hang_timeout for a worker kept in-process when on, else 600)", ""},
+       "default: --hang_timeout for a worker kept in-process when on, else 600)",
+       ""},
       {"exit_barrier_timeout", "", false,
        "seconds workers may run on after another worker of the job exited 0 before they count "
-       "as hung (0: off)", "300"},
+       "as hung (0: off)",
+       "300"},
       EnvSetting("file_timer", "TORCHELASTIC_ENABLE_FILE_TIMER"),
       EnvSetting("file_timer_path", "TORCHELASTIC_TIMER_FILE"),
       EnvSetting("uninterruptible_timeout", kUninterruptibleTimeoutEnv),
@@ -64,9 +67,10 @@ LaunchFlagGroup HangFlags() {
     if (v.Given("stack_dumper")) {
       o.stack_dumper = v.Text("stack_dumper");
       if (!IsStackDumper(o.stack_dumper)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "MXRUN_STACK_DUMPER='", o.stack_dumper, "' is not valid; accepted: py-spy, eu-stack, "
-            "gdb, none (empty: choose)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("MXRUN_STACK_DUMPER='", o.stack_dumper,
+                         "' is not valid; accepted: py-spy, eu-stack, "
+                         "gdb, none (empty: choose)"));
       }
     }
     return absl::OkStatus();

@@ -12,17 +12,19 @@ LaunchFlagGroup HealthFlags() {
   group.flags = {
       {"health_checks", "", false,
        "check the node before each join (its GPUs through NVML, its folders, --local_addr, "
-       "--health_check); an unhealthy node does not join and exits 93: on or off", "on"},
+       "--health_check); an unhealthy node does not join and exits 93: on or off",
+       "on"},
       {"health_check", "", false,
        "a command (sh -c) that checks the node too: exit 0 healthy, else unhealthy (its last "
-       "output line says why), as Slurm's HealthCheckProgram", ""},
-      {"health_check_timeout", "", false, "seconds --health_check may take (else unhealthy)",
-       "60"},
+       "output line says why), as Slurm's HealthCheckProgram",
+       ""},
+      {"health_check_timeout", "", false, "seconds --health_check may take (else unhealthy)", "60"},
       {"health_check_interval", "", false,
        "also check every this many seconds while the workers run (0: before joins only)", "0"},
       {"health_folders", "", false,
        "folders that must be writable with --health_min_disk free (comma-separated; --log_dir "
-       "always is), such as the checkpoint folder", ""},
+       "always is), such as the checkpoint folder",
+       ""},
       {"health_min_disk", "", false, "MiB free needed in those folders", "1024"},
       {"health_min_gpu_free", "", false, "MiB of free memory needed on each GPU", "1024"},
   };
@@ -49,8 +51,7 @@ LaunchFlagGroup HealthFlags() {
     }
     absl::StatusOr<int> disk = v.Int("health_min_disk", 0, 100'000'000, "0 to 100000000 MiB");
     if (!disk.ok()) return disk.status();
-    absl::StatusOr<int> gpu_free =
-        v.Int("health_min_gpu_free", 0, 10'000'000, "0 to 10000000 MiB");
+    absl::StatusOr<int> gpu_free = v.Int("health_min_gpu_free", 0, 10'000'000, "0 to 10000000 MiB");
     if (!gpu_free.ok()) return gpu_free.status();
     health.min_free_disk_bytes = static_cast<unsigned long long>(*disk) << 20;
     health.min_free_gpu_bytes = static_cast<unsigned long long>(*gpu_free) << 20;

@@ -37,11 +37,12 @@ absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(absl::string_vi
   std::map<std::string, std::string> conf;
   if (absl::StripAsciiWhitespace(text).empty()) return conf;
   for (absl::string_view item : absl::StrSplit(text, ',')) {
-    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(item, absl::MaxSplits('=', 1));
     std::string key(absl::StripAsciiWhitespace(kv.first));
     if (key.empty() || item.find('=') == absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--rdzv_conf='", text, "' is not valid: '", item, "' is not key=value"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--rdzv_conf='", text, "' is not valid: '", item, "' is not key=value"));
     }
     conf[key] = std::string(absl::StripAsciiWhitespace(kv.second));
   }
@@ -113,9 +114,8 @@ LaunchFlagGroup JobFlags() {
     // runs as --standalone does, so two such jobs on one host never share port 29500 (three at
     // once mixed their ranks and one exited 0 with a wrong sum, 2026-11-24). Its --rdzv_id is
     // replaced by a random one, as torchrun does.
-    o.standalone_implied = !o.standalone && o.rdzv_backend == "static" &&
-                           o.rdzv_endpoint.empty() && !v.Given("master_port") &&
-                           o.nnodes.max == 1;
+    o.standalone_implied = !o.standalone && o.rdzv_backend == "static" && o.rdzv_endpoint.empty() &&
+                           !v.Given("master_port") && o.nnodes.max == 1;
     absl::StatusOr<double> monitor = v.Seconds("monitor_interval");
     if (!monitor.ok()) return monitor.status();
     o.monitor_interval = *monitor;

@@ -52,7 +52,8 @@ absl::StatusOr<std::optional<IndexedJobDefaults>> DetectIndexedJob(
   if (labels.size() < 3 || labels[0] != host) {
     return absl::InvalidArgumentError(absl::StrCat(
         "this pod of Indexed Job '", d.job_name, "' has no DNS name under a headless Service ('",
-        host, "' resolves as '", fqdn, "'): the pods find pod 0 through one. Create a Service "
+        host, "' resolves as '", fqdn,
+        "'): the pods find pod 0 through one. Create a Service "
         "with clusterIP: None selecting the Job's pods and name it in the pod template's "
         "subdomain (scripts/k8s/indexed-job.yaml), or give --rdzv_endpoint"));
   }

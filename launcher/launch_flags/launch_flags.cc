@@ -18,7 +18,8 @@ LaunchFlagGroup ConfigFlags() {
   LaunchFlagGroup group;
   FlagSpec completion{"print_completion", "", false,
                       "print a completion script for this shell (bash or zsh) to stdout and exit "
-                      "(torchrun 2.14)", ""};
+                      "(torchrun 2.14)",
+                      ""};
   completion.file_key = false;
   group.flags = {ConfigFileFlag(LaunchProgram()), PrintConfigFlag(LaunchProgram()), completion};
   return group;
@@ -26,11 +27,10 @@ LaunchFlagGroup ConfigFlags() {
 
 const std::vector<LaunchFlagGroup>& Groups() {
   static const std::vector<LaunchFlagGroup> groups = {
-      JobFlags(),       LogFileFlags(),     StopFlags(),    HangFlags(),
-      StandbyFlags(),   PlacementFlags(),   ConsoleLineFlags(), EventFlags(),
-      StragglerFlags(), ExclusionFlags(),   HealthFlags(),  GpuReclaimFlags(), WorkersStoreFlags(),
-      FailureFlags(),   MetricsFlags(),     RankOrderFlags(), CompatFlags(),  EntrypointFlags(),
-      ConfigFlags(),
+      JobFlags(),       LogFileFlags(),     StopFlags(),         HangFlags(),      StandbyFlags(),
+      PlacementFlags(), ConsoleLineFlags(), EventFlags(),        StragglerFlags(), ExclusionFlags(),
+      HealthFlags(),    GpuReclaimFlags(),  WorkersStoreFlags(), FailureFlags(),   MetricsFlags(),
+      RankOrderFlags(), CompatFlags(),      EntrypointFlags(),   ConfigFlags(),
   };
   return groups;
 }

@@ -20,11 +20,11 @@ const ProgramFlags& LaunchProgram();
 const std::vector<FlagSpec>& LaunchFlagSpecs();
 
 struct LaunchFlags {
-  ResolvedFlags resolved;              // the values and their sources; help_text for --help
+  ResolvedFlags resolved;                // the values and their sources; help_text for --help
   std::optional<LaunchOptions> options;  // absent for --help and --version
   bool print_config = false;
-  std::vector<std::string> notices;    // one-line notes for the user (values inferred from Slurm)
-  std::vector<std::string> warnings;   // what a launch logs as warnings
+  std::vector<std::string> notices;   // one-line notes for the user (values inferred from Slurm)
+  std::vector<std::string> warnings;  // what a launch logs as warnings
 };
 
 // Resolves and checks every flag; `env` supplies MXRUN_*, PET_*, MASTER_* and SLURM_* values.

@@ -12,8 +12,8 @@
 
 #include "agent/agent_settings.h"
 #include "agent/hang/hang_watch.h"
-#include "agent/workers/log_spec.h"
 #include "agent/node/numa_binding.h"
+#include "agent/workers/log_spec.h"
 #include "common/straggler_watch.h"
 #include "rendezvous/node_topology.h"
 #include "rendezvous/wire/wire.h"
@@ -44,9 +44,9 @@ struct MetricsEndpointFlags {
 struct LaunchOptions {
   // The job and its rendezvous (job_flags.cc).
   NodeRange nnodes;
-  std::string nproc_per_node = "1";   // integer, gpu, cpu or auto (resolved later, see nproc.h)
+  std::string nproc_per_node = "1";  // integer, gpu, cpu or auto (resolved later, see nproc.h)
   int node_rank = 0;
-  bool node_rank_given = false;       // --node_rank or PET_NODE_RANK was set explicitly
+  bool node_rank_given = false;  // --node_rank or PET_NODE_RANK was set explicitly
   // ... or by the scheduler (SLURM_NODEID): a rank the network's order may replace
   // (rendezvous/node_topology.h), while node 0 still hosts the master.
   bool node_rank_from_scheduler = false;
@@ -59,20 +59,20 @@ struct LaunchOptions {
   bool rdzv_endpoint_from_slurm = false;
   std::string rdzv_id = "none";
   std::map<std::string, std::string> rdzv_conf;
-  bool standalone = false;            // --standalone as given
+  bool standalone = false;  // --standalone as given
   // torchrun 2.12+: one node, static, no --rdzv_endpoint and no --master_port from any source runs
   // as --standalone (a private rendezvous on localhost:0, a random run id). RunsStandalone.
   bool standalone_implied = false;
   int max_restarts = 0;
-  double monitor_interval = 0.1;      // accepted for compatibility; mxrun is event-driven
+  double monitor_interval = 0.1;  // accepted for compatibility; mxrun is event-driven
   std::string role = "default";
   std::string local_addr;
   // Who hosts the workers' TCPStore (workers_store_flags.cc): the agent (true), or global rank 0.
   bool agent_store = true;
 
   // The workers' output (log_flags.cc).
-  LogSpec logs;                       // --log_dir, -r, -t, --local_ranks_filter, duplicate filters
-  bool json_logs = false;             // --log_format=json
+  LogSpec logs;            // --log_dir, -r, -t, --local_ranks_filter, duplicate filters
+  bool json_logs = false;  // --log_format=json
   std::string log_line_prefix_template;  // empty: mxrun's "[n<node> r<rank>] "
 
   // The agent's own knobs (agent/agent_settings.h), filled by the stop, failure, straggler,
@@ -85,23 +85,23 @@ struct LaunchOptions {
   // (slurm_kill_wait.h).
   bool grace_fits_kill_wait = false;
 
-  HangSettings hang;                  // hang_flags.cc (the bundled trainer's default applied)
-  bool file_timer = false;            // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's watchdog
-  std::string file_timer_path;        // TORCHELASTIC_TIMER_FILE (empty: a private path)
+  HangSettings hang;            // hang_flags.cc (the bundled trainer's default applied)
+  bool file_timer = false;      // TORCHELASTIC_ENABLE_FILE_TIMER=1: torchrun's watchdog
+  std::string file_timer_path;  // TORCHELASTIC_TIMER_FILE (empty: a private path)
   std::chrono::milliseconds uninterruptible_timeout{0};  // torchrun's D-state watch (0: off)
-  std::string stack_dumper;           // MXRUN_STACK_DUMPER (empty: choose)
-  int standby_workers = 0;            // standby_flags.cc (the bundled trainer's default applied)
-  bool prestart = false;              // python/mxrun/_prestart.py
-  bool virtual_local_rank = false;    // placement_flags.cc
+  std::string stack_dumper;                              // MXRUN_STACK_DUMPER (empty: choose)
+  int standby_workers = 0;          // standby_flags.cc (the bundled trainer's default applied)
+  bool prestart = false;            // python/mxrun/_prestart.py
+  bool virtual_local_rank = false;  // placement_flags.cc
   std::optional<NumaMode> numa_binding;
   std::string event_log_handler = "null";  // event_flags.cc: null | console
-  ExclusionRule exclusion;            // exclusion_flags.cc
-  MetricsEndpointFlags metrics;       // metrics_flags.cc
-  RankOrderSettings rank_order;       // rank_order_flags.cc (rendezvous/node_topology.h)
+  ExclusionRule exclusion;                 // exclusion_flags.cc
+  MetricsEndpointFlags metrics;            // metrics_flags.cc
+  RankOrderSettings rank_order;            // rank_order_flags.cc (rendezvous/node_topology.h)
 
   // What to run (entrypoint_flags.cc).
   EntrypointKind entrypoint_kind = EntrypointKind::kPythonScript;
-  std::string entrypoint;             // script, module, program, or "train"
+  std::string entrypoint;  // script, module, program, or "train"
   std::vector<std::string> entrypoint_args;
 };
 

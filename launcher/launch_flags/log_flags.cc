@@ -24,7 +24,8 @@ absl::StatusOr<std::vector<std::string>> ParseFilterList(absl::string_view text)
     } else {
       if (item.empty()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "'", text, "' has an empty filter, which would match every line; accepted: substrings "
+            "'", text,
+            "' has an empty filter, which would match every line; accepted: substrings "
             "separated by ',' (',,' for a comma itself), e.g. 'loss,error'"));
       }
       filters.push_back(std::move(item));
@@ -69,17 +70,19 @@ LaunchFlagGroup ConsoleLineFlags() {
   group.flags = {
       {"log_line_prefix_template", "", false,
        "console line prefix with ${role_name}, ${rank}, ${local_rank}, ${hostname} (also "
-       "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE; none: mxrun's \"[n<node> r<rank>] \")", "", true,
-       "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"},
+       "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE; none: mxrun's \"[n<node> r<rank>] \")",
+       "", true, "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"},
       {"duplicate_stdout_filters", "", false,
        "stdout lines containing any of these substrings (comma-separated, ',,' for a comma) are "
-       "also written to <log folder>/attempt_<N>/filtered_stdout.log", ""},
+       "also written to <log folder>/attempt_<N>/filtered_stdout.log",
+       ""},
       {"duplicate_stderr_filters", "", false,
        "the same for stderr lines, into attempt_<N>/filtered_stderr.log", ""},
       {"log_collapse_window", "", false,
        "seconds: a console line that several ranks of a node print within them is shown once, "
        "with their ranks ([n0 r1-7] ...); every console line waits this long; 0: off (log files "
-       "keep every line either way)", "0.5"},
+       "keep every line either way)",
+       "0.5"},
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     o.log_line_prefix_template = v.Text("log_line_prefix_template");

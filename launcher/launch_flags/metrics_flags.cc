@@ -12,10 +12,12 @@ LaunchFlagGroup MetricsFlags() {
        "serve Prometheus metrics on this port (0: a free one, printed; empty: off)", ""},
       {"metrics_bind_all", "", true,
        "the metrics endpoint listens on every interface (default: the node's --local_addr, else "
-       "127.0.0.1)", ""},
+       "127.0.0.1)",
+       ""},
       {"metrics_tls", "", true,
        "serve the metrics over HTTPS with the job's certificates (--rdzv_conf cert, key, "
-       "cacert): scrapers must present a certificate from the job's CA", ""},
+       "cacert): scrapers must present a certificate from the job's CA",
+       ""},
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     if (!v.Empty("metrics_port")) {
@@ -27,9 +29,9 @@ LaunchFlagGroup MetricsFlags() {
     o.metrics.bind_all = v.Bool("metrics_bind_all");
     o.metrics.tls = v.Bool("metrics_tls");
     if ((o.metrics.bind_all || o.metrics.tls) && o.metrics.port < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          o.metrics.bind_all ? "--metrics_bind_all" : "--metrics_tls",
-          " needs --metrics_port (the metrics endpoint is off without it)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(o.metrics.bind_all ? "--metrics_bind_all" : "--metrics_tls",
+                       " needs --metrics_port (the metrics endpoint is off without it)"));
     }
     return absl::OkStatus();
   };

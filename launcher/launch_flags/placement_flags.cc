@@ -10,10 +10,12 @@ LaunchFlagGroup PlacementFlags() {
   group.flags = {
       {"virtual_local_rank", "", true,
        "each worker sees only its own GPU: LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES naming its entry "
-       "of the agent's list (or its index) (torchrun 2.x)", ""},
+       "of the agent's list (or its index) (torchrun 2.x)",
+       ""},
       {"numa_binding", "", false,
        "bind each worker's CPUs and memory near its GPU, found with hwloc: node, socket, "
-       "exclusive or core-complex (none: no binding)", ""},
+       "exclusive or core-complex (none: no binding)",
+       ""},
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     o.virtual_local_rank = v.Bool("virtual_local_rank");

@@ -13,13 +13,16 @@ LaunchFlagGroup RankOrderFlags() {
       {"rank_order", "", false,
        "node ranks: auto (by the network where this node knows its place: a switch from "
        "--topology_group, Slurm's topology or --topology_file, an NVLink domain from NVML; else "
-       "by host name), host (by host name only) or topology (refused without a place)", "auto"},
+       "by host name), host (by host name only) or topology (refused without a place)",
+       "auto"},
       {"topology_group", "", false,
        "this node's place in the network, widest group first (spine0/leaf3): nodes of one group "
-       "get contiguous ranks (under Slurm: its topology address, with topology/tree)", ""},
+       "get contiguous ranks (under Slurm: its topology address, with topology/tree)",
+       ""},
       {"topology_file", "", false,
        "a file of 'HOST GROUP' lines saying where each node sits (for nodes without "
-       "--topology_group)", ""},
+       "--topology_group)",
+       ""},
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     const std::string mode = v.Lower("rank_order");

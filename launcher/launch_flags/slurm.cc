@@ -141,8 +141,8 @@ absl::StatusOr<std::optional<SlurmDefaults>> DetectSlurm(
     if (text == nullptr) return std::optional<int>();
     int n = 0;
     if (!absl::SimpleAtoi(*text, &n) || n < min) {
-      return absl::InvalidArgumentError(absl::StrCat(key, "='", *text, "' is not an integer >= ",
-                                                     min, " (set by Slurm?)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(key, "='", *text, "' is not an integer >= ", min, " (set by Slurm?)"));
     }
     return std::optional<int>(n);
   };
@@ -164,10 +164,10 @@ absl::StatusOr<std::optional<SlurmDefaults>> DetectSlurm(
   auto node_id = count("SLURM_NODEID", 0);
   if (!node_id.ok()) return node_id.status();
   if (*node_id && *nnodes && **node_id >= **nnodes) {  // found by tests/fuzz/cluster_env_fuzz
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SLURM_NODEID=", **node_id, " is not below the job's node count (",
-        get("SLURM_NNODES") ? "SLURM_NNODES" : "SLURM_JOB_NUM_NODES", "=", **nnodes,
-        "); these come from Slurm: is the environment of another job mixed in?"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("SLURM_NODEID=", **node_id, " is not below the job's node count (",
+                     get("SLURM_NNODES") ? "SLURM_NNODES" : "SLURM_JOB_NUM_NODES", "=", **nnodes,
+                     "); these come from Slurm: is the environment of another job mixed in?"));
   }
   if (*node_id) d.flags["node_rank"] = std::to_string(**node_id);
   const char* list_key = get("SLURM_JOB_NODELIST") ? "SLURM_JOB_NODELIST" : "SLURM_NODELIST";
@@ -175,8 +175,7 @@ absl::StatusOr<std::optional<SlurmDefaults>> DetectSlurm(
   if (const std::string* list = get(list_key)) {
     absl::StatusOr<std::vector<std::string>> expanded = ExpandHostlist(*list);
     if (!expanded.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(list_key, ": ", expanded.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat(list_key, ": ", expanded.status().message()));
     }
     hosts = std::move(*expanded);
   }

@@ -30,8 +30,8 @@ struct SlurmDefaults {
 // A multi-node Slurm job's rendezvous port, derived from its job id so that jobs whose first node
 // is the same meet at different ports: kSlurmRendezvousPortBase + (id x candidates) mod span, where
 // the id is SLURM_JOB_ID's number (a hash of the text if it is not one). Consecutive jobs get
-// disjoint blocks of kSlurmRendezvousPortCandidates ports; the agent that hosts the master takes the
-// first free one of its block, and the other agents find it by asking each which run it serves
+// disjoint blocks of kSlurmRendezvousPortCandidates ports; the agent that hosts the master takes
+// the first free one of its block, and the other agents find it by asking each which run it serves
 // (a master an agent hosts serves its own run only). The span lies below Linux's ephemeral range
 // (32768-60999), where outgoing connections would take ports at random.
 inline constexpr int kSlurmRendezvousPortBase = 20000;
@@ -43,7 +43,8 @@ int SlurmRendezvousPort(absl::string_view job_id);
 // SLURM_NNODES (or SLURM_JOB_NUM_NODES), --node_rank from SLURM_NODEID, --nproc_per_node from
 // SLURM_GPUS_ON_NODE when that is a positive count, and, when the job has more than one node, a
 // c10d rendezvous on the first host of SLURM_JOB_NODELIST (or SLURM_NODELIST) at the job's own port
-// (SlurmRendezvousPort) with --rdzv_id slurm-<job id> (a one-node job keeps the single-node path). A variable that is present but malformed is an error naming it.
+// (SlurmRendezvousPort) with --rdzv_id slurm-<job id> (a one-node job keeps the single-node path).
+// A variable that is present but malformed is an error naming it.
 absl::StatusOr<std::optional<SlurmDefaults>> DetectSlurm(
     const std::map<std::string, std::string>& env);
 

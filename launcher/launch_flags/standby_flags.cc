@@ -10,7 +10,8 @@ LaunchFlagGroup StandbyFlags() {
   group.flags = {
       {"standby_workers", "", false,
        "spare workers per node, started and loaded ahead, that replace a failed rank in an "
-       "in-process restart (default 1 for the bundled trainer, else 0)", ""},
+       "in-process restart (default 1 for the bundled trainer, else 0)",
+       ""},
       {"prestart", "", true,
        "Python scripts: keep one interpreter per local rank started ahead with torch imported "
        "(the mxrun Python module's mxrun._prestart); a restarted group runs the script in them",

@@ -18,8 +18,8 @@ LaunchFlagGroup StopFlags() {
        "30"},
       {"shutdown_timeout", "", false,
        "torchrun 2.x's name for --term_timeout (also TORCH_ELASTIC_SHUTDOWN_TIMEOUT); the two "
-       "are one setting and must agree when both are given", "", true,
-       "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"},
+       "are one setting and must agree when both are given",
+       "", true, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"},
       // Under Slurm the grace must end before KillWait's SIGKILL (slurm_kill_wait.h).
       EnvSetting("slurm_job_id", "SLURM_JOB_ID"),
       // Started by systemd: a stop signals every process of the unit's cgroup.

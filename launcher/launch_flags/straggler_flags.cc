@@ -10,9 +10,9 @@ LaunchFlagGroup StragglerFlags() {
   group.flags = {
       {"straggler_factor", "", false,
        "a rank is a straggler when its step time stays above this many times the other ranks' "
-       "median (progress reports; the master judges every rank of a multi-node job)", "1.5"},
-      {"straggler_steps", "", false,
-       "... for this many consecutive steps (0: never judge)", "20"},
+       "median (progress reports; the master judges every rank of a multi-node job)",
+       "1.5"},
+      {"straggler_steps", "", false, "... for this many consecutive steps (0: never judge)", "20"},
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     double factor = 0;

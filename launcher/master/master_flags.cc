@@ -39,7 +39,8 @@ MasterFlagGroup AccessFlags() {
   group.flags = {
       {"cert", "", false,
        "mutual TLS: this master's certificate (PEM; with --key and --cacert every agent and mxrun "
-       "status must present a certificate from --cacert's CA)", ""},
+       "status must present a certificate from --cacert's CA)",
+       ""},
       {"key", "", false, "mutual TLS: the private key of --cert (PEM)", ""},
       {"cacert", "", false, "mutual TLS: the CA of the job's certificates (PEM)", ""},
       {"token_file", "", false,
@@ -61,7 +62,8 @@ MasterFlagGroup StateFlags() {
   group.flags = {
       {"state_dir", "", false,
        "keep the running jobs' rendezvous state here, so that after a crash and restart the "
-       "agents reconnect and running workers carry on", ""},
+       "agents reconnect and running workers carry on",
+       ""},
   };
   group.apply = [](const FlagValues& v, MasterFlags& m) -> absl::Status {
     m.server.state_dir = v.Trimmed("state_dir");
@@ -94,8 +96,8 @@ absl::StatusOr<EtcdElectionConfig> EtcdSettings(const std::string& endpoints,
   if (kv.count("lease_ttl")) {
     int ttl = 0;
     if (!absl::SimpleAtoi(kv["lease_ttl"], &ttl) || ttl < 1 || ttl > 3600) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--rdzv_conf lease_ttl=", kv["lease_ttl"], " is not valid; accepted: 1 to 3600 s"));
+      return absl::InvalidArgumentError(absl::StrCat("--rdzv_conf lease_ttl=", kv["lease_ttl"],
+                                                     " is not valid; accepted: 1 to 3600 s"));
     }
     config.lease_ttl = std::chrono::seconds(ttl);
   }
@@ -111,22 +113,25 @@ MasterFlagGroup ElectionFlags() {
   group.flags = {
       {"rdzv_backend", "", false,
        "etcd (or etcd-v2): be one replica of a master service elected in etcd (none: a single "
-       "master)", "none"},
+       "master)",
+       "none"},
       {"rdzv_endpoint", "", false, "with etcd: the members, HOST:PORT[,HOST:PORT...]", ""},
       {"rdzv_conf", "", false,
        "with etcd: protocol, cacert, cert, key, lease_ttl, etcd_prefix (KEY=VALUE,...)", "", true,
        "", true},
       {"service", "", false,
        "with etcd: the master service this replica stands for; agents follow it with "
-       "--rdzv_conf=master_service=NAME", "default"},
+       "--rdzv_conf=master_service=NAME",
+       "default"},
   };
   group.apply = [](const FlagValues& v, MasterFlags& m) -> absl::Status {
     const std::string backend = v.Lower("rdzv_backend");
     m.service = v.Trimmed("service");
     if (backend == "etcd" || backend == "etcd-v2") {
       if (!m.server.state_dir.empty()) {
-        return absl::InvalidArgumentError("--state_dir and --rdzv_backend=etcd go not together: "
-                                          "with etcd the state is kept in etcd");
+        return absl::InvalidArgumentError(
+            "--state_dir and --rdzv_backend=etcd go not together: "
+            "with etcd the state is kept in etcd");
       }
       absl::StatusOr<EtcdElectionConfig> config =
           EtcdSettings(v.Trimmed("rdzv_endpoint"), v.Text("rdzv_conf"), m.service);
@@ -138,8 +143,7 @@ MasterFlagGroup ElectionFlags() {
       return v.Invalid("rdzv_backend", "unknown backend",
                        "etcd, etcd-v2 (or leave it out for a single master)");
     } else if (!v.Empty("rdzv_endpoint") || !v.Empty("rdzv_conf")) {
-      return absl::InvalidArgumentError(
-          "--rdzv_endpoint and --rdzv_conf need --rdzv_backend=etcd");
+      return absl::InvalidArgumentError("--rdzv_endpoint and --rdzv_conf need --rdzv_backend=etcd");
     }
     return absl::OkStatus();
   };
@@ -152,10 +156,12 @@ MasterFlagGroup MetricsFlags() {
       {"metrics_port", "", false,
        absl::StrCat("serve Prometheus metrics and the status page on this port (default ",
                     kDefaultMasterMetricsPort,
-                    ", or a free one with --port=0 or etcd; 0: a free one; off: none)"), ""},
+                    ", or a free one with --port=0 or etcd; 0: a free one; off: none)"),
+       ""},
       {"metrics_tls", "", true,
        "serve the metrics over HTTPS with --cert, --key and --cacert (scrapers must present a "
-       "certificate from the CA)", ""},
+       "certificate from the CA)",
+       ""},
   };
   group.apply = [](const FlagValues& v, MasterFlags& m) -> absl::Status {
     // The default: a free port when the rendezvous port is the kernel's pick, so that ephemeral
@@ -165,8 +171,8 @@ MasterFlagGroup MetricsFlags() {
     if (v.Lower("metrics_port") == "off") {
       m.metrics_port = -1;
     } else if (m.metrics_port_given) {
-      absl::StatusOr<int> port = v.Int("metrics_port", 0, 65535,
-                                       "a port from 1 to 65535, 0 for a free one, or off");
+      absl::StatusOr<int> port =
+          v.Int("metrics_port", 0, 65535, "a port from 1 to 65535, 0 for a free one, or off");
       if (!port.ok()) return port.status();
       m.metrics_port = *port;
     }

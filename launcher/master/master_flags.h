@@ -14,7 +14,7 @@
 namespace mxrun {
 
 struct MasterFlags {
-  MasterServerOptions server;   // host, port, bind_all, state_dir, tls (the token: main reads it)
+  MasterServerOptions server;  // host, port, bind_all, state_dir, tls (the token: main reads it)
   bool port_given = false;
   std::string token_file;
   // --rdzv_backend=etcd: be one replica of a master service elected in etcd (its `master` and

@@ -9,7 +9,8 @@
 //   mxrun-master --rdzv_backend=etcd --rdzv_endpoint=ETCD[,ETCD...] [--service=NAME]
 //                [--rdzv_conf=protocol=https,cacert=...,cert=...,key=...,lease_ttl=2,etcd_prefix=/mxrun]
 //                [--host=ADDR] [--port=0] [--bind_all] [--token_file=PATH]
-//                [--cert=PEM --key=PEM --cacert=PEM]   (mutual TLS with the agents, apart from etcd's)
+//                [--cert=PEM --key=PEM --cacert=PEM]   (mutual TLS with the agents, apart from
+//                etcd's)
 // The token is read from --token_file, else from MXRUN_RDZV_TOKEN. SIGTERM or SIGINT stop it.
 // With etcd, any number of replicas run as candidates of service NAME (default "default"): one
 // serves, its state in etcd, and another takes over within the lease TTL when it dies; agents
@@ -35,19 +36,19 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/env_contract.h"
-#include "common/http/tls/http_tls.h"
 #include "common/http/metrics_endpoint.h"
+#include "common/http/tls/http_tls.h"
 #include "common/service_notify.h"
 #include "common/tls_files.h"
 #include "launcher/master/master_flags.h"
 #include "launcher/token.h"
 #include "rendezvous/etcd/etcd_leadership.h"
 #include "rendezvous/grpc/grpc_logs.h"
+#include "rendezvous/grpc/served_tls_files.h"
+#include "rendezvous/grpc/tls_credentials.h"
 #include "rendezvous/master_server/master_endpoint.h"
 #include "rendezvous/master_server/master_server.h"
 #include "rendezvous/net.h"
-#include "rendezvous/grpc/served_tls_files.h"
-#include "rendezvous/grpc/tls_credentials.h"
 
 extern char** environ;
 
@@ -60,10 +61,13 @@ void ReloadCertificates(mxrun::ServedTlsFiles* served) {
   if (served == nullptr) {
     std::fprintf(stderr, "mxrun-master: SIGHUP: no certificates to re-read (plaintext)\n");
   } else if (absl::Status reloaded = served->Reload(); !reloaded.ok()) {
-    std::fprintf(stderr, "mxrun-master: SIGHUP: refused the new certificate files: %s; the "
-                 "previous ones stay in service\n", std::string(reloaded.message()).c_str());
+    std::fprintf(stderr,
+                 "mxrun-master: SIGHUP: refused the new certificate files: %s; the "
+                 "previous ones stay in service\n",
+                 std::string(reloaded.message()).c_str());
   } else {
-    std::fprintf(stderr, "mxrun-master: SIGHUP: certificate files verified and re-read; new "
+    std::fprintf(stderr,
+                 "mxrun-master: SIGHUP: certificate files verified and re-read; new "
                  "connections use them within %u s, established sessions go on\n",
                  mxrun::kTlsRefreshSeconds);
   }
@@ -73,8 +77,8 @@ void ReloadCertificates(mxrun::ServedTlsFiles* served) {
 // `snapshot`: the runs, or nullopt for an etcd-elected replica that does not lead now (`leader`
 // then says where the one that leads serves). False once an error is printed: a given port that
 // cannot be served, or TLS that cannot be set up. The default port taken only warns.
-bool StartMasterMetrics(const mxrun::HttpServer::Options& base, bool metrics_tls,
-                        bool port_given, const mxrun::TlsFiles& tls,
+bool StartMasterMetrics(const mxrun::HttpServer::Options& base, bool metrics_tls, bool port_given,
+                        const mxrun::TlsFiles& tls,
                         std::function<std::optional<std::vector<mxrun::RunSnapshot>>()> snapshot,
                         std::function<std::string()> leader,
                         std::unique_ptr<mxrun::HttpServer>& out) {
@@ -104,8 +108,10 @@ bool StartMasterMetrics(const mxrun::HttpServer::Options& base, bool metrics_tls
     return false;
   }
   // The default port is taken (another master on this host): serve on without.
-  std::fprintf(stderr, "mxrun-master: warning: no metrics: %s (give --metrics_port=PORT, or 0 for "
-               "a free one)\n", std::string(started.status().message()).c_str());
+  std::fprintf(stderr,
+               "mxrun-master: warning: no metrics: %s (give --metrics_port=PORT, or 0 for "
+               "a free one)\n",
+               std::string(started.status().message()).c_str());
   return true;
 }
 
@@ -174,7 +180,8 @@ int main(int argc, char** argv) {
   mxrun::RouteGrpcLogs(
       [](const std::string& line) { std::fprintf(stderr, "mxrun-master: %s\n", line.c_str()); },
       [](const std::string& line) {  // gRPC's errors, as gRPC itself would print them
-        if (line.rfind("error: ", 0) == 0) std::fprintf(stderr, "mxrun-master: grpc %s\n", line.c_str());
+        if (line.rfind("error: ", 0) == 0)
+          std::fprintf(stderr, "mxrun-master: grpc %s\n", line.c_str());
       });
   // Block the stop signals (and SIGHUP: certificates) before gRPC starts its threads; wait for
   // them here.
@@ -189,7 +196,8 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGHUP);
   sigprocmask(SIG_BLOCK, &stop, nullptr);
-  mxrun::ServiceNotifier notifier = mxrun::ServiceNotifier::FromEnv(env, static_cast<long>(getpid()));
+  mxrun::ServiceNotifier notifier =
+      mxrun::ServiceNotifier::FromEnv(env, static_cast<long>(getpid()));
   if (election) {
     const std::string keys = election->keys.prefix;
     absl::StatusOr<std::unique_ptr<mxrun::EtcdMasterElection>> candidate =
@@ -199,15 +207,15 @@ int main(int argc, char** argv) {
                    std::string(candidate.status().message()).c_str());
       return 2;
     }
-    std::printf("mxrun-master candidate for service %s (etcd %s)\n", service.c_str(),
-                keys.c_str());
+    std::printf("mxrun-master candidate for service %s (etcd %s)\n", service.c_str(), keys.c_str());
     std::fflush(stdout);
     // Every replica serves its metrics: the leader its runs, the others that they stand by.
     std::unique_ptr<mxrun::HttpServer> metrics;
     mxrun::EtcdMasterElection* elected = candidate->get();
-    if (!StartMasterMetrics(metrics_http, metrics_tls, metrics_port_given, tls,
-                            [elected] { return elected->SnapshotIfLeading(); },
-                            [elected] { return elected->Current(); }, metrics)) {
+    if (!StartMasterMetrics(
+            metrics_http, metrics_tls, metrics_port_given, tls,
+            [elected] { return elected->SnapshotIfLeading(); },
+            [elected] { return elected->Current(); }, metrics)) {
       (*candidate)->Shutdown(std::chrono::seconds(2));
       return 2;
     }
@@ -227,7 +235,8 @@ int main(int argc, char** argv) {
   }
   absl::StatusOr<std::unique_ptr<mxrun::MasterServer>> server = mxrun::MasterServer::Start(options);
   if (!server.ok()) {
-    std::fprintf(stderr, "mxrun-master: error: %s\n", std::string(server.status().message()).c_str());
+    std::fprintf(stderr, "mxrun-master: error: %s\n",
+                 std::string(server.status().message()).c_str());
     return 3;
   }
   std::printf("mxrun-master listening on %s%s%s\n", (*server)->address().c_str(),
@@ -236,9 +245,10 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   std::unique_ptr<mxrun::HttpServer> metrics;
   mxrun::MasterServer* served = server->get();
-  if (!StartMasterMetrics(metrics_http, metrics_tls, metrics_port_given, tls,
-                          [served] { return std::optional(served->Snapshot()); },
-                          [] { return std::string(); }, metrics)) {
+  if (!StartMasterMetrics(
+          metrics_http, metrics_tls, metrics_port_given, tls,
+          [served] { return std::optional(served->Snapshot()); }, [] { return std::string(); },
+          metrics)) {
     (*server)->Shutdown(std::chrono::seconds(2));
     return 2;
   }

@@ -31,7 +31,9 @@ absl::StatusOr<MetricsServing> NetworkMetricsServing(const LaunchOptions& option
     served = [master] { return std::optional(master->Snapshot()); };
   }
   if (served) {
-    serving.wrap = [served](MetricsRenderer host) { return MasterMetrics(served, std::move(host)); };
+    serving.wrap = [served](MetricsRenderer host) {
+      return MasterMetrics(served, std::move(host));
+    };
     serving.pages = MasterPages(served, node.elected_master);
   }
   return serving;

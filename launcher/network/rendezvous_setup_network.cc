@@ -7,11 +7,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "rendezvous/etcd/etcd_leadership.h"
-#include "rendezvous/grpc/grpc_logs.h"
 #include "launcher/launch_flags/slurm.h"
 #include "rendezvous/client/grpc_rendezvous.h"
 #include "rendezvous/client/master_probe.h"
+#include "rendezvous/etcd/etcd_leadership.h"
+#include "rendezvous/grpc/grpc_logs.h"
 #include "rendezvous/master_server/master_server.h"
 #include "rendezvous/net.h"
 #include "spdlog/spdlog.h"
@@ -118,9 +118,9 @@ absl::Status SetUpSlurmEndpoint(const LaunchOptions& options, const RendezvousSe
   config.endpoint = absl::StrCat(probe.candidates.front(), " (or one of the ",
                                  kSlurmRendezvousPortCandidates - 1, " ports after it)");
   config.route_probe = probe.candidates.front();
-  const bool may_host = settings.is_host == 1 ||
-                        (settings.is_host == -1 && options.node_rank == 0 &&
-                         IsLocalHost(endpoint.host));
+  const bool may_host =
+      settings.is_host == 1 ||
+      (settings.is_host == -1 && options.node_rank == 0 && IsLocalHost(endpoint.host));
   std::vector<std::string> refusals;
   for (int i = 0; may_host && i < kSlurmRendezvousPortCandidates; ++i) {
     master.port = endpoint.port + i;
@@ -134,8 +134,8 @@ absl::Status SetUpSlurmEndpoint(const LaunchOptions& options, const RendezvousSe
       config.endpoint = result.master_address;
       return absl::OkStatus();
     }
-    absl::StatusOr<std::string> served = ServedRun(probe.candidates[i], probe.token, probe.tls,
-                                                   probe.probe_timeout);
+    absl::StatusOr<std::string> served =
+        ServedRun(probe.candidates[i], probe.token, probe.tls, probe.probe_timeout);
     if (served.ok() && *served == options.rdzv_id) break;  // hosted by another task of this job
     refusals.push_back(absl::StrCat(master.port, " (", server.status().message(), ")"));
   }
@@ -175,7 +175,8 @@ absl::StatusOr<NodeRendezvous> SetUpMasterRendezvous(const LaunchOptions& option
   config.node.topology = *topology;
   if (!topology->empty()) spdlog::info("this node's place in the network: {}", *topology);
 
-  if (options.rdzv_backend == "etcd") return SetUpEtcdRendezvous(options, settings, std::move(config));
+  if (options.rdzv_backend == "etcd")
+    return SetUpEtcdRendezvous(options, settings, std::move(config));
 
   MasterServerOptions master;
   master.bind_all = settings.bind_all;
@@ -217,10 +218,11 @@ absl::StatusOr<NodeRendezvous> SetUpMasterRendezvous(const LaunchOptions& option
     master.host = endpoint->host;
     master.port = endpoint->port;
     const bool local = settings.is_host == -1 && IsLocalHost(endpoint->host);
-    host_master = settings.is_host == 1 || (local && !PortListening(endpoint->host, endpoint->port));
+    host_master =
+        settings.is_host == 1 || (local && !PortListening(endpoint->host, endpoint->port));
     if (local && !host_master) {  // another agent's master, or a stranger on the port?
-      if (absl::Status master_there = CheckListenerIsMaster(
-              config.endpoint, settings.token, settings.tls, kLocalMasterProbeTimeout);
+      if (absl::Status master_there = CheckListenerIsMaster(config.endpoint, settings.token,
+                                                            settings.tls, kLocalMasterProbeTimeout);
           !master_there.ok()) {
         return master_there;
       }
@@ -253,9 +255,9 @@ absl::StatusOr<NodeRendezvous> SetUpMasterRendezvous(const LaunchOptions& option
   result.description = absl::StrCat(
       options.rdzv_backend == "static" ? "static" : "dynamic", " rendezvous at ", config.endpoint,
       result.master ? " (hosted here)" : "", ", run '", config.run_id, "', nodes ",
-      options.nnodes.min, options.nnodes.min == options.nnodes.max
-                              ? std::string()
-                              : absl::StrCat(":", options.nnodes.max));
+      options.nnodes.min,
+      options.nnodes.min == options.nnodes.max ? std::string()
+                                               : absl::StrCat(":", options.nnodes.max));
   result.rendezvous = std::make_unique<GrpcRendezvous>(std::move(config));
   return result;
 }

@@ -12,16 +12,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "mxrun.grpc.pb.h"
+#include "common/tls_files.h"
 #include "launcher/launch_flags/value_parsers.h"
 #include "launcher/network/status_flags.h"
 #include "launcher/token.h"
+#include "mxrun.grpc.pb.h"
 #include "rendezvous/etcd/etcd_client.h"
-#include "rendezvous/net.h"
-#include "rendezvous/wire/validation.h"
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/tls_credentials.h"
-#include "common/tls_files.h"
+#include "rendezvous/net.h"
+#include "rendezvous/wire/validation.h"
 
 namespace mxrun {
 namespace {
@@ -37,15 +37,16 @@ absl::StatusOr<std::string> FindEtcdMaster(const std::string& endpoints, const s
     if (key != "protocol" && key != "cacert" && key != "cert" && key != "key" &&
         key != "etcd_prefix" && key != "master_service" && key != "master_cert" &&
         key != "master_key" && key != "master_cacert" && key != "token_file") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "error: --rdzv_conf key '", key,
-          "' is not known here; accepted: protocol, cacert, cert, key, etcd_prefix, "
-          "master_service, master_cert, master_key, master_cacert, token_file"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("error: --rdzv_conf key '", key,
+                       "' is not known here; accepted: protocol, cacert, cert, key, etcd_prefix, "
+                       "master_service, master_cert, master_key, master_cacert, token_file"));
     }
   }
   absl::StatusOr<EtcdConfig> etcd =
       ParseEtcdConfig(endpoints, kv["protocol"], kv["cacert"], kv["cert"], kv["key"]);
-  if (!etcd.ok()) return absl::InvalidArgumentError(absl::StrCat("error: ", etcd.status().message()));
+  if (!etcd.ok())
+    return absl::InvalidArgumentError(absl::StrCat("error: ", etcd.status().message()));
   const std::string prefix = kv.count("etcd_prefix") ? kv["etcd_prefix"] : kDefaultEtcdPrefix;
   if (absl::Status valid = ValidateEtcdPrefix(prefix); !valid.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("error: --rdzv_conf ", valid.message()));
@@ -62,8 +63,8 @@ absl::StatusOr<std::string> FindEtcdMaster(const std::string& endpoints, const s
   if (!client.ok()) return absl::InvalidArgumentError(client.status().message());
   absl::StatusOr<std::optional<EtcdKeyValue>> leader = (*client)->Get(keys.leader());
   if (!leader.ok()) {
-    return absl::UnavailableError(absl::StrCat("cannot read ", keys.leader(), " from etcd: ",
-                                               leader.status().message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot read ", keys.leader(), " from etcd: ", leader.status().message()));
   }
   const std::string address =
       leader->has_value() ? DecodeLeaderValue((*leader)->value).address : std::string();
@@ -108,20 +109,20 @@ std::string StatusJson(const v1::StatusReply& reply, const std::string& address)
     }
     nlohmann::json failures = nlohmann::json::object();
     for (const auto& [cause, count] : run.failures()) failures[cause] = count;
-    runs.push_back({{"run_id", run.run_id()},
-                    {"phase", run.phase()},
-                    {"round", run.round()},
-                    {"min_nodes", run.min_nodes()},
-                    {"max_nodes", run.max_nodes()},
-                    {"world_size", run.world_size()},
-                    {"restarts_spent", run.restarts_spent()},
-                    {"max_restarts", run.max_restarts()},
-                    {"failures", failures},
-                    {"last_recovery_s", nullptr},
-                    {"unhealthy", std::vector<std::string>(run.unhealthy().begin(),
-                                                           run.unhealthy().end())},
-                    {"stragglers", stragglers},
-                    {"members", members}});
+    runs.push_back(
+        {{"run_id", run.run_id()},
+         {"phase", run.phase()},
+         {"round", run.round()},
+         {"min_nodes", run.min_nodes()},
+         {"max_nodes", run.max_nodes()},
+         {"world_size", run.world_size()},
+         {"restarts_spent", run.restarts_spent()},
+         {"max_restarts", run.max_restarts()},
+         {"failures", failures},
+         {"last_recovery_s", nullptr},
+         {"unhealthy", std::vector<std::string>(run.unhealthy().begin(), run.unhealthy().end())},
+         {"stragglers", stragglers},
+         {"members", members}});
   }
   for (size_t i = 0; i < runs.size(); ++i) {
     const v1::RunStatus& run = reply.runs(static_cast<int>(i));
@@ -179,7 +180,8 @@ int RunStatusCommand(int argc, char** argv) {
   {
     absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(rdzv_conf);
     if (!conf.ok()) {
-      std::fprintf(stderr, "mxrun status: error: %s\n", std::string(conf.status().message()).c_str());
+      std::fprintf(stderr, "mxrun status: error: %s\n",
+                   std::string(conf.status().message()).c_str());
       return 2;
     }
     // The agents' other keys (timeouts, is_host, ...) mean nothing to a status query.
@@ -203,12 +205,12 @@ int RunStatusCommand(int argc, char** argv) {
   }
   absl::StatusOr<HostPort> target = ParseHostPort(endpoint, kDefaultRendezvousPort);
   if (!target.ok()) {
-    std::fprintf(stderr, "mxrun status: error: %s\n", std::string(target.status().message()).c_str());
+    std::fprintf(stderr, "mxrun status: error: %s\n",
+                 std::string(target.status().message()).c_str());
     return 2;
   }
   const std::string address = JoinHostPort(target->host, target->port);
-  auto stub = v1::Rendezvous::NewStub(
-      grpc::CreateChannel(address, ClientCredentials(tls)));
+  auto stub = v1::Rendezvous::NewStub(grpc::CreateChannel(address, ClientCredentials(tls)));
   if (flags.watch_s) {
     return WatchStatus(*stub, address, run_id, token, flags.timeout_s, flags.json, *flags.watch_s);
   }
@@ -236,8 +238,8 @@ void PrintRanks(const v1::RunStatus& run) {
       const std::string rate =
           r.step_seconds() > 0 ? absl::StrFormat("%.2f", 1.0 / r.step_seconds()) : "-";
       std::printf("  %-6d %-24s %-10lld %-10s %-9s %.1fs ago%s\n", r.global_rank(),
-                  m.host().c_str(), static_cast<long long>(r.step()), seconds.c_str(),
-                  rate.c_str(), r.last_report_s_ago(), r.straggler() ? "  STRAGGLER" : "");
+                  m.host().c_str(), static_cast<long long>(r.step()), seconds.c_str(), rate.c_str(),
+                  r.last_report_s_ago(), r.straggler() ? "  STRAGGLER" : "");
     }
   }
 }
@@ -291,15 +293,16 @@ int ShowStatus(v1::Rendezvous::Stub& stub, const std::string& address, const std
                 run.run_id().c_str(), run.phase().c_str(), run.round(), run.min_nodes(),
                 run.max_nodes(), run.world_size(), run.restarts_spent(), run.max_restarts());
     std::string failures;
-    for (const auto& [cause, count] : std::map<std::string, int64_t>(run.failures().begin(),
-                                                                      run.failures().end())) {
+    for (const auto& [cause, count] :
+         std::map<std::string, int64_t>(run.failures().begin(), run.failures().end())) {
       absl::StrAppend(&failures, failures.empty() ? "" : ", ", cause, " ", count);
     }
     if (!failures.empty()) {
-      std::printf("  failures: %s%s\n", failures.c_str(),
-                  run.last_recovery_s() >= 0
-                      ? absl::StrFormat("; the last recovered in %.1f s", run.last_recovery_s()).c_str()
-                      : "");
+      std::printf(
+          "  failures: %s%s\n", failures.c_str(),
+          run.last_recovery_s() >= 0
+              ? absl::StrFormat("; the last recovered in %.1f s", run.last_recovery_s()).c_str()
+              : "");
     }
     std::printf("  %-9s %-24s %-24s %-7s %-10s %s\n", "node_rank", "host", "address", "workers",
                 "state", "last seen");
@@ -308,7 +311,8 @@ int ShowStatus(v1::Rendezvous::Stub& stub, const std::string& address, const std
       std::printf("  %-9s %-24s %-24s %-7d %-10s %.1fs ago\n", rank.c_str(), m.host().c_str(),
                   m.address().c_str(), m.local_world_size(), m.state().c_str(),
                   m.last_seen_s_ago());
-      if (!m.note().empty()) std::printf("            %s: %s\n", m.state().c_str(), m.note().c_str());
+      if (!m.note().empty())
+        std::printf("            %s: %s\n", m.state().c_str(), m.note().c_str());
       if (!m.topology().empty()) std::printf("            topology: %s\n", m.topology().c_str());
     }
     for (const std::string& line : run.unhealthy()) std::printf("  unhealthy: %s\n", line.c_str());

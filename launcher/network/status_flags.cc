@@ -47,7 +47,8 @@ StatusFlagGroup MasterFlags() {
       {"rdzv_conf", "", false,
        "cert, key, cacert: mutual TLS with the master (as the agents); with etcd: protocol, "
        "cacert, cert, key (etcd's TLS), etcd_prefix, master_service, master_cert, master_key, "
-       "master_cacert (the elected master's TLS)", "", true, "", true},
+       "master_cacert (the elected master's TLS)",
+       "", true, "", true},
       {"timeout", "", false, "seconds to wait for the master", "5"},
   };
   group.apply = [](const FlagValues& v, StatusFlags& s) -> absl::Status {
@@ -80,12 +81,14 @@ StatusFlagGroup OutputFlags() {
   StatusFlagGroup group;
   FlagSpec watch{"watch", "", false,
                  "show it again every SECONDS (2 when given alone) until interrupted, clearing "
-                 "the terminal in between", ""};
+                 "the terminal in between",
+                 ""};
   watch.implicit_value = "2";
   group.flags = {
       {"json", "", true,
        "one JSON object on stdout: the master's address and its runs with their rounds, failures "
-       "by cause and members (for scripts)", ""},
+       "by cause and members (for scripts)",
+       ""},
       watch,
   };
   group.apply = [](const FlagValues& v, StatusFlags& s) -> absl::Status {

@@ -12,10 +12,10 @@
 namespace mxrun {
 
 struct StatusFlags {
-  std::string endpoint;           // the master's HOST[:PORT], or with etcd the etcd members
-  std::string run_id;             // only this run (empty: every run)
-  bool etcd = false;              // find the master elected in etcd
-  std::string rdzv_conf;          // the agents' k=v,k=v (TLS files, token_file, etcd's)
+  std::string endpoint;   // the master's HOST[:PORT], or with etcd the etcd members
+  std::string run_id;     // only this run (empty: every run)
+  bool etcd = false;      // find the master elected in etcd
+  std::string rdzv_conf;  // the agents' k=v,k=v (TLS files, token_file, etcd's)
   double timeout_s = 5;
   bool json = false;
   std::optional<double> watch_s;  // --watch: show it again every this many seconds
@@ -27,7 +27,7 @@ struct StatusFlagsResult {
 };
 
 // argv[0] is "mxrun" and argv[1] "status".
-absl::StatusOr<StatusFlagsResult> ResolveStatusFlags(
-    int argc, const char* const* argv, const std::map<std::string, std::string>& env);
+absl::StatusOr<StatusFlagsResult> ResolveStatusFlags(int argc, const char* const* argv,
+                                                     const std::map<std::string, std::string>& env);
 
 }  // namespace mxrun

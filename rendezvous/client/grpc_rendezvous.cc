@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "rendezvous/grpc/grpc_status.h"
-#include "rendezvous/net.h"
 #include "rendezvous/grpc/proto_convert.h"
 #include "rendezvous/grpc/tls_credentials.h"
+#include "rendezvous/net.h"
 #include "rendezvous/wire/validation.h"
 
 namespace mxrun {
@@ -147,7 +147,8 @@ bool GrpcRendezvous::OpenSession(bool reconnecting) {
                    : " This node uses mutual TLS (--rdzv_conf cert, key, cacert): the master must "
                      "too, with a certificate from the same CA naming the endpoint's host.")
             : (elected
-                   ? " If the master requires mutual TLS, give --rdzv_conf master_cert=,master_key=,"
+                   ? " If the master requires mutual TLS, give --rdzv_conf "
+                     "master_cert=,master_key=,"
                      "master_cacert= (and the same to mxrun status)."
                    : " If the master requires mutual TLS, give --rdzv_conf cert=,key=,cacert= (and "
                      "the same to mxrun status)."))));
@@ -229,9 +230,9 @@ void GrpcRendezvous::ReaderLoop() {
     // closing its sessions included: reconnect to whoever serves now.
     if (durable_ && (!status.ok() || (config_.locator && config_.locator->elected()))) continue;
     if (!status.ok()) {
-      PostError(absl::UnavailableError(absl::StrCat("lost the connection to the rendezvous master at ",
-                                                    config_.endpoint, ": ",
-                                                    status.error_message())));
+      PostError(
+          absl::UnavailableError(absl::StrCat("lost the connection to the rendezvous master at ",
+                                              config_.endpoint, ": ", status.error_message())));
     } else {
       PostError(absl::UnavailableError(
           absl::StrCat("the rendezvous master at ", config_.endpoint, " closed the session")));
@@ -259,8 +260,7 @@ void GrpcRendezvous::WriterLoop() {
       if (outgoing_.empty()) {
         if (closing_) break;
         const auto due = last_write + config_.job.timeouts.heartbeat_interval;
-        const auto silent_at =
-            watching() ? last_heard_ + config_.job.timeouts.lease() : due;
+        const auto silent_at = watching() ? last_heard_ + config_.job.timeouts.lease() : due;
         wake_.wait_until(lock, std::min(due, silent_at),
                          [&] { return !outgoing_.empty() || closing_ || !live(); });
         if (!live()) break;
@@ -350,12 +350,12 @@ void GrpcRendezvous::Send(v1::AgentMessage message) {
 void GrpcRendezvous::Join() {
   NodeDesc node = config_.node;
   if (node.address.empty()) {
-    absl::StatusOr<HostPort> endpoint = ParseHostPort(
-        config_.route_probe.empty() ? config_.endpoint : config_.route_probe,
-        kDefaultRendezvousPort);
-    absl::StatusOr<std::string> local =
-        endpoint.ok() ? LocalAddressToward(endpoint->host, endpoint->port)
-                      : absl::StatusOr<std::string>(endpoint.status());
+    absl::StatusOr<HostPort> endpoint =
+        ParseHostPort(config_.route_probe.empty() ? config_.endpoint : config_.route_probe,
+                      kDefaultRendezvousPort);
+    absl::StatusOr<std::string> local = endpoint.ok()
+                                            ? LocalAddressToward(endpoint->host, endpoint->port)
+                                            : absl::StatusOr<std::string>(endpoint.status());
     if (!local.ok()) {
       PostError(local.status());
       return;
@@ -441,8 +441,8 @@ std::vector<FlightRecordSet> GrpcRendezvous::GatherFlightRecords(
     return missing.empty() || closing_ || finished_;
   };
   while (!all_in() && std::chrono::steady_clock::now() < deadline) {
-    gathered_wake_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() +
-                                                           std::chrono::milliseconds(50)));
+    gathered_wake_.wait_until(
+        lock, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
     if (meanwhile) {
       lock.unlock();  // the caller's work must not hold up the reader
       meanwhile();
@@ -478,9 +478,9 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
       // service manager learns that the node is registered.
       event.kind = RendezvousEvent::Kind::kRegistered;
       // The node range is this agent's own: the master refuses a join whose range differs.
-      event.reason = absl::StrCat("registered; ", message.waiting().nodes_waiting(),
-                                  " node(s) waiting, ", config_.job.min_nodes, " to ",
-                                  config_.job.max_nodes, " needed");
+      event.reason =
+          absl::StrCat("registered; ", message.waiting().nodes_waiting(), " node(s) waiting, ",
+                       config_.job.min_nodes, " to ", config_.job.max_nodes, " needed");
       if (!message.waiting().excluded().empty()) {
         event.excluded = true;
         event.reason = absl::StrCat("the master leaves this node out of the job's rounds: ",
@@ -506,9 +506,9 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
     case v1::MasterMessage::kPeerFinished: {
       const v1::PeerFinished& peer = message.peer_finished();
       event.kind = RendezvousEvent::Kind::kPeerFinished;
-      event.reason = absl::StrCat("the workers of node ", peer.node_rank(), " (", peer.host(),
-                                  ") exited 0 (", peer.nodes_finished(), " of ", peer.nodes(),
-                                  " nodes finished)");
+      event.reason =
+          absl::StrCat("the workers of node ", peer.node_rank(), " (", peer.host(), ") exited 0 (",
+                       peer.nodes_finished(), " of ", peer.nodes(), " nodes finished)");
       break;
     }
     case v1::MasterMessage::kFinished:
@@ -525,9 +525,9 @@ void GrpcRendezvous::OnMasterMessage(const v1::MasterMessage& message) {
       break;
     case v1::MasterMessage::kRefused:
       finished_ = true;
-      PostError(absl::Status(static_cast<absl::StatusCode>(message.refused().code()),
-                             absl::StrCat("the master at ", config_.endpoint, ": ",
-                                          message.refused().message())));
+      PostError(absl::Status(
+          static_cast<absl::StatusCode>(message.refused().code()),
+          absl::StrCat("the master at ", config_.endpoint, ": ", message.refused().message())));
       return;
     case v1::MasterMessage::kStraggler:
       if (message.straggler().round() != running_round_) return;  // about a round gone by

@@ -22,8 +22,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -32,27 +32,27 @@
 #include <thread>
 
 #include "mxrun.grpc.pb.h"
-#include "rendezvous/event_queue.h"
 #include "rendezvous/client/master_locator.h"
-#include "rendezvous/wire/wire.h"
+#include "rendezvous/event_queue.h"
 #include "rendezvous/rendezvous.h"
+#include "rendezvous/wire/wire.h"
 
 #include "common/tls_files.h"
 
 namespace mxrun {
 
 struct GrpcRendezvousConfig {
-  std::string endpoint;   // "host:port" of the master (with a locator: only named in messages)
+  std::string endpoint;  // "host:port" of the master (with a locator: only named in messages)
   // Set when the master can move (etcd) or must be found first (master_probe.h): its address
   // comes from here before every session, and a change of it ends the current session; with an
   // elected master the agent then always reconnects and resumes.
   std::shared_ptr<MasterLocator> locator;
   std::string route_probe;  // with a locator: a "host:port" whose route gives this node's address
   std::string run_id;
-  NodeDesc node;          // address empty: the local address toward the master; port picked per join
+  NodeDesc node;  // address empty: the local address toward the master; port picked per join
   JobDesc job;
-  std::string token;      // sent as x-mxrun-token when non-empty
-  TlsFiles tls;           // mutual TLS with the master (rendezvous/grpc/tls_credentials.h)
+  std::string token;  // sent as x-mxrun-token when non-empty
+  TlsFiles tls;       // mutual TLS with the master (rendezvous/grpc/tls_credentials.h)
 };
 
 // A fresh id for an agent process (NodeDesc::agent_id).
@@ -70,9 +70,10 @@ class GrpcRendezvous final : public Rendezvous {
   void ReportUnhealthy(const std::string& why) override;
   void ReportRestartPhases(const RestartPhases& phases) override;
   void OfferFlightRecords(const FlightRecordSet& own) override;
-  std::vector<FlightRecordSet> GatherFlightRecords(
-      const FlightRecordSet& own, const std::set<int>& expected, std::chrono::milliseconds budget,
-      const std::function<void()>& meanwhile) override;
+  std::vector<FlightRecordSet> GatherFlightRecords(const FlightRecordSet& own,
+                                                   const std::set<int>& expected,
+                                                   std::chrono::milliseconds budget,
+                                                   const std::function<void()>& meanwhile) override;
   void Leave() override;
   int EventFd() const override { return events_.fd(); }
   std::vector<RendezvousEvent> TakeEvents() override { return events_.Take(); }
@@ -96,10 +97,10 @@ class GrpcRendezvous final : public Rendezvous {
 
   GrpcRendezvousConfig config_;
   RendezvousEventQueue events_;
-  std::shared_ptr<grpc::Channel> channel_;      // reader thread only
-  std::unique_ptr<v1::Rendezvous::Stub> stub_;  // reader thread only
-  std::string channel_address_;                 // reader thread only
-  std::string session_address_;                 // guarded by mutex_
+  std::shared_ptr<grpc::Channel> channel_;        // reader thread only
+  std::unique_ptr<v1::Rendezvous::Stub> stub_;    // reader thread only
+  std::string channel_address_;                   // reader thread only
+  std::string session_address_;                   // guarded by mutex_
   std::unique_ptr<grpc::ClientContext> context_;  // one per session; guarded by mutex_
   std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::MasterMessage>> stream_;
 
@@ -107,13 +108,13 @@ class GrpcRendezvous final : public Rendezvous {
   std::condition_variable wake_;
   int master_moves_ = 0;  // addresses the locator announced (guarded by mutex_)
   std::deque<v1::AgentMessage> outgoing_;
-  bool connected_ = false;    // the stream exists; the writer may write
-  uint64_t session_ = 0;      // counts the sessions opened (the writer serves each one once)
-  bool writing_ = false;      // the writer is inside Write() (Finish() must wait for it)
-  bool closing_ = false;      // Leave() or destruction: no more writes after the queue
+  bool connected_ = false;  // the stream exists; the writer may write
+  uint64_t session_ = 0;    // counts the sessions opened (the writer serves each one once)
+  bool writing_ = false;    // the writer is inside Write() (Finish() must wait for it)
+  bool closing_ = false;    // Leave() or destruction: no more writes after the queue
   bool error_posted_ = false;
   std::chrono::steady_clock::time_point last_heard_;  // the master's last message (mutex_)
-  uint64_t silent_session_ = 0;  // the session dropped for silence (0: none; mutex_)
+  uint64_t silent_session_ = 0;      // the session dropped for silence (0: none; mutex_)
   bool succeeded_reported_ = false;  // this round's workers succeeded (mutex_)
   std::atomic<int> round_{-1};
   std::atomic<int> running_round_{-1};  // the round whose workers run here (-1: none)

@@ -37,11 +37,12 @@ absl::Status CheckListenerIsMaster(const std::string& address, const std::string
       absl::IsUnauthenticated(served.status())) {
     return absl::OkStatus();
   }
-  return absl::UnavailableError(absl::StrCat(
-      "the rendezvous endpoint ", address, " is taken by a program that is not an mxrun "
-      "rendezvous master (it did not answer as one within ",
-      absl::FormatDuration(absl::FromChrono(timeout)), ": ", served.status().message(),
-      "); stop that program or give --rdzv_endpoint a free port"));
+  return absl::UnavailableError(
+      absl::StrCat("the rendezvous endpoint ", address,
+                   " is taken by a program that is not an mxrun "
+                   "rendezvous master (it did not answer as one within ",
+                   absl::FormatDuration(absl::FromChrono(timeout)), ": ", served.status().message(),
+                   "); stop that program or give --rdzv_endpoint a free port"));
 }
 
 std::string ProbingMasterLocator::Current() {

@@ -23,10 +23,10 @@ namespace mxrun {
 struct MasterProbeConfig {
   std::vector<std::string> candidates;  // "host:port", asked in this order
   std::string run_id;
-  std::string token;                    // as the master demands (x-mxrun-token)
+  std::string token;  // as the master demands (x-mxrun-token)
   TlsFiles tls;
-  std::chrono::milliseconds probe_timeout{500};      // one GetStatus
-  std::chrono::milliseconds probe_interval{200};     // between two passes over the candidates
+  std::chrono::milliseconds probe_timeout{500};   // one GetStatus
+  std::chrono::milliseconds probe_interval{200};  // between two passes over the candidates
 };
 
 // The run the master at `address` serves ("" when it serves any run). Errors: whatever the call

@@ -273,8 +273,8 @@ absl::StatusOr<std::optional<int64_t>> EtcdClient::CreateIfAbsent(const std::str
   put->set_key(key);
   put->set_value(value);
   put->set_lease(lease);
-  absl::StatusOr<pb::TxnResponse> response = Unary(*stubs_, *stubs_->kv, &pb::KV::Stub::Txn,
-                                                   request, config_.rpc_timeout, "create");
+  absl::StatusOr<pb::TxnResponse> response =
+      Unary(*stubs_, *stubs_->kv, &pb::KV::Stub::Txn, request, config_.rpc_timeout, "create");
   if (!response.ok()) return response.status();
   if (!response->succeeded()) return std::optional<int64_t>();
   return std::optional<int64_t>(response->header().revision());  // the put's: its creation
@@ -283,8 +283,9 @@ absl::StatusOr<std::optional<int64_t>> EtcdClient::CreateIfAbsent(const std::str
 absl::StatusOr<int64_t> EtcdClient::GrantLease(std::chrono::seconds ttl) {
   pb::LeaseGrantRequest request;
   request.set_ttl(ttl.count());
-  absl::StatusOr<pb::LeaseGrantResponse> response = Unary(
-      *stubs_, *stubs_->lease, &pb::Lease::Stub::LeaseGrant, request, config_.rpc_timeout, "lease grant");
+  absl::StatusOr<pb::LeaseGrantResponse> response =
+      Unary(*stubs_, *stubs_->lease, &pb::Lease::Stub::LeaseGrant, request, config_.rpc_timeout,
+            "lease grant");
   if (!response.ok()) return response.status();
   if (!response->error().empty()) {
     return absl::FailedPreconditionError(absl::StrCat("etcd lease grant: ", response->error()));

@@ -86,8 +86,9 @@ void EtcdMasterElection::Loop() {
     absl::StatusOr<EtcdRead> read = watch_client_->Read(leader_key);
     if (!read.ok()) {
       if (absl::IsCancelled(read.status())) return;
-      if (!reported_error) Log(absl::StrCat("etcd: cannot read ", leader_key, ": ",
-                                            read.status().message(), " (retrying)"));
+      if (!reported_error)
+        Log(absl::StrCat("etcd: cannot read ", leader_key, ": ", read.status().message(),
+                         " (retrying)"));
       reported_error = true;
       if (!Pause(kRetryPause)) return;
       continue;
@@ -140,8 +141,8 @@ void EtcdMasterElection::Lead(int64_t lease, int64_t leader_rev) {
       last.ok() && last->has_value()) {
     previous = (*last)->value;
   }
-  auto store = std::make_unique<EtcdMasterStore>(client_, config_.keys.prefix, leader_key,
-                                                 leader_rev);
+  auto store =
+      std::make_unique<EtcdMasterStore>(client_, config_.keys.prefix, leader_key, leader_rev);
   absl::StatusOr<std::unique_ptr<MasterServer>> server =
       MasterServer::Start(config_.master, std::move(store), [this] {
         std::lock_guard<std::mutex> lock(mutex_);  // never held while the server is called
@@ -170,7 +171,8 @@ void EtcdMasterElection::Lead(int64_t lease, int64_t leader_rev) {
   while (!announced && !lost) {
     absl::StatusOr<bool> put = client_->TxnIfCreated(
         leader_key, leader_rev,
-        {EtcdOp{EtcdOp::Kind::kPut, leader_key, EncodeLeaderValue(config_.identity, address), lease},
+        {EtcdOp{EtcdOp::Kind::kPut, leader_key, EncodeLeaderValue(config_.identity, address),
+                lease},
          EtcdOp{EtcdOp::Kind::kPut, config_.keys.last_leader(), config_.identity}});
     if (put.ok()) {
       announced = *put;
@@ -185,7 +187,8 @@ void EtcdMasterElection::Lead(int64_t lease, int64_t leader_rev) {
     Publish(address);
   }
   // Keep the lease alive until it ends, a write is refused, or Shutdown.
-  const auto interval = std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease_ttl) / 3;
+  const auto interval =
+      std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease_ttl) / 3;
   std::string why = lost ? "the leadership ended before it was announced" : "";
   bool closing = false;
   while (why.empty()) {

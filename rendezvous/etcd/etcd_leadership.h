@@ -35,9 +35,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "rendezvous/client/master_locator.h"
 #include "rendezvous/etcd/etcd_client.h"
 #include "rendezvous/etcd_config.h"
-#include "rendezvous/client/master_locator.h"
 #include "rendezvous/master_server/master_server.h"
 
 namespace mxrun {
@@ -46,9 +46,9 @@ struct EtcdElectionConfig {
   EtcdConfig etcd;
   EtcdMasterKeys keys;
   std::chrono::seconds lease_ttl = kDefaultEtcdLeaseTtl;
-  bool candidate = true;              // false: only follow (agents of a master service)
-  std::string identity;               // the agent id, or "mxrun-master@HOST:PID"
-  MasterServerOptions master;         // where a won master listens (port 0: the kernel picks)
+  bool candidate = true;       // false: only follow (agents of a master service)
+  std::string identity;        // the agent id, or "mxrun-master@HOST:PID"
+  MasterServerOptions master;  // where a won master listens (port 0: the kernel picks)
   std::function<void(const std::string&)> log;  // one line per leadership change (stderr if unset)
 };
 
@@ -81,12 +81,12 @@ class EtcdMasterElection final : public MasterLocator {
   bool Pause(std::chrono::milliseconds d);
 
   const EtcdElectionConfig config_;
-  std::unique_ptr<EtcdClient> watch_client_;   // watches; cancelled by Shutdown
-  std::shared_ptr<EtcdClient> client_;         // leases, the election, the state
+  std::unique_ptr<EtcdClient> watch_client_;  // watches; cancelled by Shutdown
+  std::shared_ptr<EtcdClient> client_;        // leases, the election, the state
   std::mutex mutex_;
   std::condition_variable wake_;
   bool closing_ = false;
-  bool deposed_ = false;                       // the term's server was refused a write
+  bool deposed_ = false;  // the term's server was refused a write
   std::chrono::milliseconds grace_{500};
   std::string current_;
   std::function<void(const std::string&)> on_change_;

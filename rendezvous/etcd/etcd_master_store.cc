@@ -52,9 +52,9 @@ absl::Status EtcdMasterStore::Save(const std::vector<PersistedRun>& runs) {
       return absl::UnavailableError(applied.status().message());
     }
     if (!*applied) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the leadership ", leader_key_, " (created at revision ", leader_rev_,
-          ") has ended in etcd: another master leads"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("the leadership ", leader_key_, " (created at revision ", leader_rev_,
+                       ") has ended in etcd: another master leads"));
     }
   }
   generation_ = generation;

@@ -31,10 +31,10 @@ class EtcdMasterStore final : public MasterStateStore {
   const std::string prefix_;
   const std::string leader_key_;
   const int64_t leader_rev_;
-  int64_t generation_ = 0;        // the current generation in etcd (0: none)
-  int64_t next_generation_ = 1;   // never reused: a write cut short leaves pages behind
-  std::vector<int64_t> stale_;    // generations with pages that are not current
-  std::string last_written_;      // the runs as last read or written (JSON), to skip repeats
+  int64_t generation_ = 0;       // the current generation in etcd (0: none)
+  int64_t next_generation_ = 1;  // never reused: a write cut short leaves pages behind
+  std::vector<int64_t> stale_;   // generations with pages that are not current
+  std::string last_written_;     // the runs as last read or written (JSON), to skip repeats
 };
 
 }  // namespace mxrun

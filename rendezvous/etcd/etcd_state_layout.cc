@@ -91,7 +91,8 @@ std::vector<std::vector<EtcdOp>> PlanEtcdStateWrite(const std::string& prefix, i
   }
   // The switch: `current` and the removal of what it replaces, in a transaction of its own
   // unless it fits in the last one.
-  std::vector<EtcdOp> commit{{EtcdOp::Kind::kPut, EtcdStateCurrentKey(prefix), Generation(generation)}};
+  std::vector<EtcdOp> commit{
+      {EtcdOp::Kind::kPut, EtcdStateCurrentKey(prefix), Generation(generation)}};
   std::set<int64_t> old(stale.begin(), stale.end());
   if (previous > 0) old.insert(previous);
   old.erase(generation);
@@ -137,8 +138,8 @@ absl::StatusOr<EtcdState> ReadEtcdState(const std::string& prefix,
   if (state.generation == 0) return state;
   auto current = pages.find(state.generation);
   if (current == pages.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "etcd state generation ", state.generation, " under ", base, " has no pages"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("etcd state generation ", state.generation, " under ", base, " has no pages"));
   }
   std::map<std::string, size_t> index;  // run id -> position in state.runs
   for (const auto& [name, kv] : current->second) {

@@ -26,9 +26,9 @@
 namespace mxrun {
 
 struct EtcdStateLimits {
-  size_t max_page_bytes = 512 * 1024;     // one value, well under etcd's 1.5 MiB request limit
-  size_t max_txn_bytes = 1024 * 1024;     // the keys and values of one transaction
-  size_t max_txn_ops = 100;               // under etcd's default 128
+  size_t max_page_bytes = 512 * 1024;  // one value, well under etcd's 1.5 MiB request limit
+  size_t max_txn_bytes = 1024 * 1024;  // the keys and values of one transaction
+  size_t max_txn_ops = 100;            // under etcd's default 128
 };
 
 // The key of the pointer to the current generation.
@@ -47,9 +47,9 @@ std::vector<std::vector<EtcdOp>> PlanEtcdStateWrite(const std::string& prefix, i
                                                     const EtcdStateLimits& limits = {});
 
 struct EtcdState {
-  int64_t generation = 0;               // 0: no state kept yet
+  int64_t generation = 0;  // 0: no state kept yet
   std::vector<PersistedRun> runs;
-  std::vector<int64_t> stale;           // generations with pages but not current (unfinished)
+  std::vector<int64_t> stale;  // generations with pages but not current (unfinished)
 };
 
 // The state from every key under EtcdStatePrefix(prefix). Errors: InvalidArgument when the

@@ -42,13 +42,15 @@ std::optional<std::string> DescribeTlsFailure(const std::string& message) {
   std::string what;
   if (absl::StrContains(message, "wrong version number") ||
       absl::StrContains(message, "http request") || absl::StrContains(message, "packet length")) {
-    what = "the other side does not speak TLS: one of the master and this peer has mutual TLS "
-           "(--rdzv_conf cert,key,cacert; mxrun-master --cert --key --cacert) and the other not";
+    what =
+        "the other side does not speak TLS: one of the master and this peer has mutual TLS "
+        "(--rdzv_conf cert,key,cacert; mxrun-master --cert --key --cacert) and the other not";
   } else if (absl::StrContains(message, "peer did not return a certificate") ||
              absl::StrContains(message, "certificate required")) {
     what = "the client presented no certificate: give it --rdzv_conf cert=,key=,cacert=";
   } else if (absl::StrContains(message, "certificate verify failed") ||
-             absl::StrContains(message, "unknown ca") || absl::StrContains(message, "bad certificate")) {
+             absl::StrContains(message, "unknown ca") ||
+             absl::StrContains(message, "bad certificate")) {
     what = "a certificate is not from the CA the other side trusts (cacert), or has expired";
   } else {
     what = "see GRPC_VERBOSITY=debug for gRPC's details";

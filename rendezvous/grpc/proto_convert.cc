@@ -307,8 +307,8 @@ std::vector<RankReport> FromProto(const v1::Heartbeat& heartbeat) {
   std::vector<RankReport> ranks;
   ranks.reserve(static_cast<size_t>(heartbeat.ranks_size()));
   for (const v1::RankProgress& p : heartbeat.ranks()) {
-    ranks.push_back({p.global_rank(), p.local_rank(), p.step(), p.step_seconds(),
-                     p.report_age_s(), p.busy_seconds() > 0 ? p.busy_seconds() : -1});
+    ranks.push_back({p.global_rank(), p.local_rank(), p.step(), p.step_seconds(), p.report_age_s(),
+                     p.busy_seconds() > 0 ? p.busy_seconds() : -1});
   }
   return ranks;
 }

@@ -9,8 +9,8 @@
 #include "common/straggler_watch.h"
 #include "common/worker_failure.h"
 #include "mxrun.pb.h"
-#include "rendezvous/wire/wire.h"
 #include "rendezvous/rendezvous.h"
+#include "rendezvous/wire/wire.h"
 
 namespace mxrun {
 

@@ -57,9 +57,9 @@ std::vector<Certificate> ReadCertificates(const std::string& text, std::string& 
   while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
     certificates.emplace_back(x);
   }
-  why = certificates.empty() ? absl::StrCat("no certificate in it parses (", OpenSslError(),
-                                            "; a file cut short?)")
-                             : "";
+  why = certificates.empty()
+            ? absl::StrCat("no certificate in it parses (", OpenSslError(), "; a file cut short?)")
+            : "";
   ERR_clear_error();  // the end of the text reads as an error
   return certificates;
 }
@@ -87,15 +87,16 @@ absl::Status VerifyTlsFiles(const TlsFiles& files, absl::string_view where) {
   std::unique_ptr<EVP_PKEY, KeyFree> key(
       PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
   if (key == nullptr) {
-    return bad(absl::StrCat("key=", files.key, ": no private key in it parses (", OpenSslError(),
-                            ")"));
+    return bad(
+        absl::StrCat("key=", files.key, ": no private key in it parses (", OpenSslError(), ")"));
   }
   if (X509_check_private_key(chain.front().get(), key.get()) != 1) {
     ERR_clear_error();
     return bad(absl::StrCat("key=", files.key, " does not belong to cert=", files.cert));
   }
   std::unique_ptr<X509_STORE, StoreFree> store(X509_STORE_new());
-  for (const Certificate& authority : authorities) X509_STORE_add_cert(store.get(), authority.get());
+  for (const Certificate& authority : authorities)
+    X509_STORE_add_cert(store.get(), authority.get());
   STACK_OF(X509)* intermediates = sk_X509_new_null();
   for (size_t i = 1; i < chain.size(); ++i) sk_X509_push(intermediates, chain[i].get());
   std::unique_ptr<X509_STORE_CTX, StoreContextFree> context(X509_STORE_CTX_new());

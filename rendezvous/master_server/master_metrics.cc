@@ -18,8 +18,8 @@ std::string RenderMasterMetrics(const std::vector<RunSnapshot>& runs, Exposition
   w.Family("mxrun_master_runs", MetricType::kGauge,
            "Runs the master holds, by phase (waiting, running, succeeded, failed; finished runs "
            "are kept for finished_run_ttl).");
-  std::map<std::string, int> phases{{"waiting", 0}, {"running", 0}, {"succeeded", 0},
-                                    {"failed", 0}};
+  std::map<std::string, int> phases{
+      {"waiting", 0}, {"running", 0}, {"succeeded", 0}, {"failed", 0}};
   for (const RunSnapshot& run : runs) ++phases[run.phase];
   for (const auto& [phase, count] : phases) w.Sample({{"phase", phase}}, count);
 
@@ -37,8 +37,8 @@ std::string RenderMasterMetrics(const std::vector<RunSnapshot>& runs, Exposition
   w.Family("mxrun_run_nodes", MetricType::kGauge,
            "Nodes of the run by state: waiting (for a round), running, succeeded, stopping.");
   for (const RunSnapshot& run : runs) {
-    std::map<std::string, int> states{{"waiting", 0}, {"running", 0}, {"succeeded", 0},
-                                      {"stopping", 0}};
+    std::map<std::string, int> states{
+        {"waiting", 0}, {"running", 0}, {"succeeded", 0}, {"stopping", 0}};
     for (const MemberSnapshot& m : run.members) ++states[m.state];
     for (const auto& [state, count] : states) {
       w.Sample({{"run_id", run.run_id}, {"state", state}}, count);
@@ -81,9 +81,9 @@ std::string RenderMasterMetrics(const std::vector<RunSnapshot>& runs, Exposition
     for (const MemberSnapshot& m : run.members) {
       // Nodes still waiting have no rank to tell them apart (several may share a host).
       if (m.node_rank < 0) continue;
-      w.Sample({{"run_id", run.run_id}, {"node", std::to_string(m.node_rank)},
-                {"host", m.desc.host}},
-               static_cast<double>(m.since_last_seen.count()) / 1000.0);
+      w.Sample(
+          {{"run_id", run.run_id}, {"node", std::to_string(m.node_rank)}, {"host", m.desc.host}},
+          static_cast<double>(m.since_last_seen.count()) / 1000.0);
     }
   }
   // Every rank of the round, from the progress the agents pass on with their heartbeats.
@@ -91,7 +91,8 @@ std::string RenderMasterMetrics(const std::vector<RunSnapshot>& runs, Exposition
     for (const RunSnapshot& run : runs) {
       for (const MemberSnapshot& m : run.members) {
         for (const RankSnapshot& r : m.ranks) {
-          f({{"run_id", run.run_id}, {"node", std::to_string(m.node_rank)},
+          f({{"run_id", run.run_id},
+             {"node", std::to_string(m.node_rank)},
              {"rank", std::to_string(r.global_rank)}},
             r);
         }
@@ -110,13 +111,13 @@ std::string RenderMasterMetrics(const std::vector<RunSnapshot>& runs, Exposition
   w.Family("mxrun_rank_report_age_seconds", MetricType::kGauge,
            "Seconds since a rank's last progress report (its heartbeat age as the master sees "
            "it).");
-  for_each_rank([&](const MetricLabels& l, const RankSnapshot& r) { w.Sample(l, r.since_report_s); });
+  for_each_rank(
+      [&](const MetricLabels& l, const RankSnapshot& r) { w.Sample(l, r.since_report_s); });
   w.Family("mxrun_rank_straggler", MetricType::kGauge,
            "1 while the master names a rank a straggler (step time above --straggler_factor "
            "times the other ranks' median for --straggler_steps steps), else 0.");
-  for_each_rank([&](const MetricLabels& l, const RankSnapshot& r) {
-    w.Sample(l, r.straggler ? 1 : 0);
-  });
+  for_each_rank(
+      [&](const MetricLabels& l, const RankSnapshot& r) { w.Sample(l, r.straggler ? 1 : 0); });
   return w.Finish();
 }
 

@@ -4,12 +4,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "rendezvous/master_state/master_state_file.h"
+#include "rendezvous/grpc/tls_credentials.h"
 #include "rendezvous/master_server/memory_store.h"
-#include "rendezvous/net.h"
 #include "rendezvous/master_server/rendezvous_service.h"
 #include "rendezvous/master_server/store_service.h"
-#include "rendezvous/grpc/tls_credentials.h"
+#include "rendezvous/master_state/master_state_file.h"
+#include "rendezvous/net.h"
 
 namespace mxrun {
 
@@ -18,15 +18,15 @@ std::optional<std::string> OpenDoorWarning(const MasterServerOptions& options,
                                            const std::string& tls_hint) {
   if (!options.token.empty() || options.tls.enabled()) return std::nullopt;
   const std::string& host = options.host;
-  const bool loopback = !options.bind_all &&
-                        (host == "localhost" || absl::StartsWith(host, "127.") || host == "::1" ||
-                         host == "[::1]");
+  const bool loopback =
+      !options.bind_all &&
+      (host == "localhost" || absl::StartsWith(host, "127.") || host == "::1" || host == "[::1]");
   if (loopback) return std::nullopt;
   return absl::StrCat(
       "the rendezvous master listens on ", options.bind_all ? "every interface" : host,
       " with neither a token nor TLS: anyone who can reach its port can join a run, take its "
-      "ranks, read and write its store and end it. Close it with ", token_hint, " or with ",
-      tls_hint, " (docs/CONTRACT.md, \"Who may talk to a master\")");
+      "ranks, read and write its store and end it. Close it with ",
+      token_hint, " or with ", tls_hint, " (docs/CONTRACT.md, \"Who may talk to a master\")");
 }
 
 absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(
@@ -39,7 +39,8 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(
   server->rendezvous_ = std::make_unique<RendezvousService>(options.token);
   server->rendezvous_->ServeOnlyRun(options.only_run_id);
   if (!store && !options.state_dir.empty()) {
-    absl::StatusOr<std::unique_ptr<MasterStateFile>> file = MasterStateFile::Open(options.state_dir);
+    absl::StatusOr<std::unique_ptr<MasterStateFile>> file =
+        MasterStateFile::Open(options.state_dir);
     if (!file.ok()) return file.status();
     store = std::move(*file);
   }

@@ -23,8 +23,7 @@ absl::Status MemoryStore::Set(absl::string_view run_id, absl::string_view key,
   return status;
 }
 
-std::optional<std::string> MemoryStore::Get(absl::string_view run_id,
-                                            absl::string_view key) const {
+std::optional<std::string> MemoryStore::Get(absl::string_view run_id, absl::string_view key) const {
   absl::ReaderMutexLock lock(&mu_);
   const Run* run = FindRun(run_id);
   if (run == nullptr) return std::nullopt;
@@ -44,14 +43,14 @@ absl::StatusOr<int64_t> MemoryStore::Add(absl::string_view run_id, absl::string_
     if (const Run* run = FindRun(run_id); run != nullptr) {
       auto it = run->values.find(std::string(key));
       if (it != run->values.end() && !absl::SimpleAtoi(it->second, &current)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("cannot add to key '", key, "': its value is not a decimal int64 (",
-                         it->second.size(), " bytes)"));
+        return absl::InvalidArgumentError(absl::StrCat("cannot add to key '", key,
+                                                       "': its value is not a decimal int64 (",
+                                                       it->second.size(), " bytes)"));
       }
     }
     if (__builtin_add_overflow(current, delta, &result)) {
-      return absl::OutOfRangeError(absl::StrCat("adding ", delta, " to key '", key, "' (", current,
-                                                ") overflows int64"));
+      return absl::OutOfRangeError(
+          absl::StrCat("adding ", delta, " to key '", key, "' (", current, ") overflows int64"));
     }
     status = Put(run_id, key, absl::StrCat(result), ready);
   }
@@ -60,9 +59,11 @@ absl::StatusOr<int64_t> MemoryStore::Add(absl::string_view run_id, absl::string_
   return result;
 }
 
-absl::StatusOr<MemoryStore::CompareSetResult> MemoryStore::CompareSet(
-    absl::string_view run_id, absl::string_view key, absl::string_view expected,
-    bool expect_absent, absl::string_view desired) {
+absl::StatusOr<MemoryStore::CompareSetResult> MemoryStore::CompareSet(absl::string_view run_id,
+                                                                      absl::string_view key,
+                                                                      absl::string_view expected,
+                                                                      bool expect_absent,
+                                                                      absl::string_view desired) {
   Callbacks ready;
   CompareSetResult result;
   {
@@ -72,8 +73,9 @@ absl::StatusOr<MemoryStore::CompareSetResult> MemoryStore::CompareSet(
       auto it = run->values.find(std::string(key));
       if (it != run->values.end()) current = it->second;
     }
-    const bool swap = expect_absent ? !current.has_value()
-                                    : current.has_value() && absl::string_view(*current) == expected;
+    const bool swap = expect_absent
+                          ? !current.has_value()
+                          : current.has_value() && absl::string_view(*current) == expected;
     if (swap) {
       absl::Status status = Put(run_id, key, std::string(desired), ready);
       if (!status.ok()) return status;
@@ -193,9 +195,9 @@ absl::Status MemoryStore::Put(absl::string_view run_id, absl::string_view key, s
   }
   const size_t held = run_it == runs_.end() ? 0 : run_it->second.values.size();
   if (held >= options_.max_keys_per_run) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("run '", run_id, "' already holds ", held, " keys, the most allowed; cannot add '",
-                     key.substr(0, 64), "'"));
+    return absl::ResourceExhaustedError(absl::StrCat("run '", run_id, "' already holds ", held,
+                                                     " keys, the most allowed; cannot add '",
+                                                     key.substr(0, 64), "'"));
   }
   if (run_it == runs_.end()) run_it = runs_.emplace(std::string(run_id), Run{}).first;
   run_it->second.values.emplace(key_string, std::move(value));

@@ -101,8 +101,7 @@ class RendezvousService::SessionReactor final
   bool finishing_ = false;
 };
 
-RendezvousService::RendezvousService(std::string token, std::chrono::milliseconds tick,
-                                     Clock clock)
+RendezvousService::RendezvousService(std::string token, std::chrono::milliseconds tick, Clock clock)
     : token_(std::move(token)), tick_(tick), clock_(std::move(clock)) {
   ticker_ = std::thread([this] { TickLoop(); });
 }
@@ -164,23 +163,24 @@ void RendezvousService::OnMessage(NodeId node, const v1::AgentMessage& message) 
         ToAgent refusal;
         refusal.node = node;
         refusal.kind = ToAgent::Kind::kRefused;
-        refusal.refusal = absl::FailedPreconditionError(ForeignRunRefusal(only_run_id_, join.run_id()));
+        refusal.refusal =
+            absl::FailedPreconditionError(ForeignRunRefusal(only_run_id_, join.run_id()));
         refusal.close_session = true;
         Deliver({refusal});
         return;
       }
       if (join.resume()) {
-        Deliver(state_.Resume(now, node, join.run_id(), FromProto(join.node()),
-                              join.resume_round()));
+        Deliver(
+            state_.Resume(now, node, join.run_id(), FromProto(join.node()), join.resume_round()));
       } else {
-        Deliver(state_.Join(now, node, join.run_id(), FromProto(join.node()),
-                            FromProto(join.job())));
+        Deliver(
+            state_.Join(now, node, join.run_id(), FromProto(join.node()), FromProto(join.job())));
       }
       return;
     }
     case v1::AgentMessage::kHeartbeat:
-      Deliver(state_.Heartbeat(now, node, message.heartbeat().round(),
-                               FromProto(message.heartbeat())));
+      Deliver(
+          state_.Heartbeat(now, node, message.heartbeat().round(), FromProto(message.heartbeat())));
       return;
     case v1::AgentMessage::kFailure:
       Deliver(state_.ReportFailure(now, node, message.failure().round(),

@@ -10,8 +10,8 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -26,9 +26,9 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
   using Clock = std::function<MasterState::Time()>;
 
   // `token`: demanded on every call when non-empty.
-  explicit RendezvousService(std::string token,
-                             std::chrono::milliseconds tick = std::chrono::milliseconds(50),
-                             Clock clock = [] { return std::chrono::steady_clock::now(); });
+  explicit RendezvousService(
+      std::string token, std::chrono::milliseconds tick = std::chrono::milliseconds(50),
+      Clock clock = [] { return std::chrono::steady_clock::now(); });
   ~RendezvousService() override;
 
   grpc::ServerBidiReactor<v1::AgentMessage, v1::MasterMessage>* Session(
@@ -66,7 +66,7 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
   void Deliver(const MasterState::Out& out);  // mutex_ held
   // Writes the state when it changed; false when the decisions must wait (mutex_ held).
   bool SaveState(MasterState::Time now);
-  void Send(const ToAgent& message);           // mutex_ held
+  void Send(const ToAgent& message);  // mutex_ held
   void TickLoop();
 
   const std::string token_;
@@ -78,11 +78,11 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
   // Guarded by mutex_:
   std::unique_ptr<MasterStateStore> store_;
   std::function<void()> on_deposed_;
-  bool save_pending_ = false;       // the state changed since it was last written
+  bool save_pending_ = false;  // the state changed since it was last written
   bool state_write_failed_ = false;
   MasterState::Time last_write_attempt_{};
-  std::vector<ToAgent> held_;       // decisions waiting for a fenced write (etcd unreachable)
-  bool deposed_ = false;            // a fenced write was refused: another master leads
+  std::vector<ToAgent> held_;  // decisions waiting for a fenced write (etcd unreachable)
+  bool deposed_ = false;       // a fenced write was refused: another master leads
   std::map<NodeId, SessionReactor*> sessions_;
   NodeId next_node_ = 1;
   bool shutting_down_ = false;

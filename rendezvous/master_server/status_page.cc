@@ -28,7 +28,8 @@ const char* kStyle =
     ".mark{position:absolute;bottom:-7px;width:12px;height:12px;border-radius:6px;"
     "margin-left:-6px}"
     ".k-round{background:#2e7d32}.k-failure,.k-failed,.k-timeout{background:#c62828}"
-    ".k-reforming{background:#ef6c00}.k-succeeded{background:#1565c0}.k-recovered{background:#00897b}"
+    ".k-reforming{background:#ef6c00}.k-succeeded{background:#1565c0}.k-recovered{background:#"
+    "00897b}"
     ".k-straggler{background:#8e24aa}.k-excluded{background:#5d4037}"
     ".k-readmitted{background:#78909c}.k-unhealthy{background:#000}"
     "ol{padding-left:1.2em}li{margin:.15em 0}.muted{color:#777}";
@@ -40,12 +41,23 @@ std::string HtmlEscape(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -122,7 +134,8 @@ std::string RenderStatusPage(const std::vector<RunSnapshot>& runs,
       for (const RankSnapshot& r : m.ranks) {
         char step_time[32] = "-";
         char rate[32] = "-";
-        if (r.step_seconds >= 0) std::snprintf(step_time, sizeof step_time, "%.3f s", r.step_seconds);
+        if (r.step_seconds >= 0)
+          std::snprintf(step_time, sizeof step_time, "%.3f s", r.step_seconds);
         if (r.step_seconds > 0) std::snprintf(rate, sizeof rate, "%.2f", 1.0 / r.step_seconds);
         absl::StrAppend(&ranks, "<tr", r.straggler ? " class=\"straggler\"" : "", "><td>",
                         r.global_rank, "</td><td>", HtmlEscape(m.desc.host), "</td><td>",
@@ -135,8 +148,9 @@ std::string RenderStatusPage(const std::vector<RunSnapshot>& runs,
       h += "<p class=\"muted\">No rank has reported progress in this round (workers report "
            "it on their control channel: see the README's Metrics section).</p>";
     } else {
-      absl::StrAppend(&h, "<table><tr><th>rank</th><th>host</th><th>local rank</th><th>step</th>"
-                          "<th>step time</th><th>steps/s</th><th>last report</th><th></th></tr>",
+      absl::StrAppend(&h,
+                      "<table><tr><th>rank</th><th>host</th><th>local rank</th><th>step</th>"
+                      "<th>step time</th><th>steps/s</th><th>last report</th><th></th></tr>",
                       ranks, "</table>");
     }
 
@@ -170,7 +184,9 @@ std::string RenderStandbyPage(const std::string& leader) {
   return absl::StrCat(
       "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<meta http-equiv=\"refresh\" content=\"5\"><title>mxrun-master (standing by)</title>"
-      "<style>", kStyle, "</style></head><body><h1>mxrun-master: standing by</h1><p>This replica "
+      "<style>",
+      kStyle,
+      "</style></head><body><h1>mxrun-master: standing by</h1><p>This replica "
       "does not lead the rendezvous now; ",
       leader.empty() ? std::string("no elected master is known yet.")
                      : absl::StrCat("the elected master serves the rendezvous at ",

@@ -30,8 +30,8 @@ grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const absl
 
 absl::Status ValidateKeyList(const google::protobuf::RepeatedPtrField<std::string>& keys) {
   if (static_cast<size_t>(keys.size()) > kMaxKeysPerRun) {
-    return absl::InvalidArgumentError(absl::StrCat(keys.size(), " keys in one call; accepted: at most ",
-                                                   kMaxKeysPerRun));
+    return absl::InvalidArgumentError(
+        absl::StrCat(keys.size(), " keys in one call; accepted: at most ", kMaxKeysPerRun));
   }
   for (const std::string& key : keys) {
     if (absl::Status status = ValidateKey(key); !status.ok()) return status;
@@ -138,7 +138,8 @@ class WaitReactor final : public grpc::ServerUnaryReactor {
   const double timeout_s_;
   MemoryStore::WaitHandle handle_ = 0;
   std::atomic<bool> finished_{false};
-  std::atomic<int> refs_{2};  // gRPC until OnDone, and the store waiter; +1 while the alarm is armed
+  std::atomic<int> refs_{
+      2};  // gRPC until OnDone, and the store waiter; +1 while the alarm is armed
   // grpc::Alarm's Set and Cancel may not race; its callback never runs inside either.
   absl::Mutex alarm_mu_;
   grpc::Alarm alarm_ ABSL_GUARDED_BY(alarm_mu_);
@@ -226,10 +227,10 @@ grpc::ServerUnaryReactor* StoreService::Wait(grpc::CallbackServerContext* contex
   if (status.ok()) status = ValidateKeyList(request->keys());
   if (status.ok()) status = ValidateWaitTimeout(request->timeout_s());
   if (!status.ok()) return Reply(context, status);
-  auto* reactor = new WaitReactor(store_, request->run_id(),
-                                  std::vector<std::string>(request->keys().begin(),
-                                                           request->keys().end()),
-                                  request->timeout_s());
+  auto* reactor =
+      new WaitReactor(store_, request->run_id(),
+                      std::vector<std::string>(request->keys().begin(), request->keys().end()),
+                      request->timeout_s());
   reactor->Start();
   return reactor;
 }
@@ -249,8 +250,9 @@ grpc::ServerUnaryReactor* StoreService::MultiGet(grpc::CallbackServerContext* co
   absl::Status status = CheckCall(context, request->run_id());
   if (status.ok()) status = ValidateKeyList(request->keys());
   if (status.ok()) {
-    std::vector<std::optional<std::string>> values = store_.MultiGet(
-        request->run_id(), std::vector<std::string>(request->keys().begin(), request->keys().end()));
+    std::vector<std::optional<std::string>> values =
+        store_.MultiGet(request->run_id(),
+                        std::vector<std::string>(request->keys().begin(), request->keys().end()));
     for (std::optional<std::string>& value : values) {
       reply->add_found(value.has_value());
       reply->add_values(value.has_value() ? std::move(*value) : std::string());

@@ -11,8 +11,8 @@ FlightGathering::Step FlightGathering::Offer(NodeId from, FlightRecordSet set, b
                                              const std::vector<NodeId>& running) {
   Step step;
   if (set.round != current_round) {
-    step.ignored = absl::StrCat("flight records of round ", set.round, " while the run is in round ",
-                                current_round);
+    step.ignored = absl::StrCat("flight records of round ", set.round,
+                                " while the run is in round ", current_round);
     return step;
   }
   if (round_ != set.round) {  // a new round: the last one's dumps are of no use

@@ -32,9 +32,10 @@ std::string NodeRange(const JobDesc& job) {
 
 absl::Status ValidateJoin(const NodeDesc& desc, const JobDesc& job) {
   if (job.min_nodes < 1 || job.min_nodes > job.max_nodes || job.max_nodes > kMaxNodes) {
-    return absl::InvalidArgumentError(absl::StrCat("node range ", job.min_nodes, ":",
-                                                   job.max_nodes, " is not valid; accepted: 0 < "
-                                                   "MIN <= MAX <= ", kMaxNodes));
+    return absl::InvalidArgumentError(absl::StrCat("node range ", job.min_nodes, ":", job.max_nodes,
+                                                   " is not valid; accepted: 0 < "
+                                                   "MIN <= MAX <= ",
+                                                   kMaxNodes));
   }
   if (job.max_restarts < 0) return absl::InvalidArgumentError("max_restarts must be >= 0");
   if (desc.local_world_size < 1 || desc.local_world_size > kMaxLocalWorldSize) {
@@ -44,13 +45,13 @@ absl::Status ValidateJoin(const NodeDesc& desc, const JobDesc& job) {
   }
   if (desc.host.empty() || desc.host.size() > kMaxHostLength || desc.address.empty() ||
       desc.address.size() > kMaxHostLength) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "host name and address must have 1 to ", kMaxHostLength, " characters"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("host name and address must have 1 to ", kMaxHostLength, " characters"));
   }
   if (desc.requested_rank < -1 || desc.requested_rank >= job.max_nodes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "node rank ", desc.requested_rank, " is not valid for a job of at most ", job.max_nodes,
-        " nodes; accepted: 0 to ", job.max_nodes - 1));
+    return absl::InvalidArgumentError(
+        absl::StrCat("node rank ", desc.requested_rank, " is not valid for a job of at most ",
+                     job.max_nodes, " nodes; accepted: 0 to ", job.max_nodes - 1));
   }
   if (desc.master_port < 0 || desc.master_port > 65535) {
     return absl::InvalidArgumentError("master port must be 0 to 65535");
@@ -96,11 +97,18 @@ bool MasterState::IsMember(const Run& run, NodeId node) {
 
 void MasterState::Count(Run& run, NodeState state, int delta) {
   switch (state) {
-    case NodeState::kWaiting: run.waiting += delta; break;
-    case NodeState::kStopping: run.stopping += delta; break;
-    case NodeState::kSucceeded: run.succeeded += delta; break;
+    case NodeState::kWaiting:
+      run.waiting += delta;
+      break;
+    case NodeState::kStopping:
+      run.stopping += delta;
+      break;
+    case NodeState::kSucceeded:
+      run.succeeded += delta;
+      break;
     case NodeState::kRunning:
-    case NodeState::kExcluded: break;
+    case NodeState::kExcluded:
+      break;
   }
 }
 
@@ -124,21 +132,30 @@ void MasterState::ForgetNodes(Run& run) {
 
 std::string MasterState::PhaseName(Phase phase) {
   switch (phase) {
-    case Phase::kWaiting: return "waiting";
-    case Phase::kRunning: return "running";
-    case Phase::kSucceeded: return "succeeded";
-    case Phase::kFailed: return "failed";
+    case Phase::kWaiting:
+      return "waiting";
+    case Phase::kRunning:
+      return "running";
+    case Phase::kSucceeded:
+      return "succeeded";
+    case Phase::kFailed:
+      return "failed";
   }
   return "?";
 }
 
 std::string MasterState::NodeStateName(NodeState state) {
   switch (state) {
-    case NodeState::kWaiting: return "waiting";
-    case NodeState::kRunning: return "running";
-    case NodeState::kSucceeded: return "succeeded";
-    case NodeState::kStopping: return "stopping";
-    case NodeState::kExcluded: return "excluded";
+    case NodeState::kWaiting:
+      return "waiting";
+    case NodeState::kRunning:
+      return "running";
+    case NodeState::kSucceeded:
+      return "succeeded";
+    case NodeState::kStopping:
+      return "stopping";
+    case NodeState::kExcluded:
+      return "excluded";
   }
   return "?";
 }
@@ -169,19 +186,20 @@ MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run
     run.exclusion = NodeExclusion(job.exclusion);
   }
   if (run.phase == Phase::kSucceeded || run.phase == Phase::kFailed) {
-    out.push_back(Refusal(node, absl::FailedPreconditionError(absl::StrCat(
-                                    "run '", run_id, "' has already finished (",
-                                    PhaseName(run.phase), "); start a new job with another "
-                                    "--rdzv_id"))));
+    out.push_back(
+        Refusal(node, absl::FailedPreconditionError(absl::StrCat(
+                          "run '", run_id, "' has already finished (", PhaseName(run.phase),
+                          "); start a new job with another "
+                          "--rdzv_id"))));
     return out;
   }
   if (job.min_nodes != run.job.min_nodes || job.max_nodes != run.job.max_nodes ||
       job.max_restarts != run.job.max_restarts) {
     out.push_back(Refusal(
         node, absl::FailedPreconditionError(absl::StrCat(
-                  "this node was started with --nnodes=", NodeRange(job), " --max_restarts=",
-                  job.max_restarts, " but run '", run_id, "' has --nnodes=", NodeRange(run.job),
-                  " --max_restarts=", run.job.max_restarts,
+                  "this node was started with --nnodes=", NodeRange(job),
+                  " --max_restarts=", job.max_restarts, " but run '", run_id,
+                  "' has --nnodes=", NodeRange(run.job), " --max_restarts=", run.job.max_restarts,
                   "; start every node of a job with the same values"))));
     if (run.nodes.empty() && created) runs_.erase(it);
     return out;
@@ -235,9 +253,8 @@ MasterState::Out MasterState::Join(Time now, NodeId node, const std::string& run
     } else if (!member) {
       const bool any_finished = run.succeeded > 0;  // only members of the round succeed
       if (static_cast<int>(run.members.size()) < run.job.max_nodes && !any_finished) {
-        StopMembers(now, run,
-                    absl::StrCat(desc.host, " joined; re-forming the group to admit it"), false,
-                    out);
+        StopMembers(now, run, absl::StrCat(desc.host, " joined; re-forming the group to admit it"),
+                    false, out);
       }
     }
   }
@@ -264,23 +281,23 @@ MasterState::Out MasterState::Heartbeat(Time now, NodeId node, int round,
       // The group's first step after the failure: what the failure cost until training resumed.
       // A report's age is the agent's estimate: never before the failure it recovers from.
       run->last_recovery = std::max(*first - *run->failed_at, Time::duration::zero());
-      Record(*run, now, "recovered",
-             absl::StrFormat("round %d reported its first steps %.1f s after the failure",
-                             run->round,
-                             std::chrono::duration<double>(*run->last_recovery).count()));
+      Record(
+          *run, now, "recovered",
+          absl::StrFormat("round %d reported its first steps %.1f s after the failure", run->round,
+                          std::chrono::duration<double>(*run->last_recovery).count()));
       run->failed_at.reset();
     }
   }
   for (const StragglerVerdict& v : run->progress.Judge(now, run->job.timeouts.heartbeat_interval)) {
     const Node& n = run->nodes.at(v.node);
-    const std::string text = absl::StrCat(DescribeStraggler(v.news), " (on ", n.desc.host,
-                                          ", node ", n.node_rank, ")");
+    const std::string text =
+        absl::StrCat(DescribeStraggler(v.news), " (on ", n.desc.host, ", node ", n.node_rank, ")");
     Record(*run, now, "straggler", text);
     ToAgent notice = Message(v.node, ToAgent::Kind::kStraggler);
     notice.straggler = v.news;
     notice.straggler_round = run->round;
-    notice.log_line = absl::StrCat("run '", run->id, "': ", text, "; --straggler_factor=",
-                                   run->job.stragglers.factor,
+    notice.log_line = absl::StrCat("run '", run->id, "': ", text,
+                                   "; --straggler_factor=", run->job.stragglers.factor,
                                    " --straggler_steps=", run->job.stragglers.steps);
     out.push_back(notice);
   }
@@ -302,8 +319,8 @@ MasterState::Out MasterState::ReportFailure(Time now, NodeId node, int round,
   if (run->restarts_spent < run->job.max_restarts) {
     ++run->restarts_spent;
     StopMembers(now, *run,
-                absl::StrCat("worker rank ", failure.global_rank, " on ", failure.host,
-                             " failed (", DescribeExit(failure), ")"),
+                absl::StrCat("worker rank ", failure.global_rank, " on ", failure.host, " failed (",
+                             DescribeExit(failure), ")"),
                 /*restart=*/true, out);
     MaybeExclude(now, *run, node, out);
     MaybeCloseRound(now, *run, out);
@@ -320,8 +337,7 @@ MasterState::Out MasterState::ReportRestartPhases(Time now, NodeId node,
   Node& n = run->nodes[node];
   Seen(*run, n, now);
   if (std::string wrong = run->restart_timings.Add(phases, run->round); !wrong.empty()) {
-    Record(*run, now, "ignored",
-           absl::StrCat(n.desc.host, "'s restart timing left out: ", wrong));
+    Record(*run, now, "ignored", absl::StrCat(n.desc.host, "'s restart timing left out: ", wrong));
   }
   return {};
 }
@@ -341,14 +357,17 @@ MasterState::Out MasterState::OfferFlightRecords(Time now, NodeId node, const Fl
   FlightRecordSet offered = set;
   offered.host = n.desc.host;  // as the master knows it, whatever the agent wrote
   offered.node_rank = n.node_rank;
-  FlightGathering::Step step = run->flight.Offer(node, std::move(offered), request, run->round, running);
+  FlightGathering::Step step =
+      run->flight.Offer(node, std::move(offered), request, run->round, running);
   if (!step.ignored.empty()) {
     Record(*run, now, "ignored", absl::StrCat(n.desc.host, ": ", step.ignored));
     return out;
   }
   if (request) {
-    Record(*run, now, "hang", absl::StrCat(n.desc.host, " judged a hang and asked every node for "
-                                           "its ranks' flight recorders"));
+    Record(*run, now, "hang",
+           absl::StrCat(n.desc.host,
+                        " judged a hang and asked every node for "
+                        "its ranks' flight recorders"));
   }
   for (NodeId member : step.ask) {
     ToAgent ask = Message(member, ToAgent::Kind::kFlightRequest);
@@ -443,9 +462,9 @@ MasterState::Out MasterState::Tick(Time now) {
       }
       run.lease_check_at = next_check;
       for (NodeId node : expired) {
-        Out gone = NodeGone(now, node,
-                            absl::StrCat("no heartbeat for ",
-                                         run.job.timeouts.lease().count() / 1000.0, " s"));
+        Out gone = NodeGone(
+            now, node,
+            absl::StrCat("no heartbeat for ", run.job.timeouts.lease().count() / 1000.0, " s"));
         out.insert(out.end(), gone.begin(), gone.end());
         if (runs_.find(id) == runs_.end()) break;
       }
@@ -525,7 +544,8 @@ void MasterState::Finish(Time now, Run& run, bool success,
     done.success = success;
     done.first_failure = failure;
     done.excluded_nodes = run.exclusion.history();
-    for (const std::string& line : run.unhealthy) done.excluded_nodes.push_back("unhealthy: " + line);
+    for (const std::string& line : run.unhealthy)
+      done.excluded_nodes.push_back("unhealthy: " + line);
     if (!success && run.repeated.AllSame()) {
       done.same_failure = true;
       done.failure_signature = run.repeated.signature();
@@ -675,8 +695,10 @@ void MasterState::MaybeExclude(Time now, Run& run, NodeId node, Out& out) {
   Record(run, now, "excluded", absl::StrCat(n.desc.host, " (node ", n.node_rank, "): ", *why));
   for (ToAgent& m : out) {  // its stop says so in the master's log
     if (m.node == node && m.kind == ToAgent::Kind::kStop) {
-      m.log_line = absl::StrCat("run '", run.id, "': leaving ", n.desc.host, " out of the next "
-                                "rounds: ", *why);
+      m.log_line = absl::StrCat("run '", run.id, "': leaving ", n.desc.host,
+                                " out of the next "
+                                "rounds: ",
+                                *why);
     }
   }
 }
@@ -694,9 +716,10 @@ void MasterState::Readmit(Time now, Run& run, Out& out) {
       out.push_back(ack);  // an empty `excluded`: it waits like any node again
       if (run.phase == Phase::kRunning && run.succeeded == 0 &&
           static_cast<int>(run.members.size()) < run.job.max_nodes) {
-        StopMembers(now, run,
-                    absl::StrCat(n.desc.host, "'s exclusion ended; re-forming the group to admit it"),
-                    false, out);
+        StopMembers(
+            now, run,
+            absl::StrCat(n.desc.host, "'s exclusion ended; re-forming the group to admit it"),
+            false, out);
       }
     }
   }
@@ -743,11 +766,11 @@ std::vector<RunSnapshot> MasterState::Snapshot(Time now, const std::string& run_
       if (n.member) m.ranks = run.progress.RanksOf(node, now);
       s.members.push_back(m);
     }
-    std::sort(s.members.begin(), s.members.end(), [](const MemberSnapshot& a,
-                                                     const MemberSnapshot& b) {
-      if ((a.node_rank < 0) != (b.node_rank < 0)) return a.node_rank >= 0;
-      return a.node_rank < b.node_rank;
-    });
+    std::sort(s.members.begin(), s.members.end(),
+              [](const MemberSnapshot& a, const MemberSnapshot& b) {
+                if ((a.node_rank < 0) != (b.node_rank < 0)) return a.node_rank >= 0;
+                return a.node_rank < b.node_rank;
+              });
     result.push_back(std::move(s));
   }
   return result;

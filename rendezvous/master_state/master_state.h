@@ -11,14 +11,16 @@
 //      +---(stop and re-join)------+--(failure with the budget spent)--> failed
 //
 // * waiting: nodes join. At max_nodes the round closes at once. At min_nodes a last-call window
-//   opens (last_call_timeout) and the round closes when it ends. When the group is re-forming (after
-//   a stop) the round closes as soon as every stopped member has re-joined and at least min_nodes
-//   are there. Below min_nodes for join_timeout: every waiting node is refused (DeadlineExceeded).
+//   opens (last_call_timeout) and the round closes when it ends. When the group is re-forming
+//   (after a stop) the round closes as soon as every stopped member has re-joined and at least
+//   min_nodes are there. Below min_nodes for join_timeout: every waiting node is refused
+//   (DeadlineExceeded).
 // * running: the members run workers. Then
 //     - a member reports a worker failure: while restarts remain, one is spent and every member is
 //       told to stop and re-join; otherwise every node is told the job failed;
 //     - a member is gone (stream closed, Leave, or no heartbeat for heartbeat_interval x
-//       missed_heartbeats on the master's clock): every other member stops and re-joins, budget kept;
+//       missed_heartbeats on the master's clock): every other member stops and re-joins, budget
+//       kept;
 //     - a new node joins while the group has fewer than max_nodes members and none has finished:
 //       every member stops and re-joins to admit it, budget kept;
 //     - a member reports success: the members still running are told (kPeerFinished, so their
@@ -48,8 +50,8 @@
 #include "rendezvous/master_state/node_exclusion.h"
 #include "rendezvous/master_state/rank_order.h"
 #include "rendezvous/master_state/restart_timings.h"
-#include "rendezvous/rendezvous.h"
 #include "rendezvous/master_state/run_progress.h"
+#include "rendezvous/rendezvous.h"
 #include "rendezvous/wire/wire.h"
 
 namespace mxrun {
@@ -170,30 +172,30 @@ class MasterState {
     uint64_t join_order = 0;
     Time last_seen;
     int node_rank = -1;
-    bool member = false;                    // of the current round
+    bool member = false;  // of the current round
   };
   struct Run {
     std::string id;
     JobDesc job;
     Phase phase = Phase::kWaiting;
-    int round = -1;                        // index of the last closed round
+    int round = -1;  // index of the last closed round
     int restarts_spent = 0;
     int world_size = 0;
     std::map<NodeId, Node> nodes;
-    std::vector<NodeId> members;           // of the current round, by node rank
+    std::vector<NodeId> members;  // of the current round, by node rank
     Time waiting_since;
     std::optional<Time> last_call_deadline;
     Time finished_at;
-    std::string stop_reason;               // of the last stop (told again to late resumers)
-    std::map<std::string, long long> failures;  // by cause (RunSnapshot::failures)
-    std::deque<RunEvent> history;               // the last kHistory events
-    RunProgress progress;                       // of the current round
-    RepeatedFailures repeated;                  // every attempt's failure: the same each time?
-    NodeExclusion exclusion;                    // repeat offenders left out
-    std::vector<std::string> unhealthy;         // "host: why", the last kHistory
-    RestartTimings restart_timings;             // the nodes' restarts, phase by phase
-    FlightGathering flight;                     // the round's flight recorders, for a hang
-    std::optional<Time> failed_at;              // a failure the group has not recovered from
+    std::string stop_reason;                      // of the last stop (told again to late resumers)
+    std::map<std::string, long long> failures;    // by cause (RunSnapshot::failures)
+    std::deque<RunEvent> history;                 // the last kHistory events
+    RunProgress progress;                         // of the current round
+    RepeatedFailures repeated;                    // every attempt's failure: the same each time?
+    NodeExclusion exclusion;                      // repeat offenders left out
+    std::vector<std::string> unhealthy;           // "host: why", the last kHistory
+    RestartTimings restart_timings;               // the nodes' restarts, phase by phase
+    FlightGathering flight;                       // the round's flight recorders, for a hang
+    std::optional<Time> failed_at;                // a failure the group has not recovered from
     std::optional<Time::duration> last_recovery;  // the last failure to the first step after it
     bool stop_restart = false;
     // Kept as nodes change, so that no event walks every node (a round of N joins would be
@@ -216,7 +218,7 @@ class MasterState {
   static void SetState(Run& run, Node& node, NodeState state);
   static void Seen(Run& run, Node& node, Time now);  // its lease starts again now
   static void Count(Run& run, NodeState state, int delta);
-  static void ForgetNodes(Run& run);  // every node of a finished run
+  static void ForgetNodes(Run& run);                  // every node of a finished run
   static bool IsMember(const Run& run, NodeId node);  // of the current round
   void MaybeCloseRound(Time now, Run& run, Out& out);
   void CloseRound(Run& run, std::vector<NodeId> waiting, Out& out);
@@ -242,6 +244,5 @@ class MasterState {
   // Restored members are keyed by ids from the top of the range until their agents reconnect.
   NodeId next_detached_id_ = ~NodeId{0};
 };
-
 
 }  // namespace mxrun

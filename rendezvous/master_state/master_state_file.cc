@@ -90,7 +90,8 @@ absl::StatusOr<std::vector<PersistedRun>> PersistedRunsFromJson(const std::strin
       r.job.min_nodes = run.at("min_nodes");
       r.job.max_nodes = run.at("max_nodes");
       r.job.max_restarts = run.at("max_restarts");
-      r.job.timeouts.join_timeout = std::chrono::milliseconds(run.at("join_timeout_ms").get<long long>());
+      r.job.timeouts.join_timeout =
+          std::chrono::milliseconds(run.at("join_timeout_ms").get<long long>());
       r.job.timeouts.last_call_timeout =
           std::chrono::milliseconds(run.at("last_call_timeout_ms").get<long long>());
       r.job.timeouts.heartbeat_interval =
@@ -135,9 +136,8 @@ absl::StatusOr<std::vector<PersistedRun>> PersistedRunsFromJson(const std::strin
 absl::StatusOr<std::unique_ptr<MasterStateFile>> MasterStateFile::Open(const std::string& dir) {
   // The master's own folder: only its user may look in (runs, hosts and addresses of every job).
   if (!MakeDirs(dir, 0700) || chmod(dir.c_str(), 0700) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--state_dir=", dir, ": cannot create the folder (mode 0700): ",
-                     ErrnoText(errno)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--state_dir=", dir, ": cannot create the folder (mode 0700): ", ErrnoText(errno)));
   }
   auto file = std::make_unique<MasterStateFile>();
   file->path_ = dir + "/state.json";
@@ -149,9 +149,9 @@ absl::StatusOr<std::vector<PersistedRun>> MasterStateFile::Load() {
   if (!text) return std::vector<PersistedRun>{};
   absl::StatusOr<std::vector<PersistedRun>> runs = PersistedRunsFromJson(*text);
   if (!runs.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the master's state file ", path_, " is damaged (", runs.status().message(),
-        "); move it away to start with no state"));
+    return absl::InvalidArgumentError(absl::StrCat("the master's state file ", path_,
+                                                   " is damaged (", runs.status().message(),
+                                                   "); move it away to start with no state"));
   }
   last_written_ = PersistedRunsToJson(*runs);
   return runs;
@@ -164,7 +164,8 @@ absl::Status MasterStateFile::Save(const std::vector<PersistedRun>& runs) {
   {
     // 0600 from its creation on: never readable by others, not even for a moment.
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", temp, ": ", ErrnoText(errno)));
+    if (fd < 0)
+      return absl::InternalError(absl::StrCat("cannot write ", temp, ": ", ErrnoText(errno)));
     const bool written = fchmod(fd, 0600) == 0 && WriteText(fd, text);
     ::close(fd);
     if (!written) return absl::InternalError(absl::StrCat("cannot write ", temp));

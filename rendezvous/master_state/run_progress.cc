@@ -13,8 +13,8 @@ constexpr double kMaxSeconds = 86'400;
 
 bool Plausible(const RankReport& r) {
   return r.step >= 0 && std::isfinite(r.step_seconds) && r.step_seconds <= kMaxSeconds &&
-         std::isfinite(r.busy_seconds) && r.busy_seconds <= kMaxSeconds &&
-         std::isfinite(r.age_s) && r.age_s >= 0 && r.age_s <= kMaxSeconds && r.local_rank >= 0;
+         std::isfinite(r.busy_seconds) && r.busy_seconds <= kMaxSeconds && std::isfinite(r.age_s) &&
+         r.age_s >= 0 && r.age_s <= kMaxSeconds && r.local_rank >= 0;
 }
 
 }  // namespace
@@ -26,7 +26,8 @@ void RunProgress::NewRound(int round, std::map<NodeId, Ranks> owners) {
   first_report_at_.reset();
   owner_ranges_.clear();
   owner_ranges_.reserve(owners_.size());
-  for (const auto& [node, range] : owners_) owner_ranges_.push_back({range.first, range.count, node});
+  for (const auto& [node, range] : owners_)
+    owner_ranges_.push_back({range.first, range.count, node});
   std::sort(owner_ranges_.begin(), owner_ranges_.end(),
             [](const Owner& a, const Owner& b) { return a.first < b.first; });
   stragglers_.Reset();
@@ -57,8 +58,8 @@ void RunProgress::Report(Time now, NodeId node, int round, const std::vector<Ran
         !Plausible(r)) {
       continue;
     }
-    const Time made = now - std::chrono::duration_cast<Time::duration>(
-                                 std::chrono::duration<double>(r.age_s));
+    const Time made =
+        now - std::chrono::duration_cast<Time::duration>(std::chrono::duration<double>(r.age_s));
     if (!first_report_at_ || made < *first_report_at_) first_report_at_ = made;
     Rank& kept = mine[r.global_rank];
     const bool news = kept.received == Time{} || r.step != kept.report.step;

@@ -8,8 +8,8 @@ namespace mxrun {
 absl::Status ValidateRunId(absl::string_view run_id) {
   bool ok = !run_id.empty() && run_id.size() <= kMaxRunIdLength;
   for (char c : run_id) {
-    ok = ok && (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
-                c == '-');
+    ok = ok &&
+         (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
   }
   if (ok) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
@@ -28,9 +28,8 @@ std::string ForeignRunRefusal(absl::string_view served, absl::string_view asked)
 
 absl::Status ValidateKey(absl::string_view key) {
   if (!key.empty() && key.size() <= kMaxKeyLength) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("key of ", key.size(), " bytes is not valid; accepted: 1 to ", kMaxKeyLength,
-                   " bytes"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "key of ", key.size(), " bytes is not valid; accepted: 1 to ", kMaxKeyLength, " bytes"));
 }
 
 absl::Status ValidateValue(absl::string_view value) {
@@ -43,9 +42,11 @@ absl::Status ValidateValue(absl::string_view value) {
 absl::Status ValidateTopology(absl::string_view topology) {
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "topology '", topology.substr(0, 64), topology.size() > 64 ? "..." : "", "' is not valid: ",
-        why, "; accepted: groups of letters, digits and ._:- separated by '/', widest first (e.g. "
-        "spine0/leaf3), at most ", kMaxTopologyLength, " characters"));
+        "topology '", topology.substr(0, 64), topology.size() > 64 ? "..." : "",
+        "' is not valid: ", why,
+        "; accepted: groups of letters, digits and ._:- separated by '/', widest first (e.g. "
+        "spine0/leaf3), at most ",
+        kMaxTopologyLength, " characters"));
   };
   if (topology.empty()) return absl::OkStatus();
   if (topology.size() > kMaxTopologyLength) return bad("too long");
@@ -73,9 +74,10 @@ absl::Status CheckToken(absl::string_view expected, absl::string_view presented)
   }
   if (diff == 0) return absl::OkStatus();
   return absl::UnauthenticatedError(
-      presented.empty() ? "the master requires a token: set MXRUN_RDZV_TOKEN or --rdzv_conf "
-                          "token_file=PATH on every node"
-                        : "wrong token: the master refused this node's MXRUN_RDZV_TOKEN / token_file");
+      presented.empty()
+          ? "the master requires a token: set MXRUN_RDZV_TOKEN or --rdzv_conf "
+            "token_file=PATH on every node"
+          : "wrong token: the master refused this node's MXRUN_RDZV_TOKEN / token_file");
 }
 
 }  // namespace mxrun

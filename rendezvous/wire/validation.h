@@ -11,7 +11,7 @@ namespace mxrun {
 
 inline constexpr size_t kMaxRunIdLength = 128;
 inline constexpr size_t kMaxKeyLength = 1024;
-inline constexpr size_t kMaxValueBytes = 1 << 20;   // 1 MiB per value
+inline constexpr size_t kMaxValueBytes = 1 << 20;  // 1 MiB per value
 inline constexpr size_t kMaxKeysPerRun = 100000;
 inline constexpr size_t kMaxHostLength = 255;
 inline constexpr int kMaxNodes = 65536;

@@ -19,15 +19,15 @@ namespace mxrun {
 // One closed round, as seen by one node.
 struct RoundAssignment {
   std::string run_id;
-  int round = 0;             // increases with every re-formation of the group
+  int round = 0;  // increases with every re-formation of the group
   int node_rank = 0;
   int num_nodes = 1;
   int local_world_size = 1;  // this node's workers
   int global_rank_base = 0;  // global rank of this node's local rank 0
   int world_size = 1;
-  std::string master_addr;   // the workers' TCPStore (MASTER_ADDR): node rank 0's
+  std::string master_addr;  // the workers' TCPStore (MASTER_ADDR): node rank 0's
   int master_port = 0;
-  int restart_count = 0;     // failures spent so far (TORCHELASTIC_RESTART_COUNT)
+  int restart_count = 0;  // failures spent so far (TORCHELASTIC_RESTART_COUNT)
   int max_restarts = 0;
   bool use_agent_store = false;  // node rank 0's agent hosts that store; false: global rank 0
 };
@@ -56,9 +56,9 @@ struct RankReport {
 
 // Repeat offenders kept out (node_exclusion.h): the job's rule.
 struct ExclusionRule {
-  int after_failures = 2;                          // --exclude_after (0: never exclude)
-  std::chrono::milliseconds window{3'600'000};     // --exclude_window
-  std::chrono::milliseconds backoff{300'000};      // --exclude_backoff: the first one; doubles
+  int after_failures = 2;                       // --exclude_after (0: never exclude)
+  std::chrono::milliseconds window{3'600'000};  // --exclude_window
+  std::chrono::milliseconds backoff{300'000};   // --exclude_backoff: the first one; doubles
 };
 
 // Every rendezvous time-out in one place (set by the job's first node, from --rdzv_conf).
@@ -74,13 +74,13 @@ struct RendezvousTimeouts {
 
 struct NodeDesc {
   std::string host;
-  std::string address;        // advertised: MASTER_ADDR if this node gets rank 0
+  std::string address;  // advertised: MASTER_ADDR if this node gets rank 0
   int local_world_size = 1;
-  int requested_rank = -1;    // -1: none
+  int requested_rank = -1;  // -1: none
   bool hosts_master = false;
-  int master_port = 0;        // free port on `address` for the workers' TCPStore
-  std::string agent_id;       // stable for the agent process (recognised after a master restart)
-  std::string unhealthy;      // the node found itself unhealthy: why (it does not join)
+  int master_port = 0;    // free port on `address` for the workers' TCPStore
+  std::string agent_id;   // stable for the agent process (recognised after a master restart)
+  std::string unhealthy;  // the node found itself unhealthy: why (it does not join)
   // Where the node sits in the network, widest group first ("spine0/leaf3/nvl:<id>"; empty:
   // unknown or --rank_order=host): its rank follows it (rendezvous/master_state/rank_order.h).
   std::string topology;
@@ -101,7 +101,7 @@ struct JobDesc {
 // A node's flight-recorder dumps of one round (proto FlightRecords).
 struct RankFlightRecord {
   int global_rank = 0;
-  std::string json;   // empty: none, `error` says why
+  std::string json;  // empty: none, `error` says why
   std::string error;
 };
 struct FlightRecordSet {
@@ -119,35 +119,41 @@ struct FlightRecordSet {
 // One message for one agent.
 struct ToAgent {
   enum class Kind {
-    kWaiting, kRound, kStop, kPeerFinished, kFinished, kRefused, kStraggler,
+    kWaiting,
+    kRound,
+    kStop,
+    kPeerFinished,
+    kFinished,
+    kRefused,
+    kStraggler,
     kFlightRequest,  // take the live ranks' flight recorders of round `flight.round`, send them
     kFlightRecords,  // another node's recorders (`flight`), for the node that asked
   };
   NodeId node = 0;
   Kind kind = Kind::kWaiting;
-  int nodes_waiting = 0;                    // kWaiting
-  std::string excluded;                     // kWaiting: why this node is left out of rounds
-  RoundAssignment round;                    // kRound
-  std::string reason;                       // kStop
-  bool restart = false;                     // kStop: a failure spent the budget
-  int restarts_spent = 0;                   // kStop, kFinished
-  int max_restarts = 0;                     // kStop, kFinished
-  bool success = false;                     // kFinished
+  int nodes_waiting = 0;                       // kWaiting
+  std::string excluded;                        // kWaiting: why this node is left out of rounds
+  RoundAssignment round;                       // kRound
+  std::string reason;                          // kStop
+  bool restart = false;                        // kStop: a failure spent the budget
+  int restarts_spent = 0;                      // kStop, kFinished
+  int max_restarts = 0;                        // kStop, kFinished
+  bool success = false;                        // kFinished
   std::optional<WorkerFailure> first_failure;  // kFinished (failed)
-  std::vector<std::string> excluded_nodes;  // kFinished: every exclusion of the job, why
-  bool same_failure = false;                // kFinished (failed): every attempt failed alike
-  std::string failure_signature;            // kFinished (failed), with same_failure
-  absl::Status refusal;                     // kRefused
-  std::string peer_host;                    // kPeerFinished: the member whose workers all exited 0
-  int peer_node_rank = 0;                   // kPeerFinished
-  int nodes_finished = 0;                   // kPeerFinished: members finished so far
-  int num_nodes = 0;                        // kPeerFinished: members of the round
-  StragglerNews straggler;                  // kStraggler: about one of the node's ranks
-  int straggler_round = 0;                  // kStraggler
-  FlightRecordSet flight;                   // kFlightRecords; kFlightRequest: round and
-                                            // requester (host) only
-  std::string log_line;                     // what the master logs with it (run and host); "": nothing
-  bool close_session = false;               // the master ends this session after the message
+  std::vector<std::string> excluded_nodes;     // kFinished: every exclusion of the job, why
+  bool same_failure = false;                   // kFinished (failed): every attempt failed alike
+  std::string failure_signature;               // kFinished (failed), with same_failure
+  absl::Status refusal;                        // kRefused
+  std::string peer_host;       // kPeerFinished: the member whose workers all exited 0
+  int peer_node_rank = 0;      // kPeerFinished
+  int nodes_finished = 0;      // kPeerFinished: members finished so far
+  int num_nodes = 0;           // kPeerFinished: members of the round
+  StragglerNews straggler;     // kStraggler: about one of the node's ranks
+  int straggler_round = 0;     // kStraggler
+  FlightRecordSet flight;      // kFlightRecords; kFlightRequest: round and
+                               // requester (host) only
+  std::string log_line;        // what the master logs with it (run and host); "": nothing
+  bool close_session = false;  // the master ends this session after the message
 };
 
 }  // namespace mxrun

@@ -21,10 +21,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <memory>
-#include <mutex>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -66,7 +66,8 @@ struct Shared {
   Clock::time_point last_reformed;
 };
 
-class Session final : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mxrun::v1::MasterMessage> {
+class Session final
+    : public grpc::ClientBidiReactor<mxrun::v1::AgentMessage, mxrun::v1::MasterMessage> {
  public:
   Session(mxrun::v1::Rendezvous::Stub* stub, Shared* shared, const std::string& run_id, int index,
           int nodes, bool reform, int ranks)
@@ -189,7 +190,10 @@ int main(int argc, char** argv) {
   double timeout_s = 60;
   app.add_option("--endpoint", endpoint)->required();
   app.add_option("--nodes", nodes)->check(CLI::Range(1, 65536));
-  app.add_option("--channels", channels, "connections to spread the sessions over (one per session is what a cluster of agents makes; needs two file descriptors per connection on this host)")->check(CLI::Range(1, 65536));
+  app.add_option("--channels", channels,
+                 "connections to spread the sessions over (one per session is what a cluster of "
+                 "agents makes; needs two file descriptors per connection on this host)")
+      ->check(CLI::Range(1, 65536));
   app.add_option("--run_id", run_id);
   app.add_option("--timeout", timeout_s);
   bool reform = false;
@@ -217,20 +221,20 @@ int main(int argc, char** argv) {
   for (int c = 0; c < channels; ++c) {
     grpc::ChannelArguments args;
     args.SetInt("grpc.channel_id", c);  // distinct channels, distinct connections
-    stubs.push_back(mxrun::v1::Rendezvous::NewStub(
-        grpc::CreateCustomChannel(endpoint, credentials, args)));
+    stubs.push_back(
+        mxrun::v1::Rendezvous::NewStub(grpc::CreateCustomChannel(endpoint, credentials, args)));
   }
   Shared shared;
   std::vector<std::unique_ptr<Session>> sessions;
   const auto start = Clock::now();
   for (int i = 0; i < nodes; ++i) {
-    sessions.push_back(
-        std::make_unique<Session>(stubs[i % channels].get(), &shared, run_id, i, nodes, reform,
-                                  ranks_per_node));
+    sessions.push_back(std::make_unique<Session>(stubs[i % channels].get(), &shared, run_id, i,
+                                                 nodes, reform, ranks_per_node));
   }
   const auto deadline = start + std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
   std::unique_lock<std::mutex> lock(shared.mutex);
-  if (!shared.done.wait_until(lock, deadline, [&] { return shared.rounds == nodes || shared.failed > 0; })) {
+  if (!shared.done.wait_until(lock, deadline,
+                              [&] { return shared.rounds == nodes || shared.failed > 0; })) {
     std::fprintf(stderr, "timed out or refused: %d of %d rounds\n", shared.rounds, nodes);
     std::fflush(nullptr);
     _exit(1);  // reactors are still live: do not run their destructors
@@ -244,9 +248,8 @@ int main(int argc, char** argv) {
     sessions[0]->Vanish();
     first_reporter = 1;
     lock.lock();
-    if (!shared.done.wait_until(lock, deadline, [&] {
-          return shared.reformed == nodes - 1 || shared.failed > 0;
-        })) {
+    if (!shared.done.wait_until(
+            lock, deadline, [&] { return shared.reformed == nodes - 1 || shared.failed > 0; })) {
       std::fprintf(stderr, "re-formation timed out or refused: %d of %d new rounds\n",
                    shared.reformed, nodes - 1);
       std::fflush(nullptr);
@@ -261,7 +264,8 @@ int main(int argc, char** argv) {
     // Every session once a second, in 100 slices of 10 ms so the load is even.
     const double cpu_before = master_pid > 0 ? CpuSeconds(master_pid) : 0;
     const auto window_start = Clock::now();
-    const auto window_end = window_start + std::chrono::milliseconds(static_cast<long>(heartbeat_s * 1000));
+    const auto window_end =
+        window_start + std::chrono::milliseconds(static_cast<long>(heartbeat_s * 1000));
     for (long slice = 0;; ++slice) {
       const auto at = window_start + std::chrono::milliseconds(10 * slice);
       if (at >= window_end) break;
@@ -277,7 +281,8 @@ int main(int argc, char** argv) {
     sessions[i]->ReportSuccess();
   }
   lock.lock();
-  const bool finished = shared.done.wait_until(lock, deadline, [&] { return shared.finished == nodes; });
+  const bool finished =
+      shared.done.wait_until(lock, deadline, [&] { return shared.finished == nodes; });
   const double finish_s = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf("nodes=%d form_s=%.3f finish_s=%.3f rounds_ok=%d finished=%d", nodes, form_s,
               finish_s, shared.rounds, finished ? shared.finished : -1);

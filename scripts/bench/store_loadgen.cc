@@ -48,9 +48,9 @@ enum class Phase { kConnecting, kPong, kInit, kBarrierAdd, kWait, kDone, kFailed
 struct Rank {
   int fd = -1;
   Phase phase = Phase::kConnecting;
-  std::string out;      // to send
+  std::string out;  // to send
   std::size_t sent = 0;
-  std::string in;       // received, not yet taken
+  std::string in;            // received, not yet taken
   bool watching_out = true;  // registered for EPOLLOUT (from the connect on)
 };
 
@@ -77,12 +77,18 @@ int main(int argc, char** argv) {
   int port = 0, ranks = 0, connecting = 512;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--host") host = argv[i + 1];
-    else if (flag == "--port") port = std::atoi(argv[i + 1]);
-    else if (flag == "--ranks") ranks = std::atoi(argv[i + 1]);
-    else if (flag == "--connecting") connecting = std::atoi(argv[i + 1]);
+    if (flag == "--host")
+      host = argv[i + 1];
+    else if (flag == "--port")
+      port = std::atoi(argv[i + 1]);
+    else if (flag == "--ranks")
+      ranks = std::atoi(argv[i + 1]);
+    else if (flag == "--connecting")
+      connecting = std::atoi(argv[i + 1]);
     else {
-      std::fprintf(stderr, "store_loadgen: unknown flag %s (accepted: --host --port --ranks --connecting)\n", argv[i]);
+      std::fprintf(
+          stderr, "store_loadgen: unknown flag %s (accepted: --host --port --ranks --connecting)\n",
+          argv[i]);
       return 2;
     }
   }
@@ -109,8 +115,8 @@ int main(int argc, char** argv) {
   int next = 0, in_setup = 0, done = 0, failed = 0, connected = 0;
   const auto start = Clock::now();
   Clock::time_point connected_at{}, barrier_at{};
-  const std::string validate = Request(mxrun::StoreOp::kValidate, {}, {}, 0,
-                                       mxrun::kStoreValidationMagic);
+  const std::string validate =
+      Request(mxrun::StoreOp::kValidate, {}, {}, 0, mxrun::kStoreValidationMagic);
 
   auto fail = [&](int r) {
     Rank& rank = all[static_cast<std::size_t>(r)];
@@ -124,8 +130,8 @@ int main(int argc, char** argv) {
   auto flush = [&](int r) {
     Rank& rank = all[static_cast<std::size_t>(r)];
     while (rank.sent < rank.out.size()) {
-      const ssize_t n = send(rank.fd, rank.out.data() + rank.sent, rank.out.size() - rank.sent,
-                             MSG_NOSIGNAL);
+      const ssize_t n =
+          send(rank.fd, rank.out.data() + rank.sent, rank.out.size() - rank.sent, MSG_NOSIGNAL);
       if (n > 0) {
         rank.sent += static_cast<std::size_t>(n);
       } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -166,8 +172,9 @@ int main(int argc, char** argv) {
         setsockopt(rank.fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &on, sizeof on);
         bound = bind(rank.fd, reinterpret_cast<sockaddr*>(&source), sizeof source) == 0;
       }
-      if (rank.fd < 0 || !bound || (connect(rank.fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 &&
-                          errno != EINPROGRESS)) {
+      if (rank.fd < 0 || !bound ||
+          (connect(rank.fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 &&
+           errno != EINPROGRESS)) {
         rank.phase = Phase::kFailed;
         ++failed;
         --in_setup;
@@ -242,7 +249,8 @@ int main(int argc, char** argv) {
           continue;
         }
         rank.phase = Phase::kPong;
-        rank.out = validate + Request(mxrun::StoreOp::kPing, {}, {}, 0, static_cast<std::uint32_t>(r));
+        rank.out =
+            validate + Request(mxrun::StoreOp::kPing, {}, {}, 0, static_cast<std::uint32_t>(r));
         flush(r);
         continue;
       }
@@ -266,10 +274,11 @@ int main(int argc, char** argv) {
   const auto end = Clock::now();
   if (barrier_at == Clock::time_point{}) barrier_at = end;
   if (connected_at == Clock::time_point{}) connected_at = end;
-  std::printf("{\"ranks\": %d, \"connected_s\": %.4f, \"barrier_s\": %.4f, \"failed\": %d, "
-              "\"unfinished\": %d}\n",
-              ranks, Seconds(connected_at - start), Seconds(barrier_at - start), failed,
-              ranks - done - failed);
+  std::printf(
+      "{\"ranks\": %d, \"connected_s\": %.4f, \"barrier_s\": %.4f, \"failed\": %d, "
+      "\"unfinished\": %d}\n",
+      ranks, Seconds(connected_at - start), Seconds(barrier_at - start), failed,
+      ranks - done - failed);
   for (Rank& rank : all) {
     if (rank.fd >= 0 && rank.phase != Phase::kFailed) close(rank.fd);
   }

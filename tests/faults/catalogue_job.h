@@ -28,8 +28,8 @@ inline std::vector<std::string> TrainerJob(const testing::TempDir& dir,
   std::vector<std::string> argv{MXRUN_BIN, "--standalone", "--nproc_per_node=2"};
   argv.insert(argv.end(), mxrun_flags.begin(), mxrun_flags.end());
   argv.push_back("train");
-  std::vector<std::string> run{"--epochs", "3", "--log_every", "1", "--ckpt_every", "4",
-                               "--no_eval"};
+  std::vector<std::string> run{"--epochs",     "3", "--log_every", "1",
+                               "--ckpt_every", "4", "--no_eval"};
   run.insert(run.end(), trainer_flags.begin(), trainer_flags.end());
   return testing::SmallRun(argv, dir, run);
 }

@@ -51,8 +51,8 @@ void CheckEtcdRow(std::string_view id, const ProcessResult& r) {
 TEST_CASE("fault 15 master-host-lost: the node hosting the elected master lost (etcd)",
           "[faults]") {
   EtcdCluster etcd(1);
-  auto agents = EtcdAgents(etcd, "cat-host", "2:3", 3, {"--ready", "--sleep=4",
-                                                        "--sleep-if-world=3"});
+  auto agents =
+      EtcdAgents(etcd, "cat-host", "2:3", 3, {"--ready", "--sleep=4", "--sleep-if-world=3"});
   int host = -1;
   for (int i = 0; i < 3 && host < 0; ++i) {
     if (agents[i]->WaitForStderr("serving on", 1, 100ms)) host = i;

@@ -31,8 +31,9 @@ class MemoryCgroup {
       root = "/sys/fs/cgroup/memory";
       limit_file = "memory.limit_in_bytes";
     } else {
-      unavailable_ = "no writable memory cgroup (neither cgroup v2 with the memory controller "
-                     "nor v1's /sys/fs/cgroup/memory)";
+      unavailable_ =
+          "no writable memory cgroup (neither cgroup v2 with the memory controller "
+          "nor v1's /sys/fs/cgroup/memory)";
       return;
     }
     root_ = root;

@@ -39,11 +39,16 @@ bool ReadRestartLine(const std::string& line, Outcome& outcome) {
 
 const char* RecoveryName(Recovery recovery) {
   switch (recovery) {
-    case Recovery::kNone: return "none";
-    case Recovery::kInProcess: return "in-process restart";
-    case Recovery::kGroupRestart: return "restart of the worker group";
-    case Recovery::kJobEnds: return "the job ends";
-    case Recovery::kRequeued: return "requeued by the scheduler";
+    case Recovery::kNone:
+      return "none";
+    case Recovery::kInProcess:
+      return "in-process restart";
+    case Recovery::kGroupRestart:
+      return "restart of the worker group";
+    case Recovery::kJobEnds:
+      return "the job ends";
+    case Recovery::kRequeued:
+      return "requeued by the scheduler";
   }
   return "?";
 }
@@ -104,8 +109,8 @@ std::string Mismatch(const Fault& fault, const Outcome& outcome) {
   const GroundTruth& truth = fault.truth;
   std::vector<std::string> wrong;
   if (outcome.exit_code != truth.exit_code) {
-    wrong.push_back(absl::StrCat("exit code: expected ", truth.exit_code, ", observed ",
-                                 outcome.exit_code));
+    wrong.push_back(
+        absl::StrCat("exit code: expected ", truth.exit_code, ", observed ", outcome.exit_code));
   }
   const std::string cause(truth.cause);
   if (cause.empty() && !outcome.causes.empty()) {
@@ -117,16 +122,16 @@ std::string Mismatch(const Fault& fault, const Outcome& outcome) {
   }
   const std::string notice(truth.notice);
   if (!notice.empty() && !AnyContains(outcome.notices, notice)) {
-    wrong.push_back(absl::StrCat("notice: expected a warning containing '", notice,
-                                 "', observed ", Quoted(outcome.notices)));
+    wrong.push_back(absl::StrCat("notice: expected a warning containing '", notice, "', observed ",
+                                 Quoted(outcome.notices)));
   }
   if (outcome.restarts != truth.restarts) {
-    wrong.push_back(absl::StrCat("restarts: expected ", truth.restarts, ", observed ",
-                                 outcome.restarts));
+    wrong.push_back(
+        absl::StrCat("restarts: expected ", truth.restarts, ", observed ", outcome.restarts));
   }
   if (outcome.recovery != truth.recovery) {
-    wrong.push_back(absl::StrCat("recovery: expected ", RecoveryName(truth.recovery),
-                                 ", observed ", RecoveryName(outcome.recovery)));
+    wrong.push_back(absl::StrCat("recovery: expected ", RecoveryName(truth.recovery), ", observed ",
+                                 RecoveryName(outcome.recovery)));
   }
   const std::string left_out(truth.left_out);
   if (left_out.empty() != outcome.left_out.empty() ||
@@ -137,16 +142,15 @@ std::string Mismatch(const Fault& fault, const Outcome& outcome) {
   }
   if (truth.max_steps_lost != kNotCounted &&
       (outcome.steps_lost == kNotCounted || outcome.steps_lost > truth.max_steps_lost)) {
-    wrong.push_back(absl::StrCat("steps lost: expected at most ", truth.max_steps_lost,
-                                 ", observed ",
-                                 outcome.steps_lost == kNotCounted
-                                     ? std::string("none counted")
-                                     : std::to_string(outcome.steps_lost)));
+    wrong.push_back(
+        absl::StrCat("steps lost: expected at most ", truth.max_steps_lost, ", observed ",
+                     outcome.steps_lost == kNotCounted ? std::string("none counted")
+                                                       : std::to_string(outcome.steps_lost)));
   }
   if (truth.state == FinalState::kBitwise && outcome.same_state != true) {
-    wrong.push_back(absl::StrCat(
-        "final state: expected bitwise the fault-free run's, observed ",
-        !outcome.same_state.has_value() ? "not compared" : "a different digest"));
+    wrong.push_back(
+        absl::StrCat("final state: expected bitwise the fault-free run's, observed ",
+                     !outcome.same_state.has_value() ? "not compared" : "a different digest"));
   }
   if (wrong.empty()) return "";
   return absl::StrCat("fault catalogue row ", fault.row, " '", std::string(fault.id), "' (",

@@ -15,11 +15,11 @@ struct Outcome {
   // One cause per recovery, in order, from mxrun's "restart N (round R; CAUSE)" lines; a failed
   // job's root cause ("exit : ...") last.
   std::vector<std::string> causes;
-  int restarts = 0;             // recoveries seen (restart lines), or "restarts spent" of a failure
+  int restarts = 0;  // recoveries seen (restart lines), or "restarts spent" of a failure
   Recovery recovery = Recovery::kNone;  // how the last recovery went
   std::vector<std::string> left_out;    // "left out of the job's rounds" lines, in order
   std::vector<std::string> notices;     // mxrun's other lines, its summary's included
-  int steps_lost = kNotCounted;  // completed steps trained again, counted by the workload
+  int steps_lost = kNotCounted;         // completed steps trained again, counted by the workload
   // Whether the final state equals the fault-free run's (nullopt: not compared).
   std::optional<bool> same_state;
 };

@@ -4,9 +4,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -75,8 +75,10 @@ TEST_CASE("fault 01 worker-sigkill: a worker killed (SIGKILL)", "[faults]") {
              [](Subprocess& job) { SignalRank(job, 1, SIGKILL); });
 }
 
-TEST_CASE("fault 29 worker-sigkill-checkpoint: a worker killed, the job restarted from its "
-          "checkpoint", "[faults]") {
+TEST_CASE(
+    "fault 29 worker-sigkill-checkpoint: a worker killed, the job restarted from its "
+    "checkpoint",
+    "[faults]") {
   TrainerRow("worker-sigkill-checkpoint", {"--max_restarts=1"},
              [](Subprocess& job) { SignalRank(job, 1, SIGKILL); }, {"--no_in_process_restart"});
 }
@@ -87,10 +89,10 @@ TEST_CASE("fault 02 worker-sigsegv: a worker crashes (SIGSEGV)", "[faults]") {
 }
 
 TEST_CASE("fault 03 worker-exit-code: a worker exits with an error code", "[faults]") {
-  ProcessResult r = Run(MxrunWithChild({"--nproc_per_node=2", "--max_restarts=1"},
-                                       {"--ready", "--exit=3", "--fail-below-attempt=1",
-                                        "--only-rank=1"}),
-                        {}, 60s);
+  ProcessResult r =
+      Run(MxrunWithChild({"--nproc_per_node=2", "--max_restarts=1"},
+                         {"--ready", "--exit=3", "--fail-below-attempt=1", "--only-rank=1"}),
+          {}, 60s);
   CheckRow("worker-exit-code", Observe(r), r);
 }
 
@@ -129,20 +131,19 @@ TEST_CASE("fault 05 python-exception: a Python exception under torch's @record",
 
 TEST_CASE("fault 06 collective-hang: a hang in a collective", "[faults]") {
   TempDir tmp;  // the hang diagnostics land in TMPDIR
-  ProcessResult r = Run({MXRUN_BIN, "--standalone", "--nproc_per_node=3", "--hang_timeout=3",
-                         "--max_restarts=0", std::string(PYTHON_TESTS_DIR) +
-                                                 "/collective_hang_worker.py", "1", "4"},
-                        {{"PYTHON_EXEC", PYTHON_BIN}, {"PYTHONPATH", PYTHON_MODULE_DIR},
-                         {"TMPDIR", tmp.path()}},
-                        120s);
+  ProcessResult r =
+      Run({MXRUN_BIN, "--standalone", "--nproc_per_node=3", "--hang_timeout=3", "--max_restarts=0",
+           std::string(PYTHON_TESTS_DIR) + "/collective_hang_worker.py", "1", "4"},
+          {{"PYTHON_EXEC", PYTHON_BIN}, {"PYTHONPATH", PYTHON_MODULE_DIR}, {"TMPDIR", tmp.path()}},
+          120s);
   CheckRow("collective-hang", Observe(r), r);
 }
 
 TEST_CASE("fault 07 dataloader-hang: a hang in a data loader", "[faults]") {
-  ProcessResult r = Run({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--hang_timeout=3",
-                         "--max_restarts=1", kWorkers + "/dataloader_hang_worker.py", "40", "1",
-                         "10"},
-                        {{"PYTHON_EXEC", PYTHON_BIN}, {"PYTHONPATH", PYTHON_MODULE_DIR}}, 120s);
+  ProcessResult r =
+      Run({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--hang_timeout=3", "--max_restarts=1",
+           kWorkers + "/dataloader_hang_worker.py", "40", "1", "10"},
+          {{"PYTHON_EXEC", PYTHON_BIN}, {"PYTHONPATH", PYTHON_MODULE_DIR}}, 120s);
   CHECK_THAT(r.out, Catch::Contains("loaded 40 batches rank 1 attempt 1"));
   CheckRow("dataloader-hang", Observe(r), r);
 }
@@ -154,26 +155,25 @@ TEST_CASE("fault 08 worker-sigstop: a stopped worker (SIGSTOP)", "[faults]") {
 
 TEST_CASE("fault 09 uninterruptible-sleep: a worker in uninterruptible sleep (D state)",
           "[faults]") {
-  ProcessResult r = Run(MxrunWithChild({"--nproc_per_node=1", "--max_restarts=1",
-                                        "--term_timeout=1"},
-                                       {"--vfork-wait=6", "--vfork-below-attempt=1", "--ready"}),
-                        {{"TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", "1"}}, 60s);
+  ProcessResult r =
+      Run(MxrunWithChild({"--nproc_per_node=1", "--max_restarts=1", "--term_timeout=1"},
+                         {"--vfork-wait=6", "--vfork-below-attempt=1", "--ready"}),
+          {{"TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT", "1"}}, 60s);
   CheckRow("uninterruptible-sleep", Observe(r), r);
 }
 
 TEST_CASE("fault 10 no-progress-reports: a worker that never reports progress", "[faults]") {
-  ProcessResult r = Run(MxrunWithChild({"--nproc_per_node=2", "--hang_timeout=1"},
-                                       {"--ready", "--sleep=2.5"}),
-                        {}, 60s);
+  ProcessResult r =
+      Run(MxrunWithChild({"--nproc_per_node=2", "--hang_timeout=1"}, {"--ready", "--sleep=2.5"}),
+          {}, 60s);
   CheckRow("no-progress-reports", Observe(r), r);
 }
 
 TEST_CASE("fault 11 straggler: a straggler", "[faults]") {
-  ProcessResult r = Run(MxrunWithChild({"--standalone", "--nproc_per_node=2",
-                                        "--straggler_steps=5"},
-                                       {"--ready", "--sleep=3", "--progress=0.05",
-                                        "--slow-rank=1"}),
-                        {}, 60s);
+  ProcessResult r =
+      Run(MxrunWithChild({"--standalone", "--nproc_per_node=2", "--straggler_steps=5"},
+                         {"--ready", "--sleep=3", "--progress=0.05", "--slow-rank=1"}),
+          {}, 60s);
   CheckRow("straggler", Observe(r), r);
 }
 
@@ -184,8 +184,14 @@ TEST_CASE("fault 19 log-disk-full: the log disk fills up", "[faults]") {
   // A 256 KiB tmpfs in a mount namespace of mxrun's own (unshare -m): the machine's mounts are
   // untouched and the mount goes with the namespace. The health check's free-space floor is off,
   // as the disk fills during the job.
-  std::vector<std::string> argv{"unshare", "-m", "--propagation", "private", "sh", "-c",
-                                "mount -t tmpfs -o size=256k tmpfs \"$0\" && exec \"$@\"", logs};
+  std::vector<std::string> argv{"unshare",
+                                "-m",
+                                "--propagation",
+                                "private",
+                                "sh",
+                                "-c",
+                                "mount -t tmpfs -o size=256k tmpfs \"$0\" && exec \"$@\"",
+                                logs};
   for (const std::string& arg :
        MxrunWithChild({"--nproc_per_node=2", "--log_dir=" + logs, "--health_min_disk=0"},
                       {"--ready", "--lines=16384", "--line-length=64", "--only-rank=1"})) {
@@ -220,9 +226,8 @@ TEST_CASE("fault 21 port-taken: the rendezvous port taken by another program", "
   socklen_t length = sizeof(address);
   REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
   const std::string endpoint = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
-  ProcessResult r = Run(MxrunWithChild({"--nnodes=1", "--nproc_per_node=2",
-                                        "--rdzv_backend=c10d", "--rdzv_endpoint=" + endpoint,
-                                        "--rdzv_id=taken"},
+  ProcessResult r = Run(MxrunWithChild({"--nnodes=1", "--nproc_per_node=2", "--rdzv_backend=c10d",
+                                        "--rdzv_endpoint=" + endpoint, "--rdzv_id=taken"},
                                        {"--ready"}),
                         {}, 60s);
   ::close(listener);
@@ -238,8 +243,8 @@ TEST_CASE("fault 23 standby-dies: a warm standby dies before it is promoted", "[
     const pid_t standby = std::atoi(job.err().c_str() + at + started.size());
     REQUIRE(standby > 0);
     REQUIRE(::kill(standby, SIGKILL) == 0);
-    REQUIRE(job.WaitForStderr("standby worker (pid " + std::to_string(standby) + ") ended", 1,
-                              30s));
+    REQUIRE(
+        job.WaitForStderr("standby worker (pid " + std::to_string(standby) + ") ended", 1, 30s));
     // Its replacement is warm before the next failure.
     REQUIRE(job.WaitForStderr("ready to take a rank in-process", 2, 120s));
     SignalRank(job, 1, SIGKILL);
@@ -256,17 +261,16 @@ TEST_CASE("fault 27 preemption-warning: a preemption warning (SIGUSR1)", "[fault
   CheckRow("preemption-warning", Observe(r), r);
 }
 
-TEST_CASE("fault 28 gpu-xid: a GPU fault (XID 79, fallen off the bus) while training",
-          "[faults]") {
+TEST_CASE("fault 28 gpu-xid: a GPU fault (XID 79, fallen off the bus) while training", "[faults]") {
   TempDir dir;
   const std::string state = dir.path() + "/nvml";
   std::ofstream(state) << "GPU-aaaa used_mib=100\n";
-  Subprocess job(MxrunWithChild({"--standalone", "--nproc_per_node=2",
-                                 "--health_check_interval=0.3"},
-                                {"--ready", "--sleep=60"}),
-                 {{"LD_LIBRARY_PATH", FAKE_NVML_DIR},
-                  {"FAKE_NVML_DEVICES", "GPU-aaaa@0000:00:03.0,GPU-bbbb@0000:00:04.0"},
-                  {"FAKE_NVML_STATE", state}});
+  Subprocess job(
+      MxrunWithChild({"--standalone", "--nproc_per_node=2", "--health_check_interval=0.3"},
+                     {"--ready", "--sleep=60"}),
+      {{"LD_LIBRARY_PATH", FAKE_NVML_DIR},
+       {"FAKE_NVML_DEVICES", "GPU-aaaa@0000:00:03.0,GPU-bbbb@0000:00:04.0"},
+       {"FAKE_NVML_STATE", state}});
   REQUIRE(job.WaitForStdout("ready rank=", 2, 30s));
   {  // rewritten whole, as the fake reads it at any time
     std::ofstream(state + ".new") << "GPU-aaaa used_mib=100 xids=79\n";

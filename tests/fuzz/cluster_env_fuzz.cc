@@ -37,9 +37,9 @@ std::vector<std::string> Values(const std::string& text, size_t count) {
 }
 
 void CheckSlurm(const std::vector<std::string>& values) {
-  static const char* kNames[] = {"SLURM_JOB_ID",      "SLURM_NNODES",   "SLURM_NODEID",
+  static const char* kNames[] = {"SLURM_JOB_ID",       "SLURM_NNODES",       "SLURM_NODEID",
                                  "SLURM_JOB_NODELIST", "SLURM_GPUS_ON_NODE", "SLURM_JOB_NUM_NODES",
-                                 "SLURM_NODELIST",    "SLURM_LOCALID"};
+                                 "SLURM_NODELIST",     "SLURM_LOCALID"};
   std::map<std::string, std::string> env;
   for (size_t i = 0; i < values.size() && i < std::size(kNames); ++i) {
     // An empty value leaves the variable unset, so that inputs reach the paths without it.

@@ -127,7 +127,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   job.exclusion = {1 + in.Next() % 2, std::chrono::seconds(10), std::chrono::seconds(1)};
   MasterState state;
   MasterState::Time now{};
-  std::map<NodeId, int> rounds;  // the last round each node was told
+  std::map<NodeId, int> rounds;    // the last round each node was told
   std::map<NodeId, Range> ranges;  // and its ranks in it
   for (int events = 0; events < 400 && !in.empty(); ++events) {
     const uint8_t op = in.Next() % 9;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "launcher/flags/config_file.h"
-#include "launcher/options.h"
 #include "launcher/launch_flags/slurm.h"
+#include "launcher/options.h"
 #include "rendezvous/node_topology.h"
 #include "rendezvous/wire/validation.h"
 

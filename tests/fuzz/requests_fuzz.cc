@@ -11,9 +11,9 @@
 #include <string>
 
 #include "mxrun.pb.h"
-#include "rendezvous/master_state/master_state.h"
-#include "rendezvous/master_server/memory_store.h"
 #include "rendezvous/grpc/proto_convert.h"
+#include "rendezvous/master_server/memory_store.h"
+#include "rendezvous/master_state/master_state.h"
 #include "rendezvous/wire/validation.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -56,7 +56,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (mxrun::ValidateRunId(run_id).ok() && mxrun::ValidateKey(key).ok() &&
       mxrun::ValidateValue(value).ok()) {
     if (!store.Set(run_id, key, value).ok()) std::abort();
-    if (store.Get(run_id, key) != value) std::abort();  // kept what it accepted
+    if (store.Get(run_id, key) != value) std::abort();         // kept what it accepted
     store.Add(run_id, key, static_cast<int64_t>(size) - 100);  // a counter from any text
     store.CompareSet(run_id, key, value, false, key);
     store.MultiGet(run_id, {key, value});

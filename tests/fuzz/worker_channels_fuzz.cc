@@ -61,8 +61,8 @@ void CheckMessage(const std::string& line) {
     Check(again.kind == Kind::kJoined && again.round == m.round);
   } else {
     Check(m.step >= 0);
-    Check(m.step_seconds == -1 || (std::isfinite(m.step_seconds) && m.step_seconds >= 0 &&
-                                   m.step_seconds <= 1e6));
+    Check(m.step_seconds == -1 ||
+          (std::isfinite(m.step_seconds) && m.step_seconds >= 0 && m.step_seconds <= 1e6));
     const auto again = mxrun::ParseWorkerControlLine(mxrun::ProgressLine(m.step, m.step_seconds));
     Check(again.kind == Kind::kProgress && again.step == m.step);
     Check(again.step_seconds == m.step_seconds);  // JSON numbers round-trip doubles exactly

@@ -33,8 +33,16 @@ const std::string kFrameworks = std::string(PYTHON_TESTS_DIR) + "/frameworks";
 
 // The job's arguments: 40 steps of 50 ms of the rank's own work, 150 ms on rank 1.
 std::vector<std::string> JobArgv(const std::string& job, const std::string& ckpt) {
-  return {kFrameworks + "/with_site.py", kFrameworks + "/" + job, "--ckpt_dir", ckpt,
-          "--steps",   "40", "--ckpt_every", "1000", "--slow_rank", "1"};
+  return {kFrameworks + "/with_site.py",
+          kFrameworks + "/" + job,
+          "--ckpt_dir",
+          ckpt,
+          "--steps",
+          "40",
+          "--ckpt_every",
+          "1000",
+          "--slow_rank",
+          "1"};
 }
 
 std::map<std::string, std::string> JobEnv(const TempDir& dir) {
@@ -55,7 +63,8 @@ void CheckRankOneNamed(const std::string& log) {
   CHECK_THAT(log, !Catch::Contains("rank 3 is a straggler"));
 }
 
-ProcessResult RunOneNode(const std::string& job, std::map<std::string, std::string> extra_env = {}) {
+ProcessResult RunOneNode(const std::string& job,
+                         std::map<std::string, std::string> extra_env = {}) {
   TempDir dir;
   std::map<std::string, std::string> env = JobEnv(dir);
   env.insert(extra_env.begin(), extra_env.end());
@@ -67,9 +76,10 @@ ProcessResult RunOneNode(const std::string& job, std::map<std::string, std::stri
 
 }  // namespace
 
-TEST_CASE("a plain DDP script, unchanged: the rank whose own work is slow is named a straggler, "
-          "though every rank's step takes as long",
-          "[integration][straggler][frameworks]") {
+TEST_CASE(
+    "a plain DDP script, unchanged: the rank whose own work is slow is named a straggler, "
+    "though every rank's step takes as long",
+    "[integration][straggler][frameworks]") {
   const ProcessResult result = RunOneNode("plain_ddp_job.py");
   INFO(Describe(result));
   REQUIRE(result.exit_code == 0);
@@ -83,18 +93,24 @@ TEST_CASE("a plain DDP script, unchanged: the rank whose own work is slow is nam
   CHECK_THAT(silent.err, !Catch::Contains("is a straggler"));
 }
 
-TEST_CASE("a plain DDP script on two nodes, unchanged: the master names the rank whose own work "
-          "is slow from the agents' heartbeats",
-          "[integration][straggler][frameworks]") {
+TEST_CASE(
+    "a plain DDP script on two nodes, unchanged: the master names the rank whose own work "
+    "is slow from the agents' heartbeats",
+    "[integration][straggler][frameworks]") {
   Master master;
   TempDir dir;
   const std::map<std::string, std::string> env = JobEnv(dir);
   std::vector<std::unique_ptr<Subprocess>> nodes;
   for (int node = 0; node < 2; ++node) {
-    std::vector<std::string> argv = {MXRUN_BIN, "--rdzv_backend=c10d",
-                                     "--rdzv_endpoint=" + master.endpoint(), "--rdzv_id=busy",
-                                     "--nnodes=2", "--nproc_per_node=1",
-                                     "--rdzv_conf=is_host=0", kFlags[0], kFlags[1]};
+    std::vector<std::string> argv = {MXRUN_BIN,
+                                     "--rdzv_backend=c10d",
+                                     "--rdzv_endpoint=" + master.endpoint(),
+                                     "--rdzv_id=busy",
+                                     "--nnodes=2",
+                                     "--nproc_per_node=1",
+                                     "--rdzv_conf=is_host=0",
+                                     kFlags[0],
+                                     kFlags[1]};
     for (const std::string& a : JobArgv("plain_ddp_job.py", dir.path())) argv.push_back(a);
     nodes.push_back(std::make_unique<Subprocess>(argv, env));
   }
@@ -110,9 +126,10 @@ TEST_CASE("a plain DDP script on two nodes, unchanged: the master names the rank
   CHECK_THAT(master.StopAndOutput(), Catch::Contains("rank 1 is a straggler"));
 }
 
-TEST_CASE("Lightning, the Trainer and Accelerate, unchanged: the rank whose own work is slow is "
-          "named a straggler",
-          "[integration][straggler][frameworks]") {
+TEST_CASE(
+    "Lightning, the Trainer and Accelerate, unchanged: the rank whose own work is slow is "
+    "named a straggler",
+    "[integration][straggler][frameworks]") {
   for (const std::string job : {"lightning_job.py", "hf_trainer_job.py", "accelerate_job.py"}) {
     INFO(job);
     const ProcessResult result = RunOneNode(job);

@@ -139,8 +139,7 @@ TEST_CASE("bash completes every flag of mxrun in both spellings", "[integration]
   Workdir dir;
   CHECK(Bash(dir.path(), {"mxrun", "--rdzv_b"}) == Words{"--rdzv_backend"});
   CHECK(Bash(dir.path(), {"mxrun", "--rdzv-b"}) == Words{"--rdzv-backend"});
-  CHECK(Bash(dir.path(), {"mxrun", "--print-c"}) ==
-        Words{"--print-completion", "--print-config"});
+  CHECK(Bash(dir.path(), {"mxrun", "--print-c"}) == Words{"--print-completion", "--print-config"});
   // Everything --help lists, and only that.
   CHECK(Bash(dir.path(), {"mxrun", "-"}) == HelpFlags());
   // Flags go on after flags and their values, in any spelling.

@@ -39,9 +39,10 @@ ProcessResult SayTogether(int ranks, std::vector<std::string> flags) {
 
 }  // namespace
 
-TEST_CASE("a line 64 ranks print at once reaches the console once with their ranks and the log "
-          "files keep every copy",
-          "[integration][collapse]") {
+TEST_CASE(
+    "a line 64 ranks print at once reaches the console once with their ranks and the log "
+    "files keep every copy",
+    "[integration][collapse]") {
   TempDir dir;
   ProcessResult r = SayTogether(64, {"--log_dir=" + dir.path(), "--tee=3"});
   INFO(r.err);

@@ -41,13 +41,14 @@ TEST_CASE("etcd: a transaction guarded by a key's creation revision is fenced", 
   REQUIRE(rev.ok());
   auto created = (*client->Get("/leader"))->create_revision;
   CHECK(created == *rev);
-  auto ok = client->TxnIfCreated("/leader", created,
-                                 {EtcdOp{EtcdOp::Kind::kPut, "/state/x", "1"},
-                                  EtcdOp{EtcdOp::Kind::kPut, "/state/y", "2"}});
+  auto ok = client->TxnIfCreated(
+      "/leader", created,
+      {EtcdOp{EtcdOp::Kind::kPut, "/state/x", "1"}, EtcdOp{EtcdOp::Kind::kPut, "/state/y", "2"}});
   REQUIRE(ok.ok());
   CHECK(*ok);
   // The key is re-created (another leader): the old revision no longer matches.
-  REQUIRE(client->TxnIfCreated("/leader", created, {EtcdOp{EtcdOp::Kind::kDelete, "/leader", ""}}).ok());
+  REQUIRE(client->TxnIfCreated("/leader", created, {EtcdOp{EtcdOp::Kind::kDelete, "/leader", ""}})
+              .ok());
   REQUIRE(client->Put("/leader", "successor").ok());
   auto fenced = client->TxnIfCreated("/leader", created,
                                      {EtcdOp{EtcdOp::Kind::kPut, "/elsewhere", "stale"},
@@ -75,8 +76,7 @@ TEST_CASE("etcd: a lease keeps its keys alive, revoked, they are gone", "[etcd]"
   CHECK(*client->KeepAlive(*lease) == 0);  // expired or revoked: TTL 0
 }
 
-TEST_CASE("etcd: one leader at a time, the next wins when the first one's lease ends",
-          "[etcd]") {
+TEST_CASE("etcd: one leader at a time, the next wins when the first one's lease ends", "[etcd]") {
   EtcdCluster etcd;
   auto client = etcd.Client();
   auto lease1 = client->GrantLease(10s);
@@ -102,8 +102,10 @@ TEST_CASE("etcd: one leader at a time, the next wins when the first one's lease 
   REQUIRE(second.ok());
   REQUIRE(second->has_value());
   // The old leader's fenced write fails; the new one's succeeds.
-  auto old_write = client->TxnIfCreated("/run1/leader", **first, {EtcdOp{EtcdOp::Kind::kPut, "/s", "1"}});
-  auto new_write = client->TxnIfCreated("/run1/leader", **second, {EtcdOp{EtcdOp::Kind::kPut, "/s", "2"}});
+  auto old_write =
+      client->TxnIfCreated("/run1/leader", **first, {EtcdOp{EtcdOp::Kind::kPut, "/s", "1"}});
+  auto new_write =
+      client->TxnIfCreated("/run1/leader", **second, {EtcdOp{EtcdOp::Kind::kPut, "/s", "2"}});
   REQUIRE((old_write.ok() && new_write.ok()));
   CHECK_FALSE(*old_write);
   CHECK(*new_write);
@@ -163,8 +165,10 @@ TEST_CASE("etcd: a 3-member cluster serves on when one member dies", "[etcd]") {
   CHECK((*client->Get("/k"))->value == "after");
 }
 
-TEST_CASE("etcd: a 16,384-node state goes in through fenced transactions, and a deposed leader's "
-          "does not", "[etcd]") {
+TEST_CASE(
+    "etcd: a 16,384-node state goes in through fenced transactions, and a deposed leader's "
+    "does not",
+    "[etcd]") {
   EtcdCluster etcd;
   auto client = etcd.Client();
   PersistedRun run = mxrun::testing::SampleRun("big", 16384);
@@ -196,5 +200,6 @@ TEST_CASE("etcd: a 16,384-node state goes in through fenced transactions, and a 
     CHECK_FALSE(*fenced);
   }
   CHECK(mxrun::ReadEtcdState("/mxrun/svc", *client->GetPrefix(mxrun::EtcdStatePrefix("/mxrun/svc")))
-            ->runs[0].members.size() == 16384);
+            ->runs[0]
+            .members.size() == 16384);
 }

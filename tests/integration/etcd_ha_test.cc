@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "agent/process/descendants.h"
-#include "rendezvous/etcd_config.h"
 #include "rendezvous/etcd/etcd_master_store.h"
+#include "rendezvous/etcd_config.h"
 #include "tests/etcd_cluster.h"
 #include "tests/metrics_client.h"
 #include "tests/persisted_runs.h"
@@ -88,19 +88,21 @@ void CheckNoRestarts(const ProcessResult& r) {
 
 }  // namespace
 
-TEST_CASE("etcd: the node hosting the master dies: the survivors re-form at world size 2 and a "
-          "Gloo all-reduce succeeds", "[etcd_ha][pytorch]") {
+TEST_CASE(
+    "etcd: the node hosting the master dies: the survivors re-form at world size 2 and a "
+    "Gloo all-reduce succeeds",
+    "[etcd_ha][pytorch]") {
   EtcdCluster etcd(3);
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int i = 0; i < 3; ++i) {
     std::vector<std::string> argv{MXRUN_BIN};
-    for (const std::string& f :
-         EtcdJob(etcd, "ha-gloo", "2:3", {"--nproc_per_node=1", "--rdzv_conf=last_call_timeout=2"})) {
+    for (const std::string& f : EtcdJob(
+             etcd, "ha-gloo", "2:3", {"--nproc_per_node=1", "--rdzv_conf=last_call_timeout=2"})) {
       argv.push_back(f);
     }
-    for (const std::string& a : {std::string(EXAMPLES_DIR) + "/ddp_allreduce.py",
-                                 std::string("--hold-if-world=3"),
-                                 std::string("--hold-seconds=120")}) {
+    for (const std::string& a :
+         {std::string(EXAMPLES_DIR) + "/ddp_allreduce.py", std::string("--hold-if-world=3"),
+          std::string("--hold-seconds=120")}) {
       argv.push_back(a);
     }
     agents.push_back(std::make_unique<Subprocess>(
@@ -125,9 +127,10 @@ TEST_CASE("etcd: the node hosting the master dies: the survivors re-form at worl
   CHECK(CountOccurrences(out, "ddp parameters identical on every rank") == 2);
 }
 
-TEST_CASE("etcd: the agent elected master serves the master's metrics and page on its metrics "
-          "port, and the others say where it is",
-          "[etcd_ha][metrics]") {
+TEST_CASE(
+    "etcd: the agent elected master serves the master's metrics and page on its metrics "
+    "port, and the others say where it is",
+    "[etcd_ha][metrics]") {
   EtcdCluster etcd(1);
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int i = 0; i < 2; ++i) {
@@ -154,25 +157,26 @@ TEST_CASE("etcd: the agent elected master serves the master's metrics and page o
   for (auto& agent : agents) CHECK(agent->Wait(30s).exit_code == 143);
 }
 
-TEST_CASE("etcd: a standby mxrun-master replica takes over from a killed one: no worker restarts, and "
-          "each replica's metrics say whether it leads, the leader's have the runs",
-          "[etcd_ha][metrics]") {
+TEST_CASE(
+    "etcd: a standby mxrun-master replica takes over from a killed one: no worker restarts, and "
+    "each replica's metrics say whether it leads, the leader's have the runs",
+    "[etcd_ha][metrics]") {
   EtcdCluster etcd(3);
   auto first = Replica(etcd, "svc");
   REQUIRE(first->WaitForStderr("serving on", 1, 10s));
   auto standby = Replica(etcd, "svc");
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int i = 0; i < 2; ++i) {
-    agents.push_back(ChildAgent(
-        EtcdJob(etcd, "standby", "2", {"--rdzv_conf=master_service=svc"}),
-        {"--ready", "--sleep=15"}));
+    agents.push_back(ChildAgent(EtcdJob(etcd, "standby", "2", {"--rdzv_conf=master_service=svc"}),
+                                {"--ready", "--sleep=15"}));
   }
   for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
   CHECK_FALSE(standby->WaitForStderr("serving on", 1, 100ms));
   // mxrun status finds the serving replica through etcd.
-  ProcessResult status = mxrun::testing::Run(
-      {MXRUN_BIN, "status", "--rdzv_backend=etcd", "--rdzv_endpoint=" + etcd.Endpoints(),
-       "--rdzv_conf=master_service=svc"}, {}, 20s);
+  ProcessResult status =
+      mxrun::testing::Run({MXRUN_BIN, "status", "--rdzv_backend=etcd",
+                           "--rdzv_endpoint=" + etcd.Endpoints(), "--rdzv_conf=master_service=svc"},
+                          {}, 20s);
   INFO(status.out << status.err);
   CHECK(status.exit_code == 0);
   CHECK_THAT(status.out, Catch::Contains("run standby: running, round 0, nodes 2:2, world size 2"));
@@ -212,15 +216,17 @@ TEST_CASE("etcd: the etcd leader member dies mid-job: no worker restarts", "[etc
     agents.push_back(ChildAgent(EtcdJob(etcd, "etcd-leader", "2"), {"--ready", "--sleep=8"}));
   }
   for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
-  ProcessResult status = mxrun::testing::Run(
-      {MXRUN_BIN, "status", "--rdzv_backend=etcd", "--rdzv_endpoint=" + etcd.Endpoints(),
-       "--rdzv_id=etcd-leader"}, {}, 20s);
+  ProcessResult status =
+      mxrun::testing::Run({MXRUN_BIN, "status", "--rdzv_backend=etcd",
+                           "--rdzv_endpoint=" + etcd.Endpoints(), "--rdzv_id=etcd-leader"},
+                          {}, 20s);
   INFO(status.out << status.err);
   CHECK(status.exit_code == 0);
   CHECK_THAT(status.out, Catch::Contains("run etcd-leader: running, round 0, nodes 2:2"));
-  ProcessResult nobody = mxrun::testing::Run(
-      {MXRUN_BIN, "status", "--rdzv_backend=etcd", "--rdzv_endpoint=" + etcd.Endpoints(),
-       "--rdzv_id=no-such-job"}, {}, 20s);
+  ProcessResult nobody =
+      mxrun::testing::Run({MXRUN_BIN, "status", "--rdzv_backend=etcd",
+                           "--rdzv_endpoint=" + etcd.Endpoints(), "--rdzv_id=no-such-job"},
+                          {}, 20s);
   CHECK(nobody.exit_code == 3);
   CHECK_THAT(nobody.err, Catch::Contains("no master serves /mxrun/run/no-such-job"));
   const int leader = etcd.LeaderIndex();
@@ -229,17 +235,18 @@ TEST_CASE("etcd: the etcd leader member dies mid-job: no worker restarts", "[etc
   for (auto& agent : agents) CheckNoRestarts(agent->Wait(60s));
 }
 
-TEST_CASE("etcd: a master paused past its lease is fenced off when it resumes, agents stay with "
-          "its successor", "[etcd_ha]") {
+TEST_CASE(
+    "etcd: a master paused past its lease is fenced off when it resumes, agents stay with "
+    "its successor",
+    "[etcd_ha]") {
   EtcdCluster etcd(3);
   auto first = Replica(etcd, "fence");
   REQUIRE(first->WaitForStderr("serving on", 1, 10s));
   auto second = Replica(etcd, "fence");
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int i = 0; i < 2; ++i) {
-    agents.push_back(ChildAgent(
-        EtcdJob(etcd, "paused", "2", {"--rdzv_conf=master_service=fence"}),
-        {"--ready", "--sleep=10"}));
+    agents.push_back(ChildAgent(EtcdJob(etcd, "paused", "2", {"--rdzv_conf=master_service=fence"}),
+                                {"--ready", "--sleep=10"}));
   }
   for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
   REQUIRE(kill(first->pid(), SIGSTOP) == 0);
@@ -250,7 +257,8 @@ TEST_CASE("etcd: a master paused past its lease is fenced off when it resumes, a
   std::this_thread::sleep_for(2s);
   ProcessResult status = mxrun::testing::Run(
       {MXRUN_BIN, "status", "--rdzv_backend=etcd", "--rdzv_endpoint=" + etcd.Endpoints(),
-       "--rdzv_conf=master_service=fence"}, {}, 20s);
+       "--rdzv_conf=master_service=fence"},
+      {}, 20s);
   INFO(status.out << status.err);
   std::vector<double> silences;
   for (size_t at = status.out.find("running "); at != std::string::npos;
@@ -317,9 +325,10 @@ TEST_CASE("etcd: the master's store is fenced: a deposed writer's save is refuse
   CHECK(unreachable.code() == absl::StatusCode::kUnavailable);
 }
 
-TEST_CASE("etcd: mutual TLS with the elected master: agents and mxrun status with master_cert "
-          "are served, a plain agent is refused, a standby takes over with TLS",
-          "[etcd_ha][tls]") {
+TEST_CASE(
+    "etcd: mutual TLS with the elected master: agents and mxrun status with master_cert "
+    "are served, a plain agent is refused, a standby takes over with TLS",
+    "[etcd_ha][tls]") {
   mxrun::testing::TempDir pki;
   const std::string dir = pki.path();
   const std::string make_certs = std::string(SCRIPTS_DIR) + "/make-certs.sh";
@@ -329,9 +338,8 @@ TEST_CASE("etcd: mutual TLS with the elected master: agents and mxrun status wit
     INFO(made.err);
     REQUIRE(made.exit_code == 0);
   }
-  const std::vector<std::string> master_tls{"--cert=" + dir + "/node.pem",
-                                            "--key=" + dir + "/node.key",
-                                            "--cacert=" + dir + "/ca.pem"};
+  const std::vector<std::string> master_tls{
+      "--cert=" + dir + "/node.pem", "--key=" + dir + "/node.key", "--cacert=" + dir + "/ca.pem"};
   const std::string agent_tls = ",master_cert=" + dir + "/node.pem,master_key=" + dir +
                                 "/node.key,master_cacert=" + dir + "/ca.pem";
   EtcdCluster etcd(1);
@@ -340,13 +348,15 @@ TEST_CASE("etcd: mutual TLS with the elected master: agents and mxrun status wit
   auto standby = Replica(etcd, "tls", master_tls);
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int i = 0; i < 2; ++i) {
-    agents.push_back(ChildAgent(EtcdJob(etcd, "tlsjob", "2", {"--rdzv_conf=master_service=tls" + agent_tls}),
-                                {"--ready", "--sleep=8"}));
+    agents.push_back(
+        ChildAgent(EtcdJob(etcd, "tlsjob", "2", {"--rdzv_conf=master_service=tls" + agent_tls}),
+                   {"--ready", "--sleep=8"}));
   }
   for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
   ProcessResult status = mxrun::testing::Run(
       {MXRUN_BIN, "status", "--rdzv_backend=etcd", "--rdzv_endpoint=" + etcd.Endpoints(),
-       "--rdzv_conf=master_service=tls" + agent_tls}, {}, 20s);
+       "--rdzv_conf=master_service=tls" + agent_tls},
+      {}, 20s);
   INFO(status.out << status.err);
   CHECK(status.exit_code == 0);
   CHECK_THAT(status.out, Catch::Contains("run tlsjob: running, round 0"));

@@ -25,9 +25,13 @@ namespace {
 
 std::unique_ptr<Subprocess> Agent(const Master& master, std::vector<std::string> child,
                                   std::vector<std::string> extra = {}) {
-  std::vector<std::string> flags{"--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
-                                 "--rdzv_id=offender", "--nnodes=2:3", "--nproc_per_node=1",
-                                 "--max_restarts=3", "--rdzv_conf=is_host=0,last_call_timeout=1",
+  std::vector<std::string> flags{"--rdzv_backend=c10d",
+                                 "--rdzv_endpoint=" + master.endpoint(),
+                                 "--rdzv_id=offender",
+                                 "--nnodes=2:3",
+                                 "--nproc_per_node=1",
+                                 "--max_restarts=3",
+                                 "--rdzv_conf=is_host=0,last_call_timeout=1",
                                  "--exclude_backoff=120"};
   flags.insert(flags.end(), extra.begin(), extra.end());
   return std::make_unique<Subprocess>(mxrun::testing::MxrunWithChild(flags, child));
@@ -35,9 +39,10 @@ std::unique_ptr<Subprocess> Agent(const Master& master, std::vector<std::string>
 
 }  // namespace
 
-TEST_CASE("a node failing again and again is left out: the job goes on at two nodes with "
-          "restarts to spare",
-          "[exclusion]") {
+TEST_CASE(
+    "a node failing again and again is left out: the job goes on at two nodes with "
+    "restarts to spare",
+    "[exclusion]") {
   Master master;
   std::vector<std::unique_ptr<Subprocess>> agents;
   agents.push_back(Agent(master, {"--ready", "--sleep-if-world=2", "--sleep=6"}));
@@ -45,15 +50,16 @@ TEST_CASE("a node failing again and again is left out: the job goes on at two no
   // The bad node: its worker fails at once, every attempt.
   agents.push_back(Agent(master, {"--ready", "--exit=3"}));
   Subprocess& bad = *agents[2];
-  REQUIRE(bad.WaitForStderr("the master leaves this node out of the job's rounds: 2 worker "
-                            "failures within 3600 s: left out for 120 s",
-                            1, 60s));
+  REQUIRE(
+      bad.WaitForStderr("the master leaves this node out of the job's rounds: 2 worker "
+                        "failures within 3600 s: left out for 120 s",
+                        1, 60s));
   // While it is left out, mxrun status says so, and why.
   bool shown = false;
   std::string status_out;
   for (int i = 0; i < 50 && !shown; ++i) {
-    ProcessResult status = mxrun::testing::Run(
-        {MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint()}, {}, 20s);
+    ProcessResult status =
+        mxrun::testing::Run({MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint()}, {}, 20s);
     status_out = status.out;
     shown = status.out.find("excluded") != std::string::npos &&
             status.out.find("excluded: 2 worker failures within 3600 s") != std::string::npos;
@@ -79,8 +85,7 @@ TEST_CASE("a node failing again and again is left out: the job goes on at two no
   CHECK_THAT(said, Catch::Contains(" out of the next rounds: 2 worker failures within 3600 s"));
 }
 
-TEST_CASE("with --exclude_after=0 no node is left out, and bad values are refused",
-          "[exclusion]") {
+TEST_CASE("with --exclude_after=0 no node is left out, and bad values are refused", "[exclusion]") {
   Master master;
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int i = 0; i < 2; ++i) {

@@ -80,9 +80,10 @@ std::unique_ptr<Subprocess> MasterIn(const NetworkLab& lab, std::vector<std::str
 
 }  // namespace
 
-TEST_CASE("a node whose connection to the master is held stops its workers within the lease, "
-          "the others re-form, and it rejoins when the connection returns",
-          "[faults]") {
+TEST_CASE(
+    "a node whose connection to the master is held stops its workers within the lease, "
+    "the others re-form, and it rejoins when the connection returns",
+    "[faults]") {
   Master master;
   auto proxy = Proxy(master.endpoint());
   const std::vector<std::string> child{"--ready", "--sleep=14"};
@@ -96,7 +97,7 @@ TEST_CASE("a node whose connection to the master is held stops its workers withi
   REQUIRE(kill(proxy->pid(), SIGUSR1) == 0);  // every byte between b and the master now waits
   REQUIRE(mxrun::testing::WaitForExit(worker, kLease + 10s));
   const double stopped = Seconds(Clock::now() - cut);
-  CHECK(stopped < Seconds(kLease) + 3);  // within the lease, give or take a loaded machine
+  CHECK(stopped < Seconds(kLease) + 3);         // within the lease, give or take a loaded machine
   REQUIRE(a.WaitForStdout("world=1", 1, 20s));  // the master declared b gone; a went on alone
   const double reformed = Seconds(Clock::now() - cut);
   CHECK(b.WaitForStderr("no word from the rendezvous master", 1, 5s));
@@ -113,17 +114,18 @@ TEST_CASE("a node whose connection to the master is held stops its workers withi
   CHECK(IntsAfter(ra.out, "world") == std::vector<int>{2, 1, 2});
   CHECK(IntsAfter(rb.out, "world") == std::vector<int>{2, 2});
   CHECK(CountOccurrences(ra.out + rb.out, "attempt=1") == 0);  // no restart budget spent
-  std::printf("fault suite: connection held (proxy): workers stopped after %.2f s, others "
-              "re-formed after %.2f s, rejoined %.2f s after release\n",
-              stopped, reformed, rejoined);
+  std::printf(
+      "fault suite: connection held (proxy): workers stopped after %.2f s, others "
+      "re-formed after %.2f s, rejoined %.2f s after release\n",
+      stopped, reformed, rejoined);
 }
 
 TEST_CASE("200 ms of delay and 2 s stalls on one node's connection cause no false death",
           "[faults]") {
   Master master;
   // 200 ms each way on every chunk, and nothing at all for 2 s out of every 3 s.
-  auto proxy = Proxy(master.endpoint(), {"--delay-ms=200", "--stall-ms=2000",
-                                         "--stall-every-ms=3000"});
+  auto proxy =
+      Proxy(master.endpoint(), {"--delay-ms=200", "--stall-ms=2000", "--stall-every-ms=3000"});
   const std::vector<std::string> child{"--ready", "--sleep=13"};
   const auto start = Clock::now();
   Subprocess a(Agent(master.endpoint(), "slow", "2", child));
@@ -138,14 +140,16 @@ TEST_CASE("200 ms of delay and 2 s stalls on one node's connection cause no fals
     CHECK_THAT(r->err, !Catch::Contains("re-forming"));
     CHECK_THAT(r->err, !Catch::Contains("no word from"));
   }
-  std::printf("fault suite: 200 ms delay + 2 s stalls every 3 s: no false death, job done in "
-              "%.1f s\n",
-              Seconds(Clock::now() - start));
+  std::printf(
+      "fault suite: 200 ms delay + 2 s stalls every 3 s: no false death, job done in "
+      "%.1f s\n",
+      Seconds(Clock::now() - start));
 }
 
-TEST_CASE("a partitioned host (switch port down): its agent stops its workers within the lease, "
-          "the others re-form, and it rejoins when the link returns",
-          "[faults][netns]") {
+TEST_CASE(
+    "a partitioned host (switch port down): its agent stops its workers within the lease, "
+    "the others re-form, and it rejoins when the link returns",
+    "[faults][netns]") {
   if (!LabAvailable()) return;
   NetworkLab lab(4);  // host 0: the master; hosts 1-3: one agent each
   auto master = MasterIn(lab);
@@ -183,22 +187,24 @@ TEST_CASE("a partitioned host (switch port down): its agent stops its workers wi
   CHECK(CountOccurrences(all, "attempt=1") == 0);
   master->Wait(1ms);  // kill it (SIGKILL, by pid): the case is over
   for (int host = 0; host <= 3; ++host) CHECK(lab.Pids(host).empty());  // nothing left running
-  std::printf("fault suite: host partitioned (link down): its workers stopped after %.2f s, "
-              "others re-formed after %.2f s, rejoined %.2f s after the link returned\n",
-              stopped, reformed, rejoined);
+  std::printf(
+      "fault suite: host partitioned (link down): its workers stopped after %.2f s, "
+      "others re-formed after %.2f s, rejoined %.2f s after the link returned\n",
+      stopped, reformed, rejoined);
 }
 
-TEST_CASE("the master's host cut off from everyone: agents of a plain master stop their workers "
-          "and exit 3 after the join timeout",
-          "[faults][netns]") {
+TEST_CASE(
+    "the master's host cut off from everyone: agents of a plain master stop their workers "
+    "and exit 3 after the join timeout",
+    "[faults][netns]") {
   if (!LabAvailable()) return;
   NetworkLab lab(3);
   auto master = MasterIn(lab);
   const std::string endpoint = ListeningOn(master->out());
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int host = 1; host <= 2; ++host) {
-    agents.push_back(std::make_unique<Subprocess>(lab.In(
-        host, Agent(endpoint, "lost", "2", {"--ready", "--sleep=60"}, "join_timeout=6"))));
+    agents.push_back(std::make_unique<Subprocess>(
+        lab.In(host, Agent(endpoint, "lost", "2", {"--ready", "--sleep=60"}, "join_timeout=6"))));
   }
   std::vector<pid_t> workers;
   for (auto& agent : agents) {
@@ -224,14 +230,16 @@ TEST_CASE("the master's host cut off from everyone: agents of a plain master sto
   }
   master->Wait(1ms);
   for (int host = 0; host <= 2; ++host) CHECK(lab.Pids(host).empty());
-  std::printf("fault suite: master's host cut off, plain master: workers stopped after %.2f s, "
-              "agents exited 3 after %.2f s (lease + join timeout 6 s)\n",
-              stopped, exited);
+  std::printf(
+      "fault suite: master's host cut off, plain master: workers stopped after %.2f s, "
+      "agents exited 3 after %.2f s (lease + join timeout 6 s)\n",
+      stopped, exited);
 }
 
-TEST_CASE("the master's host cut off from everyone: agents of a durable master wait for it and "
-          "the job goes on when it is back",
-          "[faults][netns]") {
+TEST_CASE(
+    "the master's host cut off from everyone: agents of a durable master wait for it and "
+    "the job goes on when it is back",
+    "[faults][netns]") {
   if (!LabAvailable()) return;
   NetworkLab lab(3);
   TempDir dir;
@@ -263,7 +271,8 @@ TEST_CASE("the master's host cut off from everyone: agents of a durable master w
   kill(master->pid(), SIGTERM);
   master->Wait(10s);
   for (int host = 0; host <= 2; ++host) CHECK(lab.Pids(host).empty());
-  std::printf("fault suite: master's host cut off, durable master: agents stopped their workers "
-              "after %.2f s, the job went on %.2f s after the link returned\n",
-              noticed, resumed);
+  std::printf(
+      "fault suite: master's host cut off, durable master: agents stopped their workers "
+      "after %.2f s, the job went on %.2f s after the link returned\n",
+      noticed, resumed);
 }

@@ -59,8 +59,8 @@ FrameworkRun RunWithFault(const std::string& job, const std::vector<std::string>
   int attempt = 0;
   std::regex record("\\[n0 r0\\] (\\{\"event\".*\\})");
   const std::string& out = run.result.out;
-  for (auto it = std::sregex_iterator(out.begin(), out.end(), record);
-       it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), record); it != std::sregex_iterator();
+       ++it) {
     const json r = json::parse((*it)[1].str());
     if (r["event"] == "fit_start") {
       if (++attempt == 2) run.resumed_from = r["global_step"];
@@ -106,37 +106,42 @@ void CheckHangCaught(const FrameworkRun& run) {
   CHECK(std::regex_search(run.result.err,
                           std::regex("hung \\(heartbeat\\): no heartbeat for [0-9.]+ s "
                                      "\\(--hang_timeout=8\\.0 s\\)")));
-  CHECK(std::regex_search(run.result.err, std::regex("hang diagnostics of rank [0-9, ]+ written to")));
+  CHECK(std::regex_search(run.result.err,
+                          std::regex("hang diagnostics of rank [0-9, ]+ written to")));
   // The group restarted from the checkpoint of step 15 and trained to the end.
   CheckGoodputAgainstTheLog(run);
 }
 
 }  // namespace
 
-TEST_CASE("Lightning, unchanged: mxrun's goodput counts the steps redone after a restart from "
-          "last.ckpt, from the trainer's global step",
-          "[integration][frameworks]") {
+TEST_CASE(
+    "Lightning, unchanged: mxrun's goodput counts the steps redone after a restart from "
+    "last.ckpt, from the trainer's global step",
+    "[integration][frameworks]") {
   const FrameworkRun run = RunKilled("lightning_job.py");
   CHECK_THAT(run.result.err, Catch::Contains("Adding 1 callbacks from entry point "
                                              "'mxrun_progress': MxrunProgress"));
   CheckGoodputAgainstTheLog(run);
 }
 
-TEST_CASE("the Hugging Face Trainer, unchanged: mxrun's goodput counts the steps redone after a "
-          "restart from its checkpoint, from state.global_step",
-          "[integration][frameworks]") {
+TEST_CASE(
+    "the Hugging Face Trainer, unchanged: mxrun's goodput counts the steps redone after a "
+    "restart from its checkpoint, from state.global_step",
+    "[integration][frameworks]") {
   CheckGoodputAgainstTheLog(RunKilled("hf_trainer_job.py"));
 }
 
-TEST_CASE("Accelerate, unchanged: mxrun's goodput counts the steps redone after load_state, from "
-          "the optimizer's own step",
-          "[integration][frameworks]") {
+TEST_CASE(
+    "Accelerate, unchanged: mxrun's goodput counts the steps redone after load_state, from "
+    "the optimizer's own step",
+    "[integration][frameworks]") {
   CheckGoodputAgainstTheLog(RunKilled("accelerate_job.py"));
 }
 
-TEST_CASE("a framework job that stops stepping, unchanged: mxrun judges it hung from the "
-          "framework's own progress and restarts it (Lightning, the Trainer, Accelerate)",
-          "[integration][frameworks][hang]") {
+TEST_CASE(
+    "a framework job that stops stepping, unchanged: mxrun judges it hung from the "
+    "framework's own progress and restarts it (Lightning, the Trainer, Accelerate)",
+    "[integration][frameworks][hang]") {
   for (const std::string job : {"lightning_job.py", "hf_trainer_job.py", "accelerate_job.py"}) {
     INFO(job);
     CheckHangCaught(RunHung(job));

@@ -39,8 +39,8 @@ void WriteState(const std::string& path, const std::string& line) {
 // One worker on GPU 0 that says "ready pid=<its pid> attempt=<N>", fails in its first attempt
 // after 1 s (time for the test to show it holding the GPU) and succeeds in its second.
 std::vector<std::string> Job(std::vector<std::string> flags) {
-  std::vector<std::string> argv{MXRUN_BIN, "--standalone", "--nproc_per_node=1",
-                                "--max_restarts=1", "--gpu_reclaim_interval=0.1"};
+  std::vector<std::string> argv{MXRUN_BIN, "--standalone", "--nproc_per_node=1", "--max_restarts=1",
+                                "--gpu_reclaim_interval=0.1"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(),
               {"--no_python", "sh", "-c",
@@ -63,7 +63,7 @@ TEST_CASE("the next attempt's worker starts only once the dead worker's GPU memo
   // The worker holds 9000 MiB, as NVML would say; then it fails.
   WriteState(state, "GPU-aaaa used_mib=9000 pids=" + std::to_string(pids[0]) + ":9000");
   REQUIRE(job.WaitForStderr("failed: exit code 3", 1, 30s));
-  usleep(1'500'000);  // the agent polls meanwhile
+  usleep(1'500'000);                                     // the agent polls meanwhile
   CHECK(CountOccurrences(job.out(), "attempt=1") == 0);  // not started on a full GPU
   WriteState(state, "GPU-aaaa used_mib=200 pids=");
   ProcessResult r = job.Wait(30s);
@@ -72,13 +72,15 @@ TEST_CASE("the next attempt's worker starts only once the dead worker's GPU memo
   CHECK_THAT(r.out, Catch::Contains("attempt=1"));
   CHECK_THAT(r.err, Catch::Contains("GPU memory released after "));
   CHECK_THAT(r.err, Catch::Contains("(it was GPU 0: 9000 MiB used, held by pid " +
-                                    std::to_string(pids[0]) + " (rank 0's worker, gone) with "
+                                    std::to_string(pids[0]) +
+                                    " (rank 0's worker, gone) with "
                                     "9000 MiB)"));
 }
 
-TEST_CASE("GPU memory never released: the holder is named and the job goes on, and off or without "
-          "a GPU nothing is waited for",
-          "[gpu_reclaim]") {
+TEST_CASE(
+    "GPU memory never released: the holder is named and the job goes on, and off or without "
+    "a GPU nothing is waited for",
+    "[gpu_reclaim]") {
   mxrun::testing::TempDir dir;
   const std::string state = dir.path() + "/nvml";
   // A stranger (a process of the test's, not a worker) and the dead worker share the GPU.

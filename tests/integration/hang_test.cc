@@ -1,7 +1,8 @@
 // Hung workers found, explained and recovered from, end to end with real processes: the exit
 // barrier, heartbeats (shell workers, a stopped worker), PyTorch's own FileTimer watchdog (Debian's
-// PyTorch, unchanged torch.distributed.elastic.timer code), the diagnostics, restarts, and a hang on
-// one node of a two-node job. Every wait is bounded; timeouts are short so that hangs are found fast.
+// PyTorch, unchanged torch.distributed.elastic.timer code), the diagnostics, restarts, and a hang
+// on one node of a two-node job. Every wait is bounded; timeouts are short so that hangs are found
+// fast.
 
 #include <catch2/catch.hpp>
 
@@ -33,7 +34,8 @@ namespace {
 const std::string kMxrun = MXRUN_BIN;
 const std::string kFileTimerWorker = std::string(EXAMPLES_DIR) + "/file_timer.py";
 
-std::vector<std::string> Mxrun(std::vector<std::string> flags, std::vector<std::string> child_args) {
+std::vector<std::string> Mxrun(std::vector<std::string> flags,
+                               std::vector<std::string> child_args) {
   return mxrun::testing::MxrunWithChild(flags, child_args);
 }
 
@@ -54,9 +56,8 @@ std::string DiagnosticsDir(const std::string& err) {
 }
 
 std::map<std::string, std::string> WithFileTimer(const TempDir& tmp) {
-  return {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"},
-          {"PYTHON_EXEC", PYTHON_BIN},
-          {"TMPDIR", tmp.path()}};
+  return {
+      {"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}, {"PYTHON_EXEC", PYTHON_BIN}, {"TMPDIR", tmp.path()}};
 }
 
 }  // namespace
@@ -64,10 +65,10 @@ std::map<std::string, std::string> WithFileTimer(const TempDir& tmp) {
 TEST_CASE("exit barrier: a rank still running after its peers exited 0 is hung and explained",
           "[integration][hang]") {
   TempDir logs;
-  ProcessResult r = Run(Mxrun({"--nproc_per_node=3", "--exit_barrier_timeout=1",
-                               "--log_dir=" + logs.path()},
-                              {"--hang-rank=2"}),
-                        {}, 60s);
+  ProcessResult r =
+      Run(Mxrun({"--nproc_per_node=3", "--exit_barrier_timeout=1", "--log_dir=" + logs.path()},
+                {"--hang-rank=2"}),
+          {}, 60s);
   INFO(Describe(r));
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("rank       : 2 (local_rank: 2)"));
@@ -91,9 +92,10 @@ TEST_CASE("exit barrier: a rank still running after its peers exited 0 is hung a
 TEST_CASE("exit barrier: the restart after a hang succeeds, no log folder keeps the report",
           "[integration][hang]") {
   TempDir tmp;
-  ProcessResult r = Run(Mxrun({"--nproc_per_node=2", "--max_restarts=1", "--exit_barrier_timeout=1"},
-                              {"--hang-rank=0", "--hang-below-attempt=1", "--ready"}),
-                        {{"TMPDIR", tmp.path()}}, 60s);
+  ProcessResult r =
+      Run(Mxrun({"--nproc_per_node=2", "--max_restarts=1", "--exit_barrier_timeout=1"},
+                {"--hang-rank=0", "--hang-below-attempt=1", "--ready"}),
+          {{"TMPDIR", tmp.path()}}, 60s);
   INFO(Describe(r));
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.err, Catch::Contains("worker rank 0 (local_rank 0, pid "));
@@ -104,7 +106,8 @@ TEST_CASE("exit barrier: the restart after a hang succeeds, no log folder keeps 
   std::smatch m;
   REQUIRE(std::regex_search(r.err, m, std::regex("written to (\\S+) in")));
   CHECK_THAT(std::string(m[1]), Catch::StartsWith(tmp.path() + "/mxrun-hang-"));
-  CHECK_THAT(ReadFile(std::string(m[1]) + "/rank0.txt"), Catch::Contains("rule         : exit barrier"));
+  CHECK_THAT(ReadFile(std::string(m[1]) + "/rank0.txt"),
+             Catch::Contains("rule         : exit barrier"));
 }
 
 TEST_CASE("heartbeat: a shell worker that stops beating is hung, beating or never beating is not",
@@ -126,10 +129,11 @@ TEST_CASE("heartbeat: a shell worker that stops beating is hung, beating or neve
     CHECK(ReadFile(DiagnosticsDir(r.err) + "/nccl_trace_rank_0") == "trace\n");
   }
   SECTION("keeps beating") {
-    ProcessResult r = Run(MxrunShell({"--hang_timeout=1"},
-                                     "for i in 1 2 3 4 5 6 7 8; do touch \"$MXRUN_HEARTBEAT_FILE\"; "
-                                     "sleep 0.25; done; echo finished"),
-                          {}, 60s);
+    ProcessResult r =
+        Run(MxrunShell({"--hang_timeout=1"},
+                       "for i in 1 2 3 4 5 6 7 8; do touch \"$MXRUN_HEARTBEAT_FILE\"; "
+                       "sleep 0.25; done; echo finished"),
+            {}, 60s);
     INFO(Describe(r));
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("finished"));
@@ -144,10 +148,9 @@ TEST_CASE("heartbeat: a shell worker that stops beating is hung, beating or neve
 
 TEST_CASE("a SIGSTOPped worker is reported as stopped, named first, and stopped at once",
           "[integration][hang]") {
-  ProcessResult r =
-      Run(Mxrun({"--nproc_per_node=2", "--hang_timeout=1"},
-                {"--beat", "--hang-rank=1", "--stop-self", "--sleep=30"}),
-          {}, 60s);
+  ProcessResult r = Run(Mxrun({"--nproc_per_node=2", "--hang_timeout=1"},
+                              {"--beat", "--hang-rank=1", "--stop-self", "--sleep=30"}),
+                        {}, 60s);
   INFO(Describe(r));
   CHECK(r.exit_code == 1);
   // Both ranks went silent; the stopped one is the root cause.
@@ -162,8 +165,8 @@ TEST_CASE("a SIGSTOPped worker is reported as stopped, named first, and stopped 
 TEST_CASE("FileTimer: PyTorch's timers released in time do nothing, a bad line is ignored",
           "[integration][hang][file_timer]") {
   TempDir tmp;
-  ProcessResult r = Run({kMxrun, "--nproc_per_node=2", kFileTimerWorker, "--bad_line"},
-                        WithFileTimer(tmp), 120s);
+  ProcessResult r =
+      Run({kMxrun, "--nproc_per_node=2", kFileTimerWorker, "--bad_line"}, WithFileTimer(tmp), 120s);
   INFO(Describe(r));
   CHECK(r.exit_code == 0);
   CHECK(CountOccurrences(r.out, "released a timer in time") == 2);
@@ -191,9 +194,9 @@ TEST_CASE("FileTimer: with the budget spent the summary names the timer and the 
   std::map<std::string, std::string> env = WithFileTimer(tmp);
   const std::string dumper = GENERATE(std::string("eu-stack"), std::string("gdb"));
   env["MXRUN_STACK_DUMPER"] = dumper;
-  ProcessResult r = Run({kMxrun, "--nproc_per_node=1", kFileTimerWorker, "--hang_rank", "0",
-                         "--expire_after", "0.5"},
-                        env, 120s);
+  ProcessResult r = Run(
+      {kMxrun, "--nproc_per_node=1", kFileTimerWorker, "--hang_rank", "0", "--expire_after", "0.5"},
+      env, 120s);
   INFO(Describe(r));
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("exit       : hung (FileTimer): timer 'stuck step' of pid "));
@@ -222,8 +225,9 @@ TEST_CASE("FileTimer: a pid that is not one of the agent's workers is never sign
   struct stat st {};
   REQUIRE(stat(pipe.c_str(), &st) == 0);
   CHECK(S_ISFIFO(st.st_mode));
-  const std::string line = "{\"version\": 1, \"pid\": " + std::to_string(victim.pid()) +
-                           ", \"scope_id\": \"foreign\", \"expiration_time\": 1.0, \"signal\": 9}\n";
+  const std::string line =
+      "{\"version\": 1, \"pid\": " + std::to_string(victim.pid()) +
+      ", \"scope_id\": \"foreign\", \"expiration_time\": 1.0, \"signal\": 9}\n";
   int fd = open(pipe.c_str(), O_WRONLY | O_NONBLOCK);
   REQUIRE(fd >= 0);
   REQUIRE(write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
@@ -252,15 +256,16 @@ TEST_CASE("FileTimer: a path that is not a pipe is a usage error and is left alo
   CHECK(ReadFile(file) == "keep me\n");
 }
 
-TEST_CASE("a hang on node 1 of a 2-node job restarts both nodes", "[integration][hang][multinode]") {
+TEST_CASE("a hang on node 1 of a 2-node job restarts both nodes",
+          "[integration][hang][multinode]") {
   absl::StatusOr<int> port = mxrun::PickFreePort("127.0.0.1");
   REQUIRE(port.ok());
   std::vector<std::unique_ptr<Subprocess>> nodes;
   for (int rank : {0, 1}) {
     nodes.push_back(std::make_unique<Subprocess>(
         Mxrun({"--nnodes=2", "--node_rank=" + std::to_string(rank),
-               "--master_port=" + std::to_string(*port), "--nproc_per_node=2",
-               "--max_restarts=1", "--hang_timeout=1"},
+               "--master_port=" + std::to_string(*port), "--nproc_per_node=2", "--max_restarts=1",
+               "--hang_timeout=1"},
               {"--beat", "--ready", "--hang-rank=3", "--hang-below-attempt=1", "--sleep=0.3"})));
   }
   ProcessResult n0 = nodes[0]->Wait(90s);
@@ -272,7 +277,8 @@ TEST_CASE("a hang on node 1 of a 2-node job restarts both nodes", "[integration]
   CHECK_THAT(n1.err, Catch::Contains("is hung (heartbeat)"));
   // Node 0 learns the cause from the master and restarts too.
   CHECK_THAT(n0.err, Catch::Contains("restarting the worker group (1 of 1 restarts): worker rank 3 "
-                                     "on ") && Catch::Contains("failed (hung (heartbeat)"));
+                                     "on ") &&
+                         Catch::Contains("failed (hung (heartbeat)"));
   CHECK(CountOccurrences(n0.out + n1.out, "attempt=1") == 4);
 }
 
@@ -280,9 +286,11 @@ TEST_CASE("exit barrier across nodes: the master tells a node its peers finished
           "[integration][hang][multinode]") {
   Master master;
   auto flags = [&](const std::string& node_rank, const std::string& nproc) {
-    return std::vector<std::string>{"--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
-                                    "--rdzv_id=barrier2", "--nnodes=2", "--node_rank=" + node_rank,
-                                    "--nproc_per_node=" + nproc, "--exit_barrier_timeout=1"};
+    return std::vector<std::string>{
+        "--rdzv_backend=c10d",      "--rdzv_endpoint=" + master.endpoint(),
+        "--rdzv_id=barrier2",       "--nnodes=2",
+        "--node_rank=" + node_rank, "--nproc_per_node=" + nproc,
+        "--exit_barrier_timeout=1"};
   };
   // Node 0's two workers exit at once; node 1's only worker (rank 2) never does. Node 1 has no
   // local peer that finished: only the master's word can start its barrier.
@@ -399,8 +407,8 @@ TEST_CASE("uninterruptible sleep: an unparsable or zero or negative timeout turn
           "[integration][hang][dstate]") {
   const std::string value = GENERATE(as<std::string>{}, "ten", "0", "-1");
   TempDir tmp;
-  ProcessResult r = Run(Mxrun({"--nproc_per_node=1"}, {"--vfork-wait=2.5"}),
-                        DStateTimeout(value, tmp), 60s);
+  ProcessResult r =
+      Run(Mxrun({"--nproc_per_node=1"}, {"--vfork-wait=2.5"}), DStateTimeout(value, tmp), 60s);
   INFO(Describe(r));
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("vfork-done rank=0"));  // left in D for 2.5 s, untouched

@@ -68,12 +68,13 @@ TEST_CASE("a failing --health_check keeps the node out: one line, exit 93, no wo
   CHECK_THAT(off.out, Catch::Contains("ready rank="));
 }
 
-TEST_CASE("folders that cannot be written and an address that is not this machine's are "
-          "unhealthy",
-          "[health]") {
+TEST_CASE(
+    "folders that cannot be written and an address that is not this machine's are "
+    "unhealthy",
+    "[health]") {
   mxrun::testing::TempDir dir;
-  ProcessResult r = OneNode({"--health_folders=" + dir.path() + ",/proc/no-such-folder",
-                             "--local_addr=192.0.2.1"});
+  ProcessResult r = OneNode(
+      {"--health_folders=" + dir.path() + ",/proc/no-such-folder", "--local_addr=192.0.2.1"});
   INFO(r.err);
   CHECK(r.exit_code == 93);
   CHECK_THAT(r.err, Catch::Contains("folder /proc/no-such-folder: cannot write there"));
@@ -85,9 +86,10 @@ TEST_CASE("folders that cannot be written and an address that is not this machin
   CHECK_THAT(full.err, Catch::Contains("MiB needed (--health_min_disk)"));
 }
 
-TEST_CASE("GPU health through NVML: retired pages, row remaps and free memory are checked on the "
-          "workers' GPUs",
-          "[health]") {
+TEST_CASE(
+    "GPU health through NVML: retired pages, row remaps and free memory are checked on the "
+    "workers' GPUs",
+    "[health]") {
   mxrun::testing::TempDir dir;
   const std::string state = dir.path() + "/nvml";
   std::ofstream(state) << "GPU-aaaa used_mib=100 retired_pending=1\n"
@@ -96,8 +98,10 @@ TEST_CASE("GPU health through NVML: retired pages, row remaps and free memory ar
   INFO(r.err);
   CHECK(r.exit_code == 93);
   CHECK_THAT(r.err, Catch::Contains("GPU 0: retired memory pages pending"));
-  CHECK_THAT(r.err, Catch::Contains("GPU 1: a memory row remap failed (the GPU should be replaced)"));
-  CHECK_THAT(r.err, Catch::Contains("GPU 1: 920 MiB free, 1024 MiB needed (--health_min_gpu_free)"));
+  CHECK_THAT(r.err,
+             Catch::Contains("GPU 1: a memory row remap failed (the GPU should be replaced)"));
+  CHECK_THAT(r.err,
+             Catch::Contains("GPU 1: 920 MiB free, 1024 MiB needed (--health_min_gpu_free)"));
   // More workers than GPUs and no CUDA_VISIBLE_DEVICES (CPU work on a GPU machine, as torchrun
   // runs it; seen on a one-GPU H200): local rank 1 has no GPU of its own, and the job runs.
   std::map<std::string, std::string> one_gpu{
@@ -124,14 +128,16 @@ TEST_CASE("GPU health through NVML: retired pages, row remaps and free memory ar
   CHECK(OneNode({}, FakeGpus(state)).exit_code == 0);
 }
 
-TEST_CASE("an unhealthy node of a multi-node job does not join: the master's status lists it and "
-          "the others go on",
-          "[health]") {
+TEST_CASE(
+    "an unhealthy node of a multi-node job does not join: the master's status lists it and "
+    "the others go on",
+    "[health]") {
   Master master;
   auto agent = [&](std::vector<std::string> extra) {
-    std::vector<std::string> flags{"--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
-                                   "--rdzv_id=health2", "--nnodes=1:2", "--nproc_per_node=1",
-                                   "--rdzv_conf=is_host=0,last_call_timeout=2"};
+    std::vector<std::string> flags{
+        "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
+        "--rdzv_id=health2",   "--nnodes=1:2",
+        "--nproc_per_node=1",  "--rdzv_conf=is_host=0,last_call_timeout=2"};
     flags.insert(flags.end(), extra.begin(), extra.end());
     return std::make_unique<Subprocess>(
         mxrun::testing::MxrunWithChild(flags, {"--ready", "--sleep=2"}));
@@ -140,8 +146,8 @@ TEST_CASE("an unhealthy node of a multi-node job does not join: the master's sta
   ProcessResult left = bad->Wait(30s);
   INFO(left.err);
   CHECK(left.exit_code == 93);
-  ProcessResult status = mxrun::testing::Run(
-      {MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint()}, {}, 20s);
+  ProcessResult status =
+      mxrun::testing::Run({MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint()}, {}, 20s);
   INFO(status.out << status.err);
   CHECK_THAT(status.out, Catch::Contains("  unhealthy: "));
   CHECK_THAT(status.out, Catch::Contains("exited 3: GPU fell off the bus"));
@@ -155,9 +161,10 @@ TEST_CASE("an unhealthy node of a multi-node job does not join: the master's sta
   CHECK_THAT(ok.err, Catch::Contains("exited 3: GPU fell off the bus"));
 }
 
-TEST_CASE("with --health_check_interval a node that turns unhealthy while training stops its "
-          "workers and leaves",
-          "[health]") {
+TEST_CASE(
+    "with --health_check_interval a node that turns unhealthy while training stops its "
+    "workers and leaves",
+    "[health]") {
   mxrun::testing::TempDir dir;
   const std::string flag = dir.path() + "/broken";
   Subprocess job({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--health_check",
@@ -173,9 +180,10 @@ TEST_CASE("with --health_check_interval a node that turns unhealthy while traini
   CHECK_THAT(r.err, Catch::Contains("exited 1: NVLink down"));
 }
 
-TEST_CASE("an XID error reported while training makes the node unhealthy at the next check "
-          "(application XIDs do not)",
-          "[health]") {
+TEST_CASE(
+    "an XID error reported while training makes the node unhealthy at the next check "
+    "(application XIDs do not)",
+    "[health]") {
   mxrun::testing::TempDir dir;
   const std::string state = dir.path() + "/nvml";
   std::ofstream(state) << "GPU-aaaa used_mib=100 xids=13\n";  // before the agent: not news

@@ -34,8 +34,8 @@ TEST_CASE("a helper's exit code and output (stdout and stderr) come back", "[hel
   mxrun::HelperOptions options;
   options.timeout = 20s;
   options.env = {"GREETING=hello", "PATH=/usr/bin:/bin"};
-  auto run = mxrun::RunHelper("/bin/sh", {"sh", "-c", "echo $GREETING; echo oops >&2; exit 3"},
-                              options);
+  auto run =
+      mxrun::RunHelper("/bin/sh", {"sh", "-c", "echo $GREETING; echo oops >&2; exit 3"}, options);
   REQUIRE(run.ok());
   CHECK_FALSE(run->timed_out);
   CHECK(run->exited);

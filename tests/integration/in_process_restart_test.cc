@@ -30,7 +30,8 @@ using mxrun::testing::TempDir;
 
 namespace {
 
-std::vector<std::string> Mxrun(std::vector<std::string> flags, std::vector<std::string> child_args) {
+std::vector<std::string> Mxrun(std::vector<std::string> flags,
+                               std::vector<std::string> child_args) {
   return mxrun::testing::MxrunWithChild(flags, child_args);
 }
 
@@ -86,13 +87,15 @@ void CheckEveryRankStartedTwice(const std::string& out, int ranks) {
 
 }  // namespace
 
-TEST_CASE("workers that declare in-process restart keep their processes, only the failed rank "
-          "starts again", "[integration][in_process]") {
-  ProcessResult r = RunReleasingFailure(
-      {"--standalone", "--nproc_per_node=3", "--max_restarts=1"},
-      {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1", "--fail-below-attempt=1",
-       "--fail-on-signal"},
-      3, 1);
+TEST_CASE(
+    "workers that declare in-process restart keep their processes, only the failed rank "
+    "starts again",
+    "[integration][in_process]") {
+  ProcessResult r =
+      RunReleasingFailure({"--standalone", "--nproc_per_node=3", "--max_restarts=1"},
+                          {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
+                           "--fail-below-attempt=1", "--fail-on-signal"},
+                          3, 1);
   INFO(r.err << r.out);
   REQUIRE(r.exit_code == 0);
   const auto pids = ReadyPids(r.out);
@@ -107,8 +110,8 @@ TEST_CASE("workers that declare in-process restart keep their processes, only th
   // The kept workers were told round 1 with their own ranks and the spent restart.
   for (int rank : {0, 2}) {
     const std::string pid = std::to_string(pids.at(rank)[0]);
-    CHECK_THAT(r.out, Catch::Contains("notice round=1 rank=" + std::to_string(rank) + " pid=" +
-                                      pid + " restart=1"));
+    CHECK_THAT(r.out, Catch::Contains("notice round=1 rank=" + std::to_string(rank) +
+                                      " pid=" + pid + " restart=1"));
   }
   CHECK_THAT(r.err, Catch::Contains("keeping the workers that take the next round in-process"));
   CHECK_THAT(r.err, Catch::Contains("in-process restart: kept rank(s) 0 (pid " +
@@ -118,11 +121,11 @@ TEST_CASE("workers that declare in-process restart keep their processes, only th
 }
 
 TEST_CASE("ordinary workers are all stopped and started again", "[integration][in_process]") {
-  ProcessResult r = RunReleasingFailure(
-      {"--standalone", "--nproc_per_node=3", "--max_restarts=1"},
-      {"--ready", "--sleep=30", "--sleep-below-attempt=1", "--exit=3", "--only-rank=1",
-       "--fail-below-attempt=1", "--fail-on-signal"},
-      3, 1);
+  ProcessResult r =
+      RunReleasingFailure({"--standalone", "--nproc_per_node=3", "--max_restarts=1"},
+                          {"--ready", "--sleep=30", "--sleep-below-attempt=1", "--exit=3",
+                           "--only-rank=1", "--fail-below-attempt=1", "--fail-on-signal"},
+                          3, 1);
   INFO(r.err << r.out);
   REQUIRE(r.exit_code == 0);
   CheckEveryRankStartedTwice(r.out, 3);
@@ -132,11 +135,11 @@ TEST_CASE("ordinary workers are all stopped and started again", "[integration][i
 
 TEST_CASE("a kept worker that cannot take the new round is restarted the old way",
           "[integration][in_process]") {
-  ProcessResult r = RunReleasingFailure(
-      {"--standalone", "--nproc_per_node=3", "--max_restarts=2"},
-      {"--keep=exit", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
-       "--fail-below-attempt=1", "--fail-on-signal"},
-      3, 1);
+  ProcessResult r =
+      RunReleasingFailure({"--standalone", "--nproc_per_node=3", "--max_restarts=2"},
+                          {"--keep=exit", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
+                           "--fail-below-attempt=1", "--fail-on-signal"},
+                          3, 1);
   INFO(r.err << r.out);
   REQUIRE(r.exit_code == 0);
   // Round 1 kept ranks 0 and 2, which then gave up (exit 5): that failure spent the second
@@ -191,16 +194,15 @@ TEST_CASE("a worker stopped (SIGSTOP) beside the one that failed is started agai
 TEST_CASE("a worker's control channel is fd 3, a socket, and nothing else is inherited",
           "[integration][in_process]") {
   // A shell worker reports what fd 3 is and which fds it holds (ls of its own fd folder).
-  ProcessResult r = Run({MXRUN_BIN, "--standalone", "--nproc_per_node=1", "--no_python", "sh",
-                         "-c", "echo fd3=$(readlink /proc/$$/fd/3 | cut -d: -f1) "
-                               "var=$MXRUN_CONTROL_FD fds=$(ls /proc/$$/fd | sort -n | tr '\\n' ,)"});
+  ProcessResult r = Run({MXRUN_BIN, "--standalone", "--nproc_per_node=1", "--no_python", "sh", "-c",
+                         "echo fd3=$(readlink /proc/$$/fd/3 | cut -d: -f1) "
+                         "var=$MXRUN_CONTROL_FD fds=$(ls /proc/$$/fd | sort -n | tr '\\n' ,)"});
   INFO(r.err << r.out);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("fd3=socket var=3 fds=0,1,2,3,"));
 }
 
-TEST_CASE("a warm standby takes the failed rank",
-          "[integration][in_process]") {
+TEST_CASE("a warm standby takes the failed rank", "[integration][in_process]") {
   // Rank 1 fails once the standby (started when every worker joined) has said hello.
   ProcessResult r = RunReleasingFailure(
       {"--standalone", "--nproc_per_node=2", "--max_restarts=1", "--standby_workers=1"},
@@ -226,10 +228,10 @@ TEST_CASE("a warm standby takes the failed rank",
 struct LossBeforeStandbyReady {
   TempDir dir;
   std::string hold = dir.path() + "/hold";
-  Subprocess job{Mxrun({"--standalone", "--nproc_per_node=2", "--max_restarts=1",
-                        "--standby_workers=1"},
-                       {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
-                        "--fail-below-attempt=1", "--fail-on-signal", "--standby-hold=" + hold})};
+  Subprocess job{
+      Mxrun({"--standalone", "--nproc_per_node=2", "--max_restarts=1", "--standby_workers=1"},
+            {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
+             "--fail-below-attempt=1", "--fail-on-signal", "--standby-hold=" + hold})};
   pid_t standby = -1;
 
   void FailRankOne() {
@@ -239,8 +241,9 @@ struct LossBeforeStandbyReady {
     standby = std::atoi(out.c_str() + out.find("standby preparing pid=") + 22);
     REQUIRE(standby > 0);
     REQUIRE(::kill(ReadyPids(out).at(1).at(0), SIGUSR1) == 0);
-    REQUIRE(job.WaitForStderr("; started rank(s) 1 (standby pid " + std::to_string(standby) +
-                                  ", once it is ready)", 1, 30s));
+    REQUIRE(job.WaitForStderr(
+        "; started rank(s) 1 (standby pid " + std::to_string(standby) + ", once it is ready)", 1,
+        30s));
   }
 };
 
@@ -281,10 +284,10 @@ TEST_CASE("a rank that waits for a preparing standby goes to a new process when 
 
 TEST_CASE("a stopped standby (SIGSTOP) is not given the failed rank: a new process takes it",
           "[integration][in_process]") {
-  Subprocess job(Mxrun({"--standalone", "--nproc_per_node=2", "--max_restarts=1",
-                        "--standby_workers=1"},
-                       {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
-                        "--fail-below-attempt=1", "--fail-on-signal"}));
+  Subprocess job(
+      Mxrun({"--standalone", "--nproc_per_node=2", "--max_restarts=1", "--standby_workers=1"},
+            {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
+             "--fail-below-attempt=1", "--fail-on-signal"}));
   REQUIRE(job.WaitForStdout("ready rank=", 2, 30s));
   REQUIRE(job.WaitForStderr("ready to take a rank in-process", 1, 30s));
   const std::string err = job.err();
@@ -299,8 +302,8 @@ TEST_CASE("a stopped standby (SIGSTOP) is not given the failed rank: a new proce
                                     ") is in state T (stopped"));
   const auto pids = ReadyPids(r.out);
   REQUIRE(pids.at(1).size() == 2);
-  CHECK_THAT(r.err, Catch::Contains("; started rank(s) 1 (pid " + std::to_string(pids.at(1)[1]) +
-                                    ")"));
+  CHECK_THAT(r.err,
+             Catch::Contains("; started rank(s) 1 (pid " + std::to_string(pids.at(1)[1]) + ")"));
   CHECK_THAT(r.out, !Catch::Contains("standby promoted"));
 }
 
@@ -313,13 +316,13 @@ TEST_CASE("a promoted standby is pinned to its rank's CPUs (numa binding)",
     WARN("this machine does not let the test use CPUs 0 and 1: skipped");
     return;
   }
-  ProcessResult r = RunReleasingFailure(
-      {"--standalone", "--nproc_per_node=2", "--max_restarts=1", "--standby_workers=1",
-       "--numa-binding=node"},
-      {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1", "--fail-below-attempt=1",
-       "--fail-on-signal"},
-      2, 1, "ready to take a rank in-process",
-      {{"HWLOC_XMLFILE", std::string(TOPOLOGIES_DIR) + "/two_cpu_2gpu.xml"}});
+  ProcessResult r =
+      RunReleasingFailure({"--standalone", "--nproc_per_node=2", "--max_restarts=1",
+                           "--standby_workers=1", "--numa-binding=node"},
+                          {"--keep", "--wait-notice", "--ready", "--exit=3", "--only-rank=1",
+                           "--fail-below-attempt=1", "--fail-on-signal"},
+                          2, 1, "ready to take a rank in-process",
+                          {{"HWLOC_XMLFILE", std::string(TOPOLOGIES_DIR) + "/two_cpu_2gpu.xml"}});
   INFO(r.err << r.out);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.err, Catch::Contains("local rank 1 (GPU 0000:9a:00.0) -> CPUs 1"));

@@ -55,8 +55,8 @@ int Listen(int port) {
   return fd;
 }
 
-// A Slurm job id whose block of rendezvous ports (launcher/launch_flags/slurm.h) is free on this host now,
-// and the listening sockets that proved it (closed by the caller, or kept as strangers).
+// A Slurm job id whose block of rendezvous ports (launcher/launch_flags/slurm.h) is free on this
+// host now, and the listening sockets that proved it (closed by the caller, or kept as strangers).
 struct FreeBlock {
   long job_id = 0;
   int port = 0;
@@ -82,25 +82,23 @@ FreeBlock FindFreeBlock() {
 
 // The variables srun gives task `node` of a 2-node job on "nodes" that are all this host.
 std::map<std::string, std::string> SlurmNode(long job_id, int node) {
-  return {{"SLURM_JOB_ID", std::to_string(job_id)},
-          {"SLURM_NNODES", "2"},
-          {"SLURM_NODEID", std::to_string(node)},
-          {"SLURM_JOB_NODELIST", "127.0.0.1,127.0.0.1"},
-          {"SLURM_PROCID", std::to_string(node)},
-          {"SLURM_NTASKS", "2"}};
+  return {{"SLURM_JOB_ID", std::to_string(job_id)}, {"SLURM_NNODES", "2"},
+          {"SLURM_NODEID", std::to_string(node)},   {"SLURM_JOB_NODELIST", "127.0.0.1,127.0.0.1"},
+          {"SLURM_PROCID", std::to_string(node)},   {"SLURM_NTASKS", "2"}};
 }
 
 }  // namespace
 
-TEST_CASE("a master an agent hosts serves its own run only: another job on its endpoint is "
-          "refused and the first job goes on",
-          "[isolation]") {
+TEST_CASE(
+    "a master an agent hosts serves its own run only: another job on its endpoint is "
+    "refused and the first job goes on",
+    "[isolation]") {
   const std::string endpoint = "127.0.0.1:" + std::to_string(FreePort());
   auto node = [&](const std::string& id, int rank) {
-    return std::make_unique<Subprocess>(Agent(
-        {"--rdzv_backend=c10d", "--rdzv_endpoint=" + endpoint, "--rdzv_id=" + id, "--nnodes=2",
-         "--node_rank=" + std::to_string(rank), "--nproc_per_node=2"},
-        {"--ready", "--sleep=4"}));
+    return std::make_unique<Subprocess>(
+        Agent({"--rdzv_backend=c10d", "--rdzv_endpoint=" + endpoint, "--rdzv_id=" + id,
+               "--nnodes=2", "--node_rank=" + std::to_string(rank), "--nproc_per_node=2"},
+              {"--ready", "--sleep=4"}));
   };
   auto a0 = node("job-a", 0);
   REQUIRE(a0->WaitForStderr("hosting the rendezvous master", 1, 30s));
@@ -123,9 +121,10 @@ TEST_CASE("a master an agent hosts serves its own run only: another job on its e
   }
 }
 
-TEST_CASE("three Slurm jobs with the same first node and the same port block each find their "
-          "own master past a stranger, and cancelling one leaves the others to finish",
-          "[isolation][slurm]") {
+TEST_CASE(
+    "three Slurm jobs with the same first node and the same port block each find their "
+    "own master past a stranger, and cancelling one leaves the others to finish",
+    "[isolation][slurm]") {
   FreeBlock block = FindFreeBlock();
   // The block's first port stays taken by a stranger (not an mxrun master); the rest are freed.
   for (size_t i = 1; i < block.fds.size(); ++i) close(block.fds[i]);
@@ -176,9 +175,10 @@ TEST_CASE("three Slurm jobs with the same first node and the same port block eac
   close(stranger);
 }
 
-TEST_CASE("three plain one-node PyTorch jobs started at once each reduce with their own ranks "
-          "only, and cancelling one leaves the others to finish",
-          "[isolation]") {
+TEST_CASE(
+    "three plain one-node PyTorch jobs started at once each reduce with their own ranks "
+    "only, and cancelling one leaves the others to finish",
+    "[isolation]") {
   // The issue's reproduction: `mxrun --nproc_per_node=2 job.py` three times at once, each job
   // all-reducing its own number (job k's ranks give k: the right sum is 2k). Before free ports
   // per job, jobs took torchrun's fixed 29500 and reduced with each other's ranks.
@@ -237,7 +237,8 @@ TEST_CASE("cancelled, mxrun says in one line how each rank ended and exits 128+s
     ProcessResult r = mxrun.Wait(30s);
     INFO(mxrun::testing::Describe(r));
     CHECK(r.exit_code == 130);
-    CHECK_THAT(r.err, Catch::Contains("cancelled by SIGINT: ranks 0-1 ended by SIGINT; exit code 130"));
+    CHECK_THAT(r.err,
+               Catch::Contains("cancelled by SIGINT: ranks 0-1 ended by SIGINT; exit code 130"));
   }
   SECTION("workers that end on SIGTERM") {
     Subprocess mxrun(Agent({"--nproc_per_node=2", "--term_timeout=10"}, {"--ready", "--sleep=60"}));
@@ -272,7 +273,8 @@ TEST_CASE("under Slurm the grace fits KillWait, read from scontrol", "[cancel][s
               "echo 'KillOnBadExit           = 0'\necho 'KillWait                = 3 sec'\n";
   }
   chmod(scontrol.c_str(), 0755);
-  std::map<std::string, std::string> env = {{"SLURM_JOB_ID", "4242"}, {"SLURM_NNODES", "1"},
+  std::map<std::string, std::string> env = {{"SLURM_JOB_ID", "4242"},
+                                            {"SLURM_NNODES", "1"},
                                             {"SLURM_JOB_NODELIST", "127.0.0.1"},
                                             {"PATH", dir.path() + ":/usr/bin:/bin"}};
   Subprocess mxrun(Agent({"--nproc_per_node=1"}, {"--ready", "--sleep=60", "--ignore-sigterm"}),
@@ -285,8 +287,8 @@ TEST_CASE("under Slurm the grace fits KillWait, read from scontrol", "[cancel][s
   CHECK_THAT(r.err, Catch::Contains("Slurm's KillWait is 3 s: workers get 2 s after SIGTERM"));
   CHECK_THAT(r.err, Catch::Contains("rank 0 SIGKILLed after the 2 s grace"));
   // --term_timeout wins, and scontrol is not asked.
-  ProcessResult given = mxrun::testing::Run(
-      Agent({"--nproc_per_node=1", "--term_timeout=7"}, {"--ready"}), env, 30s);
+  ProcessResult given =
+      mxrun::testing::Run(Agent({"--nproc_per_node=1", "--term_timeout=7"}, {"--ready"}), env, 30s);
   CHECK(given.exit_code == 0);
   CHECK_THAT(given.err, !Catch::Contains("KillWait"));
 }

@@ -17,15 +17,18 @@ using mxrun::testing::IntsAfter;
 using mxrun::testing::ReadFile;
 using mxrun::testing::TempDir;
 
-TEST_CASE("in an Indexed Job's pods mxrun infers rank, pod 0's endpoint and run id, and the job "
-          "runs", "[kubernetes]") {
+TEST_CASE(
+    "in an Indexed Job's pods mxrun infers rank, pod 0's endpoint and run id, and the job "
+    "runs",
+    "[kubernetes]") {
   TempDir dir;
   // The kubelet writes "IP FQDN hostname"; "resnet-0.resnet-workers" stands in for the name the
   // pods' DNS search path (ml.svc.cluster.local) resolves.
   std::ofstream(dir.path() + "/hosts")
       << "127.0.0.1 localhost\n"
          "127.0.0.1 resnet-0.resnet-workers.ml.svc.cluster.local resnet-0.resnet-workers resnet-0\n"
-         "127.0.0.1 resnet-1.resnet-workers.ml.svc.cluster.local resnet-1.resnet-workers resnet-1\n";
+         "127.0.0.1 resnet-1.resnet-workers.ml.svc.cluster.local resnet-1.resnet-workers "
+         "resnet-1\n";
   const std::string script = dir.path() + "/pods.sh";
   std::ofstream(script) << "ip link set lo up || exit 90\n"
                            "mount --bind \"$1/hosts\" /etc/hosts || exit 91\n"
@@ -36,13 +39,14 @@ TEST_CASE("in an Indexed Job's pods mxrun infers rank, pod 0's endpoint and run 
                            "  pids=\"$pids $!\"\n"
                            "done\n"
                            "for p in $pids; do wait $p; echo \"pod exit $?\"; done\n";
-  mxrun::testing::ProcessResult r = mxrun::testing::Run(
-      {"unshare", "--mount", "--net", "--propagation", "private", "sh", script, dir.path(),
-       MXRUN_BIN, TEST_CHILD_BIN},
-      {}, 120s);
+  mxrun::testing::ProcessResult r =
+      mxrun::testing::Run({"unshare", "--mount", "--net", "--propagation", "private", "sh", script,
+                           dir.path(), MXRUN_BIN, TEST_CHILD_BIN},
+                          {}, 120s);
   const std::string out = ReadFile(dir.path() + "/out.0") + ReadFile(dir.path() + "/out.1");
   const std::string err0 = ReadFile(dir.path() + "/err.0");
-  INFO(mxrun::testing::Describe(r) << "\npod 0:\n" << err0 << "\npod 1:\n"
+  INFO(mxrun::testing::Describe(r) << "\npod 0:\n"
+                                   << err0 << "\npod 1:\n"
                                    << ReadFile(dir.path() + "/err.1"));
   REQUIRE(r.exit_code == 0);
   CHECK(CountOccurrences(r.out, "pod exit 0") == 2);
@@ -56,6 +60,6 @@ TEST_CASE("in an Indexed Job's pods mxrun infers rank, pod 0's endpoint and run 
   CHECK(IntsAfter(out, "world") == std::vector<int>(4, 4));
   CHECK(CountOccurrences(out, "run=k8s-ml-resnet") == 4);
   // Pod 0 holds global ranks 0-1 (its index is its node rank).
-  CHECK_THAT(ReadFile(dir.path() + "/out.0"), Catch::Contains("[n0 r0]") &&
-                                                  Catch::Contains("[n0 r1]"));
+  CHECK_THAT(ReadFile(dir.path() + "/out.0"),
+             Catch::Contains("[n0 r0]") && Catch::Contains("[n0 r1]"));
 }

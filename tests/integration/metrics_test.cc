@@ -31,21 +31,19 @@ using namespace std::chrono_literals;
 
 namespace {
 
-
 std::unique_ptr<Subprocess> MetricsAgent(const std::string& endpoint, const std::string& run_id) {
   return std::make_unique<Subprocess>(mxrun::testing::MxrunWithChild(
-      {"--rdzv_backend=c10d", "--rdzv_endpoint=" + endpoint, "--rdzv_id=" + run_id,
-       "--nnodes=1:2", "--nproc_per_node=2", "--max_restarts=3", "--rdzv_conf=is_host=0",
-       "--metrics_port=0"},
+      {"--rdzv_backend=c10d", "--rdzv_endpoint=" + endpoint, "--rdzv_id=" + run_id, "--nnodes=1:2",
+       "--nproc_per_node=2", "--max_restarts=3", "--rdzv_conf=is_host=0", "--metrics_port=0"},
       {"--ready", "--sleep=120", "--progress=0.2"}));
 }
 
-
 }  // namespace
 
-TEST_CASE("Prometheus scrapes a two-node job: restarts after a killed worker, world size after a "
-          "lost node",
-          "[metrics][prometheus]") {
+TEST_CASE(
+    "Prometheus scrapes a two-node job: restarts after a killed worker, world size after a "
+    "lost node",
+    "[metrics][prometheus]") {
   Master master;
   const std::string master_metrics = master.MetricsEndpoint();
   std::vector<std::unique_ptr<Subprocess>> agents;
@@ -80,8 +78,7 @@ TEST_CASE("Prometheus scrapes a two-node job: restarts after a killed worker, wo
   for (auto& agent : agents) REQUIRE(agent->WaitForStdout("attempt=1", 2, 60s));
   CHECK(prometheus.WaitForValue("mxrun_run_restarts_total{run_id=\"prom1\"}", 1));
   CHECK(prometheus.WaitForValue("mxrun_run_restarts_remaining{run_id=\"prom1\"}", 2));
-  CHECK(prometheus.WaitForValue(
-      "mxrun_run_failures_total{run_id=\"prom1\",cause=\"signal\"}", 1));
+  CHECK(prometheus.WaitForValue("mxrun_run_failures_total{run_id=\"prom1\",cause=\"signal\"}", 1));
   CHECK(prometheus.WaitForValue("sum(mxrun_agent_restarts_total{run_id=\"prom1\"})", 2));
   CHECK(prometheus.WaitForValue(
       "sum(mxrun_agent_worker_failures_total{run_id=\"prom1\",cause=\"signal\"})", 1));
@@ -99,8 +96,8 @@ TEST_CASE("Prometheus scrapes a two-node job: restarts after a killed worker, wo
   REQUIRE(kill(agents[1]->pid(), SIGKILL) == 0);
   agents[1]->Wait(30s);
   CHECK(prometheus.WaitForValue("mxrun_run_world_size{run_id=\"prom1\"}", 2));
-  CHECK(prometheus.WaitForValue(
-      "mxrun_run_failures_total{run_id=\"prom1\",cause=\"node_lost\"}", 1));
+  CHECK(
+      prometheus.WaitForValue("mxrun_run_failures_total{run_id=\"prom1\",cause=\"node_lost\"}", 1));
   CHECK(prometheus.WaitForValue("up{job=\"agent1\"}", 0));
   CHECK(prometheus.WaitForValue("mxrun_agent_world_size{job=\"agent0\"}", 2));
   // The lost node's failure did not spend the budget.
@@ -122,8 +119,8 @@ TEST_CASE("metrics flags: bad values are refused with what is accepted", "[metri
   CHECK(lonely.exit_code == 2);
   CHECK_THAT(lonely.err, Catch::Contains("--metrics_bind_all needs --metrics_port"));
   ProcessResult no_tls = mxrun::testing::Run(
-      mxrun::testing::MxrunWithChild({"--standalone", "--metrics_port=0", "--metrics_tls"}, {}),
-      {}, 20s);
+      mxrun::testing::MxrunWithChild({"--standalone", "--metrics_port=0", "--metrics_tls"}, {}), {},
+      20s);
   CHECK(no_tls.exit_code == 2);
   CHECK_THAT(no_tls.err, Catch::Contains("this job has none"));
   ProcessResult master_bad =
@@ -147,9 +144,9 @@ TEST_CASE("metrics flags: bad values are refused with what is accepted", "[metri
 
 TEST_CASE("a single-node job with --metrics_port serves its workers' progress and ends cleanly",
           "[metrics]") {
-  Subprocess job(mxrun::testing::MxrunWithChild(
-      {"--standalone", "--nproc_per_node=2", "--metrics_port=0"},
-      {"--ready", "--sleep=2", "--progress=0.1"}));
+  Subprocess job(
+      mxrun::testing::MxrunWithChild({"--standalone", "--nproc_per_node=2", "--metrics_port=0"},
+                                     {"--ready", "--sleep=2", "--progress=0.1"}));
   const std::string endpoint = AgentMetricsEndpoint(job);
   REQUIRE(job.WaitForStdout("ready", 2, 30s));
   const std::string page = PageWithSamples(endpoint, "mxrun_worker_step", 2);
@@ -169,34 +166,35 @@ TEST_CASE("a single-node job with --metrics_port serves its workers' progress an
   CHECK_THAT(r.err, Catch::Contains("serving Prometheus metrics at http://127.0.0.1:"));
 }
 
-TEST_CASE("mxrun-master serves its metrics over mutual TLS: Prometheus with the job's "
-          "certificates scrapes them, a client without one is refused",
-          "[metrics][prometheus]") {
+TEST_CASE(
+    "mxrun-master serves its metrics over mutual TLS: Prometheus with the job's "
+    "certificates scrapes them, a client without one is refused",
+    "[metrics][prometheus]") {
   mxrun::testing::TempDir certs;
   const std::string make = std::string(SCRIPTS_DIR) + "/make-certs.sh";
   REQUIRE(mxrun::testing::Run({make, certs.path(), "ca"}, {}, 30s).exit_code == 0);
-  REQUIRE(mxrun::testing::Run({make, certs.path(), "node", "master", "127.0.0.1", "localhost"}, {},
-                              30s)
-              .exit_code == 0);
+  REQUIRE(
+      mxrun::testing::Run({make, certs.path(), "node", "master", "127.0.0.1", "localhost"}, {}, 30s)
+          .exit_code == 0);
   REQUIRE(mxrun::testing::Run({make, certs.path(), "node", "scraper", "127.0.0.1"}, {}, 30s)
               .exit_code == 0);
   const std::string dir = certs.path();
   Master master({.extra = {"--cert=" + dir + "/master.pem", "--key=" + dir + "/master.key",
-                  "--cacert=" + dir + "/ca.pem", "--metrics_tls"}});
+                           "--cacert=" + dir + "/ca.pem", "--metrics_tls"}});
   const std::string endpoint = master.MetricsEndpoint();
   // With the job's certificates: the page.
   const std::string page =
-      mxrun::testing::Run({"curl", "-s", "--max-time", "5", "--cacert", dir + "/ca.pem", "--cert",
-                           dir + "/scraper.pem", "--key", dir + "/scraper.key",
-                           "https://" + endpoint + "/metrics"},
-                          {}, 10s)
+      mxrun::testing::Run(
+          {"curl", "-s", "--max-time", "5", "--cacert", dir + "/ca.pem", "--cert",
+           dir + "/scraper.pem", "--key", dir + "/scraper.key", "https://" + endpoint + "/metrics"},
+          {}, 10s)
           .out;
   CHECK_THAT(page, Catch::Contains("# TYPE mxrun_master_runs gauge"));
   // Without a client certificate, or in plain HTTP: nothing.
-  ProcessResult anonymous = mxrun::testing::Run(
-      {"curl", "-s", "--max-time", "5", "--cacert", dir + "/ca.pem",
-       "https://" + endpoint + "/metrics"},
-      {}, 10s);
+  ProcessResult anonymous =
+      mxrun::testing::Run({"curl", "-s", "--max-time", "5", "--cacert", dir + "/ca.pem",
+                           "https://" + endpoint + "/metrics"},
+                          {}, 10s);
   CHECK(anonymous.exit_code != 0);
   CHECK_THAT(anonymous.out, !Catch::Contains("mxrun_master_runs"));
   ProcessResult plain = mxrun::testing::Run(
@@ -211,9 +209,10 @@ TEST_CASE("mxrun-master serves its metrics over mutual TLS: Prometheus with the 
   CHECK(prometheus.WaitForValue("mxrun_master_runs{phase=\"running\"}", 0));
 }
 
-TEST_CASE("mxrun status --json gives scripts the runs with failures by cause, --watch repeats it "
-          "until interrupted",
-          "[metrics]") {
+TEST_CASE(
+    "mxrun status --json gives scripts the runs with failures by cause, --watch repeats it "
+    "until interrupted",
+    "[metrics]") {
   Master master;
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int i = 0; i < 2; ++i) agents.push_back(MetricsAgent(master.endpoint(), "json1"));
@@ -238,8 +237,8 @@ TEST_CASE("mxrun status --json gives scripts the runs with failures by cause, --
   CHECK(run["members"].size() == 2);
   CHECK(run["members"][0]["state"] == "running");
   // The text form says the same.
-  ProcessResult text = mxrun::testing::Run(
-      {MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint()}, {}, 20s);
+  ProcessResult text =
+      mxrun::testing::Run({MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint()}, {}, 20s);
   CHECK_THAT(text.out, Catch::Contains("  failures: signal 1"));
   // The recovery: the re-formed group's first reported step, seconds after the failure.
   double recovered = -1;
@@ -277,13 +276,13 @@ TEST_CASE("mxrun status --json gives scripts the runs with failures by cause, --
   CHECK(restart["total_s"].get<double>() ==
         Approx(restart["stop_s"].get<double>() + restart["reform_s"].get<double>() +
                restart["start_s"].get<double>() + restart["first_step_s"].get<double>()));
-  ProcessResult phases = mxrun::testing::Run(
-      {MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint()}, {}, 20s);
+  ProcessResult phases =
+      mxrun::testing::Run({MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint()}, {}, 20s);
   CHECK_THAT(phases.out, Catch::Contains("  restart (round 1, slowest of 2 nodes; ") &&
                              Catch::Contains("first step "));
   // --watch: shown again and again until SIGINT, then exit 0.
-  Subprocess watch({MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint(), "--json",
-                    "--watch=0.2"});
+  Subprocess watch(
+      {MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint(), "--json", "--watch=0.2"});
   REQUIRE(watch.WaitForStdout("\"run_id\":\"json1\"", 3, 20s));
   kill(watch.pid(), SIGINT);
   ProcessResult watched = watch.Wait(10s);
@@ -292,9 +291,10 @@ TEST_CASE("mxrun status --json gives scripts the runs with failures by cause, --
   for (auto& agent : agents) CHECK(agent->Wait(30s).exit_code == 143);
 }
 
-TEST_CASE("the master's status page, rendered by a real headless Chromium, shows the ranks and "
-          "the failure",
-          "[metrics][browser]") {
+TEST_CASE(
+    "the master's status page, rendered by a real headless Chromium, shows the ranks and "
+    "the failure",
+    "[metrics][browser]") {
   Master master;
   const std::string endpoint = master.MetricsEndpoint();
   std::vector<std::unique_ptr<Subprocess>> agents;
@@ -325,9 +325,13 @@ TEST_CASE("the master's status page, rendered by a real headless Chromium, shows
   mxrun::testing::Run({"mkdir", "-p", out_dir}, {}, 10s);
   const std::string shot = out_dir + "/status_page.png";
   std::remove(shot.c_str());
-  const std::vector<std::string> chromium{
-      "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-      "--user-data-dir=" + profile.path(), "--window-size=1200,900"};
+  const std::vector<std::string> chromium{"chromium",
+                                          "--headless",
+                                          "--no-sandbox",
+                                          "--disable-gpu",
+                                          "--no-first-run",
+                                          "--user-data-dir=" + profile.path(),
+                                          "--window-size=1200,900"};
   std::vector<std::string> dump = chromium;
   dump.insert(dump.end(), {"--dump-dom", "http://" + endpoint + "/"});
   ProcessResult dom = mxrun::testing::Run(dump, {}, 60s);

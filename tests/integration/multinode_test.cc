@@ -22,8 +22,8 @@ using mxrun::testing::CountOccurrences;
 using mxrun::testing::IntsAfter;
 using mxrun::testing::Master;
 using mxrun::testing::MasterOptions;
-using mxrun::testing::ReadFile;
 using mxrun::testing::ProcessResult;
+using mxrun::testing::ReadFile;
 using mxrun::testing::Subprocess;
 using mxrun::testing::TempDir;
 
@@ -62,8 +62,7 @@ int FreePort() {
 
 }  // namespace
 
-TEST_CASE("static rendezvous: 2 nodes x 2 workers get global ranks by node rank",
-          "[multinode]") {
+TEST_CASE("static rendezvous: 2 nodes x 2 workers get global ranks by node rank", "[multinode]") {
   const std::string port = std::to_string(FreePort());
   std::vector<std::unique_ptr<Subprocess>> nodes;
   for (int rank : {1, 0}) {  // node 1 starts first: it waits for its master
@@ -74,10 +73,10 @@ TEST_CASE("static rendezvous: 2 nodes x 2 workers get global ranks by node rank"
   INFO(n0.err << n1.err);
   CHECK(n0.exit_code == 0);
   CHECK(n1.exit_code == 0);
-  CHECK_THAT(n0.out, Catch::Contains("[n0 r0] ready rank=0") &&
-                         Catch::Contains("[n0 r1] ready rank=1"));
-  CHECK_THAT(n1.out, Catch::Contains("[n1 r2] ready rank=2") &&
-                         Catch::Contains("[n1 r3] ready rank=3"));
+  CHECK_THAT(n0.out,
+             Catch::Contains("[n0 r0] ready rank=0") && Catch::Contains("[n0 r1] ready rank=1"));
+  CHECK_THAT(n1.out,
+             Catch::Contains("[n1 r2] ready rank=2") && Catch::Contains("[n1 r3] ready rank=3"));
   CHECK(IntsAfter(n0.out + n1.out, "world") == std::vector<int>(4, 4));
 }
 
@@ -102,8 +101,7 @@ TEST_CASE("dynamic rendezvous: 3 agents join a 2:3 job", "[multinode]") {
   CHECK(ranks == std::vector<int>{0, 1, 2});
 }
 
-TEST_CASE("an agent killed with SIGKILL: survivors re-form with a smaller world",
-          "[multinode]") {
+TEST_CASE("an agent killed with SIGKILL: survivors re-form with a smaller world", "[multinode]") {
   Master master;
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int i = 0; i < 3; ++i) {
@@ -148,18 +146,19 @@ TEST_CASE("a stop signal while the group re-forms says how the workers stopped f
                             "signal, as the group re-formed\\); exit code 143"));
 }
 
-TEST_CASE("under a manager, a node whose master's host was cancelled first waits for its own "
-          "signal and reports a cancellation, not a rendezvous failure", "[multinode]") {
+TEST_CASE(
+    "under a manager, a node whose master's host was cancelled first waits for its own "
+    "signal and reports a cancellation, not a rendezvous failure",
+    "[multinode]") {
   // systemd's stop and Slurm's scancel signal every node: node 0, which hosts the master, may go
   // first, and node 1 sees its rendezvous fail a moment before its own SIGTERM comes.
   const std::string port = std::to_string(FreePort());
   const std::map<std::string, std::string> systemd{{"INVOCATION_ID", "0123456789abcdef"}};
   auto node = [&](int rank) {
-    return std::make_unique<Subprocess>(
-        Agent({"--nnodes=2", "--node_rank=" + std::to_string(rank), "--master_port=" + port,
-               "--nproc_per_node=2"},
-              {"--ready", "--sleep=60"}),
-        systemd);
+    return std::make_unique<Subprocess>(Agent({"--nnodes=2", "--node_rank=" + std::to_string(rank),
+                                               "--master_port=" + port, "--nproc_per_node=2"},
+                                              {"--ready", "--sleep=60"}),
+                                        systemd);
   };
   auto n0 = node(0);
   auto n1 = node(1);
@@ -240,8 +239,8 @@ TEST_CASE("an unreachable master is a rendezvous failure (exit 3) after the join
           "[multinode]") {
   const std::string endpoint = "127.0.0.1:" + std::to_string(FreePort());
   ProcessResult r = mxrun::testing::Run(
-      Agent(Dynamic(endpoint, "nomaster", "2", {"--rdzv_conf=join_timeout=1,is_host=0"}), {}),
-      {}, 30s);
+      Agent(Dynamic(endpoint, "nomaster", "2", {"--rdzv_conf=join_timeout=1,is_host=0"}), {}), {},
+      30s);
   CHECK(r.exit_code == 3);
   CHECK_THAT(r.err, Catch::Contains("cannot reach the rendezvous master at " + endpoint));
 }
@@ -285,17 +284,17 @@ TEST_CASE("the token stays secret: not in workers, logs, status or the master's 
   CHECK(ReadFile(dir.path() + "/env.0").find("MXRUN_RDZV_TOKEN") == std::string::npos);
   CHECK(r.err.find(secret) == std::string::npos);
   CHECK(r.out.find(secret) == std::string::npos);
-  ProcessResult status = mxrun::testing::Run(
-      {kMxrun, "status", "--rdzv_endpoint=" + master.endpoint()},
-      {{"MXRUN_RDZV_TOKEN", secret}}, 20s);
+  ProcessResult status =
+      mxrun::testing::Run({kMxrun, "status", "--rdzv_endpoint=" + master.endpoint()},
+                          {{"MXRUN_RDZV_TOKEN", secret}}, 20s);
   CHECK(status.exit_code == 0);
   CHECK((status.out + status.err).find(secret) == std::string::npos);
   // The token from the agents' own --rdzv_conf token_file, as the master's refusal suggests;
   // without any, refused; with a file that cannot be read, a usage error naming it.
-  ProcessResult from_file = mxrun::testing::Run(
-      {kMxrun, "status", "--rdzv_endpoint=" + master.endpoint(),
-       "--rdzv_conf=token_file=" + token_file},
-      {}, 20s);
+  ProcessResult from_file =
+      mxrun::testing::Run({kMxrun, "status", "--rdzv_endpoint=" + master.endpoint(),
+                           "--rdzv_conf=token_file=" + token_file},
+                          {}, 20s);
   INFO(from_file.err);
   CHECK(from_file.exit_code == 0);
   CHECK_THAT(from_file.out, Catch::Contains("secret"));  // the run id
@@ -304,13 +303,13 @@ TEST_CASE("the token stays secret: not in workers, logs, status or the master's 
       {kMxrun, "status", "--rdzv_endpoint=" + master.endpoint(), "--timeout=2"}, {}, 20s);
   CHECK(without.exit_code == 3);
   CHECK_THAT(without.err, Catch::Contains("the master requires a token"));
-  ProcessResult unreadable = mxrun::testing::Run(
-      {kMxrun, "status", "--rdzv_endpoint=" + master.endpoint(),
-       "--rdzv_conf=token_file=" + dir.path() + "/none"},
-      {}, 20s);
+  ProcessResult unreadable =
+      mxrun::testing::Run({kMxrun, "status", "--rdzv_endpoint=" + master.endpoint(),
+                           "--rdzv_conf=token_file=" + dir.path() + "/none"},
+                          {}, 20s);
   CHECK(unreadable.exit_code == 2);
-  CHECK_THAT(unreadable.err, Catch::Contains("--rdzv_conf token_file=" + dir.path() +
-                                             "/none: cannot be read"));
+  CHECK_THAT(unreadable.err,
+             Catch::Contains("--rdzv_conf token_file=" + dir.path() + "/none: cannot be read"));
   ProcessResult config = mxrun::testing::Run(
       {kMxrun, "--print-config", "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
        "--rdzv_conf=token_file=" + token_file, "x.py"},
@@ -350,8 +349,7 @@ TEST_CASE("PyTorch Gloo all-reduce across 2 nodes x 2 workers, also after a re-f
       std::vector<std::string> argv{kMxrun};
       for (const std::string& f : Dynamic(master.endpoint(), id, "2",
                                           {"--nproc_per_node=2", "--max_restarts=1",
-                                           "--rdzv_conf=is_host=0",
-                                           "--log_collapse_window=0"})) {
+                                           "--rdzv_conf=is_host=0", "--log_collapse_window=0"})) {
         argv.push_back(f);
       }
       argv.push_back(std::string(EXAMPLES_DIR) + "/ddp_allreduce.py");
@@ -380,16 +378,17 @@ TEST_CASE("mxrun status shows runs, rounds and members, and runs on one master s
   Master master;
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (const std::string id : {"statA", "statA", "statB"}) {
-    agents.push_back(std::make_unique<Subprocess>(Agent(
-        Dynamic(master.endpoint(), id, id == "statA" ? "2" : "1",
-                {"--rdzv_conf=is_host=0", "--nproc_per_node=" + std::string(id == "statA" ? "2" : "3")}),
-        {"--ready", "--sleep=60"})));
+    agents.push_back(std::make_unique<Subprocess>(
+        Agent(Dynamic(master.endpoint(), id, id == "statA" ? "2" : "1",
+                      {"--rdzv_conf=is_host=0",
+                       "--nproc_per_node=" + std::string(id == "statA" ? "2" : "3")}),
+              {"--ready", "--sleep=60"})));
   }
   REQUIRE(agents[0]->WaitForStdout("ready", 2, 30s));
   REQUIRE(agents[1]->WaitForStdout("ready", 2, 30s));
   REQUIRE(agents[2]->WaitForStdout("ready", 3, 30s));
-  ProcessResult all = mxrun::testing::Run({kMxrun, "status", "--rdzv_endpoint=" + master.endpoint()},
-                                          {}, 20s);
+  ProcessResult all =
+      mxrun::testing::Run({kMxrun, "status", "--rdzv_endpoint=" + master.endpoint()}, {}, 20s);
   INFO(all.out << all.err);
   CHECK(all.exit_code == 0);
   CHECK_THAT(all.out, Catch::Contains("run statA: running, round 0, nodes 2:2, world size 4, "
@@ -422,13 +421,14 @@ TEST_CASE("a master killed and restarted on its state folder: the job goes on, w
   const std::string endpoint = master->endpoint();
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int i = 0; i < 2; ++i) {
-    agents.push_back(std::make_unique<Subprocess>(
-        Agent(Dynamic(endpoint, "durable", "2", {"--nproc_per_node=1"}), {"--ready", "--sleep=6"})));
+    agents.push_back(std::make_unique<Subprocess>(Agent(
+        Dynamic(endpoint, "durable", "2", {"--nproc_per_node=1"}), {"--ready", "--sleep=6"})));
   }
   for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
   // The round is running: the master dies without warning and comes back on the same folder.
   master->Kill();
-  CHECK_THAT(ReadFile(dir.path() + "/state/state.json"), Catch::Contains("\"run_id\": \"durable\""));
+  CHECK_THAT(ReadFile(dir.path() + "/state/state.json"),
+             Catch::Contains("\"run_id\": \"durable\""));
   master = std::make_unique<Master>(options);
 
   std::string all;
@@ -449,15 +449,17 @@ TEST_CASE("a master killed and restarted on its state folder: the job goes on, w
   CHECK_THAT(final_state, !Catch::Contains("\"durable\""));
 }
 
-TEST_CASE("a restarted master without the round tells agents to re-form", "[multinode][state_dir]") {
+TEST_CASE("a restarted master without the round tells agents to re-form",
+          "[multinode][state_dir]") {
   TempDir dir;
   const int port = FreePort();
-  auto master = std::make_unique<Master>(MasterOptions{.port = port, .state_dir = dir.path() + "/a"});
+  auto master =
+      std::make_unique<Master>(MasterOptions{.port = port, .state_dir = dir.path() + "/a"});
   const std::string endpoint = master->endpoint();
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int i = 0; i < 2; ++i) {
-    agents.push_back(std::make_unique<Subprocess>(Agent(
-        Dynamic(endpoint, "lost", "2", {"--nproc_per_node=1"}), {"--ready", "--sleep=3"})));
+    agents.push_back(std::make_unique<Subprocess>(
+        Agent(Dynamic(endpoint, "lost", "2", {"--nproc_per_node=1"}), {"--ready", "--sleep=3"})));
   }
   for (auto& agent : agents) REQUIRE(agent->WaitForStdout("ready rank=", 1, 30s));
   master->Kill();
@@ -489,11 +491,10 @@ TEST_CASE("one node with c10d on localhost:0 and no --rdzv_id runs, as torchrun 
 }
 
 TEST_CASE("port 0 on a node that does not host the master is refused", "[multinode]") {
-  ProcessResult r = mxrun::testing::Run(
-      Agent({"--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0", "--rdzv_conf=is_host=0",
-             "--nnodes=2"},
-            {}),
-      {}, 30s);
+  ProcessResult r = mxrun::testing::Run(Agent({"--rdzv_backend=c10d", "--rdzv_endpoint=localhost:0",
+                                               "--rdzv_conf=is_host=0", "--nnodes=2"},
+                                              {}),
+                                        {}, 30s);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("port 0 means a free port on the node that hosts"));
 }
@@ -502,9 +503,11 @@ TEST_CASE("an agent that waits for its rendezvous says so within seconds", "[mul
   // Nobody listens on the endpoint: the agent waits (up to the join timeout), not silently.
   const std::string endpoint = "127.0.0.1:" + std::to_string(FreePort());
   Subprocess agent(Agent(Dynamic(endpoint, "silent", "2", {"--rdzv_conf=is_host=0"}), {}));
-  CHECK(agent.WaitForStderr("no round yet after 5 s: the rendezvous has not answered this "
-                            "node's join (dynamic rendezvous at " + endpoint,
-                            1, 15s));
+  CHECK(
+      agent.WaitForStderr("no round yet after 5 s: the rendezvous has not answered this "
+                          "node's join (dynamic rendezvous at " +
+                              endpoint,
+                          1, 15s));
   kill(agent.pid(), SIGTERM);
   ProcessResult r = agent.Wait(30s);
   CHECK(r.exit_code == 128 + SIGTERM);
@@ -549,15 +552,16 @@ TEST_CASE("node ranks follow the network: the groups agents give and an NVLink d
   for (const nlohmann::json& m : reply["runs"][0]["members"]) {
     places.push_back(m.value("topology", ""));
   }
-  CHECK(places == std::vector<std::string>{
-                      "leaf0", "leaf1/nvl:0123456789abcdef0123456789abcdef.7", "leaf1/x"});
+  CHECK(places == std::vector<std::string>{"leaf0", "leaf1/nvl:0123456789abcdef0123456789abcdef.7",
+                                           "leaf1/x"});
   for (auto& agent : agents) kill(agent->pid(), SIGTERM);
   for (auto& agent : agents) agent->Wait(30s);
 }
 
-TEST_CASE("a topology rank order without a place, and a bad group, are refused before anything "
-          "starts",
-          "[multinode][rank_order]") {
+TEST_CASE(
+    "a topology rank order without a place, and a bad group, are refused before anything "
+    "starts",
+    "[multinode][rank_order]") {
   Master master;
   ProcessResult none = mxrun::testing::Run(
       Agent(Dynamic(master.endpoint(), "topo2", "2", {"--rank_order=topology"}), {}), {}, 30s);

@@ -41,11 +41,12 @@ std::vector<json> Records(const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("mxrun --prestart: after a SIGKILL the restarted ranks run the script in the pre-started "
-          "interpreters, torch already imported, as `python script.py` would",
-          "[integration][prestart]") {
-  Subprocess job({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
-                  "--prestart", kWorker, "--an", "arg"},
+TEST_CASE(
+    "mxrun --prestart: after a SIGKILL the restarted ranks run the script in the pre-started "
+    "interpreters, torch already imported, as `python script.py` would",
+    "[integration][prestart]") {
+  Subprocess job({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=1", "--prestart",
+                  kWorker, "--an", "arg"},
                  PythonWorkerEnv());
   REQUIRE(job.WaitForStdout("\"event\": \"sum\"", 2, 120s));
   // One pre-started interpreter per local rank, a few seconds after the round began.
@@ -64,7 +65,8 @@ TEST_CASE("mxrun --prestart: after a SIGKILL the restarted ranks run the script 
   std::smatch m;
   REQUIRE(std::regex_search(
       result.err, m,
-      std::regex("started rank\\(s\\) 0 \\(standby pid ([0-9]+)\\), 1 \\(standby pid ([0-9]+)\\)")));
+      std::regex(
+          "started rank\\(s\\) 0 \\(standby pid ([0-9]+)\\), 1 \\(standby pid ([0-9]+)\\)")));
   const std::set<int> standbys = {std::stoi(m[1]), std::stoi(m[2])};
   int starts[2] = {0, 0};
   for (const json& r : Records(result.out)) {
@@ -88,15 +90,16 @@ TEST_CASE("mxrun --prestart: after a SIGKILL the restarted ranks run the script 
 
 TEST_CASE("mxrun --prestart is refused where it cannot work, with what is accepted",
           "[integration][prestart]") {
-  ProcessResult not_python = Run({MXRUN_BIN, "--standalone", "--nproc_per_node=1", "--prestart",
-                                  "--no_python", "/bin/true"}, {}, 30s);
+  ProcessResult not_python = Run(
+      {MXRUN_BIN, "--standalone", "--nproc_per_node=1", "--prestart", "--no_python", "/bin/true"},
+      {}, 30s);
   INFO(Describe(not_python));
   CHECK(not_python.exit_code == 2);
   CHECK_THAT(not_python.err, Catch::Contains("--prestart") &&
                                  Catch::Contains("a Python script or -m module as the entrypoint"));
-  ProcessResult with_standbys =
-      Run({MXRUN_BIN, "--standalone", "--nproc_per_node=1", "--prestart", "--standby_workers=1",
-           kWorker}, PythonWorkerEnv(), 30s);
+  ProcessResult with_standbys = Run({MXRUN_BIN, "--standalone", "--nproc_per_node=1", "--prestart",
+                                     "--standby_workers=1", kWorker},
+                                    PythonWorkerEnv(), 30s);
   INFO(Describe(with_standbys));
   CHECK(with_standbys.exit_code == 2);
   CHECK_THAT(with_standbys.err, Catch::Contains("one per local rank"));

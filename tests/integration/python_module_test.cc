@@ -24,7 +24,6 @@ namespace {
 
 const std::string kWorker = std::string(PYTHON_TESTS_DIR) + "/progress_worker.py";
 
-
 std::vector<std::string> MxrunWorker(std::vector<std::string> flags,
                                      const std::vector<std::string>& worker_args) {
   std::vector<std::string> argv{MXRUN_BIN, "--standalone"};
@@ -36,9 +35,10 @@ std::vector<std::string> MxrunWorker(std::vector<std::string> flags,
 
 }  // namespace
 
-TEST_CASE("a Python script's mxrun.step_done reaches the agent: each rank's step in the metrics, "
-          "the steps in the goodput line",
-          "[integration][python_module]") {
+TEST_CASE(
+    "a Python script's mxrun.step_done reaches the agent: each rank's step in the metrics, "
+    "the steps in the goodput line",
+    "[integration][python_module]") {
   Subprocess job(MxrunWorker({"--nproc_per_node=2", "--metrics_port=0"}, {"60", "0.05"}),
                  PythonWorkerEnv());
   const std::string endpoint = AgentMetricsEndpoint(job);
@@ -63,9 +63,9 @@ TEST_CASE("mxrun.step_done is the heartbeat of --hang_timeout", "[integration][p
     CHECK_THAT(r.err, !Catch::Contains("hung"));
   }
   SECTION("steps stop: hung after the timeout, without any heartbeat file") {
-    ProcessResult r = Run(MxrunWorker({"--nproc_per_node=1", "--hang_timeout=1"},
-                                      {"5", "0.1", "60"}),
-                          PythonWorkerEnv(), 40s);
+    ProcessResult r =
+        Run(MxrunWorker({"--nproc_per_node=1", "--hang_timeout=1"}, {"5", "0.1", "60"}),
+            PythonWorkerEnv(), 40s);
     INFO(Describe(r));
     CHECK(r.exit_code == 1);
     CHECK(std::regex_search(r.err, std::regex("exit       : hung \\(heartbeat\\): no heartbeat for "
@@ -73,14 +73,15 @@ TEST_CASE("mxrun.step_done is the heartbeat of --hang_timeout", "[integration][p
   }
 }
 
-TEST_CASE("a Python job's goodput from mxrun.step_done: its setup is startup, the steps trained "
-          "again after a failure are lost work",
-          "[integration][python_module]") {
+TEST_CASE(
+    "a Python job's goodput from mxrun.step_done: its setup is startup, the steps trained "
+    "again after a failure are lost work",
+    "[integration][python_module]") {
   mxrun::testing::TempDir ckpt;
-  ProcessResult r = Run(
-      {MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
-       std::string(PYTHON_TESTS_DIR) + "/checkpoint_worker.py", ckpt.path(), "24", "1.0"},
-      PythonWorkerEnv(), 120s);
+  ProcessResult r =
+      Run({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
+           std::string(PYTHON_TESTS_DIR) + "/checkpoint_worker.py", ckpt.path(), "24", "1.0"},
+          PythonWorkerEnv(), 120s);
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
   CHECK(CountOccurrences(r.out, "resumed from 10") == 2);  // the restarted group
@@ -107,8 +108,8 @@ TEST_CASE("a script that calls mxrun.step_done runs unchanged under torchrun",
           "[integration][python_module]") {
   std::map<std::string, std::string> env = PythonWorkerEnv();
   env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1";
-  ProcessResult r = Run({TORCHRUN_BIN, "--standalone", "--nproc_per_node=2", kWorker, "20", "0.01"},
-                        env, 120s);
+  ProcessResult r =
+      Run({TORCHRUN_BIN, "--standalone", "--nproc_per_node=2", kWorker, "20", "0.01"}, env, 120s);
   INFO(Describe(r));
   CHECK(r.exit_code == 0);
   CHECK(CountOccurrences(r.out, "step 20 rank") == 2);

@@ -38,11 +38,11 @@ using mxrun::testing::Subprocess;
 namespace {
 
 const std::string kScript = std::string(EXAMPLES_DIR) + "/elastic_ddp.py";
-const std::vector<std::string> kSmall = {"--steps", "120", "--width", "8", "--batch_size", "16",
-                                         "--images", "1024"};
+const std::vector<std::string> kSmall = {"--steps",      "120", "--width",  "8",
+                                         "--batch_size", "16",  "--images", "1024"};
 
-
-std::vector<std::string> Mxrun(std::vector<std::string> flags, std::vector<std::string> extra = {}) {
+std::vector<std::string> Mxrun(std::vector<std::string> flags,
+                               std::vector<std::string> extra = {}) {
   return mxrun::testing::MxrunExample(kScript, flags, kSmall, extra);
 }
 
@@ -53,7 +53,8 @@ struct Steps {
 };
 Steps StepsOf(const std::string& out) {
   Steps s;
-  std::regex line("\\{\"event\": \"step\", \"step\": ([0-9]+), \"time\": [0-9.]+, \"loss\": ([-0-9.e]+)\\}");
+  std::regex line(
+      "\\{\"event\": \"step\", \"step\": ([0-9]+), \"time\": [0-9.]+, \"loss\": ([-0-9.e]+)\\}");
   for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator();
        ++it) {
     const int step = std::stoi((*it)[1]);
@@ -72,8 +73,9 @@ Steps StepsOf(const std::string& out) {
 enum class Part { kSum = 2, kWeights = 3, kState = 4 };
 std::map<int, std::string> ParamsOf(const std::string& out, Part part = Part::kSum) {
   std::map<int, std::string> params;
-  std::regex line("\\{\"event\": \"done\", \"rank\": ([0-9]+), \"params\": \"([-0-9.e]+)\", "
-                  "\"weights_sha256\": \"([0-9a-f]{64})\", \"state_sha256\": \"([0-9a-f]{64})\"\\}");
+  std::regex line(
+      "\\{\"event\": \"done\", \"rank\": ([0-9]+), \"params\": \"([-0-9.e]+)\", "
+      "\"weights_sha256\": \"([0-9a-f]{64})\", \"state_sha256\": \"([0-9a-f]{64})\"\\}");
   for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator();
        ++it) {
     params[std::stoi((*it)[1])] = (*it)[static_cast<int>(part)];
@@ -143,9 +145,10 @@ void CheckRoundFromMemory(const ProcessResult& r, int pid, int world, int images
 
 }  // namespace
 
-TEST_CASE("mxrun.run: a SIGKILLed rank of a Python DDP job gets a new process, the survivor keeps "
-          "its own and its state, no step is lost",
-          "[integration][python_recovery]") {
+TEST_CASE(
+    "mxrun.run: a SIGKILLed rank of a Python DDP job gets a new process, the survivor keeps "
+    "its own and its state, no step is lost",
+    "[integration][python_recovery]") {
   ProcessResult r = Run(Mxrun({"--max_restarts=1"}, {"--kill_rank", "1", "--kill_step", "12"}),
                         PythonWorkerEnv(), 240s);
   INFO(Describe(r));
@@ -158,9 +161,10 @@ TEST_CASE("mxrun.run: a SIGKILLed rank of a Python DDP job gets a new process, t
   CheckSameAsUndisturbed(r);
 }
 
-TEST_CASE("mxrun.run: a rank SIGKILLed after its forward, the survivor's BatchNorm statistics "
-          "moved by the abandoned step are put back, and the job ends bit for bit as undisturbed",
-          "[integration][python_recovery]") {
+TEST_CASE(
+    "mxrun.run: a rank SIGKILLed after its forward, the survivor's BatchNorm statistics "
+    "moved by the abandoned step are put back, and the job ends bit for bit as undisturbed",
+    "[integration][python_recovery]") {
   ProcessResult r = Run(Mxrun({"--max_restarts=1"},
                               {"--kill_rank", "1", "--kill_step", "12", "--kill_after_forward"}),
                         PythonWorkerEnv(), 240s);
@@ -171,20 +175,21 @@ TEST_CASE("mxrun.run: a rank SIGKILLed after its forward, the survivor's BatchNo
   CheckSameAsUndisturbed(r);
 }
 
-TEST_CASE("mxrun.run: with a fixed --master_port, rank 0 SIGKILLed is replaced too: the next "
-          "round's store takes the port over, the agent's or (--workers_store=rank0) the one a "
-          "survivor that hosted it hosts",
-          "[integration][python_recovery]") {
+TEST_CASE(
+    "mxrun.run: with a fixed --master_port, rank 0 SIGKILLed is replaced too: the next "
+    "round's store takes the port over, the agent's or (--workers_store=rank0) the one a "
+    "survivor that hosted it hosts",
+    "[integration][python_recovery]") {
   std::set<int> taken;
   for (const auto& [store, victim] : std::vector<std::pair<std::string, std::string>>{
            {"agent", "0"}, {"agent", "1"}, {"rank0", "0"}, {"rank0", "1"}}) {
     INFO("victim: rank " << victim << ", the store in " << store);
     const std::string port = std::to_string(mxrun::testing::DistinctFreePort(taken));
-    ProcessResult r = Run({MXRUN_BIN, "--nproc_per_node=2", "--master_port=" + port,
-                           "--workers_store=" + store, "--max_restarts=1", kScript, "--steps",
-                           "30", "--width", "8", "--batch_size", "16", "--images", "1024",
-                           "--kill_rank", victim, "--kill_step", "12"},
-                          PythonWorkerEnv(), 240s);
+    ProcessResult r =
+        Run({MXRUN_BIN, "--nproc_per_node=2", "--master_port=" + port, "--workers_store=" + store,
+             "--max_restarts=1", kScript, "--steps", "30", "--width", "8", "--batch_size", "16",
+             "--images", "1024", "--kill_rank", victim, "--kill_step", "12"},
+            PythonWorkerEnv(), 240s);
     INFO(Describe(r));
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.err, Catch::Contains("in-process restart: kept rank(s) " +
@@ -208,9 +213,10 @@ TEST_CASE("mxrun.run: a warm standby takes the SIGKILLed rank of a Python DDP jo
   CheckSameAsUndisturbed(r);
 }
 
-TEST_CASE("mxrun.run: a node of a 1:2 Python job lost, the other node's ranks go on at world size 2 "
-          "with their processes, their state and the data position, no step lost",
-          "[integration][python_recovery]") {
+TEST_CASE(
+    "mxrun.run: a node of a 1:2 Python job lost, the other node's ranks go on at world size 2 "
+    "with their processes, their state and the data position, no step lost",
+    "[integration][python_recovery]") {
   Master master;
   std::vector<std::unique_ptr<Subprocess>> nodes;
   for (int node = 0; node < 2; ++node) {
@@ -220,15 +226,16 @@ TEST_CASE("mxrun.run: a node of a 1:2 Python job lost, the other node's ranks go
   // Node 1 (ranks 2 and 3) dies at once, its agent and its workers, a few steps in.
   REQUIRE(nodes[0]->WaitForStdout("\"event\": \"step\", \"step\": 10,", 1, 180s));
   REQUIRE(LoseSecondNode(*nodes[1]) == "");
-  INFO("node 0:\n" << nodes[0]->out() << nodes[0]->err() << "\nnode 1:\n" << nodes[1]->out()
-                    << nodes[1]->err());
+  INFO("node 0:\n"
+       << nodes[0]->out() << nodes[0]->err() << "\nnode 1:\n"
+       << nodes[1]->out() << nodes[1]->err());
   const int rank0 = PidOfRank(nodes[0]->out(), 0), rank1 = PidOfRank(nodes[0]->out(), 1);
   ProcessResult r = nodes[0]->Wait(240s);
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Catch::Contains("in-process restart: kept rank(s) 0 (pid " +
-                                    std::to_string(rank0) + "), 1 (pid " + std::to_string(rank1) +
-                                    "); started rank(s) none"));
+  CHECK_THAT(r.err,
+             Catch::Contains("in-process restart: kept rank(s) 0 (pid " + std::to_string(rank0) +
+                             "), 1 (pid " + std::to_string(rank1) + "); started rank(s) none"));
   // The survivors went on at world size 2 from where the group of 4 ranks x 16 images stood.
   CheckRoundFromMemory(r, rank0, 2, 64);
   // Every step once, to the end, and the two survivors agree on the parameters.
@@ -238,16 +245,23 @@ TEST_CASE("mxrun.run: a node of a 1:2 Python job lost, the other node's ranks go
 // No collective fails when a node joins: the running ranks take the new round at ctx.step_done,
 // which leaves `train` for it, so a step's own code after step_done (its log line, a checkpoint)
 // would be skipped there (the example does both before; this case fails when they come after).
-TEST_CASE("mxrun.run: a node joining a running 1:2 Python job, the running ranks take the larger "
-          "round at step_done with their processes and their state, every step logged once",
-          "[integration][python_recovery]") {
+TEST_CASE(
+    "mxrun.run: a node joining a running 1:2 Python job, the running ranks take the larger "
+    "round at step_done with their processes and their state, every step logged once",
+    "[integration][python_recovery]") {
   Master master;
   auto node = [&](int rank) {
-    std::vector<std::string> argv{MXRUN_BIN, "--rdzv_backend=c10d",
-                                  "--rdzv_endpoint=" + master.endpoint(), "--rdzv_id=pyjoin",
-                                  "--nnodes=1:2", "--node_rank=" + std::to_string(rank),
-                                  "--rdzv_conf=last_call_timeout=1", "--nproc_per_node=2",
-                                  "--max_restarts=1", "--standby_workers=0", kScript};
+    std::vector<std::string> argv{MXRUN_BIN,
+                                  "--rdzv_backend=c10d",
+                                  "--rdzv_endpoint=" + master.endpoint(),
+                                  "--rdzv_id=pyjoin",
+                                  "--nnodes=1:2",
+                                  "--node_rank=" + std::to_string(rank),
+                                  "--rdzv_conf=last_call_timeout=1",
+                                  "--nproc_per_node=2",
+                                  "--max_restarts=1",
+                                  "--standby_workers=0",
+                                  kScript};
     argv.insert(argv.end(), kSmall.begin(), kSmall.end());
     return std::make_unique<Subprocess>(argv, PythonWorkerEnv());
   };
@@ -261,9 +275,9 @@ TEST_CASE("mxrun.run: a node joining a running 1:2 Python job, the running ranks
   INFO(Describe(r) << "\nnode 1:\n" << Describe(late));
   REQUIRE(r.exit_code == 0);
   REQUIRE(late.exit_code == 0);
-  CHECK_THAT(r.err, Catch::Contains("in-process restart: kept rank(s) 0 (pid " +
-                                    std::to_string(rank0) + "), 1 (pid " + std::to_string(rank1) +
-                                    ")"));
+  CHECK_THAT(r.err,
+             Catch::Contains("in-process restart: kept rank(s) 0 (pid " + std::to_string(rank0) +
+                             "), 1 (pid " + std::to_string(rank1) + ")"));
   // The kept ranks went on at world size 4 from where the group of 2 ranks x 16 images stood.
   CheckRoundFromMemory(r, rank0, 4, 32);
   CheckEachStepOnceAndRanksAgree(r, 120);
@@ -275,12 +289,14 @@ TEST_CASE("mxrun.run: a node joining a running 1:2 Python job, the running ranks
 }
 
 // PyTorch 2.14's in-place membership change (torch.distributed._reconfigure), asked for with
-// MXRUN_RECONFIGURE=1. Hidden from ctest (the project's .venv has 2.13): scripts/gpu/check-cuda-trainer.sh
-// runs it with MXRUN_TEST_RECONFIGURE_PYTHON set to .venv-cuda's Python (2.14.1, Gloo on the CPU).
-TEST_CASE("mxrun.run through PyTorch 2.14's _reconfigure: the survivor's group is re-formed in "
-          "place whichever rank is lost (the store is the agent's), and with rank 0 hosting the store "
-          "and lost, a new group is made",
-          "[.][reconfigure]") {
+// MXRUN_RECONFIGURE=1. Hidden from ctest (the project's .venv has 2.13):
+// scripts/gpu/check-cuda-trainer.sh runs it with MXRUN_TEST_RECONFIGURE_PYTHON set to .venv-cuda's
+// Python (2.14.1, Gloo on the CPU).
+TEST_CASE(
+    "mxrun.run through PyTorch 2.14's _reconfigure: the survivor's group is re-formed in "
+    "place whichever rank is lost (the store is the agent's), and with rank 0 hosting the store "
+    "and lost, a new group is made",
+    "[.][reconfigure]") {
   const char* python = std::getenv("MXRUN_TEST_RECONFIGURE_PYTHON");
   REQUIRE(python != nullptr);
   std::map<std::string, std::string> env = PythonWorkerEnv();
@@ -337,9 +353,10 @@ TEST_CASE("the script that uses mxrun.run runs unchanged under torchrun, to the 
   CHECK_THAT(r.err, !Catch::Contains("mxrun:"));
 }
 
-TEST_CASE("mxrun.run: a kept rank that blocks in its in-process round's setup, before any step, is "
-          "judged hung with its stacks and the group restarts",
-          "[integration][python_recovery][hang]") {
+TEST_CASE(
+    "mxrun.run: a kept rank that blocks in its in-process round's setup, before any step, is "
+    "judged hung with its stacks and the group restarts",
+    "[integration][python_recovery][hang]") {
   const std::string worker = std::string(PYTHON_TESTS_DIR) + "/round_setup_hang_worker.py";
   // With --hang_timeout the bound is that for the kept rank; without it, --round_join_timeout's
   // (which bounds the new processes of the restart too: long enough for their imports).
@@ -347,16 +364,18 @@ TEST_CASE("mxrun.run: a kept rank that blocks in its in-process round's setup, b
   // hung on a CI machine at load 8 (7.2 s to its first step of the next attempt); 10 s does not.
   for (const std::string bound : {"--hang_timeout=10", "--round_join_timeout=20"}) {
     INFO(bound);
-    ProcessResult r = Run({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=2",
-                           bound, worker},
-                          PythonWorkerEnv(), 240s);
+    ProcessResult r =
+        Run({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=2", bound, worker},
+            PythonWorkerEnv(), 240s);
     INFO(Describe(r));
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("{\"event\": \"blocking\", \"rank\": 0, \"round\": 1}"));
     CHECK_THAT(r.err, Catch::Contains("in-process restart: kept rank(s) 0"));
-    CHECK(std::regex_search(r.err, std::regex("worker rank 0 \\(local_rank 0, pid [0-9]+\\) is hung "
-                                              "\\(first step\\): no step reported in the [0-9.]+ s "
-                                              "since its round began \\(" + bound + ".0 s\\)")));
+    CHECK(
+        std::regex_search(r.err, std::regex("worker rank 0 \\(local_rank 0, pid [0-9]+\\) is hung "
+                                            "\\(first step\\): no step reported in the [0-9.]+ s "
+                                            "since its round began \\(" +
+                                            bound + ".0 s\\)")));
     CHECK(std::regex_search(r.err, std::regex("hang diagnostics of rank [0-9, ]+ written to")));
     CHECK_THAT(r.out, Catch::Contains("{\"event\": \"done\", \"rank\": 0, \"step\": 20}"));
   }

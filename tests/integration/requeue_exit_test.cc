@@ -41,14 +41,13 @@ TEST_CASE("a job failing the same way on every attempt exits 93 (do not requeue)
                                     "ValueError: no such dataset): a requeue would too; exit "
                                     "code 93 (do not requeue"));
   // --do_not_requeue_exit_code=0: exit 1, as for any failure; another code is taken as given.
-  CHECK(ShellJob("echo 'ValueError: no such dataset'; exit 3",
-                 {"--do_not_requeue_exit_code=0"}).exit_code == 1);
-  CHECK(ShellJob("echo 'ValueError: no such dataset'; exit 3",
-                 {"--do_not_requeue_exit_code=75"}).exit_code == 75);
+  CHECK(ShellJob("echo 'ValueError: no such dataset'; exit 3", {"--do_not_requeue_exit_code=0"})
+            .exit_code == 1);
+  CHECK(ShellJob("echo 'ValueError: no such dataset'; exit 3", {"--do_not_requeue_exit_code=75"})
+            .exit_code == 75);
 }
 
-TEST_CASE("failures that differ between attempts, or that are signals, keep exit 1",
-          "[requeue]") {
+TEST_CASE("failures that differ between attempts, or that are signals, keep exit 1", "[requeue]") {
   ProcessResult differ = ShellJob("echo \"failed in attempt $TORCHELASTIC_RESTART_COUNT\"; exit 3");
   INFO(differ.out << differ.err);
   CHECK(differ.exit_code == 1);
@@ -66,10 +65,9 @@ TEST_CASE("a two-node job failing the same way on every attempt exits 93 on both
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int i = 0; i < 2; ++i) {
     agents.push_back(std::make_unique<Subprocess>(std::vector<std::string>{
-        MXRUN_BIN, "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
-        "--rdzv_id=same2", "--nnodes=2", "--nproc_per_node=1", "--max_restarts=1",
-        "--rdzv_conf=is_host=0", "--no_python", "sh", "-c",
-        "echo 'RuntimeError: shape mismatch'; exit 4"}));
+        MXRUN_BIN, "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(), "--rdzv_id=same2",
+        "--nnodes=2", "--nproc_per_node=1", "--max_restarts=1", "--rdzv_conf=is_host=0",
+        "--no_python", "sh", "-c", "echo 'RuntimeError: shape mismatch'; exit 4"}));
   }
   for (auto& agent : agents) {
     ProcessResult r = agent->Wait(60s);

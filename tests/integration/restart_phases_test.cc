@@ -35,11 +35,11 @@ std::vector<double> PhasesOf(const std::string& err, int number) {
 TEST_CASE("the summary times every restart phase by phase, the first step from progress reports",
           "[integration][restart_phases]") {
   // Rank 1 fails in the first attempt; every worker that runs sends progress reports.
-  ProcessResult r = Run(mxrun::testing::MxrunWithChild(
-                            {"--standalone", "--nproc_per_node=2", "--max_restarts=1"},
-                            {"--sleep=1", "--progress=0.1", "--exit=3", "--only-rank=1",
-                             "--fail-below-attempt=1"}),
-                        {}, 60s);
+  ProcessResult r = Run(
+      mxrun::testing::MxrunWithChild(
+          {"--standalone", "--nproc_per_node=2", "--max_restarts=1"},
+          {"--sleep=1", "--progress=0.1", "--exit=3", "--only-rank=1", "--fail-below-attempt=1"}),
+      {}, 60s);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.err, Catch::Contains("restart 1 (round 1; rank 1 failed: exit code 3)"));
@@ -74,10 +74,10 @@ TEST_CASE("restarts whose workers send no progress say their first step is unkno
 
 TEST_CASE("a job whose last failure spends the budget prints no restart it did not make",
           "[integration][restart_phases]") {
-  ProcessResult r = Run(mxrun::testing::MxrunWithChild(
-                            {"--standalone", "--nproc_per_node=2", "--max_restarts=1"},
-                            {"--sleep=0.5", "--exit=3", "--only-rank=1"}),
-                        {}, 60s);
+  ProcessResult r =
+      Run(mxrun::testing::MxrunWithChild({"--standalone", "--nproc_per_node=2", "--max_restarts=1"},
+                                         {"--sleep=0.5", "--exit=3", "--only-rank=1"}),
+          {}, 60s);
   INFO(r.err);
   CHECK(r.exit_code == 93);  // both attempts failed the same way (--do_not_requeue_exit_code)
   CHECK_THAT(r.err, Catch::Contains("restart 1 (round 1; rank 1 failed: exit code 3)"));

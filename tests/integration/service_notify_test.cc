@@ -70,9 +70,9 @@ TEST_CASE("mxrun tells systemd READY, its status, watchdog beats and STOPPING", 
   NotifySocket socket(dir.path() + "/notify");
   // The socket is read only after mxrun exits, so the messages must fit in its queue
   // (net.unix.max_dgram_qlen, 10 on some hosts) or mxrun's blocking send waits for ever.
-  ProcessResult r = Run(MxrunWithChild({"--standalone", "--nproc_per_node=2"}, {"--sleep=0.8"}),
-                        {{"NOTIFY_SOCKET", dir.path() + "/notify"}, {"WATCHDOG_USEC", "400000"}},
-                        60s);
+  ProcessResult r =
+      Run(MxrunWithChild({"--standalone", "--nproc_per_node=2"}, {"--sleep=0.8"}),
+          {{"NOTIFY_SOCKET", dir.path() + "/notify"}, {"WATCHDOG_USEC", "400000"}}, 60s);
   REQUIRE(r.exit_code == 0);
   std::vector<std::string> messages = socket.Drain();
   INFO(Joined(messages));

@@ -43,7 +43,7 @@ namespace {
 constexpr long kHeldConnectionsRssKiB =
     mxrun::testing::kSanitizer == mxrun::testing::Sanitizer::kThread    ? 256 * 1024
     : mxrun::testing::kSanitizer == mxrun::testing::Sanitizer::kAddress ? 32 * 1024
-                                                                         : 8 * 1024;
+                                                                        : 8 * 1024;
 
 // A TCP connection to 127.0.0.1:port, or -1.
 int Connect(int port) {
@@ -68,7 +68,9 @@ bool ClosedByServer(int fd) {
   return recv(fd, &byte, 1, MSG_DONTWAIT | MSG_PEEK) <= 0;
 }
 
-int PortOf(const std::string& endpoint) { return std::stoi(endpoint.substr(endpoint.rfind(':') + 1)); }
+int PortOf(const std::string& endpoint) {
+  return std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
+}
 
 // `count` clients that each send one byte of "GET /metrics HTTP/1.1\r\n..." a second and never
 // finish; one the server closes is opened again at once, so that `count` stay open, as an
@@ -87,7 +89,8 @@ class SlowClients {
     }
   }
   int connected() const {
-    return static_cast<int>(std::count_if(fds_.begin(), fds_.end(), [](int fd) { return fd >= 0; }));
+    return static_cast<int>(
+        std::count_if(fds_.begin(), fds_.end(), [](int fd) { return fd >= 0; }));
   }
   int reopened() const { return reopened_; }
 
@@ -120,8 +123,7 @@ struct Scrape {
   bool page;
 };
 // `https_client`: curl's TLS flags (CA, certificate, key) for an HTTPS endpoint; empty: HTTP.
-Scrape TimedScrape(const std::string& endpoint,
-                   const std::vector<std::string>& https_client = {}) {
+Scrape TimedScrape(const std::string& endpoint, const std::vector<std::string>& https_client = {}) {
   const auto start = std::chrono::steady_clock::now();
   std::string page;
   if (https_client.empty()) {
@@ -151,8 +153,8 @@ void CheckScrapesWhileHeld(const std::string& endpoint,
     seconds.push_back(scrape.seconds);
   }
   std::sort(seconds.begin(), seconds.end());
-  INFO("scrape seconds, fastest to slowest: " << seconds[0] << " .. " << seconds[4]
-                                               << "; slow connections reopened: " << slow.reopened());
+  INFO("scrape seconds, fastest to slowest: "
+       << seconds[0] << " .. " << seconds[4] << "; slow connections reopened: " << slow.reopened());
   CHECK(seconds[2] < 0.5);
   CHECK(slow.connected() == 64);  // they were held all along
 }
@@ -165,9 +167,10 @@ TEST_CASE("64 slow clients on mxrun-master's metrics port do not delay a scrape 
   CheckScrapesWhileHeld(master.MetricsEndpoint());
 }
 
-TEST_CASE("64 slow clients on mxrun-master's HTTPS metrics port (mutual TLS) do not delay a "
-          "scrape with the job's certificates",
-          "[metrics][listen][tls]") {
+TEST_CASE(
+    "64 slow clients on mxrun-master's HTTPS metrics port (mutual TLS) do not delay a "
+    "scrape with the job's certificates",
+    "[metrics][listen][tls]") {
   // The slow clients never finish a TLS handshake: each holds only its own connection's thread.
   mxrun::testing::TempDir certs;
   const std::string make = std::string(SCRIPTS_DIR) + "/make-certs.sh";
@@ -177,9 +180,9 @@ TEST_CASE("64 slow clients on mxrun-master's HTTPS metrics port (mutual TLS) do 
   REQUIRE(mxrun::testing::Run({make, dir, "node", "scraper", "127.0.0.1"}, {}, 30s).exit_code == 0);
   Master master({.extra = {"--cert=" + dir + "/master.pem", "--key=" + dir + "/master.key",
                            "--cacert=" + dir + "/ca.pem", "--metrics_tls"}});
-  CheckScrapesWhileHeld(master.MetricsEndpoint(),
-                        {"--cacert", dir + "/ca.pem", "--cert", dir + "/scraper.pem", "--key",
-                         dir + "/scraper.key"});
+  CheckScrapesWhileHeld(
+      master.MetricsEndpoint(),
+      {"--cacert", dir + "/ca.pem", "--cert", dir + "/scraper.pem", "--key", dir + "/scraper.key"});
 }
 
 TEST_CASE("64 slow clients on an agent's metrics port do not delay a scrape of its metrics",
@@ -193,8 +196,9 @@ TEST_CASE("64 slow clients on an agent's metrics port do not delay a scrape of i
   job.Wait(30s);
 }
 
-TEST_CASE("idle connections past the cap drop the idlest first, and the master's memory stays bounded",
-          "[metrics][listen]") {
+TEST_CASE(
+    "idle connections past the cap drop the idlest first, and the master's memory stays bounded",
+    "[metrics][listen]") {
   Master master({{"--metrics_port=0"}});
   const std::string endpoint = master.MetricsEndpoint();
   const long rss_before = mxrun::testing::ProcStatusKiB(master.pid(), "VmRSS");

@@ -71,7 +71,8 @@ std::string ClientPython() {
   return other != nullptr && *other != '\0' ? other : PYTHON_BIN;
 }
 
-ProcessResult Clients(const std::vector<std::string>& args, std::chrono::milliseconds timeout = 120s) {
+ProcessResult Clients(const std::vector<std::string>& args,
+                      std::chrono::milliseconds timeout = 120s) {
   std::vector<std::string> argv{ClientPython(), kClients};
   argv.insert(argv.end(), args.begin(), args.end());
   return Run(argv, {}, timeout);
@@ -123,7 +124,8 @@ std::string Validate() {
 
 }  // namespace
 
-TEST_CASE("real PyTorch clients: every TCPStore operation against mxrun's store", "[store][store-clients]") {
+TEST_CASE("real PyTorch clients: every TCPStore operation against mxrun's store",
+          "[store][store-clients]") {
   Served served;
   const ProcessResult result = Clients({"ops", "127.0.0.1", served.port()});
   INFO(Describe(result) << served.Log());
@@ -135,7 +137,8 @@ TEST_CASE("real PyTorch clients: every TCPStore operation against mxrun's store"
   CHECK(counts.requests[static_cast<int>(mxrun::StoreOp::kBarrier)] == 3);
 }
 
-TEST_CASE("real PyTorch clients: 64 waiting on one key, then a barrier of 65", "[store][store-clients]") {
+TEST_CASE("real PyTorch clients: 64 waiting on one key, then a barrier of 65",
+          "[store][store-clients]") {
   Served served;
   const ProcessResult result = Clients({"waiters", "127.0.0.1", served.port(), "64"});
   INFO(Describe(result) << served.Log());
@@ -143,7 +146,8 @@ TEST_CASE("real PyTorch clients: 64 waiting on one key, then a barrier of 65", "
   CHECK(result.out.find("waiters passed") != std::string::npos);
 }
 
-TEST_CASE("real PyTorch clients: 8 MiB values and 20,000 keys in one request", "[store][store-clients]") {
+TEST_CASE("real PyTorch clients: 8 MiB values and 20,000 keys in one request",
+          "[store][store-clients]") {
   Served served;
   const ProcessResult result = Clients({"large", "127.0.0.1", served.port()});
   INFO(Describe(result) << served.Log());
@@ -151,9 +155,10 @@ TEST_CASE("real PyTorch clients: 8 MiB values and 20,000 keys in one request", "
   CHECK(result.out.find("large passed") != std::string::npos);
 }
 
-TEST_CASE("init_process_group with TORCHELASTIC_USE_AGENT_STORE=True forms its groups on mxrun's "
-          "store, rank 0 arriving last",
-          "[store][store-clients]") {
+TEST_CASE(
+    "init_process_group with TORCHELASTIC_USE_AGENT_STORE=True forms its groups on mxrun's "
+    "store, rank 0 arriving last",
+    "[store][store-clients]") {
   Served served;
   Subprocess rank1({ClientPython(), kClients, "group", "127.0.0.1", served.port(), "1", "2"});
   // Rank 1 is connected and waiting before rank 0 starts: the store listens for it all along.
@@ -185,9 +190,10 @@ TEST_CASE("a client killed while it waits is dropped, the store serves the other
   CHECK(served.server->refused_clients() == 0);  // going is no offence
 }
 
-TEST_CASE("the store closes a connection that breaks the protocol at once, saying why, and one that "
-          "never validates after its timeout",
-          "[store]") {
+TEST_CASE(
+    "the store closes a connection that breaks the protocol at once, saying why, and one that "
+    "never validates after its timeout",
+    "[store]") {
   StoreServer::Options options;
   options.validate_timeout = 300ms;
   Served served(options);
@@ -225,8 +231,9 @@ TEST_CASE("the store closes a connection that breaks the protocol at once, sayin
   CHECK(served.server->refused_clients() == 4);
 }
 
-TEST_CASE("a client that never reads its replies is paused alone: real clients are served meanwhile",
-          "[store]") {
+TEST_CASE(
+    "a client that never reads its replies is paused alone: real clients are served meanwhile",
+    "[store]") {
   StoreServer::Options options;
   options.max_output_bytes = 1 << 20;
   Served served(options);
@@ -264,9 +271,10 @@ TEST_CASE("a client that never reads its replies is paused alone: real clients a
   close(hog);
 }
 
-TEST_CASE("at its client cap the store drops a connection that has not validated before refusing "
-          "a newcomer",
-          "[store]") {
+TEST_CASE(
+    "at its client cap the store drops a connection that has not validated before refusing "
+    "a newcomer",
+    "[store]") {
   StoreServer::Options options;
   options.max_clients = 2;
   Served served(options);
@@ -284,7 +292,8 @@ TEST_CASE("at its client cap the store drops a connection that has not validated
   CHECK(ClosedByServer(refused, 5000ms));
   const std::string log = served.Log();
   INFO(log);
-  CHECK(log.find("dropped, not validated, to make room: 2 clients are connected") != std::string::npos);
+  CHECK(log.find("dropped, not validated, to make room: 2 clients are connected") !=
+        std::string::npos);
   CHECK(log.find("refused a connection: 2 clients are connected (the most it takes)") !=
         std::string::npos);
   for (int fd : {validated, idle, newcomer, refused}) close(fd);
@@ -292,9 +301,10 @@ TEST_CASE("at its client cap the store drops a connection that has not validated
 
 // The agent hosting the store (agent/store/workers_store_rendezvous.h), through mxrun itself.
 
-TEST_CASE("mxrun hosts the workers' store: TORCHELASTIC_USE_AGENT_STORE=True, a store per round, "
-          "and rank 0 hosts it with --workers_store=rank0 or TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1",
-          "[store][integration]") {
+TEST_CASE(
+    "mxrun hosts the workers' store: TORCHELASTIC_USE_AGENT_STORE=True, a store per round, "
+    "and rank 0 hosts it with --workers_store=rank0 or TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1",
+    "[store][integration]") {
   mxrun::testing::TempDir dir;
   // Two rounds (the first fails): each round's workers get the agent's store of that round.
   ProcessResult r = Run(mxrun::testing::MxrunWithChild(

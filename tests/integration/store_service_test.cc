@@ -44,8 +44,8 @@ class StoreServer {
   }
 
   std::unique_ptr<v1::Store::Stub> NewStub() const {
-    return v1::Store::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
-                                                  grpc::InsecureChannelCredentials()));
+    return v1::Store::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
   }
 
   mxrun::MemoryStore& store() { return store_; }
@@ -322,8 +322,7 @@ TEST_CASE("Store service with a token refuses calls without the right one", "[st
   grpc::Status wrong = Set(*stub, "run", "k", "v", "guess");
   CHECK(wrong.error_code() == grpc::StatusCode::UNAUTHENTICATED);
   CHECK_THAT(wrong.error_message(), Catch::Contains("wrong token"));
-  CHECK(Wait(*stub, "run", {"k"}, 1, "guess").error_code() ==
-        grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(Wait(*stub, "run", {"k"}, 1, "guess").error_code() == grpc::StatusCode::UNAUTHENTICATED);
   CHECK_FALSE(server.store().Get("run", "k").has_value());
 
   CHECK(Set(*stub, "run", "k", "v", "s3cret").ok());

@@ -35,9 +35,9 @@ std::vector<std::unique_ptr<Subprocess>> SlowRankJob(const std::string& endpoint
                                                      const std::string& run_id,
                                                      std::vector<std::string> extra = {}) {
   std::vector<std::string> flags{"--rdzv_backend=c10d", "--rdzv_endpoint=" + endpoint,
-                                 "--rdzv_id=" + run_id, "--nnodes=2", "--nproc_per_node=2",
-                                 "--rdzv_conf=is_host=0", "--metrics_port=0",
-                                 "--straggler_steps=5"};
+                                 "--rdzv_id=" + run_id, "--nnodes=2",
+                                 "--nproc_per_node=2",  "--rdzv_conf=is_host=0",
+                                 "--metrics_port=0",    "--straggler_steps=5"};
   flags.insert(flags.end(), extra.begin(), extra.end());
   std::vector<std::unique_ptr<Subprocess>> agents;
   for (int i = 0; i < 2; ++i) {
@@ -60,9 +60,10 @@ nlohmann::json RunStatus(const std::string& endpoint) {
 
 }  // namespace
 
-TEST_CASE("a straggler in a one-node job is named by its agent, and only it: a log line, the "
-          "metric",
-          "[metrics][straggler]") {
+TEST_CASE(
+    "a straggler in a one-node job is named by its agent, and only it: a log line, the "
+    "metric",
+    "[metrics][straggler]") {
   Subprocess job(mxrun::testing::MxrunWithChild(
       {"--standalone", "--nproc_per_node=3", "--metrics_port=0", "--straggler_steps=5"},
       {"--ready", "--sleep=3", "--progress=0.05", "--slow-rank=1"}));
@@ -81,9 +82,10 @@ TEST_CASE("a straggler in a one-node job is named by its agent, and only it: a l
   CHECK(CountOccurrences(page, "mxrun_agent_stragglers_total{") == 1);
 }
 
-TEST_CASE("a straggler in a two-node job is named by the master over every rank, told to the "
-          "agent that runs it, marked in mxrun status and the metrics, and the job goes on",
-          "[metrics][straggler]") {
+TEST_CASE(
+    "a straggler in a two-node job is named by the master over every rank, told to the "
+    "agent that runs it, marked in mxrun status and the metrics, and the job goes on",
+    "[metrics][straggler]") {
   Master master;
   auto agents = SlowRankJob(master.endpoint(), "strag2");
   for (auto& agent : agents) REQUIRE(agent->WaitForStdout("world=4", 2, 60s));
@@ -115,8 +117,8 @@ TEST_CASE("a straggler in a two-node job is named by the master over every rank,
   }
   REQUIRE(rates.size() == 4);
   CHECK(rates[3] * 2 < rates[0]);  // 3x slower, with room for scheduling noise
-  ProcessResult text = mxrun::testing::Run(
-      {MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint()}, {}, 20s);
+  ProcessResult text =
+      mxrun::testing::Run({MXRUN_BIN, "status", "--rdzv_endpoint=" + master.endpoint()}, {}, 20s);
   CHECK(CountOccurrences(text.out, "STRAGGLER") == 1);
 
   const std::string master_page = Curl("http://" + master.MetricsEndpoint() + "/metrics");
@@ -137,11 +139,14 @@ TEST_CASE("a straggler in a two-node job is named by the master over every rank,
   CHECK_THAT(said, Catch::Contains("run 'strag2': rank 3 is a straggler: "));
 }
 
-TEST_CASE("straggler restart (--straggler_restart): a straggler fails the group, counted as such, until the budget "
-          "is spent",
-          "[metrics][straggler]") {
+TEST_CASE(
+    "straggler restart (--straggler_restart): a straggler fails the group, counted as such, until "
+    "the budget "
+    "is spent",
+    "[metrics][straggler]") {
   Master master;
-  auto agents = SlowRankJob(master.endpoint(), "strag3", {"--straggler_restart", "--max_restarts=1"});
+  auto agents =
+      SlowRankJob(master.endpoint(), "strag3", {"--straggler_restart", "--max_restarts=1"});
   std::vector<ProcessResult> results;
   for (auto& agent : agents) results.push_back(agent->Wait(120s));
   for (const ProcessResult& r : results) {
@@ -166,9 +171,9 @@ TEST_CASE("straggler restart (--straggler_restart): a straggler fails the group,
 
 TEST_CASE("a straggler restart without judging stragglers is refused", "[metrics][straggler]") {
   ProcessResult r = mxrun::testing::Run(
-      mxrun::testing::MxrunWithChild({"--standalone", "--nproc_per_node=1", "--straggler_restart",
-                                      "--straggler_steps=0"},
-                                     {"--ready"}),
+      mxrun::testing::MxrunWithChild(
+          {"--standalone", "--nproc_per_node=1", "--straggler_restart", "--straggler_steps=0"},
+          {"--ready"}),
       {}, 20s);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("--straggler_restart needs stragglers to be judged: "

@@ -37,9 +37,10 @@ ProcessResult RunPeerDeath(const std::string& slow_exit) {
 
 }  // namespace
 
-TEST_CASE("after a worker's death the others leave by themselves, unsignalled: quickly, or "
-          "slowly once their interpreter said it is leaving",
-          "[integration][restart]") {
+TEST_CASE(
+    "after a worker's death the others leave by themselves, unsignalled: quickly, or "
+    "slowly once their interpreter said it is leaving",
+    "[integration][restart]") {
   for (const std::string slow_exit : {"0", "1.0"}) {
     INFO("rank 0's exit takes " << slow_exit << " s more");
     const ProcessResult result = RunPeerDeath(slow_exit);

@@ -55,10 +55,14 @@ std::vector<std::string> MasterFlags(const std::string& dir, const std::string& 
 // One node of a one-node c10d job against `endpoint`, running test_child with `child`.
 std::vector<std::string> Agent(const std::string& endpoint, const std::string& run_id,
                                const std::string& conf, std::vector<std::string> child) {
-  std::vector<std::string> argv = {kMxrun, "--rdzv_backend=c10d", "--rdzv_endpoint=" + endpoint,
-                                   "--rdzv_id=" + run_id, "--nnodes=1",
+  std::vector<std::string> argv = {kMxrun,
+                                   "--rdzv_backend=c10d",
+                                   "--rdzv_endpoint=" + endpoint,
+                                   "--rdzv_id=" + run_id,
+                                   "--nnodes=1",
                                    "--rdzv_conf=is_host=0" + (conf.empty() ? "" : "," + conf),
-                                   "--no_python", TEST_CHILD_BIN};
+                                   "--no_python",
+                                   TEST_CHILD_BIN};
   argv.insert(argv.end(), child.begin(), child.end());
   return argv;
 }
@@ -85,7 +89,8 @@ TEST_CASE("mutual TLS: a job forms through a TLS master, and mxrun status reads 
   INFO(r.err);
   CHECK(r.exit_code == 0);
   ProcessResult status = Run({kMxrun, "status", "--rdzv_endpoint=" + master.endpoint(),
-                              "--rdzv_conf=" + Conf(pki.path(), "node")}, {}, 20s);
+                              "--rdzv_conf=" + Conf(pki.path(), "node")},
+                             {}, 20s);
   INFO(status.err);
   CHECK(status.exit_code == 0);
   CHECK_THAT(status.out, Catch::Contains("run tls1: succeeded"));
@@ -96,8 +101,10 @@ TEST_CASE("mutual TLS: a job forms through a TLS master, and mxrun status reads 
   CHECK_THAT(master.StopAndOutput(), Catch::Contains("(mutual TLS)"));
 }
 
-TEST_CASE("mutual TLS: plaintext and foreign-CA peers are refused, with a plain message on both "
-          "sides", "[integration][tls]") {
+TEST_CASE(
+    "mutual TLS: plaintext and foreign-CA peers are refused, with a plain message on both "
+    "sides",
+    "[integration][tls]") {
   TempDir pki, other;
   MakeCa(pki.path());
   MakeNode(pki.path(), "master");
@@ -110,9 +117,9 @@ TEST_CASE("mutual TLS: plaintext and foreign-CA peers are refused, with a plain 
     CHECK(plain.exit_code == 3);
     CHECK_THAT(plain.err, Catch::Contains("If the master requires mutual TLS, give --rdzv_conf "
                                           "cert=,key=,cacert="));
-    ProcessResult foreign = Run(
-        Agent(master.endpoint(), "tls3", "join_timeout=2," + Conf(other.path(), "node"), {}), {},
-        30s);
+    ProcessResult foreign =
+        Run(Agent(master.endpoint(), "tls3", "join_timeout=2," + Conf(other.path(), "node"), {}),
+            {}, 30s);
     CHECK(foreign.exit_code == 3);
     CHECK_THAT(foreign.err, Catch::Contains("TLS handshake failed: a certificate is not from the "
                                             "CA the other side trusts"));
@@ -122,9 +129,9 @@ TEST_CASE("mutual TLS: plaintext and foreign-CA peers are refused, with a plain 
   }
   // A TLS agent and a plaintext master.
   Master plain_master;
-  ProcessResult r = Run(
-      Agent(plain_master.endpoint(), "tls4", "join_timeout=2," + Conf(pki.path(), "node"), {}), {},
-      30s);
+  ProcessResult r =
+      Run(Agent(plain_master.endpoint(), "tls4", "join_timeout=2," + Conf(pki.path(), "node"), {}),
+          {}, 30s);
   CHECK(r.exit_code == 3);
   CHECK_THAT(r.err, Catch::Contains("This node uses mutual TLS"));
 }
@@ -158,7 +165,8 @@ TEST_CASE("mutual TLS: replaced certificates serve new connections, a session go
   Master master({.extra = MasterFlags(pki.path(), "master")});
   REQUIRE_THAT(ServedSubject(master.endpoint(), pki.path()), Catch::Contains("CN = master"));
   // A job whose worker runs until the test ends it.
-  Subprocess job(Agent(master.endpoint(), "rot", Conf(pki.path(), "node"), {"--ready", "--sleep=60"}));
+  Subprocess job(
+      Agent(master.endpoint(), "rot", Conf(pki.path(), "node"), {"--ready", "--sleep=60"}));
   REQUIRE(job.WaitForStdout("ready rank=0", 1, 30s));
   // The new certificate goes in as an operator would: written beside, then renamed over.
   for (const char* ext : {".pem", ".key"}) {
@@ -171,13 +179,15 @@ TEST_CASE("mutual TLS: replaced certificates serve new connections, a session go
   ProcessResult status;
   bool rotated = false;
   for (int attempt = 0; attempt < 50 && !rotated; ++attempt) {
-    rotated = ServedSubject(master.endpoint(), pki.path()).find("CN = rotated") != std::string::npos;
+    rotated =
+        ServedSubject(master.endpoint(), pki.path()).find("CN = rotated") != std::string::npos;
     if (!rotated) std::this_thread::sleep_for(100ms);  // bounded: 5 s in all
   }
   CHECK(rotated);
   // The job's session was not dropped: still round 0, its member running.
   status = Run({kMxrun, "status", "--rdzv_endpoint=" + master.endpoint(),
-                "--rdzv_conf=" + Conf(pki.path(), "node")}, {}, 20s);
+                "--rdzv_conf=" + Conf(pki.path(), "node")},
+               {}, 20s);
   CHECK_THAT(status.out, Catch::Contains("run rot: running, round 0"));
   CHECK(job.err().find("re-forming") == std::string::npos);
   kill(job.pid(), SIGTERM);
@@ -197,7 +207,8 @@ TEST_CASE("mutual TLS: incomplete or wrong files are refused before anything sta
   ProcessResult r = Run({kMxrun, "--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:1",
                          "--rdzv_conf=cert=" + pki.path() + "/node.pem", "--no_python", "true"});
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("mutual TLS needs cert, key and cacert together; key is missing"));
+  CHECK_THAT(r.err,
+             Catch::Contains("mutual TLS needs cert, key and cacert together; key is missing"));
   r = Run({kMxrun, "--rdzv_backend=c10d", "--rdzv_endpoint=127.0.0.1:1",
            "--rdzv_conf=cert=" + pki.path() + "/node.key,key=" + pki.path() +
                "/node.key,cacert=" + pki.path() + "/ca.pem",

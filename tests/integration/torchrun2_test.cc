@@ -6,8 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <limits.h>
-#include <signal.h>
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -21,20 +21,21 @@
 #include "tests/temp_dir.h"
 
 using mxrun::testing::CountOccurrences;
+using mxrun::testing::Describe;
 using mxrun::testing::IntsAfter;
 using mxrun::testing::ProcessResult;
 using mxrun::testing::ReadEnvFile;
 using mxrun::testing::ReadFile;
 using mxrun::testing::Run;
 using mxrun::testing::Subprocess;
-using mxrun::testing::Describe;
 using mxrun::testing::TempDir;
 
 namespace {
 
 const std::string kMxrun = MXRUN_BIN;
 
-std::vector<std::string> Mxrun(std::vector<std::string> flags, std::vector<std::string> child_args) {
+std::vector<std::string> Mxrun(std::vector<std::string> flags,
+                               std::vector<std::string> child_args) {
   return mxrun::testing::MxrunWithChild(flags, child_args);
 }
 
@@ -64,14 +65,16 @@ std::vector<nlohmann::json> Events(const std::string& text) {
   std::vector<nlohmann::json> events;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("{\"name\": \"torchelastic.", 0) == 0) events.push_back(nlohmann::json::parse(line));
+    if (line.rfind("{\"name\": \"torchelastic.", 0) == 0)
+      events.push_back(nlohmann::json::parse(line));
   }
   return events;
 }
 
 }  // namespace
 
-TEST_CASE("virtual local rank: LOCAL_RANK=0 and one device per worker", "[integration][torchrun2]") {
+TEST_CASE("virtual local rank: LOCAL_RANK=0 and one device per worker",
+          "[integration][torchrun2]") {
   // (CUDA_VISIBLE_DEVICES of the agent, the device each of the two workers must see)
   auto [visible, expected] = GENERATE(table<std::string, std::vector<std::string>>({
       {"", {"0", "1"}},
@@ -122,8 +125,11 @@ TEST_CASE("a line prefix template on the console and in the filtered files, not 
   const std::string templ = "[${role_name}${local_rank}@${hostname} r${rank}]:";
   const bool from_env = GENERATE(false, true);
   TempDir dir;
-  std::vector<std::string> flags = {"--nproc_per_node=2", "--role=trainer", "--tee=3",
-                                    "--log_dir=" + dir.path(), "--duplicate-stdout-filters=line=1 ",
+  std::vector<std::string> flags = {"--nproc_per_node=2",
+                                    "--role=trainer",
+                                    "--tee=3",
+                                    "--log_dir=" + dir.path(),
+                                    "--duplicate-stdout-filters=line=1 ",
                                     "--duplicate_stderr_filters=exiting with"};
   std::map<std::string, std::string> env;
   if (from_env) {
@@ -133,9 +139,8 @@ TEST_CASE("a line prefix template on the console and in the filtered files, not 
   }
   // Rank 1 fails only once both ranks have printed their lines: a failure stops rank 0, which on a
   // loaded machine (or under a sanitizer) may not have printed yet.
-  Subprocess job(Mxrun(flags, {"--lines=3", "--exit=4", "--only-rank=1", "--ready",
-                               "--fail-on-signal"}),
-                 env);
+  Subprocess job(
+      Mxrun(flags, {"--lines=3", "--exit=4", "--only-rank=1", "--ready", "--fail-on-signal"}), env);
   REQUIRE(job.WaitForStdout("ready rank=", 2, std::chrono::seconds(30)));
   const std::vector<int> rank1 = IntsAfter(job.out(), "ready rank=1 pid");
   REQUIRE(rank1.size() == 1);
@@ -166,9 +171,9 @@ TEST_CASE("duplicate filters without --log_dir keep their file in a kept tempora
           "[integration][torchrun2]") {
   TempDir tmp;
   // A port keeps the static rendezvous and its run id (without one: --standalone, a random id).
-  ProcessResult r = Run(Mxrun({"--nproc_per_node=1", "--rdzv_id=filtered", "--master_port=0"},
-                              {"--lines=2"}),
-                        {{"PET_DUPLICATE_STDOUT_FILTERS", "line=0"}, {"TMPDIR", tmp.path()}});
+  ProcessResult r =
+      Run(Mxrun({"--nproc_per_node=1", "--rdzv_id=filtered", "--master_port=0"}, {"--lines=2"}),
+          {{"PET_DUPLICATE_STDOUT_FILTERS", "line=0"}, {"TMPDIR", tmp.path()}});
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
   const std::string run_dir = RunDir(r.err);
@@ -179,16 +184,15 @@ TEST_CASE("duplicate filters without --log_dir keep their file in a kept tempora
 TEST_CASE("event-log-handler=console prints torchelastic's event records",
           "[integration][torchrun2]") {
   const bool from_env = GENERATE(false, true);
-  std::vector<std::string> flags = {"--nproc_per_node=2", "--max_restarts=1",
-                                    "--rdzv_id=events", "--master_port=0"};  // static: as given
+  std::vector<std::string> flags = {"--nproc_per_node=2", "--max_restarts=1", "--rdzv_id=events",
+                                    "--master_port=0"};  // static: as given
   std::map<std::string, std::string> env;
   if (from_env) {
     env["PET_EVENT_LOG_HANDLER"] = "console";
   } else {
     flags.push_back("--event-log-handler=console");
   }
-  ProcessResult r = Run(Mxrun(flags, {"--exit=4", "--only-rank=1", "--fail-below-attempt=1"}),
-                        env);
+  ProcessResult r = Run(Mxrun(flags, {"--exit=4", "--only-rank=1", "--fail-below-attempt=1"}), env);
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
   std::vector<nlohmann::json> events = Events(r.err);
@@ -235,9 +239,9 @@ TEST_CASE("numa binding on this machine: each worker on the CPUs hwloc reports",
   ProcessResult hwloc = Run({"hwloc-calc", "--physical-output", "--intersect", "pu", "all"});
   REQUIRE(hwloc.exit_code == 0);
   std::string cpus = hwloc.out.substr(0, hwloc.out.find('\n'));
-  ProcessResult r = Run(MxrunShell({"--nproc_per_node=2", "--numa-binding=" + mode,
-                                    "--log_collapse_window=0"},
-                                   "grep Cpus_allowed_list /proc/self/status"));
+  ProcessResult r =
+      Run(MxrunShell({"--nproc_per_node=2", "--numa-binding=" + mode, "--log_collapse_window=0"},
+                     "grep Cpus_allowed_list /proc/self/status"));
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
   // No GPU here: nothing to bind, said in one line, and the workers keep every CPU.
@@ -245,8 +249,8 @@ TEST_CASE("numa binding on this machine: each worker on the CPUs hwloc reports",
   const std::string out = r.out;
   const std::regex allowed("Cpus_allowed_list:\\s+(\\S+)");
   int workers = 0;
-  for (std::sregex_iterator it(out.begin(), out.end(), allowed);
-       it != std::sregex_iterator(); ++it) {
+  for (std::sregex_iterator it(out.begin(), out.end(), allowed); it != std::sregex_iterator();
+       ++it) {
     ++workers;
     std::string list = (*it)[1];
     std::replace(list.begin(), list.end(), '-', ',');  // "0-1" and hwloc's "0,1" (two CPUs)
@@ -266,26 +270,28 @@ TEST_CASE("numa binding puts each worker near its GPU before exec (saved topolog
   }
   const std::string xml = std::string(TOPOLOGIES_DIR) + "/two_cpu_2gpu.xml";
   // (CUDA_VISIBLE_DEVICES, the CPU each of the two workers must be bound to)
-  auto [visible, expected] = GENERATE(table<std::string, std::vector<std::string>>({
-      {"", {"0", "1"}}, {"1,0", {"1", "0"}}}));
+  auto [visible, expected] = GENERATE(
+      table<std::string, std::vector<std::string>>({{"", {"0", "1"}}, {"1,0", {"1", "0"}}}));
   std::map<std::string, std::string> env = {{"HWLOC_XMLFILE", xml}};
   if (!visible.empty()) env["CUDA_VISIBLE_DEVICES"] = visible;
   // Workers print their affinity, that of a child they start, and their memory policy.
-  ProcessResult r = Run(
-      MxrunShell({"--nproc_per_node=2", "--numa_binding=node"},
-                 "echo rank=$RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2) "
-                 "child=$(sh -c 'grep Cpus_allowed_list /proc/self/status' | cut -f2) "
-                 "policy=$(head -1 /proc/self/numa_maps | cut -d' ' -f2)"),
-      env);
+  ProcessResult r =
+      Run(MxrunShell({"--nproc_per_node=2", "--numa_binding=node"},
+                     "echo rank=$RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2) "
+                     "child=$(sh -c 'grep Cpus_allowed_list /proc/self/status' | cut -f2) "
+                     "policy=$(head -1 /proc/self/numa_maps | cut -d' ' -f2)"),
+          env);
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
   for (int rank = 0; rank < 2; ++rank) {
     const std::string cpu = expected[rank];
-    CHECK_THAT(r.out, Catch::Contains("rank=" + std::to_string(rank) + " " + cpu + " child=" + cpu));
+    CHECK_THAT(r.out,
+               Catch::Contains("rank=" + std::to_string(rank) + " " + cpu + " child=" + cpu));
   }
   // Node 0 exists here: the worker on it prefers it; node 1 does not, and the line says so.
   const int on_node_0 = expected[0] == "0" ? 0 : 1;
-  CHECK_THAT(r.out, Catch::Contains("rank=" + std::to_string(on_node_0) + " " + "0 child=0 "
+  CHECK_THAT(r.out, Catch::Contains("rank=" + std::to_string(on_node_0) + " " +
+                                    "0 child=0 "
                                     "policy=prefer:0"));
   CHECK_THAT(r.err, Catch::Contains("-> CPUs 1, memory anywhere (node 1 not allowed)"));
 }
@@ -300,13 +306,29 @@ TEST_CASE("a torchrun 2.11 launch line from a public training repository runs un
     std::ofstream module(dir.path() + "/toy_train.py");
     module << "import os, sys\n"
               "print('rank', os.environ['RANK'], 'local', os.environ['LOCAL_RANK'], 'device',\n"
-              "      os.environ['CUDA_VISIBLE_DEVICES'], 'args', ' '.join(sys.argv[1:]), flush=True)\n";
+              "      os.environ['CUDA_VISIBLE_DEVICES'], 'args', ' '.join(sys.argv[1:]), "
+              "flush=True)\n";
   }
-  ProcessResult r = Run({kMxrun, "--nproc_per_node=2", "--rdzv_backend", "c10d",
-                         "--rdzv_endpoint=localhost:0", "--virtual-local-rank",
-                         "--local-ranks-filter", "0", "--role", "rank", "--tee", "3",
-                         "--log-dir", dir.path() + "/logs", "-m", "toy_train", "--module",
-                         "graph_trainer.llama3", "--training.steps", "10"},
+  ProcessResult r = Run({kMxrun,
+                         "--nproc_per_node=2",
+                         "--rdzv_backend",
+                         "c10d",
+                         "--rdzv_endpoint=localhost:0",
+                         "--virtual-local-rank",
+                         "--local-ranks-filter",
+                         "0",
+                         "--role",
+                         "rank",
+                         "--tee",
+                         "3",
+                         "--log-dir",
+                         dir.path() + "/logs",
+                         "-m",
+                         "toy_train",
+                         "--module",
+                         "graph_trainer.llama3",
+                         "--training.steps",
+                         "10"},
                         {{"PYTHONPATH", dir.path()}, {"CUDA_VISIBLE_DEVICES", "2,3"}});
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
@@ -338,7 +360,8 @@ TEST_CASE("numa binding finds each worker's GPU through NVML: indices, UUIDs, pr
   cpu_set_t own;
   REQUIRE(sched_getaffinity(0, sizeof own, &own) == 0);
   for (const char* device : {"0000:00:02.0", "0000:00:03.0"}) {
-    if (access((std::string("/sys/bus/pci/devices/") + device + "/local_cpus").c_str(), R_OK) != 0 ||
+    if (access((std::string("/sys/bus/pci/devices/") + device + "/local_cpus").c_str(), R_OK) !=
+            0 ||
         CPU_COUNT(&own) != 2 || !CPU_ISSET(0, &own) || !CPU_ISSET(1, &own)) {
       WARN("this machine is not the two-CPU one with PCI devices 00:02.0 and 00:03.0: skipped");
       return;
@@ -349,7 +372,7 @@ TEST_CASE("numa binding finds each worker's GPU through NVML: indices, UUIDs, pr
       {"", {"1", "0"}},  // NVML index 0 is 00:03.0
       {"1,0", {"0", "1"}},
       {"GPU-bbbb-2222-3333,GPU-aaaa-1111-2222", {"0", "1"}},
-      {"GPU-bbbb,GPU-aaaa", {"0", "1"}},  // unique prefixes, as CUDA takes them
+      {"GPU-bbbb,GPU-aaaa", {"0", "1"}},                      // unique prefixes, as CUDA takes them
       {"MIG-cccc-4444-5555,GPU-aaaa-1111-2222", {"0", "1"}},  // a MIG instance: its parent GPU
   }));
   std::map<std::string, std::string> env = {
@@ -357,10 +380,11 @@ TEST_CASE("numa binding finds each worker's GPU through NVML: indices, UUIDs, pr
       {"FAKE_NVML_DEVICES",
        "GPU-aaaa-1111-2222@0000:00:03.0,GPU-bbbb-2222-3333@0000:00:02.0+MIG-cccc-4444-5555"}};
   if (!visible.empty()) env["CUDA_VISIBLE_DEVICES"] = visible;
-  ProcessResult r = Run(MxrunShell({"--nproc_per_node=gpu", "--numa-binding=exclusive"},
-                                   "echo rank=$RANK cpus=$(grep Cpus_allowed_list /proc/self/status "
-                                   "| cut -f2)"),
-                        env);
+  ProcessResult r =
+      Run(MxrunShell({"--nproc_per_node=gpu", "--numa-binding=exclusive"},
+                     "echo rank=$RANK cpus=$(grep Cpus_allowed_list /proc/self/status "
+                     "| cut -f2)"),
+          env);
   INFO("CUDA_VISIBLE_DEVICES=" << visible << "\n" << Describe(r));
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("rank=0 cpus=" + expected[0]));
@@ -369,9 +393,9 @@ TEST_CASE("numa binding finds each worker's GPU through NVML: indices, UUIDs, pr
   // An ambiguous prefix names no GPU: that worker is not bound, and says so (the health checks,
   // which would keep such a node out, are off here: tests/integration/health_check_test.cc).
   env["CUDA_VISIBLE_DEVICES"] = "GPU-,GPU-aaaa";
-  r = Run(MxrunShell({"--nproc_per_node=2", "--numa-binding=exclusive", "--health_checks=off"},
-                     "true"),
-          env);
+  r = Run(
+      MxrunShell({"--nproc_per_node=2", "--numa-binding=exclusive", "--health_checks=off"}, "true"),
+      env);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.err, Catch::Contains("local rank 0: no GPU, not bound"));
 }

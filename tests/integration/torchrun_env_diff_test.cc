@@ -1,12 +1,13 @@
 // The worker environment of torchrun (PyTorch 2.13, the project's .venv: TORCHRUN_BIN) and of
 // mxrun, diffed live: one small Python worker dumps its whole environment under each launcher, in
-// three layouts (one node without --standalone and without a port, --standalone, two nodes with c10d
-// on 127.0.0.1), and what each launcher added to, changed in or removed from the environment it
-// was given is compared rank by rank:
+// three layouts (one node without --standalone and without a port, --standalone, two nodes with
+// c10d on 127.0.0.1), and what each launcher added to, changed in or removed from the environment
+// it was given is compared rank by rank:
 //  - every variable torchrun sets, mxrun sets to the same value;
 //  - values that are per-run by nature (ports, random run ids, the error and timer files) are
 //    compared by shape, and both launchers' MASTER_ADDR must be an address of this host;
-//  - the rows of docs/CONTRACT.md's table "torchrun 2.13's worker environment, diffed live" (read at
+//  - the rows of docs/CONTRACT.md's table "torchrun 2.13's worker environment, diffed live" (read
+//  at
 //    test time, CONTRACT_MD) are the known differences; a row may name the layouts it is about
 //    ("one-node", "standalone", "two-nodes") after the variable, else it covers all three;
 //  - mxrun's own MXRUN_* variables are allowed, and listed in the test's output.
@@ -114,15 +115,26 @@ if __name__ == "__main__":
 
 // torchrun's worker contract: a parent environment that already carries any of these (say, a test
 // run started by a launcher) would hide what the launcher sets.
-const std::set<std::string> kContractNames = {
-    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-    "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS",
-    "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING",
-    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"};
+const std::set<std::string> kContractNames = {"RANK",
+                                              "LOCAL_RANK",
+                                              "WORLD_SIZE",
+                                              "LOCAL_WORLD_SIZE",
+                                              "GROUP_RANK",
+                                              "GROUP_WORLD_SIZE",
+                                              "ROLE_RANK",
+                                              "ROLE_NAME",
+                                              "ROLE_WORLD_SIZE",
+                                              "MASTER_ADDR",
+                                              "MASTER_PORT",
+                                              "OMP_NUM_THREADS",
+                                              "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                                              "NCCL_ASYNC_ERROR_HANDLING",
+                                              "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+                                              "NOTIFY_SOCKET",
+                                              "WATCHDOG_USEC",
+                                              "WATCHDOG_PID"};
 
-bool StartsWith(const std::string& s, const std::string& prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
+bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 // The environment both launchers get: the test's, minus every launcher's variables, plus `add`;
 // and the removals and additions that make Subprocess pass exactly that.
@@ -360,12 +372,14 @@ std::string Tail(const std::string& path, int n) {
 // an empty string when it fits, else why not. `nullopt`: compare values.
 std::optional<std::string> ShapeMismatch(const std::string& key, const std::string& tr,
                                          const std::string& mx, const nlohmann::json& tr_facts,
-                                         const nlohmann::json& mx_facts, const std::string& tmpdir) {
+                                         const nlohmann::json& mx_facts,
+                                         const std::string& tmpdir) {
   if (key == "MASTER_PORT") {
     if (!IsPort(mx)) return "not a port number";
     // torchrun chose this port itself (c10d on a free port): a fixed default would collide with
     // the next job on the host.
-    if (tr != "29500" && mx == "29500") return "the fixed default 29500 where torchrun picks a free port";
+    if (tr != "29500" && mx == "29500")
+      return "the fixed default 29500 where torchrun picks a free port";
     return "";
   }
   if (key == "TORCHELASTIC_RUN_ID" && std::regex_match(tr, kUuid4)) {
@@ -395,11 +409,11 @@ std::optional<std::string> ShapeMismatch(const std::string& key, const std::stri
 }
 
 struct Comparison {
-  std::vector<std::string> failures;          // unexplained differences
+  std::vector<std::string> failures;                        // unexplained differences
   std::map<std::string, std::set<std::string>> known_hits;  // VAR -> layouts where a row matched
-  std::set<size_t> rows_used;                 // indexes into the known rows
-  std::map<std::string, std::string> mxrun_own;  // MXRUN_* -> a value seen
-  std::string table;                          // the compact per-layout table for the output
+  std::set<size_t> rows_used;                               // indexes into the known rows
+  std::map<std::string, std::string> mxrun_own;             // MXRUN_* -> a value seen
+  std::string table;  // the compact per-layout table for the output
 };
 
 void CompareLayout(const Layout& layout, const Env& parent, const LayoutRun& tr,
@@ -422,7 +436,8 @@ void CompareLayout(const Layout& layout, const Env& parent, const LayoutRun& tr,
       std::optional<std::string> shape;
       bool same = ct.kind == cm.kind && ct.value == cm.value;
       if (ct.kind == Change::kSet && cm.kind == Change::kSet) {
-        shape = ShapeMismatch(key, ct.value, cm.value, tr.facts.at(rank), mx.facts.at(rank), tmpdir);
+        shape =
+            ShapeMismatch(key, ct.value, cm.value, tr.facts.at(rank), mx.facts.at(rank), tmpdir);
         if (shape) same = shape->empty();
       }
       if (same) continue;
@@ -468,10 +483,12 @@ void CompareLayout(const Layout& layout, const Env& parent, const LayoutRun& tr,
     }
     std::set<std::string> error_files;
     for (const auto& [rank, env] : run->env) {
-      if (env.count("TORCHELASTIC_ERROR_FILE")) error_files.insert(env.at("TORCHELASTIC_ERROR_FILE"));
+      if (env.count("TORCHELASTIC_ERROR_FILE"))
+        error_files.insert(env.at("TORCHELASTIC_ERROR_FILE"));
     }
     if (error_files.size() != run->env.size()) {
-      out.failures.push_back(layout.name + ": " + who + "'s workers do not each have an error file");
+      out.failures.push_back(layout.name + ": " + who +
+                             "'s workers do not each have an error file");
     }
   }
   out.table += "\n" + layout.name + " (rank 0; torchrun | mxrun):\n";
@@ -520,11 +537,16 @@ TEST_CASE("worker environments of torchrun 2.13 and mxrun agree when diffed live
       // torchrun 2.12+ turns this into c10d on localhost:0 with a random run id.
       {"one-node", {"--nproc_per_node=2"}, 1, 2, {}},
       // With PyTorch's FileTimer server on: TORCHELASTIC_TIMER_FILE too.
-      {"standalone", {"--standalone", "--nproc_per_node=2"}, 1, 2,
+      {"standalone",
+       {"--standalone", "--nproc_per_node=2"},
+       1,
+       2,
        {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}}},
       {"two-nodes",
        {"--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d", "--rdzv_id=envdiff-two-nodes"},
-       2, 2, {}},
+       2,
+       2,
+       {}},
   };
   Comparison comparison;
   std::string timings;
@@ -533,8 +555,8 @@ TEST_CASE("worker environments of torchrun 2.13 and mxrun agree when diffed live
     add["PYTHON_EXEC"] = PYTHON_BIN;
     add["TMPDIR"] = tmpdir;
     const ParentEnv parent = MakeParentEnv(add);
-    const LayoutRun tr =
-        RunLayout(TORCHRUN_BIN, layout, parent, script, dir.path(), "torchrun_" + layout.name, false);
+    const LayoutRun tr = RunLayout(TORCHRUN_BIN, layout, parent, script, dir.path(),
+                                   "torchrun_" + layout.name, false);
     const LayoutRun mx =
         RunLayout(MXRUN_BIN, layout, parent, script, dir.path(), "mxrun_" + layout.name, true);
     timings += " " + layout.name + ": torchrun " +
@@ -552,16 +574,17 @@ TEST_CASE("worker environments of torchrun 2.13 and mxrun agree when diffed live
   for (const auto& [key, layouts] : comparison.known_hits) {
     known_seen += (known_seen.empty() ? "" : ", ") + key + " (" + Join(layouts, " ") + ")";
   }
-  const std::string summary =
-      "what each launcher added or changed:" + comparison.table + "known differences (" +
-      CONTRACT_MD + "): " + known_seen + "\nmxrun's own variables:" + own +
-      "\ntimings:" + timings;
+  const std::string summary = "what each launcher added or changed:" + comparison.table +
+                              "known differences (" + CONTRACT_MD + "): " + known_seen +
+                              "\nmxrun's own variables:" + own + "\ntimings:" + timings;
   INFO(summary);
-  WARN("torchrun 2.13 vs mxrun, worker environments: " << comparison.failures.size()
-       << " unexplained difference(s); known: " << known_seen
+  WARN("torchrun 2.13 vs mxrun, worker environments: "
+       << comparison.failures.size() << " unexplained difference(s); known: " << known_seen
        << "; mxrun's own:" << own << ";" << timings
-       << (stale.empty() ? "" : "\nrows of the known-differences table that matched nothing "
-                                "here (stale, or about another machine):" + stale));
+       << (stale.empty() ? ""
+                         : "\nrows of the known-differences table that matched nothing "
+                           "here (stale, or about another machine):" +
+                               stale));
   for (const std::string& failure : comparison.failures) {
     INFO("not in the known-differences table of " << CONTRACT_MD);
     CHECK(failure == "");
@@ -585,7 +608,8 @@ TEST_CASE("a worker's @record error file under torchrun 2.13 and under mxrun",
   std::map<std::string, int> exit_codes;
   for (const std::string launcher : {"torchrun", "mxrun"}) {
     const std::string bin = launcher == "torchrun" ? TORCHRUN_BIN : MXRUN_BIN;
-    std::vector<ProcessResult> results = RunLauncher(bin, layout, parent, script, dir.path(), launcher);
+    std::vector<ProcessResult> results =
+        RunLauncher(bin, layout, parent, script, dir.path(), launcher);
     REQUIRE(results.size() == 1);
     const ProcessResult& r = results.front();
     INFO(launcher << ":\n" << Describe(r));
@@ -603,7 +627,8 @@ TEST_CASE("a worker's @record error file under torchrun 2.13 and under mxrun",
       REQUIRE(!text.empty());  // TORCHELASTIC_ERROR_FILE was set, and @record wrote it
       nlohmann::json doc = nlohmann::json::parse(text);
       if (launcher == "mxrun") Mutate(doc);
-      CHECK_THAT(doc.dump(), Catch::Contains("envdiff record boom from rank " + std::to_string(rank)));
+      CHECK_THAT(doc.dump(),
+                 Catch::Contains("envdiff record boom from rank " + std::to_string(rank)));
       files[launcher][rank] = doc;
     }
   }

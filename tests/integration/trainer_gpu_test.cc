@@ -2,8 +2,8 @@
 // no GPU). One GPU is enough: NCCL will not put two ranks on one device, so these run one worker,
 // and name --backend nccl where NCCL must be reached (a one-rank group, as DDP's at world size 1).
 //
-// Built with the whole project (the launcher is mxrun) and by scripts/gpu/build-trainer-cuda.sh on a
-// GPU machine that has PyTorch but not mxrun's dependencies (the launcher is that PyTorch's
+// Built with the whole project (the launcher is mxrun) and by scripts/gpu/build-trainer-cuda.sh on
+// a GPU machine that has PyTorch but not mxrun's dependencies (the launcher is that PyTorch's
 // torchrun). TRAIN_BIN, and MXRUN_BIN or TORCHRUN_PYTHON, are set by CMake.
 
 #include <catch2/catch.hpp>
@@ -31,8 +31,8 @@ std::vector<std::string> UnderLauncher() {
 #if defined(MXRUN_BIN)
   return {MXRUN_BIN, "--standalone", "--nproc_per_node=1", "train"};
 #else
-  return {TORCHRUN_PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1",
-          "--no_python", TRAIN_BIN};
+  return {TORCHRUN_PYTHON, "-m",     "torch.distributed.run", "--standalone", "--nproc_per_node=1",
+          "--no_python",   TRAIN_BIN};
 #endif
 }
 
@@ -41,9 +41,9 @@ std::vector<std::string> UnderLauncher() {
 TEST_CASE("train runs on a GPU with bf16 autocast and channels-last", "[gpu]") {
   TempDir dir;
   std::vector<std::string> argv =
-      SmallRun({TRAIN_BIN}, dir, {"--device", "cuda", "--amp", "bf16", "--channels_last",
-                                  "--epochs", "1", "--max_steps", "8", "--log_every", "4",
-                                  "--ckpt_every", "4"});
+      SmallRun({TRAIN_BIN}, dir,
+               {"--device", "cuda", "--amp", "bf16", "--channels_last", "--epochs", "1",
+                "--max_steps", "8", "--log_every", "4", "--ckpt_every", "4"});
   ProcessResult r = Run(argv, NoLauncherEnv(), 300s);
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
@@ -61,9 +61,9 @@ TEST_CASE("train runs on a GPU with bf16 autocast and channels-last", "[gpu]") {
 TEST_CASE("fp16 training with loss scaling over NCCL resumes on the GPU", "[gpu]") {
   TempDir dir;
   std::vector<std::string> argv =
-      SmallRun(UnderLauncher(), dir, {"--device", "cuda", "--backend", "nccl", "--amp", "fp16",
-                                      "--epochs", "1", "--max_steps", "6", "--log_every", "2",
-                                      "--ckpt_every", "3"});
+      SmallRun(UnderLauncher(), dir,
+               {"--device", "cuda", "--backend", "nccl", "--amp", "fp16", "--epochs", "1",
+                "--max_steps", "6", "--log_every", "2", "--ckpt_every", "3"});
   ProcessResult first = Run(argv, {}, 300s);
   INFO(Describe(first));
   REQUIRE(first.exit_code == 0);

@@ -1,8 +1,9 @@
 // The bundled trainer's in-process restart under mxrun: a failed rank is replaced while the other
 // workers keep their processes and give the group their state from memory, so no completed step
 // is lost, every loss afterwards equals a run without the failure (same data order, same
-// numerics) and the final state is bitwise that run's (the "done" record's state_sha256). One node with 2 and 4 workers, across 2 nodes, and a whole node lost in a 2:3 job.
-// The agent's side with a plain test program is in in_process_restart_test.cc.
+// numerics) and the final state is bitwise that run's (the "done" record's state_sha256). One node
+// with 2 and 4 workers, across 2 nodes, and a whole node lost in a 2:3 job. The agent's side with a
+// plain test program is in in_process_restart_test.cc.
 
 #include <catch2/catch.hpp>
 
@@ -39,7 +40,7 @@ const std::string kMxrun = MXRUN_BIN;
 
 // 2 epochs of 2048 images in steps of 32 per worker, a metrics record and a checkpoint every
 // few steps (the checkpoint must not be what the new rank resumes from).
-const std::vector<std::string> kTrainArgs = {"--epochs", "2", "--log_every", "1",
+const std::vector<std::string> kTrainArgs = {"--epochs",     "2", "--log_every", "1",
                                              "--ckpt_every", "4", "--no_eval"};
 
 std::map<int, double> StepLosses(const TempDir& dir) {
@@ -107,10 +108,10 @@ void KillRankAndCheck(int nproc, int victim, bool standby) {
   TempDir dir;
   std::vector<std::string> args = kTrainArgs;
   args.insert(args.end(), {"--tensorboard_dir", dir.path() + "/tb"});
-  Subprocess job(SmallRun({kMxrun, "--standalone", "--nproc_per_node=" + std::to_string(nproc),
-                           "--max_restarts=1",
-                           "--standby_workers=" + std::string(standby ? "1" : "0"), "train"},
-                          dir, args));
+  Subprocess job(SmallRun(
+      {kMxrun, "--standalone", "--nproc_per_node=" + std::to_string(nproc), "--max_restarts=1",
+       "--standby_workers=" + std::string(standby ? "1" : "0"), "train"},
+      dir, args));
   const int steps = 64 * 2 / nproc;
   REQUIRE(job.WaitForStdout("step 10/" + std::to_string(steps), 1, 120s));
   if (standby) REQUIRE(job.WaitForStderr("ready to take a rank in-process", 1, 120s));
@@ -146,12 +147,12 @@ std::vector<std::unique_ptr<Subprocess>> StartNodes(const Master& master, const 
                                                     int nproc) {
   std::vector<std::unique_ptr<Subprocess>> nodes;
   for (int node = 0; node < count; ++node) {
-    nodes.push_back(std::make_unique<Subprocess>(SmallRun(
-        {kMxrun, "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(), "--rdzv_id=" + id,
-         "--nnodes=" + nnodes, "--node_rank=" + std::to_string(node),
-         "--rdzv_conf=last_call_timeout=10", "--nproc_per_node=" + std::to_string(nproc),
-         "--max_restarts=1", "--standby_workers=0", "train"},
-        dir, kTrainArgs)));
+    nodes.push_back(std::make_unique<Subprocess>(
+        SmallRun({kMxrun, "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
+                  "--rdzv_id=" + id, "--nnodes=" + nnodes, "--node_rank=" + std::to_string(node),
+                  "--rdzv_conf=last_call_timeout=10", "--nproc_per_node=" + std::to_string(nproc),
+                  "--max_restarts=1", "--standby_workers=0", "train"},
+                 dir, kTrainArgs)));
   }
   return nodes;
 }
@@ -172,8 +173,10 @@ void WaitAndCheckRecovered(std::vector<std::unique_ptr<Subprocess>>& nodes, cons
 
 }  // namespace
 
-TEST_CASE("in-process restart: one of 2 workers SIGKILLed, the other keeps its process and "
-          "no step is lost", "[trainer][in_process]") {
+TEST_CASE(
+    "in-process restart: one of 2 workers SIGKILLed, the other keeps its process and "
+    "no step is lost",
+    "[trainer][in_process]") {
   KillRankAndCheck(2, 1, /*standby=*/false);
 }
 
@@ -181,8 +184,10 @@ TEST_CASE("in-process restart: a warm standby takes the SIGKILLed rank", "[train
   KillRankAndCheck(2, 1, /*standby=*/true);
 }
 
-TEST_CASE("in-process restart: a standby that takes a rank and then fails writes that rank's "
-          "error file", "[trainer][in_process]") {
+TEST_CASE(
+    "in-process restart: a standby that takes a rank and then fails writes that rank's "
+    "error file",
+    "[trainer][in_process]") {
   // Each local rank resumes from a folder of its own: rank 0's checkpoint is garbage, rank 1's
   // folder is empty. The ranks start only once the standby is ready (a file the test makes), so
   // rank 0 fails while rank 1, kept, waits for its state; the standby takes the failed place
@@ -195,11 +200,31 @@ TEST_CASE("in-process restart: a standby that takes a rank and then fails writes
   const std::string wait_for_go =
       "if [ -z \"$MXRUN_STANDBY\" ]; then n=0; while [ ! -e '" + go +
       "' ] && [ $n -lt 2400 ]; do sleep 0.05; n=$((n+1)); done; fi; exec \"$0\" \"$@\"";
-  Subprocess job({kMxrun, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
-                  "--standby_workers=1", "--log_dir=" + dir.path() + "/logs", "--no_python", "sh",
-                  "-c", wait_for_go, TRAIN_BIN, "--width", "8", "--synthetic_train", "2048",
-                  "--synthetic_test", "512", "--batch_size", "32", "--epochs", "2", "--no_eval",
-                  "--ckpt_dir", dir.path() + "/ckpt${local_rank}", "--resume"});
+  Subprocess job({kMxrun,
+                  "--standalone",
+                  "--nproc_per_node=2",
+                  "--max_restarts=1",
+                  "--standby_workers=1",
+                  "--log_dir=" + dir.path() + "/logs",
+                  "--no_python",
+                  "sh",
+                  "-c",
+                  wait_for_go,
+                  TRAIN_BIN,
+                  "--width",
+                  "8",
+                  "--synthetic_train",
+                  "2048",
+                  "--synthetic_test",
+                  "512",
+                  "--batch_size",
+                  "32",
+                  "--epochs",
+                  "2",
+                  "--no_eval",
+                  "--ckpt_dir",
+                  dir.path() + "/ckpt${local_rank}",
+                  "--resume"});
   REQUIRE(job.WaitForStderr("ready to take a rank in-process", 1, 120s));
   std::ofstream(go).put('\n');
   ProcessResult r = job.Wait(240s);
@@ -227,15 +252,17 @@ TEST_CASE("in-process restart: one of 4 workers SIGKILLed, the other 3 keep thei
   KillRankAndCheck(4, 2, /*standby=*/false);
 }
 
-TEST_CASE("in-process restart: a kept rank killed while the group re-forms, and the others leave the "
-          "unfinished join for the newer round at once", "[trainer][in_process]") {
+TEST_CASE(
+    "in-process restart: a kept rank killed while the group re-forms, and the others leave the "
+    "unfinished join for the newer round at once",
+    "[trainer][in_process]") {
   // Found by the soak (issue 38): the kept ranks were joining round 1 (rank 0's store waiting in
   // Gloo's rendezvous for the new rank 1, still loading) when rank 2 died; round 2 came, but
   // rank 0 stayed in round 1's join until the trainer's --timeout (30 minutes), and so did the job.
   TempDir base;
-  ProcessResult first = Run(
-      SmallRun({kMxrun, "--standalone", "--nproc_per_node=3", "train"}, base, kTrainArgs), {},
-      240s);
+  ProcessResult first =
+      Run(SmallRun({kMxrun, "--standalone", "--nproc_per_node=3", "train"}, base, kTrainArgs), {},
+          240s);
   INFO(Describe(first));
   REQUIRE(first.exit_code == 0);
   TempDir dir;
@@ -262,18 +289,20 @@ TEST_CASE("in-process restart: a kept rank killed while the group re-forms, and 
   CheckSameFinalState(dir, base);
 }
 
-TEST_CASE("in-process restart on one node: a kept rank silent in its join for a new process that "
-          "loads longer than --hang_timeout is not judged hung", "[trainer][in_process]") {
+TEST_CASE(
+    "in-process restart on one node: a kept rank silent in its join for a new process that "
+    "loads longer than --hang_timeout is not judged hung",
+    "[trainer][in_process]") {
   // Found as a weak spot of the soak (issue 38): a peer's grace held such verdicts only in a
   // multi-node job. The new rank-1 process sleeps 9 s before the trainer starts (a slow import);
   // rank 0, kept, waits silent in its join past the 8 s hang timeout.
   TempDir dir;
-  Subprocess job(SmallRun(
-      {kMxrun, "--standalone", "--nproc_per_node=2", "--max_restarts=1", "--standby_workers=0",
-       "--hang_timeout=8", "--no_python", "sh", "-c",
-       "if [ \"$TORCHELASTIC_RESTART_COUNT\" != 0 ]; then sleep 9; fi; exec \"$0\" \"$@\"",
-       TRAIN_BIN},
-      dir, kTrainArgs));
+  Subprocess job(
+      SmallRun({kMxrun, "--standalone", "--nproc_per_node=2", "--max_restarts=1",
+                "--standby_workers=0", "--hang_timeout=8", "--no_python", "sh", "-c",
+                "if [ \"$TORCHELASTIC_RESTART_COUNT\" != 0 ]; then sleep 9; fi; exec \"$0\" \"$@\"",
+                TRAIN_BIN},
+               dir, kTrainArgs));
   REQUIRE(job.WaitForStdout("step 10/64", 1, 120s));
   const pid_t rank0 = WorkerOfRank(job.pid(), 0);
   const pid_t rank1 = WorkerOfRank(job.pid(), 1);
@@ -292,8 +321,10 @@ TEST_CASE("in-process restart on one node: a kept rank silent in its join for a 
   CHECK(recoveries[0]["steps_redone"] == 0);
 }
 
-TEST_CASE("in-process restart across 2 nodes: a worker of node 1 SIGKILLed, node 0's workers "
-          "keep their processes", "[trainer][in_process]") {
+TEST_CASE(
+    "in-process restart across 2 nodes: a worker of node 1 SIGKILLed, node 0's workers "
+    "keep their processes",
+    "[trainer][in_process]") {
   Master master;
   TempDir dir;
   auto nodes = StartNodes(master, dir, "ipr2", "2", 2, 2);
@@ -304,15 +335,17 @@ TEST_CASE("in-process restart across 2 nodes: a worker of node 1 SIGKILLed, node
   REQUIRE(rank3 > 0);
   REQUIRE(::kill(rank3, SIGKILL) == 0);
   WaitAndCheckRecovered(nodes, dir);
-  CHECK_THAT(nodes[0]->err(), Catch::Contains("in-process restart: kept rank(s) 0 (pid " +
-                                              std::to_string(rank0) + "), 1 (pid " +
-                                              std::to_string(rank1) + "); started rank(s) none"));
+  CHECK_THAT(nodes[0]->err(),
+             Catch::Contains("in-process restart: kept rank(s) 0 (pid " + std::to_string(rank0) +
+                             "), 1 (pid " + std::to_string(rank1) + "); started rank(s) none"));
   CHECK_THAT(nodes[1]->err(), Catch::Contains("; started rank(s) 3 (pid "));
   CHECK(Metrics(dir, "done").at(0)["step"] == 32);
 }
 
-TEST_CASE("in-process restart after a node's death: a 2:3 job goes on at world size 2 with the "
-          "survivors' processes", "[trainer][in_process]") {
+TEST_CASE(
+    "in-process restart after a node's death: a 2:3 job goes on at world size 2 with the "
+    "survivors' processes",
+    "[trainer][in_process]") {
   Master master;
   TempDir dir;
   auto nodes = StartNodes(master, dir, "ipr3", "2:3", 3, 1);

@@ -29,7 +29,6 @@ using namespace std::chrono_literals;
 using mxrun::testing::CheckTensorBoardEvents;
 using mxrun::testing::Describe;
 using mxrun::testing::EnvOf;
-using mxrun::testing::WorkerOfRank;
 using mxrun::testing::Metrics;
 using mxrun::testing::NoLauncherEnv;
 using mxrun::testing::ProcessResult;
@@ -38,6 +37,7 @@ using mxrun::testing::Run;
 using mxrun::testing::SmallRun;
 using mxrun::testing::Subprocess;
 using mxrun::testing::TempDir;
+using mxrun::testing::WorkerOfRank;
 using nlohmann::json;
 
 namespace {
@@ -79,14 +79,15 @@ TEST_CASE("mxrun --standalone --nproc_per_node=2 train learns the synthetic set 
   CHECK_THAT(r.err, !Catch::Contains("no progress reports"));
 }
 
-TEST_CASE("with --tensorboard_dir, rank 0 writes the metrics records' scalars as TensorBoard events",
-          "[trainer]") {
+TEST_CASE(
+    "with --tensorboard_dir, rank 0 writes the metrics records' scalars as TensorBoard events",
+    "[trainer]") {
   TempDir dir;
   const std::string tb = dir.path() + "/tb";
-  std::vector<std::string> argv = SmallRun(
-      {kMxrun, "--standalone", "--nproc_per_node=2", "train"}, dir,
-      {"--epochs", "1", "--max_steps", "6", "--log_every", "2", "--synthetic_test", "64",
-       "--tensorboard_dir", tb});
+  std::vector<std::string> argv =
+      SmallRun({kMxrun, "--standalone", "--nproc_per_node=2", "train"}, dir,
+               {"--epochs", "1", "--max_steps", "6", "--log_every", "2", "--synthetic_test", "64",
+                "--tensorboard_dir", tb});
   ProcessResult r = Run(argv, {}, 240s);
   INFO(Describe(r));
   REQUIRE(r.exit_code == 0);
@@ -160,8 +161,8 @@ TEST_CASE("a worker killed mid-training is restarted and resumes from the checkp
   auto resumes = Metrics(dir, "resume");
   REQUIRE(resumes.size() == 1);
   const int resumed_at = resumes[0]["step"].get<int>();
-  CHECK(resumed_at >= 8);           // at least the checkpoint seen before the kill
-  CHECK(resumed_at % 4 == 0);       // a checkpoint boundary
+  CHECK(resumed_at >= 8);      // at least the checkpoint seen before the kill
+  CHECK(resumed_at % 4 == 0);  // a checkpoint boundary
   CHECK(resumes[0]["restart_count"] == 1);
   auto starts = Metrics(dir, "start");
   REQUIRE(starts.size() == 2);
@@ -186,11 +187,11 @@ TEST_CASE("a worker killed mid-training is restarted and resumes from the checkp
   // steps after the checkpoint were trained again with the same data and numerics.
   {
     TempDir base;
-    ProcessResult undisturbed = Run(
-        SmallRun({kMxrun, "--standalone", "--nproc_per_node=2", "train"}, base,
-                 {"--epochs", "2", "--log_every", "1", "--ckpt_every", "4", "--no_eval",
-                  "--no_in_process_restart"}),
-        {}, 240s);
+    ProcessResult undisturbed =
+        Run(SmallRun({kMxrun, "--standalone", "--nproc_per_node=2", "train"}, base,
+                     {"--epochs", "2", "--log_every", "1", "--ckpt_every", "4", "--no_eval",
+                      "--no_in_process_restart"}),
+            {}, 240s);
     INFO(Describe(undisturbed));
     REQUIRE(undisturbed.exit_code == 0);
     const auto base_done = Metrics(base, "done");
@@ -267,22 +268,23 @@ TEST_CASE("a trainer rank that stops is found by its heartbeat, and the job resu
   CHECK(r.exit_code == 0);
   // Rank 1 is the one named: past the timeout itself, or, when rank 0's last beat came first (it
   // waited in the all-reduce rank 1 never reached), as the stopped rank the silent one waits for.
-  const std::string named = "worker rank 1 (local_rank 1, pid " + std::to_string(rank1) +
-                            ") failed: hung (heartbeat): ";
+  const std::string named =
+      "worker rank 1 (local_rank 1, pid " + std::to_string(rank1) + ") failed: hung (heartbeat): ";
   const std::string line = LineFrom(r.err, named);
   REQUIRE_FALSE(line.empty());
-  CHECK_THAT(line, Catch::StartsWith(named + "no heartbeat for ") ||
-                       Catch::StartsWith(named + "cannot run (stopped or in uninterruptible sleep)"));
+  CHECK_THAT(line,
+             Catch::StartsWith(named + "no heartbeat for ") ||
+                 Catch::StartsWith(named + "cannot run (stopped or in uninterruptible sleep)"));
   CHECK_THAT(line, Catch::Contains("no heartbeat for "));
   CHECK_THAT(r.err, Catch::Contains("is hung (heartbeat)"));
   // Rank 0 is diagnosed too when its last beat fell within the together-window of rank 1's (it
   // waits in the all-reduce); otherwise it is kept and takes the next round in-process.
   const std::string diag_line = LineFrom(r.err, "hang diagnostics of rank 1");
   REQUIRE_FALSE(diag_line.empty());
-  CHECK_THAT(diag_line,
-             Catch::StartsWith("hang diagnostics of rank 1 written to " + dir.path() + "/logs/") ||
-                 Catch::StartsWith("hang diagnostics of rank 1, 0 written to " + dir.path() +
-                                   "/logs/"));
+  CHECK_THAT(
+      diag_line,
+      Catch::StartsWith("hang diagnostics of rank 1 written to " + dir.path() + "/logs/") ||
+          Catch::StartsWith("hang diagnostics of rank 1, 0 written to " + dir.path() + "/logs/"));
   auto resumes = Metrics(dir, "resume");
   REQUIRE(resumes.size() == 1);
   CHECK(resumes[0]["restart_count"] == 1);
@@ -322,9 +324,8 @@ TEST_CASE("train runs unchanged under torchrun's static rendezvous (agent store)
   auto port = mxrun::PickFreePort("127.0.0.1");
   REQUIRE(port.ok());
   std::vector<std::string> argv = SmallRun(
-      {TORCHRUN_BIN, "--nproc_per_node=2",
-       "--master_addr=127.0.0.1", "--master_port=" + std::to_string(*port),
-       "--monitor_interval=0.2", "--no_python", kTrain},
+      {TORCHRUN_BIN, "--nproc_per_node=2", "--master_addr=127.0.0.1",
+       "--master_port=" + std::to_string(*port), "--monitor_interval=0.2", "--no_python", kTrain},
       dir, {"--epochs", "1", "--max_steps", "6", "--log_every", "3", "--synthetic_test", "64"});
   ProcessResult r = Run(argv, {}, 240s);
   INFO(Describe(r));
@@ -356,8 +357,9 @@ TEST_CASE("alone with --backend gloo, train reduces over a one-rank group and tr
   for (int i = 0; i < 2; ++i) {
     TempDir dir;
     std::vector<std::string> argv =
-        SmallRun({kTrain}, dir, {"--epochs", "1", "--max_steps", "4", "--log_every", "1",
-                                 "--no_eval", "--threads", "1", "--backend", backends[i]});
+        SmallRun({kTrain}, dir,
+                 {"--epochs", "1", "--max_steps", "4", "--log_every", "1", "--no_eval", "--threads",
+                  "1", "--backend", backends[i]});
     ProcessResult r = Run(argv, NoLauncherEnv(), 120s);
     INFO(backends[i] << ": " << Describe(r));
     REQUIRE(r.exit_code == 0);
@@ -368,8 +370,7 @@ TEST_CASE("alone with --backend gloo, train reduces over a one-rank group and tr
   CHECK(losses[1] == losses[0]);
 }
 
-TEST_CASE("a failing trainer reports through the error file into mxrun's summary",
-          "[trainer]") {
+TEST_CASE("a failing trainer reports through the error file into mxrun's summary", "[trainer]") {
   TempDir dir;
   ProcessResult r = Run({kMxrun, "--standalone", "--nproc_per_node=1", "train", "--data_dir",
                          dir.path() + "/missing", "--ckpt_dir", ""},
@@ -385,8 +386,9 @@ TEST_CASE("bad trainer flags exit 2 with the accepted values", "[trainer]") {
   ProcessResult r = Run({kTrain, "--model", "resnet20"}, {}, 60s);
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("resnet18") != std::string::npos);
-  ProcessResult env = Run({kTrain}, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", ""},
-                                     {"MASTER_PORT", ""}}, 60s);
+  ProcessResult env =
+      Run({kTrain}, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", ""}, {"MASTER_PORT", ""}},
+          60s);
   CHECK(env.exit_code == 2);
   CHECK(env.err.find("MASTER_ADDR and MASTER_PORT") != std::string::npos);
 }
@@ -398,7 +400,7 @@ TEST_CASE("sharding equals torch.utils.data.DistributedSampler index for index",
     bool drop_last;
     int seed;
   };
-  const std::vector<Case> cases{{100, 1, false, 0}, {100, 3, false, 0}, {101, 4, false, 7},
+  const std::vector<Case> cases{{100, 1, false, 0}, {100, 3, false, 0},   {101, 4, false, 7},
                                 {101, 4, true, 7},  {50000, 8, false, 0}, {10, 16, false, 3},
                                 {37, 5, true, 1}};
   // Python prints one JSON object: key "n/world/drop/seed/rank/epoch" -> index list.
@@ -406,20 +408,21 @@ TEST_CASE("sharding equals torch.utils.data.DistributedSampler index for index",
       "import json, torch\n"
       "from torch.utils.data import DistributedSampler\n"
       "out = {}\n"
-      "for n, w, d, s in " ;
+      "for n, w, d, s in ";
   script += "[";
   for (const Case& c : cases) {
     script += "(" + std::to_string(c.n) + "," + std::to_string(c.world) + "," +
               (c.drop_last ? "True" : "False") + "," + std::to_string(c.seed) + "),";
   }
-  script += "]:\n"
-            "  for r in range(w):\n"
-            "    smp = DistributedSampler(range(n), num_replicas=w, rank=r, shuffle=True, seed=s, "
-            "drop_last=d)\n"
-            "    for e in (0, 1, 5):\n"
-            "      smp.set_epoch(e)\n"
-            "      out[f'{n}/{w}/{int(d)}/{s}/{r}/{e}'] = list(smp)\n"
-            "print(json.dumps(out))\n";
+  script +=
+      "]:\n"
+      "  for r in range(w):\n"
+      "    smp = DistributedSampler(range(n), num_replicas=w, rank=r, shuffle=True, seed=s, "
+      "drop_last=d)\n"
+      "    for e in (0, 1, 5):\n"
+      "      smp.set_epoch(e)\n"
+      "      out[f'{n}/{w}/{int(d)}/{s}/{r}/{e}'] = list(smp)\n"
+      "print(json.dumps(out))\n";
   ProcessResult r = Run({PYTHON_BIN, "-c", script}, {}, 120s);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -428,8 +431,8 @@ TEST_CASE("sharding equals torch.utils.data.DistributedSampler index for index",
   for (const Case& c : cases) {
     for (int rank = 0; rank < c.world; ++rank) {
       for (int epoch : {0, 1, 5}) {
-        mxrun::trainer::SamplerConfig config{c.n, c.world, rank, true,
-                                             static_cast<uint64_t>(c.seed), c.drop_last};
+        mxrun::trainer::SamplerConfig config{
+            c.n, c.world, rank, true, static_cast<uint64_t>(c.seed), c.drop_last};
         const std::string key = std::to_string(c.n) + "/" + std::to_string(c.world) + "/" +
                                 std::to_string(int{c.drop_last}) + "/" + std::to_string(c.seed) +
                                 "/" + std::to_string(rank) + "/" + std::to_string(epoch);

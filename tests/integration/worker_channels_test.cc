@@ -56,39 +56,47 @@ Abused RunAbused(const std::string& kind) {
 
 }  // namespace
 
-TEST_CASE("a worker's oversize control line is dropped whole with one clear line, and its channel "
-          "goes on", "[channels]") {
+TEST_CASE(
+    "a worker's oversize control line is dropped whole with one clear line, and its channel "
+    "goes on",
+    "[channels]") {
   Abused run = RunAbused("oversize");
   INFO(run.result.err);
   CHECK(run.result.exit_code == 0);
-  CHECK(CountOccurrences(run.result.err, "dropped a control message: a line of 1048588 bytes, "
-                                         "over the 65536 accepted") == 1);
+  CHECK(CountOccurrences(run.result.err,
+                         "dropped a control message: a line of 1048588 bytes, "
+                         "over the 65536 accepted") == 1);
   CHECK(CountOccurrences(run.result.err, "dropped a control message") == 1);
   CHECK_FALSE(run.rank0_step.empty());
   CHECK(run.peak_kib > 0);
   CHECK(run.peak_kib < kAgentPeakKiB);
 }
 
-TEST_CASE("10,000 malformed control lines: the first five are named, the rest counted, and the job "
-          "goes on", "[channels]") {
+TEST_CASE(
+    "10,000 malformed control lines: the first five are named, the rest counted, and the job "
+    "goes on",
+    "[channels]") {
   Abused run = RunAbused("malformed");
   INFO(run.result.err);
   CHECK(run.result.exit_code == 0);
   CHECK(CountOccurrences(run.result.err, "dropped a control message: ") == 5);
   CHECK(CountOccurrences(run.result.err, "further dropped messages are counted, not logged") == 1);
-  CHECK_THAT(run.result.err, Catch::Contains("9995 more control messages were dropped (10000 in all)"));
+  CHECK_THAT(run.result.err,
+             Catch::Contains("9995 more control messages were dropped (10000 in all)"));
   CHECK_FALSE(run.rank0_step.empty());
   CHECK(run.peak_kib < kAgentPeakKiB);
 }
 
-TEST_CASE("a flood of progress reports does not hold the agent: another worker's failure stops the "
-          "flooding worker at once", "[channels]") {
+TEST_CASE(
+    "a flood of progress reports does not hold the agent: another worker's failure stops the "
+    "flooding worker at once",
+    "[channels]") {
   // Rank 0 floods for up to 10 s; 1 s in, the test kills rank 1. An agent whose loop the flood
   // held would see that failure only when the flood ended ("flood done"). (On this machine the
   // agent's reads kept up with this writer even before they were bounded per wake-up.)
-  Subprocess job(mxrun::testing::MxrunWithChild(
-      {"--standalone", "--nproc_per_node=2", "--max_restarts=0"},
-      {"--ready", "--abuse=flood", "--sleep=30"}));
+  Subprocess job(
+      mxrun::testing::MxrunWithChild({"--standalone", "--nproc_per_node=2", "--max_restarts=0"},
+                                     {"--ready", "--abuse=flood", "--sleep=30"}));
   REQUIRE(job.WaitForStdout("ready rank=1", 1, 30s));
   REQUIRE(job.WaitForStdout("ready rank=0", 1, 30s));
   std::this_thread::sleep_for(1s);
@@ -103,17 +111,20 @@ TEST_CASE("a flood of progress reports does not hold the agent: another worker's
   CHECK(mxrun::testing::IntsAfter(r.out, "during the flood sent").at(0) > 1000);
 }
 
-TEST_CASE("a FileTimer request for a pid that is not a worker's (the agent's own) is refused with a "
-          "line, and nothing is signalled", "[channels][hang]") {
+TEST_CASE(
+    "a FileTimer request for a pid that is not a worker's (the agent's own) is refused with a "
+    "line, and nothing is signalled",
+    "[channels][hang]") {
   Subprocess job(mxrun::testing::MxrunWithChild({"--standalone", "--nproc_per_node=2"},
                                                 {"--ready", "--abuse=timer-foreign", "--sleep=2"}),
                  {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}});
   const ProcessResult r = job.Wait(60s);
   INFO(r.out << r.err);
-  CHECK_THAT(r.out, Catch::Contains("kind=timer-foreign pid=" + std::to_string(job.pid()) +
-                                    " written=1"));
+  CHECK_THAT(r.out,
+             Catch::Contains("kind=timer-foreign pid=" + std::to_string(job.pid()) + " written=1"));
   CHECK(r.exit_code == 0);  // an agent that trusted it would have SIGKILLed itself
-  CHECK_THAT(r.err, Catch::Contains("FileTimer: ignored a request from pid " +
-                                    std::to_string(job.pid()) + " (scope 'abuse'): it is not one "
-                                    "of this agent's running workers or their descendants"));
+  CHECK_THAT(r.err,
+             Catch::Contains("FileTimer: ignored a request from pid " + std::to_string(job.pid()) +
+                             " (scope 'abuse'): it is not one "
+                             "of this agent's running workers or their descendants"));
 }

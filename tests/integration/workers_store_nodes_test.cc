@@ -60,10 +60,17 @@ std::string WriteScript(const TempDir& dir) {
 std::vector<std::string> Node(const Master& master, const std::string& id,
                               const std::string& nnodes, int node_rank,
                               const std::string& workers_store, const std::string& script) {
-  return {MXRUN_BIN, "--rdzv_backend=c10d", "--rdzv_endpoint=" + master.endpoint(),
-          "--rdzv_id=" + id, "--nnodes=" + nnodes, "--node_rank=" + std::to_string(node_rank),
-          "--rdzv_conf=last_call_timeout=10", "--nproc_per_node=1", "--max_restarts=1",
-          "--workers_store=" + workers_store, script};
+  return {MXRUN_BIN,
+          "--rdzv_backend=c10d",
+          "--rdzv_endpoint=" + master.endpoint(),
+          "--rdzv_id=" + id,
+          "--nnodes=" + nnodes,
+          "--node_rank=" + std::to_string(node_rank),
+          "--rdzv_conf=last_call_timeout=10",
+          "--nproc_per_node=1",
+          "--max_restarts=1",
+          "--workers_store=" + workers_store,
+          script};
 }
 
 // "rank R: a group of N, the agent's store S at A:P" -> its fields, in order of appearance.
@@ -73,7 +80,8 @@ struct GroupLine {
 };
 std::vector<GroupLine> GroupLines(const std::string& out) {
   std::vector<GroupLine> lines;
-  const std::regex line("rank ([0-9]+): a group of ([0-9]+), the agent's store ([A-Za-z]+) at (\\S+)");
+  const std::regex line(
+      "rank ([0-9]+): a group of ([0-9]+), the agent's store ([A-Za-z]+) at (\\S+)");
   for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator();
        ++it) {
     lines.push_back({std::stoi((*it)[1]), std::stoi((*it)[2]), (*it)[3], (*it)[4]});
@@ -83,9 +91,10 @@ std::vector<GroupLine> GroupLines(const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("a job of two nodes: node rank 0's agent hosts the workers' store for both, or global "
-          "rank 0 does when node rank 0 says --workers_store=rank0",
-          "[store][integration][multinode]") {
+TEST_CASE(
+    "a job of two nodes: node rank 0's agent hosts the workers' store for both, or global "
+    "rank 0 does when node rank 0 says --workers_store=rank0",
+    "[store][integration][multinode]") {
   TempDir dir;
   const std::string script = WriteScript(dir);
   // Node rank 0's choice is the job's; node 1 says the other one.

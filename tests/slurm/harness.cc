@@ -67,8 +67,15 @@ std::vector<std::string> OwnArguments() {
 void ReExecInNamespaces() {
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  std::vector<std::string> args{"unshare", "--mount", "--propagation", "private", "--pid",
-                                "--fork", "--kill-child", "--mount-proc", "--",
+  std::vector<std::string> args{"unshare",
+                                "--mount",
+                                "--propagation",
+                                "private",
+                                "--pid",
+                                "--fork",
+                                "--kill-child",
+                                "--mount-proc",
+                                "--",
                                 std::string(self, n > 0 ? static_cast<size_t>(n) : 0)};
   const std::vector<std::string> own = OwnArguments();
   if (own.size() > 1) args.insert(args.end(), own.begin() + 1, own.end());

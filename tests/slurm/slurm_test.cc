@@ -156,7 +156,8 @@ TEST_CASE("srun mxrun on two nodes and on one takes its layout from Slurm", "[sl
   const std::string env1 = cluster.jobs() + "/env1";
   REQUIRE(mkdir(env1.c_str(), 0755) == 0);
   ProcessResult one = Run({"srun", "-N1", kMxrun, "--nproc_per_node=2", "--no_python", kChild,
-                           "--ready", "--env-out=" + env1}, {}, 120s);
+                           "--ready", "--env-out=" + env1},
+                          {}, 120s);
   INFO(mxrun::testing::Describe(one));
   CHECK(one.exit_code == 0);
   CHECK(Sorted(IntsAfter(one.out, "ready rank")) == std::vector<int>{0, 1});
@@ -179,26 +180,29 @@ TEST_CASE("srun mxrun on two nodes and on one takes its layout from Slurm", "[sl
   }
   // Two tasks on one node: the second is told to use one task per node; the job still runs.
   ProcessResult doubled = Run({"srun", "-N1", "--ntasks-per-node=2", kMxrun, "--nproc_per_node=1",
-                               "--no_python", kChild, "--ready"}, {}, 120s);
+                               "--no_python", kChild, "--ready"},
+                              {}, 120s);
   INFO(mxrun::testing::Describe(doubled));
-  CHECK_THAT(doubled.err, Catch::Contains("SLURM_LOCALID=1") &&
-                              Catch::Contains("srun --ntasks-per-node=1"));
+  CHECK_THAT(doubled.err,
+             Catch::Contains("SLURM_LOCALID=1") && Catch::Contains("srun --ntasks-per-node=1"));
   CHECK(CountOccurrences(doubled.out, "ready rank=0") == 1);
 }
 
-TEST_CASE("under Slurm's topology/tree node ranks follow the switches, and --rank_order=host the "
-          "node ids",
-          "[slurm][rank_order]") {
+TEST_CASE(
+    "under Slurm's topology/tree node ranks follow the switches, and --rank_order=host the "
+    "node ids",
+    "[slurm][rank_order]") {
   // Four nodes under two leaf switches that interleave their names: s0 holds n0 and n2.
-  SlurmCluster cluster(4, "SwitchName=s0 Nodes=n0,n2\nSwitchName=s1 Nodes=n1,n3\n"
-                          "SwitchName=top Switches=s0,s1\n");
+  SlurmCluster cluster(4,
+                       "SwitchName=s0 Nodes=n0,n2\nSwitchName=s1 Nodes=n1,n3\n"
+                       "SwitchName=top Switches=s0,s1\n");
   auto run = [&](const std::string& name, const std::string& order) {
     const std::string dir = cluster.jobs() + "/" + name;
     REQUIRE(mkdir(dir.c_str(), 0755) == 0);
-    ProcessResult r = Run({"srun", "-N4", "--ntasks-per-node=1", kMxrun, "--nproc_per_node=1",
-                           "--rank_order=" + order, "--no_python", kChild, "--ready",
-                           "--env-out=" + dir},
-                          {}, 120s);
+    ProcessResult r =
+        Run({"srun", "-N4", "--ntasks-per-node=1", kMxrun, "--nproc_per_node=1",
+             "--rank_order=" + order, "--no_python", kChild, "--ready", "--env-out=" + dir},
+            {}, 120s);
     INFO(mxrun::testing::Describe(r));
     REQUIRE(r.exit_code == 0);
     return WorkerEnvs(dir, 4);
@@ -239,8 +243,7 @@ TEST_CASE("salloc runs a step on its allocation without a terminal", "[slurm]") 
   CHECK(jobs[1] == jobs[0]);
   // salloc says which allocation it got and that it gave it back.
   CHECK_THAT(r.err, Catch::Contains("Granted job allocation " + std::to_string(jobs[0])) &&
-                        Catch::Contains("Relinquishing job allocation " +
-                                        std::to_string(jobs[0])));
+                        Catch::Contains("Relinquishing job allocation " + std::to_string(jobs[0])));
 }
 
 TEST_CASE("sbatch of a script running srun mxrun: the job completes with four workers of its own",
@@ -248,10 +251,9 @@ TEST_CASE("sbatch of a script running srun mxrun: the job completes with four wo
   SlurmCluster cluster;
   // No --wait: the job is followed the way a user without accounting (sacct) would, through
   // scontrol show job, until it has finished.
-  const std::string id =
-      Submit(cluster, "batch", MxrunChild("--nproc_per_node=2", "--ready"));
-  CHECK(cluster.WaitForJobState(id, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT",
-                                     "NODE_FAIL", "OUT_OF_MEMORY"}) == "COMPLETED");
+  const std::string id = Submit(cluster, "batch", MxrunChild("--nproc_per_node=2", "--ready"));
+  CHECK(cluster.WaitForJobState(id, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
+                                     "OUT_OF_MEMORY"}) == "COMPLETED");
   CHECK(cluster.JobField(id, "ExitCode") == "0:0");
   CHECK(cluster.JobField(id, "NodeList") == "n[0-1]");
   const std::string log = ReadFile(cluster.jobs() + "/batch.out");
@@ -283,9 +285,10 @@ TEST_CASE("the example sbatch script runs unchanged on CPU nodes", "[slurm]") {
   CHECK_THAT(metrics, Catch::Contains("\"world_size\":2") || Catch::Contains("\"world_size\": 2"));
 }
 
-TEST_CASE("the example sbatch script does not requeue a job that failed the same way on every "
-          "attempt (exit 93)",
-          "[slurm]") {
+TEST_CASE(
+    "the example sbatch script does not requeue a job that failed the same way on every "
+    "attempt (exit 93)",
+    "[slurm]") {
   SlurmCluster cluster;
   const std::string out = cluster.jobs() + "/same.out";
   // A model the trainer does not know: every attempt fails with the same error.
@@ -315,10 +318,10 @@ TEST_CASE("the example sbatch script requeues a failure a requeue may fix, up to
                          "${SLURM_RESTART_COUNT:-0}\"\nexit 1\n";
   REQUIRE(chmod(fake.c_str(), 0755) == 0);
   const std::string out = cluster.jobs() + "/retry.out";
-  ProcessResult r = Run({"sbatch", "--output=" + out, "--open-mode=append",
-                         "--chdir=" + cluster.jobs(),
-                         std::string(SCRIPTS_DIR) + "/slurm/train.sbatch"},
-                        {{"MXRUN", fake}, {"MAX_REQUEUES", "1"}}, 30s);
+  ProcessResult r =
+      Run({"sbatch", "--output=" + out, "--open-mode=append", "--chdir=" + cluster.jobs(),
+           std::string(SCRIPTS_DIR) + "/slurm/train.sbatch"},
+          {{"MXRUN", fake}, {"MAX_REQUEUES", "1"}}, 30s);
   INFO(mxrun::testing::Describe(r));
   const std::string job = SubmittedId(r);
   REQUIRE_FALSE(job.empty());
@@ -327,8 +330,8 @@ TEST_CASE("the example sbatch script requeues a failure a requeue may fix, up to
   REQUIRE(WaitForLines(out, "requeueing (1 of 1)", 1));
   bool requeued = false;
   for (int i = 0; i < 600 && !requeued; ++i) {  // up to 60 s
-    requeued = cluster.JobField(job, "Restarts") == "1" &&
-               cluster.JobField(job, "JobState") == "PENDING";
+    requeued =
+        cluster.JobField(job, "Restarts") == "1" && cluster.JobField(job, "JobState") == "PENDING";
     if (!requeued) std::this_thread::sleep_for(100ms);
   }
   REQUIRE(requeued);
@@ -364,15 +367,17 @@ TEST_CASE("scancel mid-run: no process of the job is left", "[slurm]") {
   CHECK(cluster.WaitForNoJobs(bound));
 }
 
-TEST_CASE("scancel mid-run: each node's mxrun stops its workers within KillWait and says how they "
-          "ended", "[slurm]") {
+TEST_CASE(
+    "scancel mid-run: each node's mxrun stops its workers within KillWait and says how they "
+    "ended",
+    "[slurm]") {
   SlurmCluster cluster;
   // Each node's output straight to a file of its own (slurmstepd writes it): what mxrun says as
   // it stops must not depend on srun, which the same scancel ends, forwarding it in time.
-  const std::string id = Submit(
-      cluster, "cancel",
-      "srun --output=" + cluster.jobs() + "/cancel-node%n.log " + kMxrun +
-          " --nproc_per_node=2 --no_python " + kChild + " --ready --sleep=300");
+  const std::string id =
+      Submit(cluster, "cancel",
+             "srun --output=" + cluster.jobs() + "/cancel-node%n.log " + kMxrun +
+                 " --nproc_per_node=2 --no_python " + kChild + " --ready --sleep=300");
   const std::vector<std::string> logs{cluster.jobs() + "/cancel-node0.log",
                                       cluster.jobs() + "/cancel-node1.log"};
   for (const std::string& log : logs) REQUIRE(WaitForLines(log, "ready rank", 2));
@@ -385,17 +390,16 @@ TEST_CASE("scancel mid-run: each node's mxrun stops its workers within KillWait 
     INFO(path << ":\n" << log);
     REQUIRE(said);
     CHECK(CountOccurrences(log, "Slurm's KillWait is " +
-                                     std::to_string(SlurmCluster::kKillWaitSeconds) + " s") == 1);
+                                    std::to_string(SlurmCluster::kKillWaitSeconds) + " s") == 1);
     CHECK(CountOccurrences(log, "; exit code 143") == 1);
   }
 }
 
 TEST_CASE("a preemption warning (SIGUSR1) reaches every worker and the job goes on", "[slurm]") {
   SlurmCluster cluster;
-  const std::string id = Submit(
-      cluster, "usr1",
-      MxrunChild("--nproc_per_node=2 --signals_to_handle=SIGTERM,SIGUSR1",
-                 "--ready --sleep=300 --report-usr1"));
+  const std::string id = Submit(cluster, "usr1",
+                                MxrunChild("--nproc_per_node=2 --signals_to_handle=SIGTERM,SIGUSR1",
+                                           "--ready --sleep=300 --report-usr1"));
   const std::string out = cluster.jobs() + "/usr1.out";
   REQUIRE(WaitForLines(out, "ready rank", 4));
   // As `#SBATCH --signal=USR1@60` does before the time limit: the signal to the job's steps.
@@ -415,10 +419,13 @@ TEST_CASE("a preemption warning (SIGUSR1) reaches every worker and the job goes 
   CHECK(cluster.WaitForJobState(id, {"CANCELLED"}) == "CANCELLED");
 }
 
-TEST_CASE("two jobs share both nodes, and cancelling one leaves the other to finish with its own "
-          "peers", "[slurm][isolation]") {
+TEST_CASE(
+    "two jobs share both nodes, and cancelling one leaves the other to finish with its own "
+    "peers",
+    "[slurm][isolation]") {
   SlurmCluster cluster;
-  const std::string a = Submit(cluster, "a", MxrunChild("--nproc_per_node=2", "--ready --sleep=300"));
+  const std::string a =
+      Submit(cluster, "a", MxrunChild("--nproc_per_node=2", "--ready --sleep=300"));
   const std::string b = Submit(cluster, "b", MxrunChild("--nproc_per_node=2", "--ready --sleep=8"));
   REQUIRE(WaitForLines(cluster.jobs() + "/a.out", "ready rank", 4));
   REQUIRE(WaitForLines(cluster.jobs() + "/b.out", "ready rank", 4));
@@ -438,11 +445,13 @@ TEST_CASE("two jobs share both nodes, and cancelling one leaves the other to fin
 TEST_CASE("a requeued job resumes from its checkpoint", "[slurm]") {
   SlurmCluster cluster;
   const std::string ckpt = cluster.jobs() + "/ckpt";
-  const std::string id = Submit(
-      cluster, "requeue",
-      "srun " + kMxrun + " train --model resnet18 --width 8 --epochs 6 --synthetic_train 512 "
-      "--synthetic_test 32 --batch_size 32 --threads 1 --resume --ckpt_dir " + ckpt,
-      {"--requeue", "--open-mode=append"});
+  const std::string id =
+      Submit(cluster, "requeue",
+             "srun " + kMxrun +
+                 " train --model resnet18 --width 8 --epochs 6 --synthetic_train 512 "
+                 "--synthetic_test 32 --batch_size 32 --threads 1 --resume --ckpt_dir " +
+                 ckpt,
+             {"--requeue", "--open-mode=append"});
   const std::string out = cluster.jobs() + "/requeue.out";
   // The first epoch's checkpoint, then the requeue (what preemption with requeue does).
   const auto deadline = std::chrono::steady_clock::now() + 180s;

@@ -3,11 +3,11 @@
 // whole project against Debian's LibTorch and, on a GPU machine, against PyTorch's (tests/
 // trainer_tests.cmake); the [gpu] cases need a CUDA device.
 // LibTorch first: its glog CHECK macros must not meet Catch's.
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/sgd.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -48,9 +48,9 @@ torch::Tensor Loss(ResNet& model, const torch::Tensor& x, const torch::Tensor& y
 // bucket launches over all micro-batches of the step go to `launches`, its bucket count to
 // `buckets`.
 std::vector<std::vector<torch::Tensor>> DataParallelGradients(
-    const torch::Tensor& x, const torch::Tensor& y, int world, int micro,
-    std::int64_t first_bucket, std::int64_t bucket,
-    std::vector<GradientReducer::LaunchRecord>* launches = nullptr, size_t* buckets = nullptr) {
+    const torch::Tensor& x, const torch::Tensor& y, int world, int micro, std::int64_t first_bucket,
+    std::int64_t bucket, std::vector<GradientReducer::LaunchRecord>* launches = nullptr,
+    size_t* buckets = nullptr) {
   auto groups = MakeLocalGlooGroups(world, std::chrono::seconds(30));
   std::vector<ResNet> models;
   for (int r = 0; r < world; ++r) models.push_back(MakeModel("resnet18", false, 10, 8, false, 42));

@@ -55,8 +55,8 @@ bool Has(const std::string& page, const std::string& line) {
 
 TEST_CASE("agent metrics: rounds, restarts, failures by cause, steps, recovery, CPU and memory",
           "[metrics]") {
-  std::map<pid_t, mxrun::ProcessUsage> usage{{100, {1.5, 4096}}, {101, {2.0, 8192}},
-                                              {200, {0.25, 1024}}};
+  std::map<pid_t, mxrun::ProcessUsage> usage{
+      {100, {1.5, 4096}}, {101, {2.0, 8192}}, {200, {0.25, 1024}}};
   AgentMetrics metrics(
       "job7",
       [&](pid_t pid) -> std::optional<mxrun::ProcessUsage> {
@@ -85,7 +85,8 @@ TEST_CASE("agent metrics: rounds, restarts, failures by cause, steps, recovery, 
         std::string::npos);  // rank 2 never said
   CHECK(Has(page, "mxrun_worker_heartbeat_age_seconds{run_id=\"job7\",node=\"1\",rank=\"2\"} 0.5"));
   CHECK(Has(page, "mxrun_worker_cpu_seconds_total{run_id=\"job7\",node=\"1\",rank=\"3\"} 2"));
-  CHECK(Has(page, "mxrun_worker_resident_memory_bytes{run_id=\"job7\",node=\"1\",rank=\"2\"} 4096"));
+  CHECK(
+      Has(page, "mxrun_worker_resident_memory_bytes{run_id=\"job7\",node=\"1\",rank=\"2\"} 4096"));
   CHECK(Has(page, "mxrun_agent_workers_running{run_id=\"job7\",node=\"1\"} 2"));
 
   // Rank 2 is killed by a signal at 2 s; the restarted group's first step comes at 5 s.
@@ -102,8 +103,10 @@ TEST_CASE("agent metrics: rounds, restarts, failures by cause, steps, recovery, 
   CHECK(Has(page, "mxrun_agent_rounds_total{run_id=\"job7\",node=\"1\"} 2"));
   CHECK(Has(page, "mxrun_agent_restarts_total{run_id=\"job7\",node=\"1\"} 1"));
   CHECK(Has(page, "mxrun_agent_restarts_remaining{run_id=\"job7\",node=\"1\"} 2"));
-  CHECK(Has(page, "mxrun_agent_worker_failures_total{run_id=\"job7\",node=\"1\",cause=\"signal\"} 1"));
-  CHECK(Has(page, "mxrun_agent_worker_failures_total{run_id=\"job7\",node=\"1\",cause=\"exit\"} 0"));
+  CHECK(Has(page,
+            "mxrun_agent_worker_failures_total{run_id=\"job7\",node=\"1\",cause=\"signal\"} 1"));
+  CHECK(
+      Has(page, "mxrun_agent_worker_failures_total{run_id=\"job7\",node=\"1\",cause=\"exit\"} 0"));
   CHECK(Has(page, "mxrun_agent_recovery_seconds_bucket{run_id=\"job7\",node=\"1\",le=\"2.5\"} 0"));
   CHECK(Has(page, "mxrun_agent_recovery_seconds_bucket{run_id=\"job7\",node=\"1\",le=\"5\"} 1"));
   CHECK(Has(page, "mxrun_agent_recovery_seconds_sum{run_id=\"job7\",node=\"1\"} 3"));
@@ -195,7 +198,8 @@ TEST_CASE("the trainer's progress reports: throttled, mean step time, none acros
   REQUIRE(n > 0);
   std::vector<mxrun::WorkerControlMessage> reports;
   std::string text(buffer, static_cast<size_t>(n));
-  for (size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+  for (size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos;
+       start = end + 1) {
     reports.push_back(mxrun::ParseWorkerControlLine(text.substr(start, end - start)));
   }
   REQUIRE(reports.size() == 3);

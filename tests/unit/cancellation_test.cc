@@ -27,9 +27,10 @@ TEST_CASE("the cancellation line says how each rank ended, ranks grouped", "[can
   CHECK(FormatCancellation(SIGTERM, milliseconds(1500), {}, 143) ==
         "cancelled by SIGTERM, no worker running here; exit code 143");
   // Stopped to re-form before the signal came (a peer left first under scancel).
-  CHECK(FormatCancellation(SIGTERM, milliseconds(1500),
-                           {{.global_rank = 1, .exit_code = 143}, {.global_rank = 0, .exit_code = 143}},
-                           143, /*stopped_before=*/true) ==
+  CHECK(FormatCancellation(
+            SIGTERM, milliseconds(1500),
+            {{.global_rank = 1, .exit_code = 143}, {.global_rank = 0, .exit_code = 143}}, 143,
+            /*stopped_before=*/true) ==
         "cancelled by SIGTERM: ranks 0-1 exited 143 (stopped before the signal, as the group "
         "re-formed); exit code 143");
   CHECK(FormatCancellation(SIGTERM, milliseconds(1500),

@@ -241,10 +241,10 @@ TEST_CASE("print-completion is found only among the flags before the entrypoint"
   CHECK(find({"--print-completion"}) == "");
   CHECK(find({"--nproc_per_node", "2", "-r", "3", "--standalone", "--print-completion", "bash"}) ==
         "bash");
-  CHECK(find({"x.py", "--print-completion", "bash"}) == std::nullopt);          // the script's
-  CHECK(find({"-m", "pkg", "--print-completion", "bash"}) == std::nullopt);     // -m is boolean
+  CHECK(find({"x.py", "--print-completion", "bash"}) == std::nullopt);       // the script's
+  CHECK(find({"-m", "pkg", "--print-completion", "bash"}) == std::nullopt);  // -m is boolean
   CHECK(find({"--", "--print-completion", "bash"}) == std::nullopt);
-  CHECK(find({"--rdzv_id", "--print-completion", "x.py"}) == std::nullopt);     // --rdzv_id's value
+  CHECK(find({"--rdzv_id", "--print-completion", "x.py"}) == std::nullopt);  // --rdzv_id's value
   CHECK(find({"--print-completionx", "bash", "x.py"}) == std::nullopt);
   CHECK(find({"x.py"}) == std::nullopt);
 }

@@ -79,8 +79,9 @@ TEST_CASE("TOML: multi-line arrays, inline tables and sections", "[config]") {
   CHECK(file->entries[2].key == "health");
   CHECK(file->entries[2].line == 6);
 
-  ConfigOnDisk config("rdzv_conf = { join_timeout = 30 }\nargs = [\n  \"--epochs\",\n  \"2\"\n]\n"
-                      "entrypoint = \"train\"\nstandalone = true\n");
+  ConfigOnDisk config(
+      "rdzv_conf = { join_timeout = 30 }\nargs = [\n  \"--epochs\",\n  \"2\"\n]\n"
+      "entrypoint = \"train\"\nstandalone = true\n");
   auto parsed = Parse({"--config", config.path()});
   REQUIRE(parsed.ok());
   CHECK(parsed->options->rdzv_conf == std::map<std::string, std::string>{{"join_timeout", "30"}});
@@ -121,17 +122,17 @@ TEST_CASE("precedence: flag over MXRUN_* over PET_* over file over default", "[c
   ConfigOnDisk config(
       "nproc_per_node = 3\nmax_restarts = 4\nterm_timeout = 7\nrole = \"file\"\n"
       "log_dir = \"/file/logs\"\n");
-  auto parsed = Parse({"--config", config.path(), "--nproc_per_node=1", "x.py"},
-                      {{"MXRUN_MAX_RESTARTS", "5"}, {"PET_MAX_RESTARTS", "6"},
-                       {"PET_TERM_TIMEOUT", "8"}});
+  auto parsed =
+      Parse({"--config", config.path(), "--nproc_per_node=1", "x.py"},
+            {{"MXRUN_MAX_RESTARTS", "5"}, {"PET_MAX_RESTARTS", "6"}, {"PET_TERM_TIMEOUT", "8"}});
   REQUIRE(parsed.ok());
   const auto& o = *parsed->options;
-  CHECK(o.nproc_per_node == "1");       // flag
-  CHECK(o.max_restarts == 5);           // MXRUN_* over PET_* and the file
-  CHECK(o.agent.term_timeout == std::chrono::seconds(8));   // PET_* over the file
-  CHECK(o.role == "file");              // file over the default
+  CHECK(o.nproc_per_node == "1");                          // flag
+  CHECK(o.max_restarts == 5);                              // MXRUN_* over PET_* and the file
+  CHECK(o.agent.term_timeout == std::chrono::seconds(8));  // PET_* over the file
+  CHECK(o.role == "file");                                 // file over the default
   CHECK(o.logs.log_dir == "/file/logs");
-  CHECK(o.master_port == 29500);        // default
+  CHECK(o.master_port == 29500);  // default
 }
 
 TEST_CASE("a configuration file can name what to run", "[config]") {
@@ -177,7 +178,8 @@ TEST_CASE("print-config shows every value with its source", "[config]") {
   const std::string& text = parsed->help_text;
   CHECK_THAT(text, Catch::Contains("nproc_per_node = \"2\"  # --nproc_per_node"));
   CHECK_THAT(text, Catch::Contains("term_timeout = \"9\"  # PET_TERM_TIMEOUT"));
-  CHECK_THAT(text, Catch::Contains("max_restarts = \"4\"  # " + config.path() + ":1: max_restarts"));
+  CHECK_THAT(text,
+             Catch::Contains("max_restarts = \"4\"  # " + config.path() + ":1: max_restarts"));
   CHECK_THAT(text, Catch::Contains("master_port = \"29500\"  # default"));
   CHECK_THAT(text, Catch::Contains("entrypoint = \"train\"  # " + config.path() + ":2"));
   // What it prints is itself a valid configuration file.
@@ -185,9 +187,9 @@ TEST_CASE("print-config shows every value with its source", "[config]") {
 }
 
 TEST_CASE("Kubeflow's MASTER_ADDR and MASTER_PORT stand in for the flags", "[config]") {
-  auto parsed = Parse({"--nnodes=2", "--node_rank=1", "x.py"},
-                      {{"MASTER_ADDR", "job-master-0"}, {"MASTER_PORT", "23456"},
-                       {"PET_NPROC_PER_NODE", "4"}});
+  auto parsed = Parse(
+      {"--nnodes=2", "--node_rank=1", "x.py"},
+      {{"MASTER_ADDR", "job-master-0"}, {"MASTER_PORT", "23456"}, {"PET_NPROC_PER_NODE", "4"}});
   REQUIRE(parsed.ok());
   CHECK(parsed->options->master_addr == "job-master-0");
   CHECK(parsed->options->master_port == 23456);
@@ -211,26 +213,37 @@ TEST_CASE("print-config refuses what a launch refuses before printing", "[config
       {{"--nnodes=2", "--rdzv_backend=c10d"}, "needs --rdzv_endpoint"},
       {{"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=h:x"}, "--rdzv_endpoint:"},
       {{"--rdzv_conf=speed=3"}, "--rdzv_conf key 'speed' is not known"},
-      {{"--rdzv_conf=token_file=/nonexistent/token"}, "token_file=/nonexistent/token: cannot be read"},
+      {{"--rdzv_conf=token_file=/nonexistent/token"},
+       "token_file=/nonexistent/token: cannot be read"},
       {{"-x.py"}, "unknown flag '-x.py'"},
-      {{"--logs-specs=my_specs"}, "--logs_specs='my_specs' is not valid: mxrun cannot load "
-                                  "torchrun.logs_specs entry points"},
-      {{"--logs_specs", "x"}, "accepted: nothing (the default); for log files and streams use "
-                              "--log_dir"},
-      {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_id=j"}, "needs --rdzv_endpoint=HOST:PORT[,HOST:PORT...]"},
-      {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_endpoint=e1:2379,e2:x", "--rdzv_id=j"}, "e2:x"},
+      {{"--logs-specs=my_specs"},
+       "--logs_specs='my_specs' is not valid: mxrun cannot load "
+       "torchrun.logs_specs entry points"},
+      {{"--logs_specs", "x"},
+       "accepted: nothing (the default); for log files and streams use "
+       "--log_dir"},
+      {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_id=j"},
+       "needs --rdzv_endpoint=HOST:PORT[,HOST:PORT...]"},
+      {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_endpoint=e1:2379,e2:x", "--rdzv_id=j"},
+       "e2:x"},
       {{"--nnodes=2", "--rdzv_backend=etcd-v2", "--rdzv_endpoint=e1", "--rdzv_id=j",
-        "--rdzv_conf=protocol=udp"}, "protocol='udp' is not valid; accepted: http or https"},
+        "--rdzv_conf=protocol=udp"},
+       "protocol='udp' is not valid; accepted: http or https"},
       {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_endpoint=e1", "--rdzv_id=j",
-        "--rdzv_conf=lease_ttl=0.5"}, "lease_ttl=0.5 is not valid; accepted: whole seconds"},
+        "--rdzv_conf=lease_ttl=0.5"},
+       "lease_ttl=0.5 is not valid; accepted: whole seconds"},
       {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_endpoint=e1", "--rdzv_id=j",
-        "--rdzv_conf=etcd_prefix=noslash"}, "etcd_prefix='noslash' is not valid"},
+        "--rdzv_conf=etcd_prefix=noslash"},
+       "etcd_prefix='noslash' is not valid"},
       {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_endpoint=e1", "--rdzv_id=j",
-        "--rdzv_conf=master_service=a/b"}, "master_service='a/b' is not valid"},
+        "--rdzv_conf=master_service=a/b"},
+       "master_service='a/b' is not valid"},
       {{"--nnodes=2", "--rdzv_backend=etcd", "--rdzv_endpoint=e1", "--rdzv_id=j",
-        "--rdzv_conf=master_service=s,is_host=1"}, "is_host=1 and master_service"},
+        "--rdzv_conf=master_service=s,is_host=1"},
+       "is_host=1 and master_service"},
       {{"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=h:1", "--rdzv_id=j",
-        "--rdzv_conf=lease_ttl=3"}, "--rdzv_conf key 'lease_ttl' is not known"},
+        "--rdzv_conf=lease_ttl=3"},
+       "--rdzv_conf key 'lease_ttl' is not known"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;
@@ -257,9 +270,9 @@ TEST_CASE("print-config refuses what a launch refuses before printing", "[config
 
 TEST_CASE("print-config warns about what only this machine lacks and keeps the notices",
           "[config]") {
-  auto parsed = Parse({"--print-config", "--nproc_per_node=gpu", "--no_python",
-                       "/nonexistent/program"},
-                      {{"CUDA_VISIBLE_DEVICES", ""}, {"SLURM_JOB_ID", "77"}, {"SLURM_NNODES", "1"}});
+  auto parsed =
+      Parse({"--print-config", "--nproc_per_node=gpu", "--no_python", "/nonexistent/program"},
+            {{"CUDA_VISIBLE_DEVICES", ""}, {"SLURM_JOB_ID", "77"}, {"SLURM_NNODES", "1"}});
   REQUIRE(parsed.ok());
   CHECK_FALSE(parsed->options);
   CHECK_THAT(parsed->help_text, Catch::Contains("nproc_per_node = \"gpu\""));

@@ -53,8 +53,8 @@ TEST_CASE("collapsing keeps every rank's own order, and streams apart", "[collap
   c.Offer(t0, Rank(2), "A");  // rank 2 has nothing pending: joins the newest A
   c.Offer(t0, Rank(2), "A");  // a rank repeating itself is not collapsed
   c.Offer(t0, Rank(3, /*is_stderr=*/true), "A");  // another stream
-  CHECK(Render(c.TakeAll()) == std::vector<std::string>{"o r0: A", "o r1: B", "o r1,2: A",
-                                                        "o r2: A", "e r3: A"});
+  CHECK(Render(c.TakeAll()) ==
+        std::vector<std::string>{"o r0: A", "o r1: B", "o r1,2: A", "o r2: A", "e r3: A"});
   // Order of a line's copies does not matter: ranks come out ascending.
   c.Offer(t0, Rank(5), "C");
   c.Offer(t0, Rank(2), "C");

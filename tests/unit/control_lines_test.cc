@@ -37,8 +37,10 @@ TEST_CASE("control lines: whole lines in any chunking, none over the bound", "[u
   CHECK(seen.oversize == std::vector<size_t>{17});
 }
 
-TEST_CASE("control lines: an oversize line arriving in pieces is dropped whole, and the next line "
-          "is read", "[unit][control]") {
+TEST_CASE(
+    "control lines: an oversize line arriving in pieces is dropped whole, and the next line "
+    "is read",
+    "[unit][control]") {
   mxrun::ControlLines reader(8);
   Seen seen;
   for (int i = 0; i < 1000; ++i) Feed(reader, "0123456789", seen);  // 10,000 bytes, no newline

@@ -54,8 +54,10 @@ TEST_CASE("every torchrun variable is set with torchrun's values", "[env]") {
 }
 
 TEST_CASE("systemd's notification variables are not passed to workers", "[env]") {
-  EnvMap env = BuildWorkerEnv({{"NOTIFY_SOCKET", "/run/x"}, {"WATCHDOG_USEC", "1"},
-                               {"WATCHDOG_PID", "7"}, {"PATH", "/bin"}},
+  EnvMap env = BuildWorkerEnv({{"NOTIFY_SOCKET", "/run/x"},
+                               {"WATCHDOG_USEC", "1"},
+                               {"WATCHDOG_PID", "7"},
+                               {"PATH", "/bin"}},
                               TwoNodesOfFour(), 0, {});
   CHECK(env.count("NOTIFY_SOCKET") == 0);
   CHECK(env.count("WATCHDOG_USEC") == 0);
@@ -64,12 +66,14 @@ TEST_CASE("systemd's notification variables are not passed to workers", "[env]")
 }
 
 TEST_CASE("a user's own choices are kept", "[env]") {
-  EnvMap agent{{"OMP_NUM_THREADS", "8"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"},
-               {"RANK", "99"}, {"TORCHELASTIC_ERROR_FILE", "/agent/own.json"}};
+  EnvMap agent{{"OMP_NUM_THREADS", "8"},
+               {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"},
+               {"RANK", "99"},
+               {"TORCHELASTIC_ERROR_FILE", "/agent/own.json"}};
   EnvMap env = BuildWorkerEnv(agent, TwoNodesOfFour(), 0, {});
   CHECK(env["OMP_NUM_THREADS"] == "8");
   CHECK(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "0");
-  CHECK(env["RANK"] == "4");  // contract variables always win
+  CHECK(env["RANK"] == "4");                         // contract variables always win
   CHECK(env.count("TORCHELASTIC_ERROR_FILE") == 0);  // the agent's file is not the worker's
 }
 
@@ -96,8 +100,8 @@ TEST_CASE("hang detection's variables: the heartbeat file, the timer pipe, NCCL'
   extras.heartbeat_file = "/scratch/attempt_0/1/heartbeat";
   extras.timer_file = "/scratch/watchdog_timer";
   extras.nccl_trace_prefix = "/logs/attempt_0/1/nccl_trace_rank_";
-  EnvMap env = BuildWorkerEnv({{"MXRUN_HEARTBEAT_FILE", "/outer/launcher"}}, TwoNodesOfFour(), 1,
-                              extras);
+  EnvMap env =
+      BuildWorkerEnv({{"MXRUN_HEARTBEAT_FILE", "/outer/launcher"}}, TwoNodesOfFour(), 1, extras);
   CHECK(env["MXRUN_HEARTBEAT_FILE"] == "/scratch/attempt_0/1/heartbeat");
   CHECK(env["TORCHELASTIC_TIMER_FILE"] == "/scratch/watchdog_timer");
   CHECK(env["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == "/logs/attempt_0/1/nccl_trace_rank_");
@@ -113,8 +117,8 @@ TEST_CASE("hang detection's variables: the heartbeat file, the timer pipe, NCCL'
 TEST_CASE("virtual local rank: LOCAL_RANK=0 and only the worker's own device", "[env][torchrun2]") {
   mxrun::WorkerExtras extras;
   extras.virtual_device = "GPU-bbb";
-  EnvMap env = BuildWorkerEnv({{"CUDA_VISIBLE_DEVICES", "GPU-aaa,GPU-bbb"}}, TwoNodesOfFour(), 1,
-                              extras);
+  EnvMap env =
+      BuildWorkerEnv({{"CUDA_VISIBLE_DEVICES", "GPU-aaa,GPU-bbb"}}, TwoNodesOfFour(), 1, extras);
   CHECK(env["LOCAL_RANK"] == "0");
   CHECK(env["RANK"] == "5");  // the global rank is still the worker's own
   CHECK(env["CUDA_VISIBLE_DEVICES"] == "GPU-bbb");
@@ -124,7 +128,8 @@ TEST_CASE("virtual local rank: LOCAL_RANK=0 and only the worker's own device", "
   CHECK(env["CUDA_VISIBLE_DEVICES"] == "GPU-aaa,GPU-bbb");
 }
 
-TEST_CASE("a local rank's device: its CUDA_VISIBLE_DEVICES entry, else its index", "[env][torchrun2]") {
+TEST_CASE("a local rank's device: its CUDA_VISIBLE_DEVICES entry, else its index",
+          "[env][torchrun2]") {
   using mxrun::DeviceOfLocalRank;
   CHECK(DeviceOfLocalRank({}, 3) == "3");
   CHECK(DeviceOfLocalRank({{"CUDA_VISIBLE_DEVICES", "4,5, 6"}}, 2) == "6");
@@ -136,8 +141,8 @@ TEST_CASE("a local rank's device: its CUDA_VISIBLE_DEVICES entry, else its index
 }
 
 TEST_CASE("the rendezvous token never reaches a worker", "[env][secrets]") {
-  EnvMap env = BuildWorkerEnv({{"MXRUN_RDZV_TOKEN", "s3cret"}, {"HOME", "/root"}},
-                              TwoNodesOfFour(), 0, {});
+  EnvMap env =
+      BuildWorkerEnv({{"MXRUN_RDZV_TOKEN", "s3cret"}, {"HOME", "/root"}}, TwoNodesOfFour(), 0, {});
   CHECK(env.count("MXRUN_RDZV_TOKEN") == 0);
   CHECK(env["HOME"] == "/root");
 }

@@ -15,10 +15,12 @@ TEST_CASE("etcd endpoints and TLS settings are validated", "[etcd_config]") {
              Catch::Contains("names no etcd member"));
   CHECK_THAT(std::string(mxrun::ParseEtcdConfig("a:1", "udp", "", "", "").status().message()),
              Catch::Contains("protocol='udp'") && Catch::Contains("http or https"));
-  CHECK_THAT(std::string(mxrun::ParseEtcdConfig("a:1", "http", "/ca.pem", "", "").status().message()),
-             Catch::Contains("need protocol=https"));
-  CHECK_THAT(std::string(mxrun::ParseEtcdConfig("a:1", "https", "", "/c.pem", "").status().message()),
-             Catch::Contains("cert and key go together"));
+  CHECK_THAT(
+      std::string(mxrun::ParseEtcdConfig("a:1", "http", "/ca.pem", "", "").status().message()),
+      Catch::Contains("need protocol=https"));
+  CHECK_THAT(
+      std::string(mxrun::ParseEtcdConfig("a:1", "https", "", "/c.pem", "").status().message()),
+      Catch::Contains("cert and key go together"));
   CHECK_THAT(std::string(mxrun::ParseEtcdConfig("a:99999", "", "", "", "").status().message()),
              Catch::Contains("a:99999"));
 }

@@ -62,7 +62,8 @@ struct FakeEtcd {
 TEST_CASE("etcd state: written, then read back the same", "[etcd_state]") {
   FakeEtcd etcd;
   CHECK(etcd.Read().generation == 0);  // nothing kept yet
-  const std::vector<PersistedRun> runs{mxrun::testing::SampleRun("job-a", 3), mxrun::testing::SampleRun("job-b", 1)};
+  const std::vector<PersistedRun> runs{mxrun::testing::SampleRun("job-a", 3),
+                                       mxrun::testing::SampleRun("job-b", 1)};
   auto txns = mxrun::PlanEtcdStateWrite(kPrefix, 1, 0, runs);
   CHECK(txns.size() == 1);  // small: pages and the switch in one transaction
   etcd.ApplyAll(txns);
@@ -73,7 +74,8 @@ TEST_CASE("etcd state: written, then read back the same", "[etcd_state]") {
 }
 
 TEST_CASE("etcd state: a 16,384-node job fits etcd's limits", "[etcd_state]") {
-  const std::vector<PersistedRun> runs{mxrun::testing::SampleRun("big", 16384), mxrun::testing::SampleRun("small", 2)};
+  const std::vector<PersistedRun> runs{mxrun::testing::SampleRun("big", 16384),
+                                       mxrun::testing::SampleRun("small", 2)};
   const mxrun::EtcdStateLimits limits;
   // The defaults stay within etcd's own: --max-txn-ops 128, --max-request-bytes 1.5 MiB.
   CHECK(limits.max_txn_ops <= 128);
@@ -122,7 +124,8 @@ TEST_CASE("etcd state: a write cut short leaves the previous state, and is clean
   FakeEtcd etcd;
   etcd.ApplyAll(mxrun::PlanEtcdStateWrite(kPrefix, 1, 0, {mxrun::testing::SampleRun("job", 4)}));
   // A leader writes generation 2's pages and dies before switching.
-  auto unfinished = mxrun::PlanEtcdStateWrite(kPrefix, 2, 1, {mxrun::testing::SampleRun("job", 16384)});
+  auto unfinished =
+      mxrun::PlanEtcdStateWrite(kPrefix, 2, 1, {mxrun::testing::SampleRun("job", 16384)});
   REQUIRE(unfinished.size() >= 2);
   etcd.Apply(unfinished[0]);
   mxrun::EtcdState state = etcd.Read();
@@ -130,7 +133,8 @@ TEST_CASE("etcd state: a write cut short leaves the previous state, and is clean
   CHECK(state.runs[0].members.size() == 4);
   CHECK(state.stale == std::vector<int64_t>{2});
   // Its successor writes generation 3 and removes the orphaned pages with the old generation.
-  etcd.ApplyAll(mxrun::PlanEtcdStateWrite(kPrefix, 3, 1, {mxrun::testing::SampleRun("job", 3)}, state.stale));
+  etcd.ApplyAll(
+      mxrun::PlanEtcdStateWrite(kPrefix, 3, 1, {mxrun::testing::SampleRun("job", 3)}, state.stale));
   state = etcd.Read();
   CHECK(state.generation == 3);
   CHECK(state.stale.empty());

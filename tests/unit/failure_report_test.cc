@@ -94,8 +94,10 @@ TEST_CASE("a hung worker's summary gives the rule, the numbers and the diagnosti
   f.hang.diagnostics = {"rank 5 (pid 4242): T (stopped: SIGSTOP, SIGTSTP or a debugger)",
                         "  stack (gdb): raise < main"};
   std::string text = mxrun::FormatFailureSummary(f, {"train", 2, 2});
-  CHECK_THAT(text, Catch::Contains(
-                       "exit       : hung (heartbeat): no heartbeat for 12.0 s (--hang_timeout=10.0 s)\n"));
+  CHECK_THAT(
+      text,
+      Catch::Contains(
+          "exit       : hung (heartbeat): no heartbeat for 12.0 s (--hang_timeout=10.0 s)\n"));
   CHECK_THAT(text, Catch::Contains("diagnostics: /logs/attempt_2/hang-Ab12cd (on that host)"));
   CHECK_THAT(text, Catch::Contains("hang state :\n      rank 5 (pid 4242): T (stopped"));
   CHECK_THAT(text, Catch::Contains("        stack (gdb): raise < main"));

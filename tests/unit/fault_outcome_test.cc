@@ -37,10 +37,13 @@ const char kFailed[] =
     "      second line\n"
     "mxrun: warning: left out of the job's rounds during the job: n2 (2 worker failures)\n";
 
-constexpr mxrun::faults::Fault kRow{
-    99, "test-row", "a test row", "by hand", "none",
-    {"rank 1 failed: Signal 9 (SIGKILL)", "standby worker started", 0, 1, Recovery::kInProcess,
-     "", 0, FinalState::kBitwise}};
+constexpr mxrun::faults::Fault kRow{99,
+                                    "test-row",
+                                    "a test row",
+                                    "by hand",
+                                    "none",
+                                    {"rank 1 failed: Signal 9 (SIGKILL)", "standby worker started",
+                                     0, 1, Recovery::kInProcess, "", 0, FinalState::kBitwise}};
 
 }  // namespace
 

@@ -104,8 +104,9 @@ TEST_CASE("FileTimer lines: bad ones say what is wrong", "[file_timer]") {
   CHECK_THAT(Error(R"({"version": 1, "pid": 1, "scope_id": "s", "expiration_time": 1,
                       "signal": 18446744073709551615})"),
              Catch::StartsWith("'signal' must be an integer"));
-  CHECK(Error(R"({"version": 1, "pid": 1, "scope_id": "s", "expiration_time": NaN, "signal": 9})") ==
-        "'expiration_time' is NaN");
+  CHECK(
+      Error(R"({"version": 1, "pid": 1, "scope_id": "s", "expiration_time": NaN, "signal": 9})") ==
+      "'expiration_time' is NaN");
 }
 
 TEST_CASE("FileTimer lines: Python's Infinity, as json.dumps writes it", "[file_timer]") {
@@ -147,8 +148,7 @@ TEST_CASE("FileTimer pipe: clients' lines arrive whole, bad and oversize ones ar
   CHECK(access(path.c_str(), F_OK) != 0);  // removed with the server
 }
 
-TEST_CASE("FileTimer pipe: an old pipe is replaced, any other file is left alone",
-          "[file_timer]") {
+TEST_CASE("FileTimer pipe: an old pipe is replaced, any other file is left alone", "[file_timer]") {
   TempDir dir;
   const std::string stale = dir.path() + "/stale";
   REQUIRE(mkfifo(stale.c_str(), 0600) == 0);
@@ -231,7 +231,8 @@ TEST_CASE("a hang in words: the rule, the numbers, and how the worker ended", "[
   mxrun::WorkerFailure f;
   f.hang.rule = "heartbeat";
   f.hang.detail = "no heartbeat for 10.2 s (--hang_timeout=10.0 s)";
-  CHECK(mxrun::DescribeExit(f) == "hung (heartbeat): no heartbeat for 10.2 s (--hang_timeout=10.0 s)");
+  CHECK(mxrun::DescribeExit(f) ==
+        "hung (heartbeat): no heartbeat for 10.2 s (--hang_timeout=10.0 s)");
   f.hang.rule = "FileTimer";
   f.hang.detail = "timer 's' of pid 5 expired";
   f.term_signal = SIGKILL;

@@ -18,9 +18,10 @@ std::vector<NodeId> Recipients(const FlightGathering::Step& step) {
   return to;
 }
 
-TEST_CASE("the node that judged a hang asks every other running member once, and gets each "
-          "answer",
-          "[flight_gathering]") {
+TEST_CASE(
+    "the node that judged a hang asks every other running member once, and gets each "
+    "answer",
+    "[flight_gathering]") {
   FlightGathering gathering;
   FlightGathering::Step asked = gathering.Offer(1, SetOf(3, {0, 1}), true, 3, {1, 2, 3});
   CHECK(asked.send.empty());
@@ -53,8 +54,8 @@ TEST_CASE("a set of another round is not taken, and a new round forgets the last
   gathering.Offer(1, SetOf(3, {0}), true, 3, {1, 2});
   CHECK(gathering.bytes() == 10);
   FlightGathering::Step next = gathering.Offer(2, SetOf(4, {1}), true, 4, {1, 2});
-  CHECK(next.send.empty());                    // round 3's set is gone
-  CHECK(next.ask == std::vector<NodeId>{1});   // and node 1 is asked again, for round 4
+  CHECK(next.send.empty());                   // round 3's set is gone
+  CHECK(next.ask == std::vector<NodeId>{1});  // and node 1 is asked again, for round 4
   CHECK(gathering.bytes() == 10);
 }
 

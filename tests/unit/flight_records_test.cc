@@ -65,7 +65,8 @@ class OneReplyServer {
         got += static_cast<size_t>(n);
       }
       request_ = std::string(request, got);
-      if (send(conn, reply.data(), reply.size(), MSG_NOSIGNAL) < 0) {}  // the client may be gone
+      if (send(conn, reply.data(), reply.size(), MSG_NOSIGNAL) < 0) {
+      }  // the client may be gone
       close(conn);
     });
   }
@@ -95,7 +96,8 @@ TEST_CASE("every rank's recorder is fetched into the folder, and a rank without 
   const std::string body = R"({"entries": []})";
   FlightDump answered, refused, untrusted, silent;
   {
-    OneReplyServer rank0(dir.path() + "/fr-0.sock", "ok " + std::to_string(body.size()) + "\n" + body);
+    OneReplyServer rank0(dir.path() + "/fr-0.sock",
+                         "ok " + std::to_string(body.size()) + "\n" + body);
     OneReplyServer rank2(dir.path() + "/fr-2.sock", "ok 10\n{}");  // lies about its length
     std::vector<FlightTarget> targets = {
         {0, getpid(), dir.path() + "/fr-0.sock"},
@@ -126,7 +128,8 @@ TEST_CASE("a recorder served by a process that is not the worker's is not truste
   testing::TempDir dir;
   OneReplyServer server(dir.path() + "/fr-0.sock", "ok 2\n{}");
   // The target is pid 1 (init): this test process serves the socket and is not its descendant.
-  std::vector<FlightDump> dumps = FetchFlightRecords({{0, 1, dir.path() + "/fr-0.sock"}}, dir.path());
+  std::vector<FlightDump> dumps =
+      FetchFlightRecords({{0, 1, dir.path() + "/fr-0.sock"}}, dir.path());
   REQUIRE(dumps.size() == 1);
   CHECK(dumps[0].file.empty());
   CHECK(dumps[0].error.find("is not this worker's; not trusted") != std::string::npos);
@@ -147,7 +150,8 @@ TEST_CASE("a rank that does not answer in time is named, the wait bounded", "[fl
   std::vector<FlightDump> dumps = FetchFlightRecords({{0, getpid(), path}}, dir.path(), options);
   close(fd);
   REQUIRE(dumps.size() == 1);
-  CHECK(dumps[0].error == "it did not answer within 0.05 s (a worker holding Python's GIL, or stopped)");
+  CHECK(dumps[0].error ==
+        "it did not answer within 0.05 s (a worker holding Python's GIL, or stopped)");
 }
 
 TEST_CASE("a verdict that cannot run says why", "[flight]") {
@@ -156,7 +160,9 @@ TEST_CASE("a verdict that cannot run says why", "[flight]") {
   std::vector<std::string> lines =
       FlightVerdict(PYTHON_BIN, {"PATH=/usr/bin:/bin"}, dir.path(), 2, std::chrono::seconds(20));
   REQUIRE(lines.size() == 1);
-  CHECK(lines[0].rfind(std::string("no verdict: ") + PYTHON_BIN + " -m mxrun._flight_verdict failed: ", 0) == 0);
+  CHECK(lines[0].rfind(
+            std::string("no verdict: ") + PYTHON_BIN + " -m mxrun._flight_verdict failed: ", 0) ==
+        0);
   CHECK(lines[0].find("No module named") != std::string::npos);
 }
 
@@ -192,8 +198,7 @@ Setup SetUp(EnvMap env, const std::string& scratch,
   return s;
 }
 
-TEST_CASE("the flight recorder is turned on for Python workers unless the user chose",
-          "[flight]") {
+TEST_CASE("the flight recorder is turned on for Python workers unless the user chose", "[flight]") {
   testing::TempDir scratch;
   Setup on = SetUp({}, scratch.path());
   CHECK(on.worker.base_env.at("TORCH_FR_BUFFER_SIZE") == "2000");
@@ -234,20 +239,23 @@ namespace {
 TEST_CASE("a collective's failure is told by PyTorch's words, a peer's death is not one",
           "[flight]") {
   WorkerFailure gloo;
-  gloo.last_lines = {"[rank0]:     work.wait()",
-                     "[rank0]: RuntimeError: [../gloo/transport/tcp/unbound_buffer.cc:78] Timed out "
-                     "waiting 3000ms for recv operation to complete"};
+  gloo.last_lines = {
+      "[rank0]:     work.wait()",
+      "[rank0]: RuntimeError: [../gloo/transport/tcp/unbound_buffer.cc:78] Timed out "
+      "waiting 3000ms for recv operation to complete"};
   CHECK(CollectiveFailureSign(gloo) == "Timed out waiting");
   WorkerFailure nccl;
-  nccl.message = "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
-                 "OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.";
+  nccl.message =
+      "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, "
+      "OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.";
   CHECK(CollectiveFailureSign(nccl) == "Watchdog caught collective operation timeout");
   WorkerFailure backend;
   backend.traceback = "torch.distributed.DistBackendError: NCCL error in: ...";
   CHECK(CollectiveFailureSign(backend) == "NCCL error");
   WorkerFailure peer_gone;
-  peer_gone.last_lines = {"RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed "
-                          "by peer [127.0.0.1]:56027"};
+  peer_gone.last_lines = {
+      "RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed "
+      "by peer [127.0.0.1]:56027"};
   CHECK(CollectiveFailureSign(peer_gone).empty());
   WorkerFailure plain;
   plain.message = "ValueError: bad batch";

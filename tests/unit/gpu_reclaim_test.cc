@@ -65,8 +65,9 @@ TEST_CASE("gpu reclaim: waits while an old worker holds the GPU, then says what 
   CHECK(outcome.waited);
   CHECK(outcome.released);
   CHECK(outcome.seconds == Approx(4.0));  // two polls of 2 s
-  CHECK(outcome.text == "GPU memory released after 4.0 s (it was GPU 0: 9000 MiB used, held by "
-                        "pid 4242 (rank 3's worker, gone) with 9000 MiB)");
+  CHECK(outcome.text ==
+        "GPU memory released after 4.0 s (it was GPU 0: 9000 MiB used, held by "
+        "pid 4242 (rank 3's worker, gone) with 9000 MiB)");
   CHECK(reader.reads == 3);
 }
 
@@ -80,15 +81,17 @@ TEST_CASE("gpu reclaim: at the time-out it names every holder, a zombie among th
   CHECK(outcome.waited);
   CHECK_FALSE(outcome.released);
   CHECK(outcome.seconds == Approx(10.0));
-  CHECK(outcome.text == "GPU memory still held after 10.0 s (--gpu_reclaim_timeout): GPU 0: 2048 "
-                        "MiB used, held by pid 666 (rank 1's worker, state Z: a zombie, its parent "
-                        "has not reaped it) with 2048 MiB; starting the workers anyway (they may "
-                        "run out of GPU memory)");
+  CHECK(outcome.text ==
+        "GPU memory still held after 10.0 s (--gpu_reclaim_timeout): GPU 0: 2048 "
+        "MiB used, held by pid 666 (rank 1's worker, state Z: a zombie, its parent "
+        "has not reaped it) with 2048 MiB; starting the workers anyway (they may "
+        "run out of GPU memory)");
 }
 
-TEST_CASE("gpu reclaim: nothing to wait for without NVML, with a free GPU, or for another job's "
-          "memory",
-          "[gpu_reclaim]") {
+TEST_CASE(
+    "gpu reclaim: nothing to wait for without NVML, with a free GPU, or for another job's "
+    "memory",
+    "[gpu_reclaim]") {
   FakeClock clock;
   ScriptedReader none({std::nullopt});
   CHECK_FALSE(mxrun::WaitForGpuMemory(none, {"0"}, {{1, 0}}, {}, clock.Hooks()).waited);
@@ -103,9 +106,10 @@ TEST_CASE("gpu reclaim: nothing to wait for without NVML, with a free GPU, or fo
   CHECK(held.reads == 0);
 }
 
-TEST_CASE("gpu reclaim: memory nobody listed (another PID namespace) is waited for, and a stop "
-          "signal ends the wait",
-          "[gpu_reclaim]") {
+TEST_CASE(
+    "gpu reclaim: memory nobody listed (another PID namespace) is waited for, and a stop "
+    "signal ends the wait",
+    "[gpu_reclaim]") {
   FakeClock clock;
   ScriptedReader unlisted({std::vector<GpuState>{Gpu(6000)}, std::vector<GpuState>{Gpu(400)}});
   const auto released = mxrun::WaitForGpuMemory(unlisted, {"0"}, {{1, 0}}, {}, clock.Hooks());

@@ -32,8 +32,8 @@ class Scenario {
   Lines Check() {
     Lines lines;
     for (const HangVerdict& v : watch.Check(now, wall)) {
-      lines.push_back(absl::StrCat("local ", v.local_rank, " ", mxrun::HangRuleName(v.rule), ": ",
-                                   v.detail));
+      lines.push_back(
+          absl::StrCat("local ", v.local_rank, " ", mxrun::HangRuleName(v.rule), ": ", v.detail));
     }
     return lines;
   }
@@ -206,7 +206,8 @@ TEST_CASE("FileTimer: released before expiry, nothing happens", "[hang][file_tim
   CHECK(s.watch.timer_count() == 0);
 }
 
-TEST_CASE("FileTimer: an expired timer names the pid, the scope and the signal", "[hang][file_timer]") {
+TEST_CASE("FileTimer: an expired timer names the pid, the scope and the signal",
+          "[hang][file_timer]") {
   Scenario s(FileTimers(), 2);
   s.Timer(1, 777, "train.py#42", s.WallSeconds(2500ms), SIGTERM);
   s.Advance(2s);
@@ -218,8 +219,9 @@ TEST_CASE("FileTimer: an expired timer names the pid, the scope and the signal",
   CHECK(verdicts[0].pid == 777);
   CHECK(verdicts[0].signal == SIGTERM);
   CHECK(verdicts[0].scope_id == "train.py#42");
-  CHECK(verdicts[0].detail == "timer 'train.py#42' of pid 777 expired at 2023-11-14 22:13:22.500 "
-                              "UTC (2.5 s after it was set; its signal: SIGTERM)");
+  CHECK(verdicts[0].detail ==
+        "timer 'train.py#42' of pid 777 expired at 2023-11-14 22:13:22.500 "
+        "UTC (2.5 s after it was set; its signal: SIGTERM)");
   CHECK(s.watch.timer_count() == 0);
 }
 
@@ -333,8 +335,10 @@ void BeatThenNextRound(Scenario& s, bool kept = true) {
 
 }  // namespace
 
-TEST_CASE("first step: after a round whose workers beat, a worker with no step since its round "
-          "began is hung", "[hang]") {
+TEST_CASE(
+    "first step: after a round whose workers beat, a worker with no step since its round "
+    "began is hung",
+    "[hang]") {
   Scenario s(Heartbeat(10s), 2);
   s.watch.HeartbeatSeen(0, s.now);
   s.Advance(1s);
@@ -376,8 +380,10 @@ TEST_CASE("first step: not in the job's first round, nor for workers that never 
   CHECK_FALSE(s.watch.NextDeadline(s.now, s.wall).has_value());
 }
 
-TEST_CASE("first step: steps the mxrun module counted for the script arm it only when hang "
-          "detection was asked for", "[hang]") {
+TEST_CASE(
+    "first step: steps the mxrun module counted for the script arm it only when hang "
+    "detection was asked for",
+    "[hang]") {
   SECTION("no --hang_timeout nor --round_join_timeout: a restarted script may set up for hours") {
     Scenario s(Barrier(0ms), 1);
     s.watch.HeartbeatSeen(0, s.now, /*automatic=*/true);

@@ -50,24 +50,23 @@ TEST_CASE("an Indexed Job's pod gives node rank, pod 0's endpoint and a run id",
   CHECK(flags.at("rdzv_endpoint") == "resnet-0.resnet-workers:29400");
   CHECK(flags.at("rdzv_id") == "k8s-ml-resnet");
   // A job name with dashes and digits of its own.
-  auto dashed = DetectIndexedJob({{"JOB_COMPLETION_INDEX", "12"}, {"HOSTNAME", "llm-7b-12"}},
-                                 PodResolver);
+  auto dashed =
+      DetectIndexedJob({{"JOB_COMPLETION_INDEX", "12"}, {"HOSTNAME", "llm-7b-12"}}, PodResolver);
   REQUIRE(dashed.ok());
   CHECK((*dashed)->job_name == "llm-7b");
   CHECK((*dashed)->flags.at("rdzv_endpoint") == "llm-7b-0.resnet-workers:29400");
 }
 
-TEST_CASE("what an Indexed Job's pod cannot use is an error that says what to do",
-          "[kubernetes]") {
+TEST_CASE("what an Indexed Job's pod cannot use is an error that says what to do", "[kubernetes]") {
   CHECK_THAT(Error({{"JOB_COMPLETION_INDEX", "one"}, {"HOSTNAME", "resnet-1"}}),
              Catch::Contains("JOB_COMPLETION_INDEX='one' is not an integer"));
   CHECK_THAT(Error({{"JOB_COMPLETION_INDEX", "1"}, {"HOSTNAME", "resnet-2"}}),
              Catch::Contains("does not end in '-1'"));
   CHECK_THAT(Error({{"JOB_COMPLETION_INDEX", "1"}}), Catch::Contains("HOSTNAME=''"));
   // No headless Service: the pod's name has no subdomain.
-  CHECK_THAT(Error(PodEnv("1"), [](const std::string& host) { return host; }),
-             Catch::Contains("no DNS name under a headless Service") &&
-                 Catch::Contains("subdomain"));
+  CHECK_THAT(
+      Error(PodEnv("1"), [](const std::string& host) { return host; }),
+      Catch::Contains("no DNS name under a headless Service") && Catch::Contains("subdomain"));
   CHECK_THAT(Error(PodEnv("1"), [](const std::string&) { return std::string(); }),
              Catch::Contains("no DNS name under a headless Service"));
 }
@@ -79,8 +78,7 @@ TEST_CASE("mxrun in an Indexed Job's pod needs --nnodes, and given flags win", "
              Catch::Contains("give --nnodes (or PET_NNODES"));
   // An endpoint given: nothing is inferred, not even the pod's name is looked up.
   auto given = mxrun::testing::ParseLaunchArgs(
-      {"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=head:1234", "--rdzv_id=x",
-       "train.py"},
+      {"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=head:1234", "--rdzv_id=x", "train.py"},
       PodEnv("1"));
   REQUIRE(given.ok());
   CHECK(given->options->rdzv_endpoint == "head:1234");

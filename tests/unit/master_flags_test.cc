@@ -42,8 +42,7 @@ TEST_CASE("mxrun-master's defaults and flags", "[master_flags]") {
   CHECK(given.server.state_dir == "/tmp/s");
 }
 
-TEST_CASE("mxrun-master reads MXRUN_MASTER_* and a config file below its flags",
-          "[master_flags]") {
+TEST_CASE("mxrun-master reads MXRUN_MASTER_* and a config file below its flags", "[master_flags]") {
   CHECK(Ok({}, {{"MXRUN_MASTER_PORT", "29555"}}).server.port == 29555);
   CHECK(Ok({"--port=29556"}, {{"MXRUN_MASTER_PORT", "29555"}}).server.port == 29556);
   CHECK(Ok({}, {{"MXRUN_MASTER_METRICS_PORT", "off"}}).metrics_port == -1);

@@ -32,9 +32,9 @@ std::string Render(const ToAgent& m) {
       return absl::StrCat(who, "peer finished ", m.peer_host, " rank ", m.peer_node_rank, " (",
                           m.nodes_finished, "/", m.num_nodes, ")");
     case ToAgent::Kind::kFinished:
-      return absl::StrCat(who, m.success ? "finished ok" : "finished failed",
-                          m.first_failure ? absl::StrCat(" rank ", m.first_failure->global_rank)
-                                          : "");
+      return absl::StrCat(
+          who, m.success ? "finished ok" : "finished failed",
+          m.first_failure ? absl::StrCat(" rank ", m.first_failure->global_rank) : "");
     case ToAgent::Kind::kRefused:
       return absl::StrCat(who, "refused ", absl::StatusCodeToString(m.refusal.code()), ": ",
                           m.refusal.message());
@@ -164,8 +164,8 @@ TEST_CASE("a round says the agent's store to every node when node rank 0's agent
     REQUIRE(runs->size() == 1);
     REQUIRE(runs->front().members.size() == 2);
     for (const auto& member : runs->front().members) {
-      CHECK(member.desc.hosts_workers_store == (member.desc.host == "node1" ? first_hosts
-                                                                             : !first_hosts));
+      CHECK(member.desc.hosts_workers_store ==
+            (member.desc.host == "node1" ? first_hosts : !first_hosts));
     }
   }
 }
@@ -178,7 +178,7 @@ TEST_CASE("at min nodes the last call window opens and closes the round", "[mast
   CHECK(s.Advance(4s).empty());
   s.Beat({1, 2});
   CHECK(s.Advance(1s) == Lines{"n1: round 0 rank 0/2 base 0 world 4 master a1:5001 restarts 0",
-                                "n2: round 0 rank 1/2 base 2 world 4 master a1:5001 restarts 0"});
+                               "n2: round 0 rank 1/2 base 2 world 4 master a1:5001 restarts 0"});
 }
 
 TEST_CASE("ranks: requested rank, then master host, then natural host order, then join order",
@@ -276,7 +276,7 @@ TEST_CASE("leases end on time although ticks look at the nodes only once one can
   s.Advance(2100ms);  // node1's lease has ended (5.1 s), node2's has not (2.1 s)
   CHECK(s.Advance(2s).empty());
   CHECK(s.Join(3, "node3") == Lines{"n3: waiting 2"});  // node2 still counts
-  s.Advance(1s);  // node2 silent for 5.1 s: gone
+  s.Advance(1s);                                        // node2 silent for 5.1 s: gone
   // Every node gone, and the run with them: a later joiner starts a run whose leases are watched.
   CHECK(s.Advance(10s).empty());
   CHECK(s.Join(4, "node4") == Lines{"n4: waiting 1"});
@@ -427,8 +427,10 @@ TEST_CASE("a restored member whose agent does not come back within the lease is 
   CHECK_THAT(expired[0], Catch::StartsWith("n11: stop 0/0: h2 left (no heartbeat"));
 }
 
-TEST_CASE("the agent of an expired master lease is gone at once: survivors re-form without "
-          "waiting for it", "[master][etcd]") {
+TEST_CASE(
+    "the agent of an expired master lease is gone at once: survivors re-form without "
+    "waiting for it",
+    "[master][etcd]") {
   Scenario s(2, 3);
   s.Join(1, "h1");
   s.Join(2, "h2");
@@ -443,10 +445,8 @@ TEST_CASE("the agent of an expired master lease is gone at once: survivors re-fo
   CHECK(after.state.Persisted().empty());
   CHECK(after.state.AgentGone(after.now, "agent-unknown", "x").empty());
   // The survivors reconnect and hear the stop they missed...
-  CHECK(after.Resume(12, "h2", 0) ==
-        Lines{"n12: stop 0/0: h1 left (its master lease expired)"});
-  CHECK(after.Resume(13, "h3", 0) ==
-        Lines{"n13: stop 0/0: h1 left (its master lease expired)"});
+  CHECK(after.Resume(12, "h2", 0) == Lines{"n12: stop 0/0: h1 left (its master lease expired)"});
+  CHECK(after.Resume(13, "h3", 0) == Lines{"n13: stop 0/0: h1 left (its master lease expired)"});
   // ...and the round closes as soon as both are back, without a last call or a lease's wait.
   CHECK(after.Join(12, "h2") == Lines{"n12: waiting 1"});
   Lines round = after.Join(13, "h3");
@@ -461,7 +461,7 @@ TEST_CASE("only a change of the kept state asks for a save, never a heartbeat or
   s.Join(1, "node1");
   CHECK_FALSE(s.state.TakeChanged());  // a waiting node is not kept
   s.Join(2, "node2");
-  CHECK(s.state.TakeChanged());  // the round closed
+  CHECK(s.state.TakeChanged());        // the round closed
   CHECK_FALSE(s.state.TakeChanged());  // taken once
   for (int i = 0; i < 3; ++i) {
     s.Beat({1, 2});
@@ -528,10 +528,10 @@ TEST_CASE("the master names a straggler among every node's ranks and tells its n
   std::vector<std::string> notices;
   for (long long step = 2; step <= 8; step += 2) {
     s.now += 1s;
-    auto a = Scenario::Lines(s.state.Heartbeat(s.now, 1, 0, {{0, 0, step, 0.1, 0.2},
-                                                             {1, 1, step, 0.11, 0.2}}));
-    auto b = Scenario::Lines(s.state.Heartbeat(s.now, 2, 0, {{2, 0, step, 0.1, 0.2},
-                                                             {3, 1, step, 0.35, 0.2}}));
+    auto a = Scenario::Lines(
+        s.state.Heartbeat(s.now, 1, 0, {{0, 0, step, 0.1, 0.2}, {1, 1, step, 0.11, 0.2}}));
+    auto b = Scenario::Lines(
+        s.state.Heartbeat(s.now, 2, 0, {{2, 0, step, 0.1, 0.2}, {3, 1, step, 0.35, 0.2}}));
     notices.insert(notices.end(), a.begin(), a.end());
     notices.insert(notices.end(), b.begin(), b.end());
   }
@@ -580,10 +580,10 @@ TEST_CASE("the master judges the ranks' own work where their reports carry it",
   for (long long step = 2; step <= 8; step += 2) {
     s.now += 1s;
     // Synchronous data parallel: every step 0.3 s; rank 2's own work 3x the others'.
-    auto a = Scenario::Lines(s.state.Heartbeat(s.now, 1, 0, {{0, 0, step, 0.3, 0, 0.08},
-                                                             {1, 1, step, 0.3, 0, 0.08}}));
-    auto b = Scenario::Lines(s.state.Heartbeat(s.now, 2, 0, {{2, 0, step, 0.3, 0, 0.24},
-                                                             {3, 1, step, 0.3, 0, 0.08}}));
+    auto a = Scenario::Lines(
+        s.state.Heartbeat(s.now, 1, 0, {{0, 0, step, 0.3, 0, 0.08}, {1, 1, step, 0.3, 0, 0.08}}));
+    auto b = Scenario::Lines(
+        s.state.Heartbeat(s.now, 2, 0, {{2, 0, step, 0.3, 0, 0.24}, {3, 1, step, 0.3, 0, 0.08}}));
     notices.insert(notices.end(), a.begin(), a.end());
     notices.insert(notices.end(), b.begin(), b.end());
   }
@@ -597,7 +597,8 @@ TEST_CASE("the master judges the ranks' own work where their reports carry it",
   CHECK(s.state.Snapshot(s.now, "")[0].members[0].ranks.at(0).step == 8);
 }
 
-TEST_CASE("the master judges no stragglers when the job's rule says 0 steps", "[master][straggler]") {
+TEST_CASE("the master judges no stragglers when the job's rule says 0 steps",
+          "[master][straggler]") {
   Scenario s;
   s.job.stragglers = {1.5, 0};
   s.Join(1, "h1", 1);
@@ -675,14 +676,15 @@ TEST_CASE("the master tells the agents when every attempt failed the same way", 
   for (const ToAgent& m : t.state.ReportFailure(t.now, 1, 1, f)) CHECK_FALSE(m.same_failure);
 }
 
-TEST_CASE("a repeat offender is left out while the others meet the minimum, and admitted again "
-          "after a back-off that doubles",
-          "[master][exclusion]") {
+TEST_CASE(
+    "a repeat offender is left out while the others meet the minimum, and admitted again "
+    "after a back-off that doubles",
+    "[master][exclusion]") {
   Scenario s(2, 3, 10);
   s.job.exclusion = {2, 3600s, 10s};
   s.Join(1, "h1", 1);
   s.Join(2, "h2", 1);
-  s.Join(3, "h3", 1);  // round 0 at max: h3 has rank 2
+  s.Join(3, "h3", 1);                  // round 0 at max: h3 has rank 2
   CHECK(s.Fail(3, 0, 2).size() == 3);  // one failure: everybody re-forms
   s.Join(1, "h1", 1);
   s.Join(2, "h2", 1);
@@ -697,8 +699,9 @@ TEST_CASE("a repeat offender is left out while the others meet the minimum, and 
   bool logged = false;
   for (const ToAgent& m : out) {
     if (m.node == 3) {
-      CHECK(m.log_line == "run 'job1': leaving h3 out of the next rounds: 2 worker failures within "
-                          "3600 s: left out for 10 s (exclusion 1; --exclude_after=2)");
+      CHECK(m.log_line ==
+            "run 'job1': leaving h3 out of the next rounds: 2 worker failures within "
+            "3600 s: left out for 10 s (exclusion 1; --exclude_after=2)");
       logged = true;
     } else {
       CHECK(m.log_line.empty());
@@ -710,8 +713,9 @@ TEST_CASE("a repeat offender is left out while the others meet the minimum, and 
   REQUIRE(h3.size() == 1);
   CHECK(h3[0] == "n3: waiting 0");
   s.Join(1, "h1", 1);
-  CHECK(s.Join(2, "h2", 1) == Lines{"n1: round 2 rank 0/2 base 0 world 2 master a1:5001 restarts 2",
-                                    "n2: round 2 rank 1/2 base 1 world 2 master a1:5001 restarts 2"});
+  CHECK(s.Join(2, "h2", 1) ==
+        Lines{"n1: round 2 rank 0/2 base 0 world 2 master a1:5001 restarts 2",
+              "n2: round 2 rank 1/2 base 1 world 2 master a1:5001 restarts 2"});
   auto snap = s.state.Snapshot(s.now, "")[0];
   REQUIRE(snap.members.size() == 3);
   CHECK(snap.members[2].state == "excluded");
@@ -724,8 +728,9 @@ TEST_CASE("a repeat offender is left out while the others meet the minimum, and 
   }
   s.Beat({1, 2, 3});
   auto readmit = s.Advance(1500ms);
-  CHECK(readmit == Lines{"n3: waiting 1", "n1: stop 2/10: h3's exclusion ended; re-forming the "
-                                          "group to admit it",
+  CHECK(readmit == Lines{"n3: waiting 1",
+                         "n1: stop 2/10: h3's exclusion ended; re-forming the "
+                         "group to admit it",
                          "n2: stop 2/10: h3's exclusion ended; re-forming the group to admit it"});
   s.Join(1, "h1", 1);
   CHECK(s.Join(2, "h2", 1).size() == 3);  // round 3 with all three

@@ -76,15 +76,14 @@ TEST_CASE("node and socket on a two-socket eight-GPU server", "[numa]") {
 TEST_CASE("exclusive splits each node's cores between the job's GPUs on it", "[numa]") {
   NumaTopology t = Load("two_socket_8gpu");
   NumaPlan all = PlanNumaBinding(t, FirstGpus(t, 8), NumaMode::kExclusive);
-  CHECK(Cpus(all) == std::vector<std::string>{"0-3,32-35", "4-7,36-39", "8-11,40-43",
-                                              "12-15,44-47", "16-19,48-51", "20-23,52-55",
-                                              "24-27,56-59", "28-31,60-63"});
+  CHECK(Cpus(all) == std::vector<std::string>{"0-3,32-35", "4-7,36-39", "8-11,40-43", "12-15,44-47",
+                                              "16-19,48-51", "20-23,52-55", "24-27,56-59",
+                                              "28-31,60-63"});
   // A job on two of the socket's four GPUs gets all of its cores (torchrun splits by every GPU).
   NumaPlan two = PlanNumaBinding(t, FirstGpus(t, 2), NumaMode::kExclusive);
   CHECK(Cpus(two) == std::vector<std::string>{"0-7,32-39", "8-15,40-47"});
   // The worker's real GPU decides, not its local rank: workers on GPUs 4 and 0, in that order.
-  NumaPlan swapped =
-      PlanNumaBinding(t, {t.gpus[4].bus_id, t.gpus[0].bus_id}, NumaMode::kExclusive);
+  NumaPlan swapped = PlanNumaBinding(t, {t.gpus[4].bus_id, t.gpus[0].bus_id}, NumaMode::kExclusive);
   CHECK(Cpus(swapped) == std::vector<std::string>{"16-31,48-63", "0-15,32-47"});
   CHECK(MemoryNodes(swapped) == std::vector<int>{1, 0});
 }
@@ -92,9 +91,9 @@ TEST_CASE("exclusive splits each node's cores between the job's GPUs on it", "[n
 TEST_CASE("core-complex gives each GPU of a node one L3 group in turn", "[numa]") {
   NumaTopology t = Load("two_socket_8gpu");
   NumaPlan plan = PlanNumaBinding(t, FirstGpus(t, 8), NumaMode::kCoreComplex);
-  CHECK(Cpus(plan) == std::vector<std::string>{"0-7,32-39", "8-15,40-47", "0-7,32-39",
-                                               "8-15,40-47", "16-23,48-55", "24-31,56-63",
-                                               "16-23,48-55", "24-31,56-63"});
+  CHECK(Cpus(plan) == std::vector<std::string>{"0-7,32-39", "8-15,40-47", "0-7,32-39", "8-15,40-47",
+                                               "16-23,48-55", "24-31,56-63", "16-23,48-55",
+                                               "24-31,56-63"});
 }
 
 TEST_CASE("several NUMA nodes per socket: node is the GPU's node, socket its package", "[numa]") {
@@ -111,7 +110,7 @@ TEST_CASE("several NUMA nodes per socket: node is the GPU's node, socket its pac
   NumaPlan socket = PlanNumaBinding(t, gpus, NumaMode::kSocket);
   CHECK(Cpus(socket)[2] == "0-15,32-47");  // the package of node 1
   CHECK(Cpus(socket)[5] == "16-31,48-63");
-  CHECK(MemoryNodes(socket)[2] == 1);     // memory still near the GPU
+  CHECK(MemoryNodes(socket)[2] == 1);  // memory still near the GPU
   NumaPlan exclusive = PlanNumaBinding(t, gpus, NumaMode::kExclusive);
   CHECK(Cpus(exclusive) == std::vector<std::string>{"0-3,32-35", "4-7,36-39", "8-11,40-43",
                                                     "12-15,44-47", "16-19,48-51", "20-23,52-55",
@@ -156,8 +155,9 @@ TEST_CASE("what cannot be bound is said and left alone, never an error", "[numa]
                                            "topology): workers not bound"));
   // More GPUs than cores: exclusive shares the node instead of failing.
   NumaTopology small = Load("two_cpu_2gpu");
-  NumaPlan shared = PlanNumaBinding(small, {small.gpus[0].bus_id, small.gpus[0].bus_id,
-                                            small.gpus[1].bus_id}, NumaMode::kExclusive);
+  NumaPlan shared =
+      PlanNumaBinding(small, {small.gpus[0].bus_id, small.gpus[0].bus_id, small.gpus[1].bus_id},
+                      NumaMode::kExclusive);
   CHECK(Cpus(shared) == std::vector<std::string>{"0", "0", "1"});
   // Narrowed to what the agent may use; a memory node it may not use is not asked for.
   NumaPlan narrowed = PlanNumaBinding(t, FirstGpus(t, 2), NumaMode::kNode, {{0, 1, 2, 30}, {1}});
@@ -203,8 +203,8 @@ TEST_CASE("without NVML a worker's GPU index is the topology's GPU in bus order"
   CHECK(mxrun::WorkerGpuBusIds({{"HWLOC_XMLFILE", xml}, {"CUDA_VISIBLE_DEVICES", "7, 4"}}, 2, t) ==
         std::vector<std::string>{"0000:db:00.0", "0000:9a:00.0"});
   // A UUID needs NVML; an index past the list or the machine's GPUs has no GPU.
-  CHECK(mxrun::WorkerGpuBusIds({{"HWLOC_XMLFILE", xml}, {"CUDA_VISIBLE_DEVICES", "GPU-1234,9"}},
-                               3, t) == std::vector<std::string>{"", "", ""});
+  CHECK(mxrun::WorkerGpuBusIds({{"HWLOC_XMLFILE", xml}, {"CUDA_VISIBLE_DEVICES", "GPU-1234,9"}}, 3,
+                               t) == std::vector<std::string>{"", "", ""});
 }
 
 TEST_CASE("this machine loads without PCI discovery and places a device through hwloc", "[numa]") {

@@ -59,7 +59,8 @@ TEST_CASE("both spellings and both value forms are accepted", "[options]") {
 }
 
 TEST_CASE("arguments after the entrypoint are passed through untouched", "[options]") {
-  LaunchOptions o = ParseOk({"--standalone", "train.py", "--nproc_per_node=9", "-m", "--lr", "0.1"});
+  LaunchOptions o =
+      ParseOk({"--standalone", "train.py", "--nproc_per_node=9", "-m", "--lr", "0.1"});
   CHECK(o.standalone);
   CHECK(o.nproc_per_node == "1");
   CHECK(o.entrypoint == "train.py");
@@ -75,9 +76,8 @@ TEST_CASE("entrypoint kinds", "[options]") {
 }
 
 TEST_CASE("PET_* environment variables fill flags that were not given", "[options]") {
-  LaunchOptions o = ParseOk({"x.py"}, {{"PET_NPROC_PER_NODE", "3"},
-                                       {"PET_MAX_RESTARTS", "2"},
-                                       {"PET_STANDALONE", "1"}});
+  LaunchOptions o = ParseOk(
+      {"x.py"}, {{"PET_NPROC_PER_NODE", "3"}, {"PET_MAX_RESTARTS", "2"}, {"PET_STANDALONE", "1"}});
   CHECK(o.nproc_per_node == "3");
   CHECK(o.max_restarts == 2);
   CHECK(o.standalone);
@@ -151,15 +151,20 @@ TEST_CASE("rdzv_conf parses key=value pairs", "[options]") {
 }
 
 TEST_CASE("the shutdown timeout is torchrun 2.x's name for --term_timeout", "[options]") {
-  CHECK(ParseOk({"--shutdown-timeout=2", "x.py"}).agent.term_timeout == std::chrono::milliseconds(2000));
-  CHECK(ParseOk({"--shutdown_timeout", "2.5", "x.py"}).agent.term_timeout == std::chrono::milliseconds(2500));
-  CHECK(ParseOk({"x.py"}, {{"PET_SHUTDOWN_TIMEOUT", "3"}}).agent.term_timeout == std::chrono::milliseconds(3000));
-  CHECK(ParseOk({"x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "4"}}).agent.term_timeout == std::chrono::milliseconds(4000));
+  CHECK(ParseOk({"--shutdown-timeout=2", "x.py"}).agent.term_timeout ==
+        std::chrono::milliseconds(2000));
+  CHECK(ParseOk({"--shutdown_timeout", "2.5", "x.py"}).agent.term_timeout ==
+        std::chrono::milliseconds(2500));
+  CHECK(ParseOk({"x.py"}, {{"PET_SHUTDOWN_TIMEOUT", "3"}}).agent.term_timeout ==
+        std::chrono::milliseconds(3000));
+  CHECK(ParseOk({"x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "4"}}).agent.term_timeout ==
+        std::chrono::milliseconds(4000));
   // The flag above torchrun's variable, as every flag above its variables.
   CHECK(ParseOk({"--shutdown-timeout=5", "x.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "4"}})
             .agent.term_timeout == std::chrono::milliseconds(5000));
   // Both names: they must agree.
-  CHECK(ParseOk({"--shutdown-timeout=6", "--term_timeout=6", "x.py"}).agent.term_timeout == std::chrono::milliseconds(6000));
+  CHECK(ParseOk({"--shutdown-timeout=6", "--term_timeout=6", "x.py"}).agent.term_timeout ==
+        std::chrono::milliseconds(6000));
   CHECK_THAT(ParseError({"--shutdown-timeout=2", "--term_timeout=3", "x.py"}),
              Catch::Contains("--shutdown_timeout='2' and --term_timeout='3' disagree: they are "
                              "one setting"));
@@ -175,8 +180,10 @@ TEST_CASE("torchrun 2.x's newer flags in both spellings and from PET_*", "[optio
   CHECK_FALSE(ParseOk({"x.py"}).virtual_local_rank);
 
   CHECK(ParseOk({"--numa-binding=exclusive", "x.py"}).numa_binding == mxrun::NumaMode::kExclusive);
-  CHECK(ParseOk({"--numa_binding", "core-complex", "x.py"}).numa_binding == mxrun::NumaMode::kCoreComplex);
-  CHECK(ParseOk({"x.py"}, {{"PET_NUMA_BINDING", "socket"}}).numa_binding == mxrun::NumaMode::kSocket);
+  CHECK(ParseOk({"--numa_binding", "core-complex", "x.py"}).numa_binding ==
+        mxrun::NumaMode::kCoreComplex);
+  CHECK(ParseOk({"x.py"}, {{"PET_NUMA_BINDING", "socket"}}).numa_binding ==
+        mxrun::NumaMode::kSocket);
   CHECK(!ParseOk({"--numa-binding=none", "x.py"}).numa_binding);
   CHECK_THAT(ParseError({"--numa-binding=numa", "x.py"}),
              Catch::Contains("--numa_binding='numa' is not valid: unknown mode; accepted: node, "
@@ -187,8 +194,7 @@ TEST_CASE("torchrun 2.x's newer flags in both spellings and from PET_*", "[optio
         prefix);
   CHECK(ParseOk({"x.py"}, {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", prefix}})
             .log_line_prefix_template == prefix);
-  CHECK(ParseOk({"x.py"}, {{"PET_LOG_LINE_PREFIX_TEMPLATE", "p"}}).log_line_prefix_template ==
-        "p");
+  CHECK(ParseOk({"x.py"}, {{"PET_LOG_LINE_PREFIX_TEMPLATE", "p"}}).log_line_prefix_template == "p");
   CHECK(ParseOk({"--log_line_prefix_template=a", "x.py"},
                 {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "b"}})
             .log_line_prefix_template == "a");
@@ -243,15 +249,15 @@ TEST_CASE("the new flags are in --help and --print-config", "[options][torchrun2
   CHECK_THAT(config->help_text, Catch::Contains("numa_binding = \"node\"  # --numa_binding"));
   CHECK_THAT(config->help_text, Catch::Contains("virtual_local_rank = true"));
   CHECK_THAT(config->help_text, Catch::Contains("event_log_handler = \"console\""));
-  CHECK_THAT(config->help_text,
-             Catch::Contains("log_line_prefix_template = \"[${rank}]\"  # "
-                             "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"));
+  CHECK_THAT(config->help_text, Catch::Contains("log_line_prefix_template = \"[${rank}]\"  # "
+                                                "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"));
 }
 
 // torchrun 2.11's get_args_parser, its option names only (torch/distributed/run.py), each with a
 // value torchrun accepts; "" for the flags that take none. A name mxrun refused as unknown would
 // break a launch line written for torchrun.
-TEST_CASE("every flag of torchrun 2.11 is accepted, or refused with a reason", "[options][torchrun2]") {
+TEST_CASE("every flag of torchrun 2.11 is accepted, or refused with a reason",
+          "[options][torchrun2]") {
   const std::vector<std::pair<std::vector<std::string>, std::string>> torchrun_flags = {
       {{"--nnodes"}, "1:2"},
       {{"--nproc-per-node", "--nproc_per_node"}, "2"},
@@ -305,7 +311,8 @@ TEST_CASE("every flag of torchrun 2.11 is accepted, or refused with a reason", "
   CHECK(Parse({"--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "x.py"}).ok());
 }
 
-TEST_CASE("a node rank with a dynamic backend is warned about, as torchrun 2.13 does", "[options]") {
+TEST_CASE("a node rank with a dynamic backend is warned about, as torchrun 2.13 does",
+          "[options]") {
   auto warned = [](std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
     auto result = Parse(std::move(args), std::move(env));
     REQUIRE(result.ok());
@@ -316,8 +323,8 @@ TEST_CASE("a node rank with a dynamic backend is warned about, as torchrun 2.13 
     }
     return std::string();
   };
-  CHECK(warned({"--nnodes=2", "--node_rank=1", "--rdzv_backend=c10d",
-                "--rdzv_endpoint=h:29400", "x.py"}) ==
+  CHECK(warned({"--nnodes=2", "--node_rank=1", "--rdzv_backend=c10d", "--rdzv_endpoint=h:29400",
+                "x.py"}) ==
         "--node_rank=1 with --rdzv_backend=c10d: torchrun uses a node rank only for static "
         "rendezvous and ignores it here; mxrun takes it as a request, granted when that rank is "
         "free in the round");
@@ -326,10 +333,14 @@ TEST_CASE("a node rank with a dynamic backend is warned about, as torchrun 2.13 
              Catch::StartsWith("PET_NODE_RANK=1 with --rdzv_backend=etcd"));
   // Not for static rendezvous, node rank 0, or the rank Slurm gives.
   CHECK(warned({"--nnodes=2", "--node_rank=1", "--master_addr=h", "x.py"}).empty());
-  CHECK(warned({"--nnodes=2", "--node_rank=0", "--rdzv_backend=c10d",
-                "--rdzv_endpoint=h:29400", "x.py"}).empty());
+  CHECK(warned({"--nnodes=2", "--node_rank=0", "--rdzv_backend=c10d", "--rdzv_endpoint=h:29400",
+                "x.py"})
+            .empty());
   CHECK(warned({"--rdzv_backend=c10d", "--rdzv_endpoint=h:29400", "x.py"},
-               {{"SLURM_JOB_ID", "7"}, {"SLURM_NNODES", "2"}, {"SLURM_NODEID", "1"},
-                {"SLURM_JOB_NODELIST", "n[0-1]"}, {"SLURM_NTASKS_PER_NODE", "1"}})
+               {{"SLURM_JOB_ID", "7"},
+                {"SLURM_NNODES", "2"},
+                {"SLURM_NODEID", "1"},
+                {"SLURM_JOB_NODELIST", "n[0-1]"},
+                {"SLURM_NTASKS_PER_NODE", "1"}})
             .empty());
 }

@@ -86,8 +86,12 @@ TEST_CASE("with json the relay writes one whole object per line", "[output]") {
   mxrun::LastLines last(10);
   {
     mxrun::OutputRelay relay(in[0],
-                             {.console_fd = console[1], .node_rank = 2, .global_rank = 9,
-                              .local_rank = 1, .is_stderr = true, .json = true},
+                             {.console_fd = console[1],
+                              .node_rank = 2,
+                              .global_rank = 9,
+                              .local_rank = 1,
+                              .is_stderr = true,
+                              .json = true},
                              &last);
     const std::string data = "say \"hi\"\tnow\nbad \xff byte\n";
     REQUIRE(write(in[1], data.data(), data.size()) == static_cast<ssize_t>(data.size()));
@@ -118,7 +122,7 @@ TEST_CASE("routing follows torchrun's redirects and tee", "[output]") {
   auto out0 = spec.Route(0, mxrun::kStdOut);
   auto out1 = spec.Route(1, mxrun::kStdOut);
   auto err1 = spec.Route(1, mxrun::kStdErr);
-  CHECK(out0.to_console);   // redirected but teed
+  CHECK(out0.to_console);  // redirected but teed
   CHECK(out0.to_file);
   CHECK_FALSE(out1.to_console);  // redirected only
   CHECK(out1.to_file);

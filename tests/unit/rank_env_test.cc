@@ -7,8 +7,8 @@ namespace {
 
 mxrun::WorkerSpec Spec() {
   mxrun::WorkerSpec spec;
-  spec.base_env = {{"PATH", "/usr/bin"}, {"RANK", "7"}, {"MXRUN_RDZV_TOKEN", "secret"},
-                   {"KEEP", "me"}};
+  spec.base_env = {
+      {"PATH", "/usr/bin"}, {"RANK", "7"}, {"MXRUN_RDZV_TOKEN", "secret"}, {"KEEP", "me"}};
   spec.host_name = "node-a";
   spec.role = "trainer";
   return spec;
@@ -61,7 +61,7 @@ TEST_CASE("a round notice says only what differs from the agent's environment", 
   mxrun::RoundNotice notice = mxrun::RankNotice(Spec(), 0, files, Round(), 12.5);
   CHECK(notice.round == 3);
   CHECK(notice.failure_time == 12.5);
-  CHECK(notice.env.at("RANK") == "2");  // the agent's own RANK=7 differs
+  CHECK(notice.env.at("RANK") == "2");   // the agent's own RANK=7 differs
   CHECK(notice.env.count("KEEP") == 0);  // the same as the agent's: not sent
   CHECK(notice.env.count("PATH") == 0);
 }

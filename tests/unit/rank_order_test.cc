@@ -35,9 +35,10 @@ using Hosts = std::vector<std::string>;
 
 TEST_CASE("nodes of one switch get contiguous ranks, the master's switch first", "[rank_order]") {
   // Natural host order would interleave the two switches: node1 node2 node3 node4.
-  const std::vector<std::pair<std::string, std::string>> nodes = {
-      {"node1", "spine/leaf1"}, {"node2", "spine/leaf0"},
-      {"node3", "spine/leaf1"}, {"node4", "spine/leaf0"}};
+  const std::vector<std::pair<std::string, std::string>> nodes = {{"node1", "spine/leaf1"},
+                                                                  {"node2", "spine/leaf0"},
+                                                                  {"node3", "spine/leaf1"},
+                                                                  {"node4", "spine/leaf0"}};
   CHECK(Ordered(nodes) == Hosts{"node2", "node4", "node1", "node3"});
   // node3 hosts the master: its switch first, itself first, so it keeps node rank 0.
   CHECK(Ordered(nodes, "node3") == Hosts{"node3", "node1", "node2", "node4"});
@@ -49,7 +50,7 @@ TEST_CASE("nodes of one switch get contiguous ranks, the master's switch first",
 TEST_CASE("the order is hierarchical: spine, then leaf, then NVLink domain", "[rank_order]") {
   const std::vector<std::pair<std::string, std::string>> nodes = {
       {"a", "s1/l3/nvl:x.0"}, {"b", "s0/l10/nvl:y.0"}, {"c", "s0/l2/nvl:z.0"},
-      {"d", "s1/l3/nvl:w.0"}, {"e", "s0/l2/nvl:z.0"}, {"f", "s1/l3/nvl:x.0"}};
+      {"d", "s1/l3/nvl:w.0"}, {"e", "s0/l2/nvl:z.0"},  {"f", "s1/l3/nvl:x.0"}};
   // s0 before s1; within s0, l2 before l10 (natural); within s1/l3, domains w then x.
   CHECK(Ordered(nodes) == Hosts{"c", "e", "b", "d", "a", "f"});
   // The master on f: s1 first, l3, its domain x, f itself; then the rest in order.
@@ -93,7 +94,8 @@ TEST_CASE("topology files, Slurm's addresses and bad places", "[rank_order]") {
   bad = ParseTopologyFile("n1 a//b\n", "f.txt");
   CHECK_THAT(std::string(bad.status().message()), Catch::Contains("an empty group"));
   CHECK(ValidateTopology("spine0/leaf-3/nvl:0a.1").ok());
-  CHECK_THAT(std::string(ValidateTopology("leaf 3").message()), Catch::Contains("the character ' '"));
+  CHECK_THAT(std::string(ValidateTopology("leaf 3").message()),
+             Catch::Contains("the character ' '"));
   CHECK_THAT(std::string(ValidateTopology(std::string(300, 'a')).message()),
              Catch::Contains("too long"));
   CHECK_FALSE(ValidateTopology("/a").ok());

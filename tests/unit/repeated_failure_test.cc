@@ -39,15 +39,16 @@ TEST_CASE("repeated failures: without an error file, the last output line tells 
   CHECK(failures.signature() == "exit code 2: FileNotFoundError: /data/x");
 }
 
-TEST_CASE("repeated failures: a signal, a hang, another error or nothing to compare is worth a "
-          "requeue",
-          "[repeated_failure]") {
+TEST_CASE(
+    "repeated failures: a signal, a hang, another error or nothing to compare is worth a "
+    "requeue",
+    "[repeated_failure]") {
   WorkerFailure killed = Exit(0, "");
   killed.term_signal = 9;
   WorkerFailure hung = Exit(1, "timeout");
   hung.hang.rule = "heartbeat";
-  for (const WorkerFailure& odd : {killed, hung, Exit(1, "ValueError: other"), Exit(3, "ValueError: x"),
-                                   Exit(1, "", {})}) {
+  for (const WorkerFailure& odd :
+       {killed, hung, Exit(1, "ValueError: other"), Exit(3, "ValueError: x"), Exit(1, "", {})}) {
     RepeatedFailures failures;
     failures.Add(Exit(1, "ValueError: x"));
     failures.Add(odd);

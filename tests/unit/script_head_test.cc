@@ -10,7 +10,9 @@ namespace mxrun {
 namespace {
 
 TEST_CASE("an ELF file or another interpreter's script is not a Python script", "[entrypoint]") {
-  CHECK(NotPythonReason(std::string("\x7f" "ELF\x02\x01\x01", 7)) == "an ELF executable");
+  CHECK(NotPythonReason(std::string("\x7f"
+                                    "ELF\x02\x01\x01",
+                                    7)) == "an ELF executable");
   CHECK(NotPythonReason("#!/bin/bash\necho hi\n") == "a script for /bin/bash (its #! line)");
   CHECK(NotPythonReason("#! /bin/sh -e\n") == "a script for /bin/sh (its #! line)");
   CHECK(NotPythonReason("#!/usr/bin/env bash\n") == "a script for bash (its #! line)");

@@ -2,9 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "launcher/launch_flags/slurm.h"
 #include "launcher/options.h"
 #include "launcher/rendezvous_setup.h"
-#include "launcher/launch_flags/slurm.h"
 #include "tests/unit/parse_launch_args.h"
 
 using mxrun::DetectSlurm;
@@ -24,12 +24,18 @@ std::string HostlistError(const std::string& expression) {
 
 // Recorded from a 2-node sbatch job (sbatch -N2 --gpus-per-node=4), node 1's view.
 std::map<std::string, std::string> RecordedSlurmNode1() {
-  return {{"SLURM_JOB_ID", "48213"},       {"SLURM_JOBID", "48213"},
-          {"SLURM_NNODES", "2"},           {"SLURM_JOB_NUM_NODES", "2"},
-          {"SLURM_NODEID", "1"},           {"SLURM_PROCID", "1"},
-          {"SLURM_JOB_NODELIST", "gpu[07-08]"}, {"SLURM_NODELIST", "gpu[07-08]"},
-          {"SLURM_GPUS_ON_NODE", "4"},     {"SLURM_LOCALID", "0"},
-          {"SLURMD_NODENAME", "gpu08"},    {"SLURM_CLUSTER_NAME", "lab"}};
+  return {{"SLURM_JOB_ID", "48213"},
+          {"SLURM_JOBID", "48213"},
+          {"SLURM_NNODES", "2"},
+          {"SLURM_JOB_NUM_NODES", "2"},
+          {"SLURM_NODEID", "1"},
+          {"SLURM_PROCID", "1"},
+          {"SLURM_JOB_NODELIST", "gpu[07-08]"},
+          {"SLURM_NODELIST", "gpu[07-08]"},
+          {"SLURM_GPUS_ON_NODE", "4"},
+          {"SLURM_LOCALID", "0"},
+          {"SLURMD_NODENAME", "gpu08"},
+          {"SLURM_CLUSTER_NAME", "lab"}};
 }
 
 mxrun::ParseResult Parse(std::vector<std::string> args, std::map<std::string, std::string> env) {
@@ -45,7 +51,8 @@ TEST_CASE("hostlists expand ranges, lists and padding as Slurm does", "[slurm]")
   CHECK(*ExpandHostlist("node1") == Hosts{"node1"});
   CHECK(*ExpandHostlist("login1,gpu[9-11]") == Hosts{"login1", "gpu9", "gpu10", "gpu11"});
   CHECK(*ExpandHostlist("n[098-101]") == Hosts{"n098", "n099", "n100", "n101"});
-  CHECK(*ExpandHostlist("rack[1-2]-n[1-2]") == Hosts{"rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"});
+  CHECK(*ExpandHostlist("rack[1-2]-n[1-2]") ==
+        Hosts{"rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"});
   CHECK(*ExpandHostlist("a[1],b[2-3].dc") == Hosts{"a1", "b2.dc", "b3.dc"});
   CHECK(*ExpandHostlist("gpu[007]") == Hosts{"gpu007"});
 }
@@ -85,7 +92,8 @@ TEST_CASE("a recorded Slurm environment gives nodes, rank, endpoint, id and GPUs
 TEST_CASE("malformed Slurm variables name the variable", "[slurm]") {
   auto env = RecordedSlurmNode1();
   env["SLURM_NNODES"] = "two";
-  CHECK_THAT(std::string(DetectSlurm(env).status().message()), Catch::Contains("SLURM_NNODES='two'"));
+  CHECK_THAT(std::string(DetectSlurm(env).status().message()),
+             Catch::Contains("SLURM_NNODES='two'"));
   env = RecordedSlurmNode1();
   env["SLURM_JOB_NODELIST"] = "gpu[07-08";
   CHECK_THAT(std::string(DetectSlurm(env).status().message()),
@@ -131,9 +139,11 @@ TEST_CASE("flags and PET_* variables win over Slurm, and standalone jobs ignore 
 TEST_CASE("a one-node Slurm allocation keeps mxrun on the single-node path", "[slurm]") {
   // An salloc shell on one node: every mxrun run in it must stay local, not host a master on
   // one port under one shared run id.
-  const std::map<std::string, std::string> env = {
-      {"SLURM_JOB_ID", "48214"}, {"SLURM_NNODES", "1"}, {"SLURM_NODEID", "0"},
-      {"SLURM_JOB_NODELIST", "gpu07"}, {"SLURM_GPUS_ON_NODE", "2"}};
+  const std::map<std::string, std::string> env = {{"SLURM_JOB_ID", "48214"},
+                                                  {"SLURM_NNODES", "1"},
+                                                  {"SLURM_NODEID", "0"},
+                                                  {"SLURM_JOB_NODELIST", "gpu07"},
+                                                  {"SLURM_GPUS_ON_NODE", "2"}};
   auto d = DetectSlurm(env);
   REQUIRE(d.ok());
   REQUIRE(d->has_value());

@@ -42,8 +42,9 @@ TEST_CASE("mxrun status finds the master as the job does: its flags, variables a
   // The job's own configuration file: its launch settings are not status's, and are ignored.
   mxrun::testing::TempDir dir;
   const std::string path = dir.path() + "/job.toml";
-  std::ofstream(path) << "nnodes = \"2:4\"\nrdzv_backend = \"c10d\"\nrdzv_endpoint = \"h:3\"\n"
-                         "rdzv_id = \"job7\"\nentrypoint = \"train\"\nargs = [\"--epochs\", \"1\"]\n";
+  std::ofstream(path)
+      << "nnodes = \"2:4\"\nrdzv_backend = \"c10d\"\nrdzv_endpoint = \"h:3\"\n"
+         "rdzv_id = \"job7\"\nentrypoint = \"train\"\nargs = [\"--epochs\", \"1\"]\n";
   auto from_file = Resolve({"--config", path});
   REQUIRE(from_file.ok());
   CHECK(from_file->flags->endpoint == "h:3");

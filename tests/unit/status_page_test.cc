@@ -5,9 +5,10 @@
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-TEST_CASE("the status page: runs, nodes with their ranks, late nodes marked, the timeline, "
-          "everything escaped, nothing external",
-          "[status_page]") {
+TEST_CASE(
+    "the status page: runs, nodes with their ranks, late nodes marked, the timeline, "
+    "everything escaped, nothing external",
+    "[status_page]") {
   const auto now = std::chrono::steady_clock::time_point{} + seconds(100);
   mxrun::RunSnapshot run;
   run.run_id = "job<1>";
@@ -39,10 +40,12 @@ TEST_CASE("the status page: runs, nodes with their ranks, late nodes marked, the
     }
     run.members.push_back(m);
   }
-  run.history = {{now - seconds(60), "round", "round 0 formed: 2 nodes, world size 4"},
-                 {now - seconds(20), "failure", "worker rank 3 on node-b failed (Signal 9 (SIGKILL))"},
-                 {now - seconds(19), "round", "round 1 formed: 2 nodes, world size 4"}};
-  run.restarts = {mxrun::RestartPhases{1, "rank 3 failed: <signal>", false, 0.25, 1.5, 0.0625, -1, 2}};
+  run.history = {
+      {now - seconds(60), "round", "round 0 formed: 2 nodes, world size 4"},
+      {now - seconds(20), "failure", "worker rank 3 on node-b failed (Signal 9 (SIGKILL))"},
+      {now - seconds(19), "round", "round 1 formed: 2 nodes, world size 4"}};
+  run.restarts = {
+      mxrun::RestartPhases{1, "rank 3 failed: <signal>", false, 0.25, 1.5, 0.0625, -1, 2}};
   const std::string page = mxrun::RenderStatusPage({run}, now);
   INFO(page);
   // Each restart phase by phase, the slowest node's; unknown phases shown as such.
@@ -56,8 +59,9 @@ TEST_CASE("the status page: runs, nodes with their ranks, late nodes marked, the
   CHECK_THAT(page, Catch::Contains("<tr class=\"late\"><td>1</td><td>node-b</td><td>10.0.0.2</td>"
                                    "<td>2-3</td>"));
   // Ranks with their step rates and report ages; the straggler marked.
-  CHECK_THAT(page, Catch::Contains("<tr><td>0</td><td>node-a</td><td>0</td><td>120</td>"
-                                   "<td>0.125 s</td><td>8.00</td><td>0.3 s ago</td><td></td></tr>"));
+  CHECK_THAT(page,
+             Catch::Contains("<tr><td>0</td><td>node-a</td><td>0</td><td>120</td>"
+                             "<td>0.125 s</td><td>8.00</td><td>0.3 s ago</td><td></td></tr>"));
   CHECK_THAT(page, Catch::Contains("<tr class=\"straggler\"><td>3</td><td>node-b</td><td>1</td>"
                                    "<td>121</td><td>0.500 s</td><td>2.00</td><td>0.3 s ago</td>"
                                    "<td>straggler</td></tr>"));

@@ -48,9 +48,10 @@ TEST_CASE("the store's metrics: requests by operation, clients, waiters, keys, b
   CHECK(Has(page, "mxrun_store_open{run_id=\"job7\"} 2"));
 }
 
-TEST_CASE("the store's families follow the agent's, before OpenMetrics' one # EOF, and none before a "
-          "round",
-          "[store][metrics]") {
+TEST_CASE(
+    "the store's families follow the agent's, before OpenMetrics' one # EOF, and none before a "
+    "round",
+    "[store][metrics]") {
   auto host = [](ExpositionFormat format) {
     return format == ExpositionFormat::kOpenMetrics ? std::string("agent 1\n# EOF\n")
                                                     : std::string("agent 1\n");

@@ -24,7 +24,9 @@ std::string I64(std::int64_t value) {
   std::memcpy(out.data(), &value, 8);
   return out;
 }
-std::string Bytes(const std::string& value) { return I64(static_cast<std::int64_t>(value.size())) + value; }
+std::string Bytes(const std::string& value) {
+  return I64(static_cast<std::int64_t>(value.size())) + value;
+}
 const std::string kStop(1, '\0');      // STOP_WAITING
 const std::string kCanceled(1, '\1');  // WAIT_CANCELED
 
@@ -60,8 +62,8 @@ struct Scenario {
   }
 };
 
-StoreRequest Op(StoreOp op, std::vector<std::string> keys = {}, std::vector<std::string> values = {},
-                std::int64_t number = 0) {
+StoreRequest Op(StoreOp op, std::vector<std::string> keys = {},
+                std::vector<std::string> values = {}, std::int64_t number = 0) {
   StoreRequest request;
   request.op = op;
   request.keys = std::move(keys);
@@ -188,7 +190,7 @@ TEST_CASE("CANCEL_WAIT ends a wait: WAIT_CANCELED, and no STOP_WAITING after it"
   CHECK(s.Reply(2, Op(StoreOp::kCancelWait)) == kCanceled);
   CHECK(s.Apply(1, Op(StoreOp::kSet, {"/late"}, {"1"})).empty());  // nobody to wake
   CHECK(s.Reply(2, Op(StoreOp::kCancelWait)) == kCanceled);        // answered with none pending
-  CHECK(s.Reply(2, Op(StoreOp::kGet, {"/late"})) == Bytes("1"));  // and it works on
+  CHECK(s.Reply(2, Op(StoreOp::kGet, {"/late"})) == Bytes("1"));   // and it works on
 }
 
 TEST_CASE("a client has one wait at a time: a second request while it waits breaks the protocol",
@@ -196,7 +198,8 @@ TEST_CASE("a client has one wait at a time: a second request while it waits brea
   Scenario s;
   s.Connect(1);
   s.Apply(1, Op(StoreOp::kWait, {"/a"}));
-  CHECK(s.Refused(1, Op(StoreOp::kWait, {"/b"})).message() == "WAIT while its previous wait is pending");
+  CHECK(s.Refused(1, Op(StoreOp::kWait, {"/b"})).message() ==
+        "WAIT while its previous wait is pending");
   CHECK(s.Refused(1, Op(StoreOp::kSet, {"/b"}, {""})).message() == "SET while its wait is pending");
 }
 
@@ -306,6 +309,7 @@ TEST_CASE("a MULTI_GET that names one large value many times is refused, not ans
   s.Apply(1, Op(StoreOp::kSet, {"/big"}, {std::string(100'000, 'x')}));
   CHECK(s.Reply(1, Op(StoreOp::kMultiGet, std::vector<std::string>(10, "/big"))).size() ==
         10 * (8 + 100'000));
-  const absl::Status refused = s.Refused(1, Op(StoreOp::kMultiGet, std::vector<std::string>(11, "/big")));
+  const absl::Status refused =
+      s.Refused(1, Op(StoreOp::kMultiGet, std::vector<std::string>(11, "/big")));
   CHECK(refused.message() == "MULTI_GET of 11 keys would answer 1100088 bytes (at most 1048576)");
 }

@@ -69,7 +69,8 @@ TEST_CASE("the store decodes every operation's fields in the client's order", "[
   CHECK(decoded.request.keys == std::vector<std::string>{"/x", "/y"});
 
   // MULTI_SET: op 11, count, key/value pairs.
-  decoded = DecodeStoreRequest("\x0b" + U64(2) + Str("/1") + Str("one") + Str("/2") + Str("two"), {});
+  decoded =
+      DecodeStoreRequest("\x0b" + U64(2) + Str("/1") + Str("one") + Str("/2") + Str("two"), {});
   REQUIRE(decoded.kind == StoreDecoded::Kind::kRequest);
   CHECK(decoded.request.keys == std::vector<std::string>{"/1", "/2"});
   CHECK(decoded.request.values == std::vector<std::string>{"one", "two"});
@@ -93,17 +94,42 @@ TEST_CASE("every operation's encoding decodes to the same request", "[store]") {
     StoreRequest request;
     request.op = static_cast<StoreOp>(op);
     switch (request.op) {
-      case StoreOp::kValidate: case StoreOp::kPing: request.word = 77; break;
-      case StoreOp::kSet: case StoreOp::kAppend: case StoreOp::kQueuePush:
-        request.keys = {"/k"}; request.values = {std::string("v\0v", 3)}; break;
-      case StoreOp::kCompareSet: request.keys = {"/k"}; request.values = {"e", "d"}; break;
-      case StoreOp::kGet: case StoreOp::kDeleteKey: case StoreOp::kQueuePop:
-      case StoreOp::kQueueLen: request.keys = {"/k"}; break;
-      case StoreOp::kAdd: case StoreOp::kBarrier: request.keys = {"/k"}; request.number = -9; break;
-      case StoreOp::kCheck: case StoreOp::kWait: case StoreOp::kMultiGet:
-        request.keys = {"/a", "/b", ""}; break;
-      case StoreOp::kMultiSet: request.keys = {"/a", "/b"}; request.values = {"1", ""}; break;
-      default: break;
+      case StoreOp::kValidate:
+      case StoreOp::kPing:
+        request.word = 77;
+        break;
+      case StoreOp::kSet:
+      case StoreOp::kAppend:
+      case StoreOp::kQueuePush:
+        request.keys = {"/k"};
+        request.values = {std::string("v\0v", 3)};
+        break;
+      case StoreOp::kCompareSet:
+        request.keys = {"/k"};
+        request.values = {"e", "d"};
+        break;
+      case StoreOp::kGet:
+      case StoreOp::kDeleteKey:
+      case StoreOp::kQueuePop:
+      case StoreOp::kQueueLen:
+        request.keys = {"/k"};
+        break;
+      case StoreOp::kAdd:
+      case StoreOp::kBarrier:
+        request.keys = {"/k"};
+        request.number = -9;
+        break;
+      case StoreOp::kCheck:
+      case StoreOp::kWait:
+      case StoreOp::kMultiGet:
+        request.keys = {"/a", "/b", ""};
+        break;
+      case StoreOp::kMultiSet:
+        request.keys = {"/a", "/b"};
+        request.values = {"1", ""};
+        break;
+      default:
+        break;
     }
     const std::string bytes = EncodeStoreRequest(request);
     const StoreDecoded decoded = DecodeStoreRequest(bytes, {});
@@ -117,9 +143,10 @@ TEST_CASE("every operation's encoding decodes to the same request", "[store]") {
   }
 }
 
-TEST_CASE("a request split anywhere is incomplete until its last byte, and run-together requests "
-          "decode one at a time",
-          "[store]") {
+TEST_CASE(
+    "a request split anywhere is incomplete until its last byte, and run-together requests "
+    "decode one at a time",
+    "[store]") {
   const std::string set = "\x01" + Str("/key") + Str("a value of some length");
   const std::string get = "\x03" + Str("/key");
   for (std::size_t cut = 0; cut < set.size(); ++cut) {

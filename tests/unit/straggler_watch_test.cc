@@ -33,21 +33,22 @@ TEST_CASE("stragglers: named after the set number of slow steps, against the oth
   CHECK(watch.Stragglers().empty());
 }
 
-TEST_CASE("stragglers: a fast step breaks the run, a report of several steps counts for all, "
-          "two ranks suffice",
-          "[straggler]") {
+TEST_CASE(
+    "stragglers: a fast step breaks the run, a report of several steps counts for all, "
+    "two ranks suffice",
+    "[straggler]") {
   StragglerWatch watch({1.5, 10});
   watch.Report(0, 1, 0.1);
-  CHECK_FALSE(watch.Report(1, 4, 0.5).has_value());    // 1 slow step (the first report)
-  CHECK_FALSE(watch.Report(1, 8, 0.1).has_value());    // fast again: the run starts over
-  CHECK_FALSE(watch.Report(1, 12, 0.5).has_value());   // 4 slow steps
-  CHECK_FALSE(watch.Report(1, 14, -1).has_value());    // no time: not judged
-  auto news = watch.Report(1, 20, 0.5);                // 6 more: 10 (14 -> 20)
+  CHECK_FALSE(watch.Report(1, 4, 0.5).has_value());   // 1 slow step (the first report)
+  CHECK_FALSE(watch.Report(1, 8, 0.1).has_value());   // fast again: the run starts over
+  CHECK_FALSE(watch.Report(1, 12, 0.5).has_value());  // 4 slow steps
+  CHECK_FALSE(watch.Report(1, 14, -1).has_value());   // no time: not judged
+  auto news = watch.Report(1, 20, 0.5);               // 6 more: 10 (14 -> 20)
   REQUIRE(news.has_value());
   CHECK(news->steps == 10);
   watch.Reset();
   CHECK(watch.Stragglers().empty());
-  CHECK_FALSE(watch.Report(1, 21, 9.0).has_value());   // alone after a reset: nobody to compare
+  CHECK_FALSE(watch.Report(1, 21, 9.0).has_value());  // alone after a reset: nobody to compare
 }
 
 TEST_CASE("stragglers: Record and Judge name the same ranks as Report, judging all at once",
@@ -95,9 +96,10 @@ TEST_CASE("stragglers: the median leaves out the judged rank, whatever ties ther
   CHECK(news[1].others_median == Approx(0.1));
 }
 
-TEST_CASE("stragglers: under synchronous data parallel the ranks' own work names the slow one, "
-          "never compared with a step time",
-          "[straggler]") {
+TEST_CASE(
+    "stragglers: under synchronous data parallel the ranks' own work names the slow one, "
+    "never compared with a step time",
+    "[straggler]") {
   StragglerWatch watch({1.5, 5});
   std::vector<mxrun::StragglerNews> said;
   for (long long step = 1; step <= 8; ++step) {
@@ -131,5 +133,5 @@ TEST_CASE("stragglers: under synchronous data parallel the ranks' own work names
   }
   CHECK_FALSE(switching.Report(1, 3, 0.3, 0.2).has_value());  // 1 slow step of own work
   CHECK_FALSE(switching.Report(1, 4, 0.3, 0.2).has_value());
-  CHECK(switching.Report(1, 5, 0.3, 0.2).has_value());        // the third
+  CHECK(switching.Report(1, 5, 0.3, 0.2).has_value());  // the third
 }

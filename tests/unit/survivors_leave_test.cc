@@ -9,12 +9,14 @@ namespace {
 void Ignore(int) {}
 }  // namespace
 
-TEST_CASE("survivors: a worker that handles the stop signal is told apart from one that the "
-          "signal ends at once",
-          "[survivors]") {
+TEST_CASE(
+    "survivors: a worker that handles the stop signal is told apart from one that the "
+    "signal ends at once",
+    "[survivors]") {
   mxrun::WorkerProcess me(1);
   me.pid = getpid();
-  struct sigaction handled {}, before{};
+  struct sigaction handled {
+  }, before{};
   handled.sa_handler = Ignore;
   REQUIRE(sigaction(SIGUSR2, &handled, &before) == 0);
   CHECK(mxrun::HandlesSignal(me, SIGUSR2));

@@ -11,8 +11,7 @@
 using namespace std::chrono_literals;
 using mxrun::TimerQueue;
 
-TEST_CASE("timers run in the order they are due, once each, when their time has come",
-          "[timers]") {
+TEST_CASE("timers run in the order they are due, once each, when their time has come", "[timers]") {
   TimerQueue timers;
   const TimerQueue::Time t0{};
   std::vector<std::string> ran;
@@ -49,7 +48,7 @@ TEST_CASE("a timer cancelled, also by another timer's callback, does not run", "
   timers.At(t0 + 10ms, [&] { timers.Cancel(second); });
   const TimerQueue::Id repeating = timers.Every(t0 + 5ms, 5ms, [&] { ++ran; });
   timers.Cancel(repeating);
-  timers.Cancel(12345);  // unknown: ignored
+  timers.Cancel(12345);                  // unknown: ignored
   CHECK(timers.RunDue(t0 + 50ms) == 1);  // only the one that cancelled the other
   CHECK(ran == 0);
   CHECK_FALSE(timers.Next().has_value());

@@ -46,9 +46,10 @@ TEST_CASE("gRPC's handshake failures in plain words", "[tls]") {
              Catch::Contains("presented no certificate"));
 }
 
-TEST_CASE("the master's TLS files: cert, key, cacert with c10d, master_* with etcd, where "
-          "cert, key, cacert are etcd's",
-          "[tls]") {
+TEST_CASE(
+    "the master's TLS files: cert, key, cacert with c10d, master_* with etcd, where "
+    "cert, key, cacert are etcd's",
+    "[tls]") {
   mxrun::testing::TempDir dir;
   const std::string cert = dir.path() + "/c.pem", key = dir.path() + "/k.pem";
   std::ofstream(cert) << "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
@@ -71,8 +72,8 @@ TEST_CASE("the master's TLS files: cert, key, cacert with c10d, master_* with et
   CHECK(etcd->etcd.tls);
   CHECK(etcd->etcd.cert == cert);
 
-  auto both = settings("etcd", "master_cert=" + cert + ",master_key=" + key +
-                                   ",master_cacert=" + cert);
+  auto both =
+      settings("etcd", "master_cert=" + cert + ",master_key=" + key + ",master_cacert=" + cert);
   REQUIRE(both.ok());
   CHECK(both->tls.key == key);
   CHECK_FALSE(both->etcd.tls);

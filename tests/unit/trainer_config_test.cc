@@ -32,10 +32,29 @@ std::string ParseError(std::vector<std::string> args) {
 }  // namespace
 
 TEST_CASE("the seed configuration's flags parse in both spellings", "[trainer_options]") {
-  auto parsed = Parse({"--model", "resnet50", "--num_classes", "10", "--batch-size", "128",
-                       "--epochs", "100", "--lr", "0.1", "--momentum", "0.9", "--weight_decay",
-                       "1e-4", "--backend", "gloo", "--grad_accum", "4", "--milestones", "30,60",
-                       "--no_decay_bn_bias", "--schedule", "step"});
+  auto parsed = Parse({"--model",
+                       "resnet50",
+                       "--num_classes",
+                       "10",
+                       "--batch-size",
+                       "128",
+                       "--epochs",
+                       "100",
+                       "--lr",
+                       "0.1",
+                       "--momentum",
+                       "0.9",
+                       "--weight_decay",
+                       "1e-4",
+                       "--backend",
+                       "gloo",
+                       "--grad_accum",
+                       "4",
+                       "--milestones",
+                       "30,60",
+                       "--no_decay_bn_bias",
+                       "--schedule",
+                       "step"});
   REQUIRE(parsed.options);
   const TrainerOptions& o = *parsed.options;
   CHECK(o.model == "resnet50");

@@ -2,14 +2,13 @@
 // sharding and the background batch loader.
 #include <catch2/catch.hpp>
 
-
 #include <algorithm>
-#include <atomic>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -27,7 +26,8 @@ namespace {
 using mxrun::testing::TempDir;
 
 // Writes `records` CIFAR records: label i % 10, every pixel byte of record i equal to i % 256.
-void WriteCifarFile(const std::string& path, int records, int extra_bytes = 0, int bad_label_at = -1) {
+void WriteCifarFile(const std::string& path, int records, int extra_bytes = 0,
+                    int bad_label_at = -1) {
   std::ofstream out(path, std::ios::binary);
   for (int i = 0; i < records; ++i) {
     const char label = static_cast<char>(i == bad_label_at ? 11 : i % 10);

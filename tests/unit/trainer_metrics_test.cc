@@ -87,8 +87,12 @@ TEST_CASE("TFRecord framing round-trips and refuses damaged or truncated records
 }
 
 TEST_CASE("metrics records become TensorBoard scalars under fixed tags", "[tensorboard]") {
-  const auto step = ScalarsOfRecord({{"event", "step"}, {"step", 7}, {"loss", 1.5},
-                                     {"accuracy", 0.25}, {"lr", 0.1}, {"images_per_sec", 900},
+  const auto step = ScalarsOfRecord({{"event", "step"},
+                                     {"step", 7},
+                                     {"loss", 1.5},
+                                     {"accuracy", 0.25},
+                                     {"lr", 0.1},
+                                     {"images_per_sec", 900},
                                      {"world_size", 2}});
   REQUIRE(step.size() == 4);
   CHECK(step[0].tag == "loss/train");
@@ -99,8 +103,8 @@ TEST_CASE("metrics records become TensorBoard scalars under fixed tags", "[tenso
   const auto no_eval = ScalarsOfRecord(
       {{"event", "epoch"}, {"train_loss", 1.0}, {"train_accuracy", 0.5}, {"images_per_sec", 10}});
   CHECK(no_eval.size() == 3);
-  const auto eval = ScalarsOfRecord({{"event", "epoch"}, {"train_loss", 1.0},
-                                     {"test_loss", 2.0}, {"test_accuracy", 0.75}});
+  const auto eval = ScalarsOfRecord(
+      {{"event", "epoch"}, {"train_loss", 1.0}, {"test_loss", 2.0}, {"test_accuracy", 0.75}});
   REQUIRE(eval.size() == 3);
   CHECK(eval[1].tag == "loss/test");
   CHECK(eval[2].tag == "accuracy/test");
@@ -128,8 +132,8 @@ TEST_CASE("the TensorBoard writer's file decodes back to the version record and 
     writer.Write(3, 1700000003.0, {{"loss/train", 2.0f}});
   }
   CHECK(FilesIn(dir) == std::vector<std::string>{path});
-  CHECK(std::filesystem::path(path).filename().string().rfind(
-            "events.out.tfevents.1700000000.", 0) == 0);
+  CHECK(std::filesystem::path(path).filename().string().rfind("events.out.tfevents.1700000000.",
+                                                              0) == 0);
   const auto events = ReadEvents(path);
   REQUIRE(events.size() == 3);
   CHECK(events[0].file_version() == "brain.Event:2");

@@ -13,9 +13,7 @@ using mxrun::testing::TempDir;
 
 namespace {
 
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 }  // namespace
 

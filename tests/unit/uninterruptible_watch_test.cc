@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "agent/process/proc_stat.h"
 #include "agent/hang/uninterruptible_watch.h"
+#include "agent/process/proc_stat.h"
 
 using namespace std::chrono_literals;
 using mxrun::ParseUninterruptibleTimeout;
@@ -27,8 +27,8 @@ class Scenario {
     for (absl::string_view item : absl::StrSplit(observations, ' ', absl::SkipEmpty())) {
       std::vector<std::string> parts = absl::StrSplit(item, ':');
       REQUIRE(parts.size() == 3);
-      pass.push_back({std::stoi(parts[0]), std::stoi(parts[1]),
-                      parts[2] == "?" ? '\0' : parts[2][0]});
+      pass.push_back(
+          {std::stoi(parts[0]), std::stoi(parts[1]), parts[2] == "?" ? '\0' : parts[2][0]});
     }
     Lines lines;
     UninterruptibleWatch::Verdicts verdicts = watch.Observe(pass, now);
@@ -73,14 +73,12 @@ TEST_CASE("D state: a worker in D for the timeout is stuck once and named with i
   CHECK(s.Pass("0:100:S 1:101:D") == Lines{});
 }
 
-TEST_CASE("D state: exactly the timeout is enough as in torchrun",
-          "[unit][hang][dstate]") {
+TEST_CASE("D state: exactly the timeout is enough as in torchrun", "[unit][hang][dstate]") {
   Scenario s(1500ms);
   CHECK(s.Pass("0:7:D") == Lines{"entered: local 0 pid 7"});
   s.now += 1500ms;
-  CHECK(s.Pass("0:7:D") ==
-        Lines{"stuck: local 0 pid 7: in D state for 1.5 s, at least "
-              "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT=1.5 s"});
+  CHECK(s.Pass("0:7:D") == Lines{"stuck: local 0 pid 7: in D state for 1.5 s, at least "
+                                 "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT=1.5 s"});
 }
 
 TEST_CASE("D state: leaving D forgets the time and entering again starts it anew",
@@ -106,9 +104,8 @@ TEST_CASE("D state: an unreadable state keeps the bookkeeping and an ended worke
   // Rank 0's stat could not be read (torchrun: None, nothing changes); rank 1 is gone.
   CHECK(s.Pass("0:100:?") == Lines{});
   s.now += 400ms;
-  CHECK(s.Pass("0:100:D") ==
-        Lines{"stuck: local 0 pid 100: in D state for 1.0 s, at least "
-              "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT=1 s"});
+  CHECK(s.Pass("0:100:D") == Lines{"stuck: local 0 pid 100: in D state for 1.0 s, at least "
+                                   "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT=1 s"});
   // Rank 1 again, as a new process (a restart): its time starts from now.
   CHECK(s.Pass("1:201:D") == Lines{"entered: local 1 pid 201"});
   s.now += 999ms;
@@ -192,8 +189,7 @@ TEST_CASE("D state: polled every tenth of the timeout within 100 ms to 1 s",
   CHECK(mxrun::UninterruptiblePollPeriod(1ms) == 100ms);
 }
 
-TEST_CASE("a kernel stack from /proc/PID/stack is read as function names",
-          "[unit][hang][dstate]") {
+TEST_CASE("a kernel stack from /proc/PID/stack is read as function names", "[unit][hang][dstate]") {
   CHECK(mxrun::ParseKernelStack("[<0>] kernel_clone+0x1d3/0x400\n"
                                 "[<0>] __do_sys_vfork+0x66/0x90\n"
                                 "[<ffffffffa1b2c3d4>] do_syscall_64+0x71/0x290\n"

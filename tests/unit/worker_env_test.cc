@@ -49,13 +49,13 @@ TEST_CASE("a broken contract names the variable and its value", "[worker_env]") 
     return std::string("no error");
   };
   CHECK_THAT(message({{"RANK", "0"}}), Catch::Contains("RANK and WORLD_SIZE"));
-  CHECK_THAT(message({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"},
-                      {"MASTER_PORT", "1"}}),
-             Catch::Contains("RANK='2'"));
+  CHECK_THAT(
+      message({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}),
+      Catch::Contains("RANK='2'"));
   CHECK_THAT(message({{"RANK", "0"}, {"WORLD_SIZE", "two"}}), Catch::Contains("WORLD_SIZE='two'"));
   CHECK_THAT(message({{"RANK", "0"}, {"WORLD_SIZE", "2"}}),
              Catch::Contains("needs MASTER_ADDR and MASTER_PORT"));
-  CHECK_THAT(message({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"},
-                      {"MASTER_PORT", "70000"}}),
-             Catch::Contains("MASTER_PORT='70000'"));
+  CHECK_THAT(
+      message({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}),
+      Catch::Contains("MASTER_PORT='70000'"));
 }

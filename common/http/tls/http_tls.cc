@@ -84,8 +84,8 @@ absl::StatusOr<std::shared_ptr<TlsAcceptor>> MakeTlsAcceptor(const TlsFiles& fil
   if (absl::Status checked = CheckTlsFiles(files, who); !checked.ok()) return checked;
   SSL_CTX* context = SSL_CTX_new(TLS_server_method());
   if (context == nullptr) {
-    return absl::InternalError(absl::StrCat(who, ": cannot create a TLS context: ",
-                                            OpenSslError()));
+    return absl::InternalError(
+        absl::StrCat(who, ": cannot create a TLS context: ", OpenSslError()));
   }
   auto acceptor = std::make_shared<OpenSslAcceptor>(context);  // frees the context from here
   SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION);
@@ -93,8 +93,8 @@ absl::StatusOr<std::shared_ptr<TlsAcceptor>> MakeTlsAcceptor(const TlsFiles& fil
       SSL_CTX_use_PrivateKey_file(context, files.key.c_str(), SSL_FILETYPE_PEM) != 1 ||
       SSL_CTX_check_private_key(context) != 1) {
     return absl::InvalidArgumentError(absl::StrCat(who, ": cannot use certificate '", files.cert,
-                                                   "' with key '", files.key, "': ",
-                                                   OpenSslError()));
+                                                   "' with key '", files.key,
+                                                   "': ", OpenSslError()));
   }
   if (SSL_CTX_load_verify_locations(context, files.cacert.c_str(), nullptr) != 1) {
     return absl::InvalidArgumentError(
