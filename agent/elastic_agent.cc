@@ -255,7 +255,11 @@ std::optional<int> ElasticAgent::OnRendezvousEvent(const RendezvousEvent& event)
         ReclaimGpuMemory();
         workers_ = std::make_unique<NodeWorkers>(
             config_.worker, *loop_, guardian_, event.round, failure_time_,
-            [this](int local_rank) { hangs_->RankStarted(local_rank); });
+            NodeWorkers::AgentSide{[this](int local_rank) { hangs_->RankStarted(local_rank); },
+                                   [this](WorkerGroup::ProgressReport r) {
+                                     OnProgress(r.local_rank, r.global_rank, std::move(r.message));
+                                   },
+                                   [this] { return phase_ == Phase::kRunning; }});
       }
       failure_time_ = 0;
       stopped_for_next_round_.clear();
@@ -407,6 +411,7 @@ int ElasticAgent::Run() {
     return rendezvous_.GatherFlightRecords(own, expected, budget, meanwhile);
   };
   hangs_ = std::make_unique<HangMonitor>(config_.hang, *loop_, std::move(config_.timer_pipe));
+  const TurnHooks::Hook check_group = loop_->AfterEachTurn([this] { CheckGroup(); });
   Tell([this](AgentObserver& o) { o.Started(*loop_); });
   // Events are buffered here as they arrive, also while a group is being stopped (a nested loop).
   loop_->Watch(rendezvous_.EventFd(), [this] {
@@ -428,15 +433,7 @@ int ElasticAgent::Run() {
       rendezvous_.Leave();
       return Exit(health_.exit_code(), "the node became unhealthy");
     }
-    hangs_->Check();  // a hung worker fails the group, which CheckGroup then reports
-    CheckGroup();
-    if (workers_ != nullptr) {
-      // Progress reaches the agent as the loop's events do: taken here, at each turn.
-      for (WorkerGroup::ProgressReport& report : workers_->TakeProgress()) {
-        OnProgress(report.local_rank, report.global_rank, std::move(report.message));
-      }
-      if (phase_ == Phase::kRunning) workers_->AfterTurn();
-    }
+    loop_->EndTurn();  // the hang checks, then CheckGroup, then the workers' progress and standbys
     if (!pending_.empty()) {
       RendezvousEvent event = std::move(pending_.front());
       pending_.pop_front();

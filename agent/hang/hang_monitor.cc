@@ -61,7 +61,8 @@ HangMonitor::HangMonitor(HangMonitorConfig config, EventLoop& loop,
       pipe_(std::move(pipe)),
       timer_(loop),
       dwell_(config_.uninterruptible_timeout),
-      culprit_wait_(PeerCulpritGrace(config_.settings.heartbeat_timeout)) {
+      culprit_wait_(PeerCulpritGrace(config_.settings.heartbeat_timeout)),
+      after_turn_(loop.AfterEachTurn([this] { Check(); })) {
   if (pipe_ == nullptr) return;
   loop_.Watch(pipe_->fd(), [this] {
     pipe_->OnReadable([this](const absl::StatusOr<FileTimerRequest>& request,

@@ -40,6 +40,7 @@
 #include "agent/hang/uninterruptible_watch.h"
 #include "agent/process/event_loop.h"
 #include "agent/process/scoped_timer.h"
+#include "agent/process/turn_hooks.h"
 #include "agent/workers/worker_group.h"
 
 namespace mxrun {
@@ -79,10 +80,11 @@ class HangMonitor {
   // `automatic`: counted by the mxrun module, not reported by the script
   // (HangWatch::HeartbeatSeen).
   void ProgressSeen(int local_rank, bool automatic = false);
-  // Observes the workers (exits, heartbeats) and acts on the verdicts due now. Call at every turn
-  // of the agent's loop (worker exits are seen there); it may take a few seconds when it collects
-  // diagnostics. It also runs on a timer of its own on the loop, set for when it next has
-  // something to do (a deadline, a poll), so the loop wakes for it by itself.
+  // Observes the workers (exits, heartbeats) and acts on the verdicts due now. It runs after every
+  // turn of the agent's loop (the monitor adds it to the loop's turn hooks: worker exits are seen
+  // there), and on a timer of its own, set for when it next has something to do (a deadline, a
+  // poll), so the loop wakes for it by itself. It may take a few seconds when it collects
+  // diagnostics.
   void Check();
   // Another node (`requester`) judged a hang in `round`: every running worker's flight recorder,
   // taken into a hang folder here, as the set to send it (flight_records.h).
@@ -139,6 +141,7 @@ class HangMonitor {
   PeerCulpritWait culprit_wait_;
   HangWatch::Time last_state_poll_{};
   int bad_lines_logged_ = 0;
+  TurnHooks::Hook after_turn_;  // Check, after each turn of the agent's loop
 };
 
 }  // namespace mxrun

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/process/timer_queue.h"
+#include "agent/process/turn_hooks.h"
 
 namespace mxrun {
 
@@ -50,6 +51,14 @@ class EventLoop {
   }
   void Cancel(TimerId id) { timers_.Cancel(id); }
 
+  // `callback` after each turn of the agent's loop (turn_hooks.h), until the returned handle is
+  // destroyed. EndTurn runs them, and only the agent's outermost loop calls it: RunOnce never
+  // does, so a nested wait never re-enters a hook.
+  [[nodiscard]] TurnHooks::Hook AfterEachTurn(Callback callback) {
+    return turn_hooks_.Add(std::move(callback));
+  }
+  void EndTurn() { turn_hooks_.RunAll(); }
+
   // Waits for events until one batch has been handled, a timer was due, or `deadline` passed
   // (nullopt: no deadline but the timers'); then runs the timers that are due.
   void RunOnce(std::optional<Deadline> deadline);
@@ -64,6 +73,7 @@ class EventLoop {
   std::map<int, Callback> callbacks_;
   std::vector<int> child_fds_;  // WatchChild's pidfds still open
   TimerQueue timers_;
+  TurnHooks turn_hooks_;
 };
 
 }  // namespace mxrun

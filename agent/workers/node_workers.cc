@@ -5,12 +5,21 @@
 namespace mxrun {
 
 NodeWorkers::NodeWorkers(const WorkerSpec& spec, EventLoop& loop, DeathGuardian& guardian,
-                         const RoundAssignment& round, double failure_time,
-                         std::function<void(int local_rank)> late_start)
-    : group_(spec, loop, guardian), restart_(group_, loop, guardian) {
-  restart_.OnLateStart(std::move(late_start));
+                         const RoundAssignment& round, double failure_time, AgentSide agent)
+    : agent_(std::move(agent)),
+      group_(spec, loop, guardian),
+      restart_(group_, loop, guardian),
+      after_turn_(loop.AfterEachTurn([this] { AfterTurn(); })) {
+  restart_.OnLateStart(agent_.late_start);
   group_.Start(round, failure_time);
   restart_.RoundBegan(round);
+}
+
+void NodeWorkers::AfterTurn() {
+  for (WorkerGroup::ProgressReport& report : group_.TakeProgress()) {
+    agent_.progress(std::move(report));
+  }
+  if (agent_.round_runs()) restart_.MaybeStartStandbys();
 }
 
 bool NodeWorkers::OnChildExit(pid_t pid, int wait_status) {

@@ -15,6 +15,7 @@
 
 #include "agent/process/death_guardian.h"
 #include "agent/process/event_loop.h"
+#include "agent/process/turn_hooks.h"
 #include "agent/workers/in_process_restart.h"
 #include "agent/workers/worker_group.h"
 
@@ -22,11 +23,20 @@ namespace mxrun {
 
 class NodeWorkers {
  public:
-  // Starts `round`'s workers, and the standbys with them. `late_start` gets the local rank of a
-  // rank that waited for a standby, once it has its process (for the hang monitor).
+  // What the workers tell the agent. `late_start`: the local rank of a rank that waited for a
+  // standby, once it has its process (for the hang monitor). After each turn of the agent's loop
+  // (the workers add themselves to its turn hooks): `progress` gets each progress report taken
+  // from the group, then the standbys due are started and a rank that waits for one is handed on,
+  // while `round_runs` says the round is running.
+  struct AgentSide {
+    std::function<void(int local_rank)> late_start;
+    std::function<void(WorkerGroup::ProgressReport report)> progress;
+    std::function<bool()> round_runs;
+  };
+
+  // Starts `round`'s workers, and the standbys with them.
   NodeWorkers(const WorkerSpec& spec, EventLoop& loop, DeathGuardian& guardian,
-              const RoundAssignment& round, double failure_time,
-              std::function<void(int local_rank)> late_start);
+              const RoundAssignment& round, double failure_time, AgentSide agent);
   NodeWorkers(const NodeWorkers&) = delete;
   NodeWorkers& operator=(const NodeWorkers&) = delete;
 
@@ -35,7 +45,6 @@ class NodeWorkers {
   WorkerGroup::State state() const { return group_.state(); }
   const std::optional<WorkerFailure>& first_failure() const { return group_.first_failure(); }
   std::vector<WorkerGroup::WorkerStatus> Workers() const { return group_.Workers(); }
-  std::vector<WorkerGroup::ProgressReport> TakeProgress() { return group_.TakeProgress(); }
   void MarkHung(int local_rank, const WorkerHang& hang) { group_.MarkHung(local_rank, hang); }
   void Escalate() { group_.Escalate(); }
 
@@ -43,9 +52,6 @@ class NodeWorkers {
   bool OnChildExit(pid_t pid, int wait_status);
   // Passes `signo` on to the running workers and the standbys; returns how many workers got it.
   int SignalRunning(int signo);
-  // At each turn of the agent's loop while the group runs: standbys due are started, a rank that
-  // waits for one is handed on.
-  void AfterTurn() { restart_.MaybeStartStandbys(); }
 
   // After a failure: reads every worker's state (a stopped one is not kept), then whether the
   // next round can be taken in-process, by kept workers or --prestart's interpreters.
@@ -63,8 +69,12 @@ class NodeWorkers {
   void Finish() { group_.Finish(); }
 
  private:
+  void AfterTurn();  // AgentSide's progress and standbys
+
+  AgentSide agent_;
   WorkerGroup group_;
-  InProcessRestart restart_;  // declared after the group: destroyed first
+  InProcessRestart restart_;    // declared after the group: destroyed first
+  TurnHooks::Hook after_turn_;  // declared last: out of the loop before the rest goes
 };
 
 }  // namespace mxrun
