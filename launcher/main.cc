@@ -1,18 +1,15 @@
 // mxrun: the launcher's entry point. Parses and validates the command line, resolves what to run,
 // prepares the node (subreaper, guardian, log folders) and hands over to the elastic agent.
 
-#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/elastic_agent.h"
 #include "agent/node/gpu_devices.h"
@@ -21,7 +18,7 @@
 #include "common/env_contract.h"
 #include "common/files.h"
 #include "common/strings.h"
-#include "common/visible_devices.h"
+#include "launcher/agent_setup.h"
 #include "launcher/completion.h"
 #include "launcher/entrypoint.h"
 #include "launcher/hang_setup.h"
@@ -32,7 +29,6 @@
 #include "launcher/options.h"
 #include "launcher/prestart.h"
 #include "launcher/rendezvous_setup.h"
-#include "launcher/slurm_kill_wait.h"
 #if MXRUN_NETWORK_BUILD
 #include "launcher/network/metrics_setup_network.h"
 #include "launcher/network/status_command.h"
@@ -62,12 +58,6 @@ int ExecSibling(const char* name, char** argv) {
 }
 #endif
 
-std::string HostName() {
-  char name[HOST_NAME_MAX + 1] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
-  return name;
-}
-
 // A random run id in the shape of Python's uuid4, as torchrun --standalone uses.
 std::string RandomRunId() {
   unsigned char b[16] = {};
@@ -84,27 +74,6 @@ std::string RandomRunId() {
 void LogNotes(const ParseResult& parsed) {
   for (const std::string& notice : parsed.notices) spdlog::info("{}", notice);
   for (const std::string& warning : parsed.warnings) spdlog::warn("{}", warning);
-}
-
-// Under Slurm a cancelled step gets SIGKILL KillWait seconds after SIGTERM: the workers' grace
-// must end before (slurm_kill_wait.h).
-void FitGraceToKillWait(const EnvMap& env, AgentConfig& config) {
-  absl::StatusOr<std::chrono::milliseconds> kill_wait =
-      QuerySlurmKillWait(env, std::chrono::seconds(2));
-  if (!kill_wait.ok()) {
-    spdlog::info(
-        "Slurm's KillWait is unknown ({}): workers get the default {} s after SIGTERM; "
-        "--term_timeout sets it",
-        std::string(kill_wait.status().message()), config.settings.term_timeout.count() / 1000.0);
-    return;
-  }
-  const std::chrono::milliseconds grace = GraceWithinKillWait(*kill_wait);
-  if (grace >= config.settings.term_timeout) return;
-  config.settings.term_timeout = grace;
-  spdlog::info(
-      "Slurm's KillWait is {} s: workers get {} s after SIGTERM before SIGKILL, so that "
-      "mxrun ends before Slurm kills it (--term_timeout sets it)",
-      kill_wait->count() / 1000.0, grace.count() / 1000.0);
 }
 
 int Main(int argc, char** argv) {
@@ -149,39 +118,10 @@ int Main(int argc, char** argv) {
   sigprocmask(SIG_BLOCK, &blocked, nullptr);
   const std::string run_id = RunsStandalone(options) ? RandomRunId() : options.rdzv_id;
 
-  AgentConfig config;
-  config.settings = options.agent;
-  config.entrypoint_name = command->display_name;
-  if (options.grace_fits_kill_wait) FitGraceToKillWait(env, config);
-  config.notifier = ServiceNotifier::FromEnv(env, static_cast<long>(::getpid()));
-  config.events.handler = options.event_log_handler;
-  config.events.run_id = run_id;
-  config.events.role = options.role;
-  config.events.rdzv_backend =
-      RunsStandalone(options) ? "c10d" : options.rdzv_backend;  // as torchrun
-  config.events.entry_point = command->executable;
-  config.worker.json_logs = options.json_logs;
+  absl::StatusOr<AgentConfig> composed = ComposeAgentConfig(options, env, *command, *nproc, run_id);
+  if (!composed.ok()) return UsageError(composed.status().message());
+  AgentConfig config = std::move(*composed);
   WorkerSpec& worker = config.worker;
-  worker.executable = command->executable;
-  worker.argv = command->argv;
-  worker.base_env = env;
-  // torchrun puts its --signals_to_handle into its own environment, which workers inherit.
-  worker.base_env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = options.signals_to_handle_text;
-  worker.role = options.role;
-  worker.host_name = HostName();
-  worker.logs = options.logs;
-  worker.line_prefix_template = options.log_line_prefix_template;
-  worker.virtual_local_rank = options.virtual_local_rank;
-  if (options.virtual_local_rank) {
-    if (!DeviceOfLocalRank(env, *nproc - 1)) {
-      return UsageError(absl::StrCat("--virtual_local_rank: CUDA_VISIBLE_DEVICES='",
-                                     env.at("CUDA_VISIBLE_DEVICES"), "' lists ",
-                                     SplitVisibleDevices(env.at("CUDA_VISIBLE_DEVICES")).size(),
-                                     " device(s) for ", *nproc,
-                                     " workers; accepted: one entry per worker, or "
-                                     "CUDA_VISIBLE_DEVICES unset (worker N gets device N)"));
-    }
-  }
 
   absl::StatusOr<std::string> scratch = SetUpScratch(options, env, run_id, worker);
   if (!scratch.ok()) return UsageError(scratch.status().message());
@@ -191,7 +131,6 @@ int Main(int argc, char** argv) {
 
   if (options.numa_binding) worker.numa = PlanBinding(*options.numa_binding, env, *nproc);
 
-  worker.standby_workers = options.standby_workers;  // warm standbys (standby_flags.cc)
   if (options.prestart) {
     if (absl::Status prestart = ConfigurePrestart(*command, *nproc, worker); !prestart.ok()) {
       return UsageError(prestart.message());
@@ -238,15 +177,6 @@ int Main(int argc, char** argv) {
   if (rdzv->master) spdlog::info("hosting the rendezvous master on {}", rdzv->master_address);
   if (options.nnodes.max > 1) spdlog::info("{}", rdzv->description);
   config.rendezvous_description = rdzv->description;
-  // The GPUs this node's workers drive (CUDA_VISIBLE_DEVICES' entries, or their local ranks):
-  // asked through NVML before a respawn, and nothing is waited for where NVML is absent.
-  for (int rank = 0; rank < *nproc; ++rank) {
-    if (std::optional<std::string> entry = DeviceOfLocalRank(env, rank)) {
-      config.gpu_entries.push_back(*entry);
-    }
-  }
-  config.settings.health.gpu_entries = config.gpu_entries;
-  config.settings.health.gpu_entries_are_local_ranks = !env.contains("CUDA_VISIBLE_DEVICES");
   MetricsServing serving;
 #if MXRUN_NETWORK_BUILD
   absl::StatusOr<MetricsServing> networked = NetworkMetricsServing(options, *settings, *rdzv);
