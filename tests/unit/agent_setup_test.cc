@@ -66,7 +66,7 @@ TEST_CASE("without CUDA_VISIBLE_DEVICES the workers' GPUs are their local ranks"
   CHECK(config->settings.health.gpu_entries_are_local_ranks);
 }
 
-TEST_CASE("--virtual_local_rank with fewer visible devices than workers is a usage error",
+TEST_CASE("a --virtual_local_rank with fewer visible devices than workers is a usage error",
           "[agent_setup]") {
   const mxrun::LaunchOptions options =
       ParseOk({"--nproc_per_node=2", "--virtual_local_rank", "train.py"});
