@@ -7,7 +7,8 @@
 #                      benchmarks and the demo use, and what the trainer is built against.
 #   cuda  .venv-cuda/  PyTorch 2.14 (CUDA 13 build, ~5.5 GB) with its NCCL: what
 #                      scripts/gpu/build-trainer-cuda.sh builds the CUDA trainer against in CI.
-#   wheel .venv-wheel/ auditwheel: scripts/build-wheel.sh asks it for the wheel's platform tag.
+#   wheel .venv-wheel/ auditwheel: scripts/build-wheel.sh asks it for the wheel's platform tag;
+#                      build: scripts/check-pip-install.sh makes the sdist with it.
 #   torch215 .venv-torch215/  PyTorch 2.15 (PyPI's CUDA 13 build, ~4 GB with its runtime wheels),
 #                      the current release: scripts/check-store-clients.sh runs its TCPStore
 #                      clients against mxrun's workers' store.
@@ -40,6 +41,7 @@ WHEEL_REQUIREMENTS=(
   auditwheel==6.8.2        # `auditwheel show`: the manylinux tag the wheel's binaries allow
   pyelftools==0.33         # auditwheel's ELF reader
   packaging==26.4
+  build==1.6.1             # `python -m build --sdist` (scripts/check-pip-install.sh)
 )
 
 kind="${1:-cpu}"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: installs dependencies, builds, runs every test with ctest, then builds the
-# wheel and tests it as a user installs it (scripts/check-wheel.sh), then runs PyTorch 2.15's
+# wheel and tests it as a user installs it (scripts/check-wheel.sh), then `pip install .`, the
+# sdist and a wheel built from it (scripts/check-pip-install.sh), then runs PyTorch 2.15's
 # TCPStore clients against mxrun's workers' store (scripts/check-store-clients.sh), then builds the CUDA trainer
 # against PyTorch 2.14 (CUDA 13) and checks it on the CPU (scripts/gpu/check-cuda-trainer.sh;
 # MXRUN_SKIP_CUDA_TRAINER=1 skips it in a quick developer loop, CI never does), then every
@@ -31,6 +32,7 @@ rm -f "$build/Testing/Temporary/LastTestsFailed.log" "$root/build-asan/Testing/T
 timed ctest "$(dirname "$cmake")/ctest" --test-dir "$build" --output-on-failure --timeout 600 -j "$ctest_jobs" \
   "${exclude[@]}" || status=$?
 timed check-wheel "$root/scripts/check-wheel.sh" || status=1
+timed check-pip-install "$root/scripts/check-pip-install.sh" || status=1
 timed check-store-clients "$root/scripts/check-store-clients.sh" || status=1
 if [[ "${MXRUN_SKIP_CUDA_TRAINER:-0}" != 1 || "${CI:-}" == true ]]; then
   timed check-cuda-trainer "$root/scripts/gpu/check-cuda-trainer.sh" || status=1

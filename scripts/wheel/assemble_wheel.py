@@ -7,7 +7,9 @@
                        mxrun-auto-progress.pth beside it (python/) to site-packages: each
                        interpreter's start under mxrun hooks the optimizers (_auto_progress.py),
                        and entry_points.txt beside it to the dist-info: Lightning's callback
-                       registry loads mxrun's progress callback from it (_framework_progress.py)
+                       registry loads mxrun's progress callback from it (_framework_progress.py;
+                       pyproject.toml declares the same for pip's build, checked equal by
+                       scripts/check-pip-install.sh)
   PREFIX_DIR/bin/*     the programs: go to the environment's bin/ (the wheel's .data/scripts)
   PREFIX_DIR/lib/mxrun the libraries they load: go to <prefix>/lib/mxrun (.data/data), which the
                        programs' RPATH ($ORIGIN/../lib/mxrun) finds wherever pip installs them
@@ -15,26 +17,29 @@
 
 The wheel is py3-none-PLATFORM_TAG (its programs do not depend on the Python version), not pure
 (Root-Is-Purelib: false), with a RECORD of sha256 hashes, written deterministically (sorted
-entries, SOURCE_DATE_EPOCH or 1980 as every file's time). Prints the wheel's path.
+entries, SOURCE_DATE_EPOCH or 1980 as every file's time). Prints the wheel's path. Its summary,
+description, Python floor and classifiers come from pyproject.toml, as those of the wheel that pip
+builds from a checkout through scikit-build-core. That build links the machine's own gRPC,
+Protobuf and Abseil; this wheel carries them (scripts/vendor-libs.sh) for machines without, which
+the backend does not do.
 """
 import base64
 import hashlib
 import os
 import sys
 import time
+import tomllib
 import zipfile
 
-SUMMARY = "A torchrun-compatible launcher for distributed PyTorch, and its worker module"
-DESCRIPTION = """\
-mxrun launches PyTorch distributed jobs as torchrun does (the same flags and worker environment)
-from a C++ agent: one node or many (rendezvous over gRPC with a master, etcd for high
-availability), Slurm, systemd; hang detection, health checks, Prometheus metrics, in-process
-restart. The `mxrun` Python module lets a training script report its progress in one call per
-step: `mxrun.step_done(step)`, a no-op under any other launcher.
 
-    pip install mxrun
-    mxrun --standalone --nproc_per_node=4 train.py     # or: python -m mxrun ...
-"""
+def project_metadata(root):
+    """The [project] table of pyproject.toml, the one place for the metadata of both wheels (the
+    one pip builds through scikit-build-core and this one), and the description it names."""
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    with open(os.path.join(root, project["readme"]), encoding="utf-8") as f:
+        project["long_description"] = f.read()
+    return project
 
 
 def digest(data):
@@ -68,13 +73,12 @@ def main():
             entries.append((f"{target}/{f}", open(path, "rb").read(), executable))
     if not any(p.startswith(f"{data}/scripts/mxrun") for p, _, _ in entries):
         sys.exit("assemble_wheel: no mxrun program in PREFIX_DIR/bin")
+    project = project_metadata(os.path.dirname(os.path.dirname(package_dir.rstrip("/"))))
     metadata = "\n".join([
-        "Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", f"Summary: {SUMMARY}",
-        "Requires-Python: >=3.8", "Platform: Linux",
-        "Classifier: Operating System :: POSIX :: Linux",
-        "Classifier: Programming Language :: C++",
-        "Classifier: Topic :: Scientific/Engineering :: Artificial Intelligence",
-        "Description-Content-Type: text/markdown", "", DESCRIPTION])
+        "Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
+        f"Summary: {project['description']}", f"Requires-Python: {project['requires-python']}",
+        "Platform: Linux", *(f"Classifier: {c}" for c in project["classifiers"]),
+        "Description-Content-Type: text/markdown", "", project["long_description"]])
     wheel = "\n".join(["Wheel-Version: 1.0", "Generator: mxrun (scripts/wheel/assemble_wheel.py)",
                        "Root-Is-Purelib: false", f"Tag: {tag}", ""])
     entry_points = os.path.join(os.path.dirname(package_dir.rstrip("/")), "entry_points.txt")

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# mxrun built the way Python's packaging tools build it (pyproject.toml, scikit-build-core; issue
+# 58), checked as a user gets it (scripts/test.sh runs this in CI):
+#
+#   scripts/check-pip-install.sh
+#
+# 1. `pip install .` from the checkout, into a fresh virtual environment that holds only PyTorch
+#    2.13 (CPU): the three programs on its PATH, the module with its auto-progress .pth, and
+#    entry points equal to python/entry_points.txt (the tests' and the hand-assembled wheel's);
+#    then what a user runs from it (scripts/wheel/check-installed.sh: a one-node DDP job, the
+#    module's progress, a two-node job through its mxrun-master with a token, `mxrun status`);
+# 2. `python -m build --sdist` makes the sdist: the sources, none of the checkout's build folders
+#    or environments;
+# 3. `pip wheel` builds a py3-none wheel from the unpacked sdist, which installs in place of the
+#    first and runs a one-node job.
+# The builds use Debian's CMake and a build folder inside the source tree, with ccache's paths
+# relative to it, so that the sdist's build hits the checkout's cache entries. Prints
+# "check-pip-install: N passed, N failed".
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+passed=0
+failed=0
+ok() { echo "check-pip-install: ok: $*"; passed=$((passed + 1)); }
+bad() { echo "check-pip-install: FAILED: $*"; failed=$((failed + 1)); }
+ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
+
+"$root/scripts/install-deps.sh" >&2
+wheel_venv=$("$root/scripts/python-env.sh" wheel)
+work=$(mktemp -d "${TMPDIR:-/tmp}/mxrun-check-pip.XXXXXX")
+trap 'rm -rf -- "$work"' EXIT
+version=$(/usr/bin/python3 -c "exec(open('$root/python/mxrun/_version.py').read()); print(__version__)")
+# Debian's CMake (lib.sh: a pip-installed CMake 4 may come first on PATH), all cores.
+export CMAKE_EXECUTABLE="$cmake" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)"
+pip_quiet=(-q --disable-pip-version-check)
+
+# 1. pip install . into a fresh environment with PyTorch alone.
+/usr/bin/python3 -m venv "$work/venv"
+torch_pin=$(grep -oE '^  torch==[0-9.]+' "$root/scripts/python-env.sh" | head -1 | tr -d ' ')
+"$work/venv/bin/python3" -m pip install "${pip_quiet[@]}" "$torch_pin" >"$work/pip-torch.log" 2>&1 ||
+  { tail -20 "$work/pip-torch.log"; echo "check-pip-install: pip install $torch_pin failed"; exit 1; }
+t0=$(date +%s%N)
+if ! CCACHE_BASEDIR="$root" "$work/venv/bin/python3" -m pip install "${pip_quiet[@]}" \
+     --config-settings=build-dir=build-pip "$root" >"$work/pip-install.log" 2>&1; then
+  tail -30 "$work/pip-install.log"
+  echo "check-pip-install: pip install . failed (the whole log above)"
+  exit 1
+fi
+ok "pip install . into a fresh venv with $torch_pin: built and installed in $(ms_since "$t0") ms"
+for program in mxrun mxrun-multinode mxrun-master; do
+  if out=$("$work/venv/bin/$program" --version 2>&1) && [[ "$out" == *"$version"* ]]; then
+    ok "$program is installed in the venv's bin/ and says $version"
+  else
+    bad "$program in the venv's bin/: $out"
+  fi
+done
+site=$("$work/venv/bin/python3" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+if out=$("$work/venv/bin/python3" -c 'import mxrun; print(mxrun.__version__, mxrun.__file__)' 2>&1) &&
+   [[ "$out" == "$version $site/mxrun/__init__.py" ]]; then
+  ok "the mxrun module $version is installed in the venv's site-packages"
+else
+  bad "the mxrun module: $out"
+fi
+if cmp -s "$root/python/mxrun-auto-progress.pth" "$site/mxrun-auto-progress.pth"; then
+  ok "mxrun-auto-progress.pth is installed beside the module"
+else
+  bad "mxrun-auto-progress.pth is missing from $site"
+fi
+# The entry points pip installed (from pyproject.toml) are those of python/entry_points.txt.
+if out=$("$work/venv/bin/python3" - "$root/python/entry_points.txt" <<'PY' 2>&1
+import configparser, sys
+from importlib.metadata import distribution
+def points(text):
+    parser = configparser.ConfigParser(delimiters=("=",))
+    parser.optionxform = str
+    parser.read_string(text)
+    return {(g, n, v) for g in parser.sections() for n, v in parser[g].items()}
+installed = points(distribution("mxrun").read_text("entry_points.txt"))
+wanted = points(open(sys.argv[1]).read())
+print("same" if installed == wanted else f"installed {sorted(installed)}, python/entry_points.txt {sorted(wanted)}")
+PY
+) && [[ "$out" == same ]]; then
+  ok "the installed entry points are python/entry_points.txt's"
+else
+  bad "entry points: $out"
+fi
+while IFS= read -r line; do
+  case "$line" in
+    ok:*) ok "${line#ok: }" ;;
+    bad:*) bad "${line#bad: }" ;;
+  esac
+done < <(bash "$root/scripts/wheel/check-installed.sh" "$work/venv" "$root" "$work" 2>&1)
+
+# 2. The sdist.
+t0=$(date +%s%N)
+if ! "$wheel_venv/bin/python3" -m build --sdist --outdir "$work/dist" "$root" >"$work/sdist.log" 2>&1; then
+  tail -20 "$work/sdist.log"
+  echo "check-pip-install: python -m build --sdist failed"
+  exit 1
+fi
+sdist="$work/dist/mxrun-$version.tar.gz"
+listing=$(tar -tzf "$sdist" | sed "s|^mxrun-$version/||")
+missing=""
+for file in pyproject.toml CMakeLists.txt python/mxrun/__init__.py python/mxrun-auto-progress.pth \
+            python/README.md launcher/main.cc proto/mxrun.proto; do
+  grep -qxF "$file" <<<"$listing" || missing+=" $file"
+done
+stray=$(grep -E '^(build[^/]*|\.venv[^/]*|dist|Testing)/' <<<"$listing" | head -3 || true)
+if [[ -z "$missing" && -z "$stray" ]]; then
+  ok "python -m build --sdist: $(du -h "$sdist" | cut -f1), $(wc -l <<<"$listing") files, no build folder or environment, in $(ms_since "$t0") ms"
+else
+  bad "the sdist lacks:${missing:- nothing}; holds: ${stray:-nothing stray}"
+fi
+
+# 3. A wheel from the unpacked sdist, installed in place of the first build.
+mkdir -p "$work/src"
+tar -xzf "$sdist" -C "$work/src"
+t0=$(date +%s%N)
+if CCACHE_BASEDIR="$work/src/mxrun-$version" "$work/venv/bin/python3" -m pip wheel "${pip_quiet[@]}" \
+     --no-deps --config-settings=build-dir=build-pip --wheel-dir "$work/wheels" \
+     "$work/src/mxrun-$version" >"$work/pip-wheel.log" 2>&1; then
+  wheel=$(ls "$work"/wheels/mxrun-*.whl)
+  if [[ "$(basename "$wheel")" == "mxrun-$version-py3-none-linux_x86_64.whl" ]]; then
+    ok "pip wheel from the sdist: $(basename "$wheel") ($(du -h "$wheel" | cut -f1)) in $(ms_since "$t0") ms"
+  else
+    bad "pip wheel from the sdist made $(basename "$wheel"), not a py3-none-linux_x86_64 wheel"
+  fi
+  "$work/venv/bin/python3" -m pip install "${pip_quiet[@]}" --force-reinstall --no-deps "$wheel" \
+    >"$work/pip-install-wheel.log" 2>&1 || bad "installing the sdist's wheel: $(tail -5 "$work/pip-install-wheel.log")"
+  if out=$(PATH="$work/venv/bin:/usr/bin:/bin" timeout 120 mxrun --standalone --nproc_per_node=2 \
+             "$root/scripts/examples/ddp_allreduce.py" 2>&1); then
+    ok "the sdist's build runs a one-node PyTorch DDP job"
+  else
+    bad "the sdist's build, one-node job: $(echo "$out" | tail -5)"
+  fi
+else
+  tail -30 "$work/pip-wheel.log"
+  bad "pip wheel from the unpacked sdist failed (its log above)"
+fi
+
+echo "check-pip-install: $passed passed, $failed failed"
+[[ $failed == 0 ]]
