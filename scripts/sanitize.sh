@@ -5,8 +5,9 @@
 #                                 scripts/build-tsan-deps.sh when present, and scripts/tsan.supp
 # The trainer's LibTorch half is left out (LibTorch itself is not instrumented) and so are the
 # gpu-labelled tests. The unit and integration programs take ~11 minutes to build on 2 cores from
-# a cold compiler cache (clang; GCC took ~35); their tests about as long as the plain ones. Extra arguments go to ctest (e.g. -L unit). MXRUN_SANITIZE_TARGETS (space-separated)
-# builds only those targets, and then leaves out the script-run cases, which need what such a
+# a cold compiler cache (clang; GCC took ~35); their tests about as long as the plain ones. Extra
+# arguments go to ctest (e.g. -L unit). MXRUN_SANITIZE_TARGETS (space-separated) builds only those
+# targets, and then leaves out the script-run cases, which need what such a
 # build lacks: scripts/test.sh (ASan + UBSan, in CI) and scripts/tsan-nightly.sh (TSan) build and
 # run the unit tests and the launcher's integration tests (mxrun_integration_tests) this way.
 set -euo pipefail
