@@ -7,18 +7,17 @@
 #   cmake   Debian's CMake 3.25 ($CMAKE to override): a pip-installed CMake 4 may come first on PATH
 #           and refuses config files that ask for CMake < 3.5
 #   venv    the project's Python environment (scripts/python-env.sh): $venv/bin/python3, torchrun
-#   ctest_jobs  how many tests ctest runs at once: $MXRUN_CTEST_JOBS, default the core count (most
-#           cases wait on processes, timeouts and sockets more than they compute: at -j2 on 2 cores
-#           the CPUs were idle 29% of the time, and -j3 ran 665 of 665 in 894 s here against
-#           1049-1057 s; CI's first run at -j3, on 2 cores, failed two cases, for causes since
-#           mended that -j2 only made rarer: the default stays at the core count until -j3 has a
-#           record of its own)
+#   ctest_jobs  how many tests ctest runs at once: $MXRUN_CTEST_JOBS, default one and a half per
+#           core (most cases wait on processes, timeouts and sockets more than they compute: at
+#           -j2 on 2 cores the CPUs were idle 30% of the time; -j3 ran 665 of 665 in 894 s against
+#           1049-1057 s at -j2, and -j4 679 of 679 in 973 s with the CPUs 87% busy. CI's first run
+#           at -j3 failed two cases, for causes since mended)
 # and defines have_nvidia_gpu.
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="${MXRUN_BUILD_DIR:-$root/build}"
 cmake="${CMAKE:-$(command -v /usr/bin/cmake || command -v cmake)}"
 venv="${MXRUN_VENV:-$root/.venv}"
-ctest_jobs="${MXRUN_CTEST_JOBS:-$(nproc)}"
+ctest_jobs="${MXRUN_CTEST_JOBS:-$(($(nproc) * 3 / 2))}"
 [[ "$ctest_jobs" =~ ^[1-9][0-9]*$ ]] ||
   { echo "MXRUN_CTEST_JOBS must be a positive count of tests run at once, not '$ctest_jobs'" >&2; exit 2; }
 # ccache hits across checkouts (a fresh clone, CI's): paths relative to the checkout, and the

@@ -61,7 +61,7 @@ if [ -n "${MXRUN_SANITIZE_TARGETS:-}" ]; then
   partial=(-E "^(Catch test case names carry|the mxrun Python module: |systemd units pass|launch-node.sh and)")
 fi
 cd "$dir"
-jobs="${MXRUN_CTEST_JOBS:-$(nproc)}"
+jobs="${MXRUN_CTEST_JOBS:-$(($(nproc) * 3 / 2))}"  # one and a half per core, as scripts/lib.sh
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] ||
   { echo "sanitize.sh: MXRUN_CTEST_JOBS must be a positive count of tests run at once, not '$jobs'" >&2; exit 2; }
 ctest --output-on-failure --timeout 900 -j "$jobs" -LE gpu "${partial[@]}" "$@"

@@ -129,7 +129,7 @@ TEST_CASE(
 TEST_CASE(
     "Lightning, the Trainer and Accelerate, unchanged: the rank whose own work is slow is "
     "named a straggler",
-    "[integration][straggler][frameworks]") {
+    "[integration][straggler][frameworks][python_side]") {
   for (const std::string job : {"lightning_job.py", "hf_trainer_job.py", "accelerate_job.py"}) {
     INFO(job);
     const ProcessResult result = RunOneNode(job);

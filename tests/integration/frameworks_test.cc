@@ -117,7 +117,7 @@ void CheckHangCaught(const FrameworkRun& run) {
 TEST_CASE(
     "Lightning, unchanged: mxrun's goodput counts the steps redone after a restart from "
     "last.ckpt, from the trainer's global step",
-    "[integration][frameworks]") {
+    "[integration][frameworks][python_side]") {
   const FrameworkRun run = RunKilled("lightning_job.py");
   CHECK_THAT(run.result.err, Catch::Contains("Adding 1 callbacks from entry point "
                                              "'mxrun_progress': MxrunProgress"));
@@ -127,21 +127,21 @@ TEST_CASE(
 TEST_CASE(
     "the Hugging Face Trainer, unchanged: mxrun's goodput counts the steps redone after a "
     "restart from its checkpoint, from state.global_step",
-    "[integration][frameworks]") {
+    "[integration][frameworks][python_side]") {
   CheckGoodputAgainstTheLog(RunKilled("hf_trainer_job.py"));
 }
 
 TEST_CASE(
     "Accelerate, unchanged: mxrun's goodput counts the steps redone after load_state, from "
     "the optimizer's own step",
-    "[integration][frameworks]") {
+    "[integration][frameworks][python_side]") {
   CheckGoodputAgainstTheLog(RunKilled("accelerate_job.py"));
 }
 
 TEST_CASE(
     "a framework job that stops stepping, unchanged: mxrun judges it hung from the "
     "framework's own progress and restarts it (Lightning, the Trainer, Accelerate)",
-    "[integration][frameworks][hang]") {
+    "[integration][frameworks][hang][python_side]") {
   for (const std::string job : {"lightning_job.py", "hf_trainer_job.py", "accelerate_job.py"}) {
     INFO(job);
     CheckHangCaught(RunHung(job));

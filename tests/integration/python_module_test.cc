@@ -105,7 +105,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a script that calls mxrun.step_done runs unchanged under torchrun",
-          "[integration][python_module]") {
+          "[integration][python_module][python_side]") {
   std::map<std::string, std::string> env = PythonWorkerEnv();
   env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1";
   ProcessResult r =

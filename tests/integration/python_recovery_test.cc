@@ -341,7 +341,7 @@ TEST_CASE(
 }
 
 TEST_CASE("the script that uses mxrun.run runs unchanged under torchrun, to the same parameters",
-          "[integration][python_recovery]") {
+          "[integration][python_recovery][python_side]") {
   std::map<std::string, std::string> env = PythonWorkerEnv();
   env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1";
   std::vector<std::string> argv{TORCHRUN_BIN, "--standalone", "--nproc_per_node=2", kScript};
