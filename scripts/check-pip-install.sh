@@ -31,8 +31,10 @@ wheel_venv=$("$root/scripts/python-env.sh" wheel)
 work=$(mktemp -d "${TMPDIR:-/tmp}/mxrun-check-pip.XXXXXX")
 trap 'rm -rf -- "$work"' EXIT
 version=$(/usr/bin/python3 -c "exec(open('$root/python/mxrun/_version.py').read()); print(__version__)")
-# Debian's CMake (lib.sh: a pip-installed CMake 4 may come first on PATH), all cores.
-export CMAKE_EXECUTABLE="$cmake" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)"
+# Debian's CMake (lib.sh: a pip-installed CMake 4 may come first on PATH), all cores, and the
+# compilers scripts/build.sh's CMake finds: under pip it found /usr/bin/x86_64-linux-gnu-g++, the
+# same GCC by another name, which ccache hashes apart, so nothing hit the checkout's build.
+export CMAKE_EXECUTABLE="$cmake" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" CC=/usr/bin/cc CXX=/usr/bin/c++
 pip_quiet=(-q --disable-pip-version-check)
 
 # 1. pip install . into a fresh environment with PyTorch alone.
