@@ -34,7 +34,8 @@ version=$(/usr/bin/python3 -c "exec(open('$root/python/mxrun/_version.py').read(
 # Debian's CMake (lib.sh: a pip-installed CMake 4 may come first on PATH), all cores, and the
 # compilers scripts/build.sh's CMake finds: under pip it found /usr/bin/x86_64-linux-gnu-g++, the
 # same GCC by another name, which ccache hashes apart, so nothing hit the checkout's build.
-export CMAKE_EXECUTABLE="$cmake" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" CC=/usr/bin/cc CXX=/usr/bin/c++
+export CMAKE_EXECUTABLE="$cmake" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)"
+export CC=/usr/bin/cc CXX=/usr/bin/c++
 pip_quiet=(-q --disable-pip-version-check)
 
 # 1. pip install . into a fresh environment with PyTorch alone.
