@@ -19,11 +19,9 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-
-passed=0
-failed=0
-ok() { echo "check-pip-install: ok: $*"; passed=$((passed + 1)); }
-bad() { echo "check-pip-install: FAILED: $*"; failed=$((failed + 1)); }
+check_name=check-pip-install
+# shellcheck source-path=SCRIPTDIR source=wheel/checks.sh
+source "$root/scripts/wheel/checks.sh"
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 
 "$root/scripts/install-deps.sh" >&2
@@ -39,10 +37,7 @@ export CC=/usr/bin/cc CXX=/usr/bin/c++
 pip_quiet=(-q --disable-pip-version-check)
 
 # 1. pip install . into a fresh environment with PyTorch alone.
-/usr/bin/python3 -m venv "$work/venv"
-torch_pin=$(grep -oE '^  torch==[0-9.]+' "$root/scripts/python-env.sh" | head -1 | tr -d ' ')
-"$work/venv/bin/python3" -m pip install "${pip_quiet[@]}" "$torch_pin" >"$work/pip-torch.log" 2>&1 ||
-  { tail -20 "$work/pip-torch.log"; echo "check-pip-install: pip install $torch_pin failed"; exit 1; }
+fresh_torch_venv "$work/venv"
 t0=$(date +%s%N)
 if ! CCACHE_BASEDIR="$root" "$work/venv/bin/python3" -m pip install "${pip_quiet[@]}" \
      --config-settings=build-dir=build-pip "$root" >"$work/pip-install.log" 2>&1; then
@@ -51,6 +46,13 @@ if ! CCACHE_BASEDIR="$root" "$work/venv/bin/python3" -m pip install "${pip_quiet
   exit 1
 fi
 ok "pip install . into a fresh venv with $torch_pin: built and installed in $(ms_since "$t0") ms"
+# Stripped as a wheel's programs are: scikit-build-core strips only Release builds by default, and
+# this one is RelWithDebInfo (pyproject.toml's install.strip).
+if readelf -S "$work/venv/bin/mxrun" | grep -q '\.debug_info'; then
+  bad "the installed mxrun carries debug info (pyproject.toml: install.strip)"
+else
+  ok "the installed mxrun carries no debug info ($(du -h "$work/venv/bin/mxrun" | cut -f1))"
+fi
 for program in mxrun mxrun-multinode mxrun-master; do
   if out=$("$work/venv/bin/$program" --version 2>&1) && [[ "$out" == *"$version"* ]]; then
     ok "$program is installed in the venv's bin/ and says $version"
@@ -88,12 +90,7 @@ PY
 else
   bad "entry points: $out"
 fi
-while IFS= read -r line; do
-  case "$line" in
-    ok:*) ok "${line#ok: }" ;;
-    bad:*) bad "${line#bad: }" ;;
-  esac
-done < <(bash "$root/scripts/wheel/check-installed.sh" "$work/venv" "$root" "$work" 2>&1)
+count_installed_checks < <(bash "$root/scripts/wheel/check-installed.sh" "$work/venv" "$root" "$work" 2>&1)
 
 # 2. The sdist.
 t0=$(date +%s%N)
@@ -142,5 +139,4 @@ else
   bad "pip wheel from the unpacked sdist failed (its log above)"
 fi
 
-echo "check-pip-install: $passed passed, $failed failed"
-[[ $failed == 0 ]]
+report_checks

@@ -19,11 +19,9 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-
-passed=0
-failed=0
-ok() { echo "check-wheel: ok: $*"; passed=$((passed + 1)); }
-bad() { echo "check-wheel: FAILED: $*"; failed=$((failed + 1)); }
+check_name=check-wheel
+# shellcheck source-path=SCRIPTDIR source=wheel/checks.sh
+source "$root/scripts/wheel/checks.sh"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/mxrun-check-wheel.XXXXXX")
 trap 'rm -rf -- "$work"' EXIT
@@ -36,11 +34,8 @@ if ! "$root/scripts/build-wheel.sh" "$work/dist" >"$work/build.log" 2>&1; then
 fi
 wheel=$(ls "$work"/dist/mxrun-*.whl)
 ok "$(tail -1 "$work/build.log")"
-/usr/bin/python3 -m venv "$work/venv"
-torch_pin=$(grep -oE '^  torch==[0-9.]+' "$root/scripts/python-env.sh" | head -1 | tr -d ' ')
 t0=$(date +%s%N)
-"$work/venv/bin/python3" -m pip install -q --disable-pip-version-check "$torch_pin" >"$work/pip-torch.log" 2>&1 ||
-  { tail -20 "$work/pip-torch.log"; echo "check-wheel: pip install $torch_pin failed"; exit 1; }
+fresh_torch_venv "$work/venv"
 t1=$(date +%s%N)
 "$work/venv/bin/python3" -m pip install -q --disable-pip-version-check "$wheel" >"$work/pip-wheel.log" 2>&1 ||
   { tail -20 "$work/pip-wheel.log"; echo "check-wheel: pip install of the wheel failed"; exit 1; }
@@ -89,12 +84,6 @@ done
 # What a user runs from the environment (scripts/wheel/check-installed.sh).
 bash "$root/scripts/wheel/check-installed.sh" "$venv" "$root" "$work"
 INSIDE
-while IFS= read -r line; do
-  case "$line" in
-    ok:*) ok "${line#ok: }" ;;
-    bad:*) bad "${line#bad: }" ;;
-  esac
-done < <(unshare --mount --propagation private bash "$work/inside.sh" "$work/venv" "$root" "$work" 2>&1)
+count_installed_checks < <(unshare --mount --propagation private bash "$work/inside.sh" "$work/venv" "$root" "$work" 2>&1)
 
-echo "check-wheel: $passed passed, $failed failed"
-[[ $failed == 0 ]]
+report_checks
