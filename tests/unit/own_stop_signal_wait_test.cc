@@ -4,8 +4,6 @@
 
 #include <signal.h>
 
-#include "agent/rank_progress_book.h"
-
 namespace mxrun {
 namespace {
 
@@ -40,29 +38,6 @@ TEST_CASE("a worker ended by a stop signal waits for mxrun's own, then is judged
   // Off (no Slurm, no systemd): judged at once.
   OwnStopSignalWait off(0ms);
   CHECK(off.Check(t0, EndedBy(SIGTERM), false) == Verdict::kJudge);
-}
-
-TEST_CASE("a progress report without its step time gets the time since the rank's last",
-          "[own_stop_signal]") {
-  RankProgressBook book;
-  const RankProgressBook::Time t0{};
-  WorkerControlMessage report;
-  report.step = 10;
-  CHECK(book.Record(0, 4, report, t0).step_seconds < 0);  // the first: unknown
-  report.step = 14;
-  CHECK(book.Record(0, 4, report, t0 + 2s).step_seconds == Approx(0.5));
-  report.step = 14;
-  CHECK(book.Record(0, 4, report, t0 + 3s).step_seconds < 0);  // no new step
-  report.step_seconds = 0.25;
-  report.step = 15;
-  CHECK(book.Record(1, 5, report, t0 + 3s).step_seconds == 0.25);  // given: kept
-  const std::vector<RankProgress> latest = book.Latest();
-  REQUIRE(latest.size() == 2);
-  CHECK(latest[0].global_rank == 4);
-  CHECK(latest[0].step == 14);
-  CHECK(latest[1].local_rank == 1);
-  book.Clear();
-  CHECK(book.Latest().empty());
 }
 
 }  // namespace
