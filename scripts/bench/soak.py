@@ -4,6 +4,7 @@ SOAK_MINUTES (default 20) while a random fault from the catalogue's same-world r
 (tests/faults/catalogue.h) strikes every SOAK_MIN_GAP to SOAK_MAX_GAP seconds (10 to 30), chosen by
 a seeded generator (SOAK_SEED, default 1) so that a failing soak can be replayed. Then it checks:
 
+  - at least SOAK_MIN_FAULTS faults (default 1) were injected before the job ended;
   - every agent ended 0;
   - the final parameters, buffers and momentum equal, bit for bit, those of the same job run
     without faults first (the "twin"; the world size never changes here);
@@ -40,17 +41,29 @@ log = Log(SCRIPT)
 state = {"workdir": None, "procs": [], "failed": False}
 
 
+def number(name, default, kind):
+    """The environment variable `name` as a `kind` (int or float), or exit 2 saying what it was."""
+    text = env(name, default)
+    try:
+        return kind(text)
+    except ValueError:
+        die(SCRIPT, f"{name}={text!r}: accepted: {'a whole number' if kind is int else 'a number'}")
+
+
 def settings():
     s = {
-        "minutes": float(env("SOAK_MINUTES", "20")),
-        "seed": int(env("SOAK_SEED", "1")),
-        "min_gap": float(env("SOAK_MIN_GAP", "10")),
-        "max_gap": float(env("SOAK_MAX_GAP", "30")),
+        "minutes": number("SOAK_MINUTES", "20", float),
+        "seed": number("SOAK_SEED", "1", int),
+        "min_gap": number("SOAK_MIN_GAP", "10", float),
+        "max_gap": number("SOAK_MAX_GAP", "30", float),
+        "min_faults": number("SOAK_MIN_FAULTS", "1", int),
         "faults": [f for f in env("SOAK_FAULTS", ",".join(FAULTS)).split(",") if f],
         "bin": env("MXRUN_BIN_DIR", os.path.join(REPO, "build/bin")),
     }
     if not 0 < s["minutes"] <= 24 * 60:
         die(SCRIPT, f"SOAK_MINUTES={s['minutes']}: accepted: more than 0, at most 1440")
+    if s["min_faults"] < 0:
+        die(SCRIPT, f"SOAK_MIN_FAULTS={s['min_faults']}: accepted: 0 or more")
     if not 1 <= s["min_gap"] <= s["max_gap"]:
         die(SCRIPT, "SOAK_MIN_GAP and SOAK_MAX_GAP: accepted: 1 <= min <= max (seconds)")
     for f in s["faults"]:
@@ -335,6 +348,10 @@ def main():
 
     # Checks.
     problems = list(status_problems)
+    if len(injected) < s["min_faults"]:
+        problems.append(f"{len(injected)} faults injected, fewer than SOAK_MIN_FAULTS="
+                        f"{s['min_faults']}: the job ended too soon ({skipped} draws found "
+                        "no target)")
     if codes != [0, 0, 0]:
         problems.append(f"the agents ended {codes} (0, 0, 0 expected)")
     # Parameters and momentum always bit for bit; BatchNorm's running statistics too unless rank 0

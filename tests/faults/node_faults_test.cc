@@ -203,7 +203,8 @@ TEST_CASE("fault 22 bad-certificate-rotation: a master's certificate rotated to 
 namespace {
 
 // `count` agents of a dynamic trainer job `id` (2:3 nodes, one worker each, no standby) on
-// `master`, the catalogue's trainer run in `dir`.
+// `master`, the catalogue's trainer run in `dir`, for 2 epochs: the second all at the smaller
+// world (the job and its undisturbed twin, at 3 epochs, were 163 CPU-s, a ninth of the suite).
 std::vector<std::unique_ptr<Subprocess>> TrainerNodes(const Master& master,
                                                       const mxrun::testing::TempDir& dir,
                                                       const std::string& id, int count) {
@@ -214,7 +215,7 @@ std::vector<std::unique_ptr<Subprocess>> TrainerNodes(const Master& master,
          "--rdzv_id=" + id, "--nnodes=2:3", "--node_rank=" + std::to_string(node),
          "--rdzv_conf=last_call_timeout=10", "--nproc_per_node=1", "--max_restarts=1",
          "--standby_workers=0", "train"},
-        dir, {"--epochs", "3", "--log_every", "1", "--ckpt_every", "4", "--no_eval"})));
+        dir, {"--epochs", "2", "--log_every", "1", "--ckpt_every", "4", "--no_eval"})));
   }
   return nodes;
 }
@@ -258,7 +259,7 @@ TEST_CASE(
   // No bitwise comparison across world sizes: the difference is measured and said instead, and
   // the job must still have learned (its last epoch's loss below its first's).
   const auto epochs = mxrun::testing::Metrics(dir, "epoch");
-  REQUIRE(epochs.size() == 3);
+  REQUIRE(epochs.size() == 2);
   const double first = epochs.front()["train_loss"].get<double>();
   const double last = LastEpochLoss(dir);
   const double undisturbed = LastEpochLoss(base);
