@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds mxrun's libFuzzer targets with clang (ASan + UBSan on every library they link) in
-# build-fuzz/ and runs each for FUZZ_SECONDS (default 60) on its corpus in tests/fuzz/corpus/
+# Builds mxrun's libFuzzer targets with clang (ASan + UBSan on every library they link) in the
+# ASan + UBSan build, build-asan/ (scripts/asan-build.sh), and runs each for FUZZ_SECONDS (default 60) on its corpus in tests/fuzz/corpus/
 # (kept in the repo; a run adds what it finds to a scratch copy, not to the repo, unless
 # FUZZ_KEEP=1). A crash, a sanitizer report or a violated invariant fails the script and leaves
-# the input in build-fuzz/findings/.
+# the input in build-asan/findings/.
 #
 #   scripts/fuzz.sh                 every target
 #   scripts/fuzz.sh master_state    one target (master_state, options, requests, http_request,
@@ -23,14 +23,11 @@ if [ "$#" -gt 0 ]; then
   done
   targets=("$@")
 fi
-command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is not installed (scripts/install-deps.sh)" >&2; exit 2; }
 
-build="$repo/build-fuzz"
-if [ ! -f "$build/build.ninja" ]; then
-  CC=clang CXX=clang++ "${CMAKE:-/usr/bin/cmake}" -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DMXRUN_FUZZ=ON -DMXRUN_BUILD_TESTS=OFF -DMXRUN_BUILD_TRAINER=OFF >/dev/null
-fi
-mkdir -p "$build"
+build="$repo/build-asan"
+"$repo/scripts/asan-build.sh" "$build"
+# ccache hits across checkouts, as scripts/lib.sh.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$repo}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 if ! "${NINJA:-/usr/bin/ninja}" -C "$build" "${targets[@]/%/_fuzz}" >"$build/build.log" 2>&1; then
   grep -E "error|FAILED" "$build/build.log" | head -20 >&2
   echo "fuzz.sh: building the fuzz targets with clang failed (the whole log: $build/build.log)" >&2
