@@ -4,7 +4,8 @@ namespace mxrun {
 
 WorkerControlMessage RankProgressBook::Record(int local_rank, int global_rank,
                                               WorkerControlMessage report, Time now) {
-  std::deque<Seen>& seen = seen_[global_rank];
+  Rank& rank = ranks_[global_rank];
+  std::deque<Seen>& seen = rank.seen;
   if (report.step_seconds < 0) {
     // The newest earlier report at least kMinSpan before this one.
     for (auto it = seen.rbegin(); it != seen.rend(); ++it) {
@@ -21,15 +22,15 @@ WorkerControlMessage RankProgressBook::Record(int local_rank, int global_rank,
   while (seen.size() > 1 && now - seen[1].at >= kMinSpan) seen.pop_front();
   // A flood: the oldest after the one kept to time against goes.
   if (seen.size() > kMaxKept) seen.erase(seen.begin() + 1);
-  ranks_[global_rank] = {global_rank,         local_rank,          report.step,
-                         report.step_seconds, report.busy_seconds, now};
+  rank.latest = {global_rank,         local_rank,          report.step,
+                 report.step_seconds, report.busy_seconds, now};
   return report;
 }
 
 std::vector<RankProgress> RankProgressBook::Latest() const {
   std::vector<RankProgress> out;
   out.reserve(ranks_.size());
-  for (const auto& [rank, progress] : ranks_) out.push_back(progress);
+  for (const auto& [global_rank, rank] : ranks_) out.push_back(rank.latest);
   return out;
 }
 

@@ -33,18 +33,18 @@ class RankProgressBook {
   WorkerControlMessage Record(int local_rank, int global_rank, WorkerControlMessage report,
                               Time now);
   std::vector<RankProgress> Latest() const;
-  void Clear() {  // a new round
-    ranks_.clear();
-    seen_.clear();
-  }
+  void Clear() { ranks_.clear(); }  // a new round
 
  private:
   struct Seen {
     long long step;
     Time at;
   };
-  std::map<int, RankProgress> ranks_;     // by global rank
-  std::map<int, std::deque<Seen>> seen_;  // by global rank: its recent reports, oldest first
+  struct Rank {
+    RankProgress latest;
+    std::deque<Seen> seen;  // its recent reports, oldest first
+  };
+  std::map<int, Rank> ranks_;  // by global rank
 };
 
 }  // namespace mxrun
