@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds mxrun's libFuzzer targets with clang (ASan + UBSan on every library they link) in the
-# ASan + UBSan build, build-asan/ (scripts/asan-build.sh), and runs each for FUZZ_SECONDS (default 60) on its corpus in tests/fuzz/corpus/
-# (kept in the repo; a run adds what it finds to a scratch copy, not to the repo, unless
-# FUZZ_KEEP=1). A crash, a sanitizer report or a violated invariant fails the script and leaves
-# the input in build-asan/findings/.
+# ASan + UBSan build, build-asan/ (scripts/sanitizer-build.sh), and runs each for FUZZ_SECONDS
+# (default 60) on its corpus in tests/fuzz/corpus/ (kept in the repo; a run adds what it finds to
+# a scratch copy, not to the repo, unless FUZZ_KEEP=1). A crash, a sanitizer report or a violated
+# invariant fails the script and leaves the input in build-asan/findings/.
 #
 #   scripts/fuzz.sh                 every target
 #   scripts/fuzz.sh master_state    one target (master_state, options, requests, http_request,
@@ -25,7 +25,7 @@ if [ "$#" -gt 0 ]; then
 fi
 
 build="$repo/build-asan"
-"$repo/scripts/asan-build.sh" "$build"
+"$repo/scripts/sanitizer-build.sh" address "$build"
 # ccache hits across checkouts, as scripts/lib.sh.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$repo}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 if ! "${NINJA:-/usr/bin/ninja}" -C "$build" "${targets[@]/%/_fuzz}" >"$build/build.log" 2>&1; then

@@ -16,29 +16,16 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 kind="${1:-}"
 case "$kind" in
-  # ASan + UBSan, clang's build, configured by scripts/asan-build.sh (scripts/fuzz.sh shares it).
+  # Configured by scripts/sanitizer-build.sh; scripts/fuzz.sh shares the ASan + UBSan build.
   address) dir="$repo/build-asan" ;;
-  thread) flags="-fsanitize=thread"; dir="$repo/build-tsan"; cc=cc; cxx=c++ ;;
+  thread) dir="$repo/build-tsan" ;;
   *) echo "usage: scripts/sanitize.sh address|thread [ctest arguments...]" >&2; exit 2 ;;
 esac
 shift
 "$repo/scripts/install-deps.sh"
 # ccache hits across checkouts, as scripts/lib.sh sets them for the plain build.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$repo}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
-if [ "$kind" = address ]; then
-  "$repo/scripts/asan-build.sh" "$dir"
-else
-  # A build folder configured with another compiler starts afresh.
-  if [ -f "$dir/CMakeCache.txt" ] &&
-     ! grep -qx "CMAKE_CXX_COMPILER:[A-Z]*=$(command -v "$cxx")" "$dir/CMakeCache.txt"; then
-    rm -rf "$dir"
-  fi
-  if [ ! -f "$dir/build.ninja" ]; then
-    CC="$cc" CXX="$cxx" "${CMAKE:-/usr/bin/cmake}" -S "$repo" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMXRUN_BUILD_TRAINER=OFF \
-      -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
-      -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" >/dev/null
-  fi
-fi
+"$repo/scripts/sanitizer-build.sh" "$kind" "$dir"
 # shellcheck disable=SC2086  # a list of target names
 "${NINJA:-/usr/bin/ninja}" -C "$dir" ${MXRUN_SANITIZE_TARGETS:-}
 # Leaks are not checked in the integration tests: processes there end by signals on purpose, and

@@ -5,11 +5,10 @@
 # TCPStore clients against mxrun's workers' store (scripts/check-store-clients.sh), and beside
 # those three builds the CUDA trainer against PyTorch 2.14 (CUDA 13) and checks it on the CPU
 # (scripts/gpu/check-cuda-trainer.sh; MXRUN_SKIP_CUDA_TRAINER=1 skips it in a quick developer
-# loop, CI never does), then every
-# libFuzzer target for FUZZ_SECONDS (default 30 here) on its corpus (scripts/fuzz.sh;
-# FUZZ_SECONDS=0 skips them), then the unit tests and the launcher's integration tests under
-# ASan + UBSan (scripts/sanitize.sh; MXRUN_SANITIZE=0 skips them outside CI). Tests labelled gpu
-# are skipped on machines without an NVIDIA GPU.
+# loop, CI never does), then every libFuzzer target for FUZZ_SECONDS (default 30 here) on its
+# corpus (scripts/fuzz.sh; FUZZ_SECONDS=0 skips them), then the unit tests and the launcher's
+# integration tests under ASan + UBSan (scripts/sanitize.sh; MXRUN_SANITIZE=0 skips them outside
+# CI). Tests labelled gpu are skipped on machines without an NVIDIA GPU.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
