@@ -38,6 +38,8 @@ TEST_PACKAGES=(
   prometheus  # the metrics tests scrape a running job with a real Prometheus server
   chromium  # the status page test renders mxrun-master's page in a real headless browser
   patchelf  # scripts/gpu/bundle-mxrun.sh: mxrun with its libraries beside it, for a GPU machine
+  dpkg-dev lintian systemd-container  # scripts/build-deb.sh and check-deb.sh: the Debian packages,
+                                      # their lint, and a container booted with systemd to install them in
   libcpp-httplib-dev libcivetweb-dev  # scripts/bench/http_slow_clients.sh: the libraries mxrun's
                                       # HTTP server is compared with (not linked into mxrun)
 )

@@ -81,9 +81,10 @@ void FlagValues::Imply(absl::string_view name, std::string text, std::string sou
   values_[std::string(name)] = FlagValue{std::move(text), std::move(source), true, true};
 }
 
-FlagSpec EnvSetting(std::string name, std::string variable) {
+FlagSpec EnvSetting(std::string name, std::string variable, std::string help) {
   FlagSpec spec;
   spec.name = std::move(name);
+  spec.help = std::move(help);
   spec.stand_in_env = std::move(variable);
   spec.file_key = false;
   spec.env_only = true;

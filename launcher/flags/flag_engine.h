@@ -44,8 +44,8 @@ struct FlagSpec {
   std::string implicit_value{};
 };
 
-// An environment-only setting (FlagSpec::env_only).
-FlagSpec EnvSetting(std::string name, std::string variable);
+// An environment-only setting (FlagSpec::env_only); `help` says what it does, for the manual page.
+FlagSpec EnvSetting(std::string name, std::string variable, std::string help);
 
 // A flag's value and where it came from, for messages.
 struct FlagValue {

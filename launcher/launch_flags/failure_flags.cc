@@ -17,7 +17,8 @@ LaunchFlagGroup FailureFlags() {
        "restart the worker group when a rank is named a straggler (spends a restart; default: "
        "only name it)",
        ""},
-      EnvSetting("agent_error_file", "TORCHELASTIC_ERROR_FILE"),  // mxrun's own, as torchrun's
+      EnvSetting("agent_error_file", "TORCHELASTIC_ERROR_FILE",  // mxrun's own, as torchrun's
+                 "where mxrun writes its own error, as a JSON error file like torchrun's agent"),
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     absl::StatusOr<int> code =

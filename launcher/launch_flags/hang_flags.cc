@@ -27,10 +27,17 @@ LaunchFlagGroup HangFlags() {
        "seconds workers may run on after another worker of the job exited 0 before they count "
        "as hung (0: off)",
        "300"},
-      EnvSetting("file_timer", "TORCHELASTIC_ENABLE_FILE_TIMER"),
-      EnvSetting("file_timer_path", "TORCHELASTIC_TIMER_FILE"),
-      EnvSetting("uninterruptible_timeout", kUninterruptibleTimeoutEnv),
-      EnvSetting("stack_dumper", "MXRUN_STACK_DUMPER"),
+      EnvSetting("file_timer", "TORCHELASTIC_ENABLE_FILE_TIMER",
+                 "1: serve torchrun's file-based watchdog (torch.distributed.elastic.timer) to "
+                 "the workers"),
+      EnvSetting("file_timer_path", "TORCHELASTIC_TIMER_FILE",
+                 "the watchdog's named pipe (default: a private path)"),
+      EnvSetting("uninterruptible_timeout", kUninterruptibleTimeoutEnv,
+                 "seconds a stopped worker may stay in uninterruptible sleep before it is "
+                 "reported (empty, 0 or negative: off), as torchrun reads it"),
+      EnvSetting("stack_dumper", "MXRUN_STACK_DUMPER",
+                 "what dumps a hung worker's stacks: py-spy, eu-stack, gdb or none (empty: py-spy "
+                 "for Python workers when installed, else eu-stack or gdb)"),
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     double heartbeat =

@@ -21,9 +21,15 @@ LaunchFlagGroup StopFlags() {
        "are one setting and must agree when both are given",
        "", true, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"},
       // Under Slurm the grace must end before KillWait's SIGKILL (slurm_kill_wait.h).
-      EnvSetting("slurm_job_id", "SLURM_JOB_ID"),
+      EnvSetting("slurm_job_id", "SLURM_JOB_ID",
+                 "set by Slurm: the workers' stop grace, unless given, then ends before Slurm's "
+                 "KillWait, and a "
+                 "worker killed by scancel waits for mxrun's own signal before it counts as "
+                 "failed"),
       // Started by systemd: a stop signals every process of the unit's cgroup.
-      EnvSetting("systemd_invocation_id", "INVOCATION_ID"),
+      EnvSetting("systemd_invocation_id", "INVOCATION_ID",
+                 "set by systemd: a worker killed by `systemctl stop` waits for mxrun's own "
+                 "signal before it counts as failed"),
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     for (absl::string_view name :

@@ -17,7 +17,9 @@ LaunchFlagGroup WorkersStoreFlags() {
                "listening before any rank starts; TORCHELASTIC_USE_AGENT_STORE=True, as "
                "torchrun) or rank0 (PyTorch's own store in global rank 0)",
        .default_value = "agent"},
-      EnvSetting("disable_shared_store", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"),
+      EnvSetting("disable_shared_store", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE",
+                 "1: global rank 0 hosts the workers' TCPStore (PyTorch's own), as with "
+                 "--workers_store=rank0"),
   };
   group.apply = [](const FlagValues& v, LaunchOptions& o) -> absl::Status {
     const std::string who = v.Trimmed("workers_store");

@@ -186,6 +186,8 @@ MasterFlagGroup MetricsFlags() {
   return group;
 }
 
+}  // namespace
+
 const ProgramFlags& MasterProgram() {
   static const ProgramFlags program{
       "mxrun-master",
@@ -200,6 +202,8 @@ const ProgramFlags& MasterProgram() {
   };
   return program;
 }
+
+namespace {
 
 MasterFlagGroup ConfigFlags() {
   MasterFlagGroup group;
@@ -216,9 +220,14 @@ const std::vector<MasterFlagGroup>& Groups() {
 
 }  // namespace
 
+const std::vector<FlagSpec>& MasterFlagSpecs() {
+  static const std::vector<FlagSpec> specs = FlagsOf(Groups());
+  return specs;
+}
+
 absl::StatusOr<MasterFlagsResult> ResolveMasterFlags(
     int argc, const char* const* argv, const std::map<std::string, std::string>& env) {
-  static const std::vector<FlagSpec> specs = FlagsOf(Groups());
+  const std::vector<FlagSpec>& specs = MasterFlagSpecs();
   absl::StatusOr<ResolvedFlags> resolved = ResolveFlags(MasterProgram(), specs, argc, argv, env);
   if (!resolved.ok()) return resolved.status();
   MasterFlagsResult result;

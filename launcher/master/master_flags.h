@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "rendezvous/etcd/etcd_leadership.h"
@@ -30,6 +31,14 @@ struct MasterFlagsResult {
   std::optional<MasterFlags> flags;  // absent when `text` is to be printed (exit 0)
   std::string text;                  // --help, --version, --print-config
 };
+
+// mxrun-master's program and every flag it reads, in --help's order: what its manual page is
+// written from (launcher/man; the types are the flag engine's, launcher/flags/flag_engine.h, which
+// the master's own code need not see).
+struct ProgramFlags;
+struct FlagSpec;
+const ProgramFlags& MasterProgram();
+const std::vector<FlagSpec>& MasterFlagSpecs();
 
 absl::StatusOr<MasterFlagsResult> ResolveMasterFlags(int argc, const char* const* argv,
                                                      const std::map<std::string, std::string>& env);

@@ -21,6 +21,10 @@ grep -q "^ExecStart=$tmp/usr/bin/mxrun-master \$MXRUN_MASTER_STATE " "$units/mxr
 grep -q '^Environment="MXRUN_MASTER_STATE=--state_dir /var/lib/mxrun-master"' "$units/mxrun-master.service"
 grep -q '^Type=notify$' "$units/mxrun-agent@.service"
 
+# The manual pages, the launcher's other build linked to the launcher's page.
+[[ -f "$tmp/usr/share/man/man1/mxrun.1" && -f "$tmp/usr/share/man/man1/mxrun-master.1" ]]
+[[ "$(readlink "$tmp/usr/share/man/man1/mxrun-multinode.1")" == mxrun.1 ]]
+
 # The example configuration is valid, and names the bundled trainer.
 "$tmp/usr/bin/mxrun" --config "$tmp/etc/mxrun/example.toml" --print-config | grep -q '^entrypoint = "train"'
 
