@@ -10,8 +10,8 @@
 #   wheel .venv-wheel/ auditwheel: scripts/build-wheel.sh asks it for the wheel's platform tag;
 #                      build: scripts/check-pip-install.sh makes the sdist with it.
 #   torch215 .venv-torch215/  PyTorch 2.15 (PyPI's CUDA 13 build, ~4 GB with its runtime wheels),
-#                      the current release: scripts/check-store-clients.sh runs its TCPStore
-#                      clients against mxrun's workers' store.
+#                      the current release: scripts/check-torch215.sh compares mxrun with it
+#                      (its TCPStore clients, its torchrun's environment and flags).
 #
 # Idempotent: an environment whose stamp lists exactly these requirements is left alone (no pip
 # call). MXRUN_VENV / MXRUN_CUDA_VENV put them elsewhere; MXRUN_BASE_PYTHON picks the interpreter

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The whole test suite: installs dependencies, builds, runs every test with ctest, then builds the
 # wheel and tests it as a user installs it (scripts/check-wheel.sh), then `pip install .`, the
-# sdist and a wheel built from it (scripts/check-pip-install.sh), then runs PyTorch 2.15's
-# TCPStore clients against mxrun's workers' store (scripts/check-store-clients.sh), then builds
-# the Debian packages and installs them in a container booted with systemd (scripts/check-deb.sh),
-# and beside those four builds the CUDA trainer against PyTorch 2.14 (CUDA 13) and checks it on
-# the CPU (scripts/gpu/check-cuda-trainer.sh; MXRUN_SKIP_CUDA_TRAINER=1 skips it in a quick
-# developer loop, CI never does), then every libFuzzer target for FUZZ_SECONDS (default 30 here)
-# on its corpus (scripts/fuzz.sh; FUZZ_SECONDS=0 skips them), then the unit tests and the
-# launcher's integration tests under ASan + UBSan (scripts/sanitize.sh; MXRUN_SANITIZE=0 skips
-# them outside CI). Tests labelled gpu are skipped on machines without an NVIDIA GPU.
+# sdist and a wheel built from it (scripts/check-pip-install.sh), then compares mxrun with PyTorch
+# 2.15 (its TCPStore clients, its torchrun's environment and flags: scripts/check-torch215.sh),
+# then builds the Debian packages and installs them in a container booted with systemd
+# (scripts/check-deb.sh), and beside those four builds the CUDA trainer against PyTorch 2.14
+# (CUDA 13) and checks it on the CPU (scripts/gpu/check-cuda-trainer.sh;
+# MXRUN_SKIP_CUDA_TRAINER=1 skips it in a quick developer loop, CI never does), then every
+# libFuzzer target for FUZZ_SECONDS (default 30 here) on its corpus (scripts/fuzz.sh;
+# FUZZ_SECONDS=0 skips them), then the unit tests and the launcher's integration tests under
+# ASan + UBSan (scripts/sanitize.sh; MXRUN_SANITIZE=0 skips them outside CI). Tests labelled gpu
+# are skipped on machines without an NVIDIA GPU.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -46,7 +47,7 @@ status=0
 rm -f "$build/Testing/Temporary/LastTestsFailed.log" "$root/build-asan/Testing/Temporary/LastTestsFailed.log"
 timed ctest "$(dirname "$cmake")/ctest" --test-dir "$build" --output-on-failure --timeout 600 -j "$ctest_jobs" \
   "${exclude[@]}" || status=$?
-# The wheel, `pip install .`, PyTorch 2.15's store clients and the Debian packages, one after the
+# The wheel, `pip install .`, PyTorch 2.15's comparisons and the Debian packages, one after the
 # other; beside them the CUDA trainer's check. Each keeps about one core busy (pip unpacking
 # PyTorch, one program at a time): one after the other the first four took 407 s for 469 CPU-s.
 # Each side's output comes whole when it ends, the packaging side's first.
@@ -54,7 +55,7 @@ packaging_checks() {
   local rc=0
   timed check-wheel "$root/scripts/check-wheel.sh" || rc=1
   timed check-pip-install "$root/scripts/check-pip-install.sh" || rc=1
-  timed check-store-clients "$root/scripts/check-store-clients.sh" || rc=1
+  timed check-torch215 "$root/scripts/check-torch215.sh" || rc=1
   timed check-deb "$root/scripts/check-deb.sh" || rc=1
   return "$rc"
 }

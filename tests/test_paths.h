@@ -8,8 +8,12 @@
 
 namespace mxrun::test_paths {
 
-extern const char* const kPythonBin;    // the project's Python (.venv unless MXRUN_PYTHON)
-extern const char* const kTorchrunBin;  // its torchrun
+// The project's Python (.venv unless MXRUN_PYTHON) and its torchrun; MXRUN_TEST_TORCH_ENV=VENV
+// in the tests' environment puts that environment's in their place (scripts/check-torch215.sh runs
+// the torchrun comparisons against PyTorch 2.15 so).
+extern const char* const kPythonBin;
+extern const char* const kTorchrunBin;
+const char* TorchEnvTool(const char* tool, const char* built);
 extern const char* const kMxrunBin;
 extern const char* const kMxrunMasterBin;
 extern const char* const kTestChildBin;

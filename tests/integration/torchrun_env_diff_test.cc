@@ -1,8 +1,9 @@
-// The worker environment of torchrun (PyTorch 2.13, the project's .venv: TORCHRUN_BIN) and of
-// mxrun, diffed live: one small Python worker dumps its whole environment under each launcher, in
-// three layouts (one node without --standalone and without a port, --standalone, two nodes with
-// c10d on 127.0.0.1), and what each launcher added to, changed in or removed from the environment
-// it was given is compared rank by rank:
+// The worker environment of torchrun (PyTorch 2.13, the project's .venv: TORCHRUN_BIN; 2.15's
+// under scripts/check-torch215.sh, through MXRUN_TEST_TORCH_ENV) and of mxrun, diffed live: one
+// small Python worker dumps its whole environment under each launcher, in three layouts (one node
+// without --standalone and without a port, --standalone, two nodes with c10d on 127.0.0.1), and
+// what each launcher added to, changed in or removed from the environment it was given is
+// compared rank by rank:
 //  - every variable torchrun sets, mxrun sets to the same value;
 //  - values that are per-run by nature (ports, random run ids, the error and timer files) are
 //    compared by shape, and both launchers' MASTER_ADDR must be an address of this host;
@@ -521,6 +522,15 @@ std::string Join(const std::set<std::string>& items, const std::string& sep = ",
   return out;
 }
 
+// "torchrun 2.13.0": the version of the torchrun compared (2.15's under scripts/check-torch215.sh,
+// through MXRUN_TEST_TORCH_ENV), read without importing torch.
+std::string TorchrunName() {
+  const ProcessResult r = mxrun::testing::Run(
+      {PYTHON_BIN, "-c", "import importlib.metadata as m; print(m.version('torch'))"});
+  std::string version = r.out.substr(0, r.out.find_first_of("+\n"));
+  return "torchrun " + (version.empty() ? "of " + std::string(PYTHON_BIN) : version);
+}
+
 }  // namespace
 
 TEST_CASE("worker environments of torchrun 2.13 and mxrun agree when diffed live in three layouts",
@@ -578,13 +588,14 @@ TEST_CASE("worker environments of torchrun 2.13 and mxrun agree when diffed live
                               "known differences (" + CONTRACT_MD + "): " + known_seen +
                               "\nmxrun's own variables:" + own + "\ntimings:" + timings;
   INFO(summary);
-  WARN("torchrun 2.13 vs mxrun, worker environments: "
-       << comparison.failures.size() << " unexplained difference(s); known: " << known_seen
-       << "; mxrun's own:" << own << ";" << timings
-       << (stale.empty() ? ""
-                         : "\nrows of the known-differences table that matched nothing "
-                           "here (stale, or about another machine):" +
-                               stale));
+  WARN(TorchrunName() << " vs mxrun, worker environments: " << comparison.failures.size()
+                      << " unexplained difference(s); known: " << known_seen
+                      << "; mxrun's own:" << own << ";" << timings
+                      << (stale.empty()
+                              ? ""
+                              : "\nrows of the known-differences table that matched nothing "
+                                "here (stale, or about another machine):" +
+                                    stale));
   for (const std::string& failure : comparison.failures) {
     INFO("not in the known-differences table of " << CONTRACT_MD);
     CHECK(failure == "");
