@@ -219,6 +219,30 @@ TEST_CASE("a worker ignoring the stop signal is killed after its grace period",
   for (pid_t pid : workers) CHECK_FALSE(mxrun::testing::IsAlive(pid));
 }
 
+// torchrun 2.15 honours --shutdown-timeout on a stop signal only; its restarts and final failure
+// stop the other workers with a fixed 30 s (pytorch/pytorch#192815, open). mxrun gives them the
+// configured grace on every path.
+TEST_CASE("a worker's failure stops the others with the configured grace, restart or not",
+          "[integration][signals]") {
+  const std::string grace = GENERATE(as<std::string>{}, "--term_timeout=2", "--shutdown-timeout=2");
+  const int max_restarts = GENERATE(0, 1);
+  INFO(grace << " --max_restarts=" << max_restarts);
+  // Rank 1 fails at once in the first attempt; rank 0 sleeps through SIGTERM. The second attempt
+  // neither fails nor sleeps.
+  ProcessResult r =
+      Run(Mxrun({"--nproc_per_node=2", "--max_restarts=" + std::to_string(max_restarts), grace,
+                 "--log_collapse_window=0"},
+                {"--ready", "--sleep=60", "--sleep-below-attempt=1", "--ignore-sigterm", "--exit=1",
+                 "--only-rank=1", "--fail-below-attempt=1"}),
+          {}, 40s);
+  INFO(Describe(r));
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.exit_code == (max_restarts == 0 ? 1 : 0));
+  CHECK(CountOccurrences(r.out, "ignored SIGTERM") == 1);
+  CHECK(CountOccurrences(r.err, "still running 2s after SIGTERM: sending SIGKILL") == 1);
+  CHECK(r.elapsed < 30s);  // not torchrun's fixed 30 s
+}
+
 TEST_CASE("the signal mxrun receives is the one forwarded", "[integration][signals]") {
   Subprocess mxrun(Mxrun({"--nproc_per_node=2", "--term_timeout=30"},
                          {"--ready", "--sleep=60", "--ignore-sigterm"}));
