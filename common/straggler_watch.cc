@@ -73,14 +73,17 @@ std::optional<StragglerNews> StragglerWatch::JudgeRank(int rank_id, Rank& r,
   if (!median) return std::nullopt;  // nobody to compare with (yet)
   const bool slow = r.step_seconds > rule_.factor * *median;
   r.slow_steps = slow ? r.slow_steps + steps : 0;
+  r.fast_steps = r.straggling && !slow ? r.fast_steps + steps : 0;
   StragglerNews news{rank_id, false, r.step_seconds, *median, r.slow_steps, r.busy};
   if (!r.straggling && rule_.steps > 0 && r.slow_steps >= rule_.steps) {
     r.straggling = true;
     news.straggling = true;
     return news;
   }
-  if (r.straggling && !slow) {
+  if (r.straggling && r.fast_steps >= rule_.steps) {
     r.straggling = false;
+    r.fast_steps = 0;
+    news.steps = rule_.steps;
     return news;
   }
   return std::nullopt;
@@ -113,8 +116,8 @@ std::string DescribeStraggler(const StragglerNews& news) {
   } else {
     std::snprintf(text, sizeof text,
                   "rank %d is no longer a straggler: %.3f s%s a step, the other ranks' median "
-                  "%.3f s",
-                  news.rank, news.step_seconds, what, news.others_median);
+                  "%.3f s, for %lld steps",
+                  news.rank, news.step_seconds, what, news.others_median, news.steps);
   }
   return text;
 }

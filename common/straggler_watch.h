@@ -1,9 +1,12 @@
 #pragma once
 // Names stragglers: a rank whose step time stays above `factor` times the median of the other
-// ranks' latest step times for `steps` consecutive steps. Pure: fed each rank's progress reports
-// (step number and step time), it says when a rank becomes a straggler and when it stops being
-// one. Nothing here touches the job. The agent judges its own ranks when its node is the whole
-// job; the rendezvous master judges every rank of a multi-node job from the agents' heartbeats.
+// ranks' latest step times for `steps` consecutive steps; it stops being one after as many
+// consecutive steps at or below that (one fast report, such as reports read in a burst by a
+// starved agent, would otherwise clear it and name it again a few steps later: a warning and a
+// metric that flap). Pure: fed each rank's progress reports (step number and step time), it says
+// when a rank becomes a straggler and when it stops being one. Nothing here touches the job. The
+// agent judges its own ranks when its node is the whole job; the rendezvous master judges every
+// rank of a multi-node job from the agents' heartbeats.
 //
 // What is compared: a rank's own work per step (busy seconds: its input and forward, no
 // collective; python/mxrun/_busy_time.py) where its reports carry it, else its step time. Under
@@ -37,7 +40,7 @@ struct StragglerNews {
   bool straggling = false;   // true: became a straggler; false: no longer one
   double step_seconds = 0;   // its step time at the news (its busy time when `busy`)
   double others_median = 0;  // the other ranks' median step time (or busy time)
-  long long steps = 0;       // consecutive slow steps so far
+  long long steps = 0;       // consecutive slow steps so far (fast ones, when no longer one)
   bool busy = false;         // judged by the ranks' own work per step, not whole steps
 };
 
@@ -68,6 +71,7 @@ class StragglerWatch {
     bool busy = false;
     long long unjudged_steps = 0;  // steps with a known time since the rank was last judged
     long long slow_steps = 0;
+    long long fast_steps = 0;  // consecutive steps at normal speed while straggling
     bool straggling = false;
   };
   // `sorted`: every rank's latest known time of the rank's kind, ascending (its own among them).

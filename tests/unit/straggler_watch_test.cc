@@ -26,11 +26,38 @@ TEST_CASE("stragglers: named after the set number of slow steps, against the oth
   }
   CHECK(named == 1);  // once, not at every step after
   CHECK(watch.Stragglers() == std::vector<int>{2});
-  // It catches up: no longer a straggler, said once.
-  auto back = watch.Report(2, 11, 0.1);
+  // It catches up: no longer a straggler once as many steps (5) were fast, said once.
+  for (long long step = 11; step <= 14; ++step) CHECK_FALSE(watch.Report(2, step, 0.1));
+  CHECK(watch.Stragglers() == std::vector<int>{2});
+  auto back = watch.Report(2, 15, 0.1);
   REQUIRE(back.has_value());
   CHECK_FALSE(back->straggling);
+  CHECK(back->steps == 5);
+  CHECK(mxrun::DescribeStraggler(*back) ==
+        "rank 2 is no longer a straggler: 0.100 s a step, the other ranks' median 0.100 s, for "
+        "5 steps");
   CHECK(watch.Stragglers().empty());
+  CHECK_FALSE(watch.Report(2, 16, 0.1));
+}
+
+TEST_CASE("stragglers: a fast report among slow ones neither clears a straggler nor names it anew",
+          "[straggler]") {
+  // Reports read in a burst by a starved agent: one of the slow rank's steps looks fast.
+  StragglerWatch watch({1.5, 5});
+  int named = 0;
+  int cleared = 0;
+  for (long long step = 1; step <= 40; ++step) {
+    for (int rank = 0; rank < 3; ++rank) {
+      const double seconds = rank != 1 ? 0.05 : step % 7 == 0 ? 0.05 : 0.15;
+      if (auto news = watch.Report(rank, step, seconds)) {
+        CHECK(news->rank == 1);
+        (news->straggling ? named : cleared) += 1;
+      }
+    }
+  }
+  CHECK(named == 1);
+  CHECK(cleared == 0);
+  CHECK(watch.Stragglers() == std::vector<int>{1});
 }
 
 TEST_CASE(
