@@ -17,7 +17,7 @@ out="${1:-$root/dist}"
 programs=(mxrun mxrun-multinode mxrun-master)
 
 "$root/scripts/install-deps.sh"
-MXRUN_BUILD_TARGETS="${programs[*]}" "$root/scripts/build.sh" >&2
+MXRUN_BUILD_TARGETS="${programs[*]} man-pages" "$root/scripts/build.sh" >&2
 wheel_venv=$("$root/scripts/python-env.sh" wheel)
 
 version=$("$build/bin/mxrun" --version | awk '{print $2}')
@@ -33,6 +33,9 @@ trap 'rm -rf -- "$stage"' EXIT
 "$root/scripts/vendor-libs.sh" --system-cxx "$stage/prefix/bin" "$stage/prefix/lib/mxrun" \
   "${programs[@]/#/$build/bin/}"
 env -i "$stage/prefix/bin/mxrun" --version >/dev/null
+# The manual pages, where man looks for those of the programs in the environment's bin/.
+install -d "$stage/prefix/share/man/man1"
+install -m 0644 "$build"/man/{mxrun,mxrun-master,mxrun-multinode}.1 "$stage/prefix/share/man/man1/"
 # Inside the wheel the programs lie in mxrun-V.data/scripts and the libraries in
 # mxrun-V.data/data/lib/mxrun: a second RPATH entry for that layout lets auditwheel find them
 # there (installed, the first entry finds them; the second is tried only for glibc's and the C++

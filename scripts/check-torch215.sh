@@ -5,16 +5,16 @@
 #   scripts/check-torch215.sh
 #
 # 1. its TCPStore clients against mxrun's workers' store (common/store): the [store-clients] cases
-#    that ctest runs with 2.13 and scripts/gpu/check-cuda-trainer.sh with 2.14.1: every
-#    operation, many waiters, large values, clients that vanish, init_process_group and
-#    new_group on the store;
+#    that ctest runs with 2.13: every operation, many waiters, large values, clients that vanish,
+#    init_process_group and new_group on the store;
 # 2. its torchrun's worker environment diffed live against mxrun's in three layouts, and its
 #    @record error files ([envdiff], with MXRUN_TEST_TORCH_ENV; the known differences are
 #    docs/CONTRACT.md's, as for 2.13);
 # 3. its torchrun's flags, read from its parser: every spelling known to mxrun, the defaults
 #    equal (tests/python/torchrun_flag_parity.py).
-# Makes .venv-torch215 the first time (scripts/python-env.sh torch215: PyPI's torch 2.15.0, about
-# 4 GB with its CUDA runtime wheels, about 2 minutes here), then reuses it. Needs build/
+# Uses .venv-cuda, made the first time (scripts/python-env.sh cuda: PyPI's torch 2.15.0, about 4 GB
+# with its CUDA runtime wheels, about 2 minutes here), which scripts/gpu/check-cuda-trainer.sh
+# builds the CUDA trainer against. Needs build/
 # (scripts/build.sh). Prints "check-torch215: ..." per part and exits non-zero when one fails or
 # the environment holds another PyTorch than the one it names.
 set -euo pipefail
@@ -26,7 +26,7 @@ for program in "$tests_bin" "$build/bin/mxrun"; do
   [[ -x "$program" ]] || { echo "check-torch215: $program is missing: run scripts/build.sh first" >&2; exit 2; }
 done
 
-venv_next=$("$root/scripts/python-env.sh" torch215)
+venv_next=$("$root/scripts/python-env.sh" cuda)
 python="$venv_next/bin/python3"
 # A CUDA build imports on a machine without a driver; what matters is that the code is 2.15's.
 have=$("$python" -c 'import torch; print(torch.__version__)' 2>&1 | tail -1)

@@ -5,13 +5,12 @@
 #
 #   cpu   .venv/       PyTorch 2.13 (CPU build): the Python, torchrun and PyTorch DDP that tests,
 #                      benchmarks and the demo use, and what the trainer is built against.
-#   cuda  .venv-cuda/  PyTorch 2.14 (CUDA 13 build, ~5.5 GB) with its NCCL: what
-#                      scripts/gpu/build-trainer-cuda.sh builds the CUDA trainer against in CI.
+#   cuda  .venv-cuda/  PyTorch 2.15, the current release (PyPI's CUDA 13 build, ~4 GB with its
+#                      runtime wheels and NCCL): what scripts/gpu/build-trainer-cuda.sh builds the
+#                      CUDA trainer against in CI, and what scripts/check-torch215.sh compares
+#                      mxrun with (its TCPStore clients, its torchrun's environment and flags).
 #   wheel .venv-wheel/ auditwheel: scripts/build-wheel.sh asks it for the wheel's platform tag;
 #                      build: scripts/check-pip-install.sh makes the sdist with it.
-#   torch215 .venv-torch215/  PyTorch 2.15 (PyPI's CUDA 13 build, ~4 GB with its runtime wheels),
-#                      the current release: scripts/check-torch215.sh compares mxrun with it
-#                      (its TCPStore clients, its torchrun's environment and flags).
 #
 # Idempotent: an environment whose stamp lists exactly these requirements is left alone (no pip
 # call). MXRUN_VENV / MXRUN_CUDA_VENV put them elsewhere; MXRUN_BASE_PYTHON picks the interpreter
@@ -30,11 +29,7 @@ CPU_REQUIREMENTS=(
   accelerate==1.15.0       # step counters
 )
 CUDA_REQUIREMENTS=(
-  torch==2.14.1            # CUDA 13 build; pulls its CUDA runtime wheels and nvidia-nccl-cu13
-  numpy==2.4.6
-)
-TORCH215_REQUIREMENTS=(
-  torch==2.15.0            # PyPI's build (CUDA 13); only its CPU side and its TCPStore client run
+  torch==2.15.0            # PyPI's build (CUDA 13); pulls its CUDA runtime wheels and nvidia-nccl-cu13
   numpy==2.4.6             # (torch warns at import without it)
 )
 WHEEL_REQUIREMENTS=(
@@ -49,9 +44,12 @@ case "$kind" in
   cpu) venv="${MXRUN_VENV:-$root/.venv}"; requirements=("${CPU_REQUIREMENTS[@]}") ;;
   cuda) venv="${MXRUN_CUDA_VENV:-$root/.venv-cuda}"; requirements=("${CUDA_REQUIREMENTS[@]}") ;;
   wheel) venv="${MXRUN_WHEEL_VENV:-$root/.venv-wheel}"; requirements=("${WHEEL_REQUIREMENTS[@]}") ;;
-  torch215) venv="${MXRUN_TORCH215_VENV:-$root/.venv-torch215}"; requirements=("${TORCH215_REQUIREMENTS[@]}") ;;
-  *) echo "python-env: unknown kind '$kind' (accepted: cpu, cuda, wheel, torch215)" >&2; exit 2 ;;
+  *) echo "python-env: unknown kind '$kind' (accepted: cpu, cuda, wheel)" >&2; exit 2 ;;
 esac
+# One maker at a time per environment: scripts/test.sh checks the CUDA trainer and PyTorch 2.15
+# side by side, and both ask for .venv-cuda.
+exec {lock}>>"$venv.lock"
+flock "$lock"
 base_python="${MXRUN_BASE_PYTHON:-/usr/bin/python3}"
 stamp="$venv/.mxrun-requirements"
 wanted=$(printf '%s\n' "${requirements[@]}")
@@ -72,16 +70,16 @@ if [[ ! -x "$venv/bin/python3" ]]; then
 fi
 echo "python-env: installing ${requirements[*]} into $venv (log: $venv/pip-install.log)" >&2
 pip_env=()
-if [[ "$kind" == torch215 ]]; then
+if [[ "$kind" == cuda ]]; then
   # Some machines cap pip at an older torch in a machine-wide pip.conf (`constraint = ...`, seen
-  # here: torch<=2.14.1). This environment exists to hold the newer release, so it alone is made
+  # here: torch<=2.14.1). This environment exists to hold the current release, so it alone is made
   # without pip's configuration files; PIP_* variables still apply.
   pip_env=(PIP_CONFIG_FILE=/dev/null)
 fi
-# The CUDA and 2.15 environments serve one build and a few imports: byte-compiling all of PyTorch
-# there took 14 of their 50 s (an import compiles what it uses).
+# The CUDA environment serves one build and a few imports: byte-compiling all of PyTorch there
+# took 14 of its 50 s (an import compiles what it uses).
 compile=()
-if [[ "$kind" == cuda || "$kind" == torch215 ]]; then
+if [[ "$kind" == cuda ]]; then
   compile=(--no-compile)
 fi
 if ! env "${pip_env[@]}" "$venv/bin/python3" -m pip install --disable-pip-version-check "${compile[@]}" \

@@ -4,7 +4,7 @@
 # sdist and a wheel built from it (scripts/check-pip-install.sh), then compares mxrun with PyTorch
 # 2.15 (its TCPStore clients, its torchrun's environment and flags: scripts/check-torch215.sh),
 # then builds the Debian packages and installs them in a container booted with systemd
-# (scripts/check-deb.sh), and beside those four builds the CUDA trainer against PyTorch 2.14
+# (scripts/check-deb.sh), and beside those four builds the CUDA trainer against PyTorch 2.15
 # (CUDA 13) and checks it on the CPU (scripts/gpu/check-cuda-trainer.sh;
 # MXRUN_SKIP_CUDA_TRAINER=1 skips it in a quick developer loop, CI never does), then every
 # libFuzzer target for FUZZ_SECONDS (default 30 here) on its corpus (scripts/fuzz.sh;

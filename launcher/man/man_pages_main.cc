@@ -1,4 +1,5 @@
-// mxrun-man-pages OUT_DIR DATE: writes mxrun.1 and mxrun-master.1 into OUT_DIR from the two
+// mxrun-man-pages OUT_DIR DATE: writes mxrun.1 and mxrun-master.1 (and mxrun-multinode.1, which
+// points at mxrun.1) into OUT_DIR from the two
 // programs' flag tables (launcher/flags/man_page.h), with the prose below around them. The build
 // runs it (target man-pages); scripts/install.sh and the Debian package install its pages.
 
@@ -130,8 +131,12 @@ int main(int argc, char** argv) {
   const std::string dir = argv[1];
   const std::string date = argv[2];
   using namespace mxrun;
+  // mxrun-multinode is mxrun's networked build, which mxrun hands multi-node jobs to: its page is
+  // mxrun's (a .so page, which man follows; a wheel cannot hold a symbolic link).
   const bool ok =
       Write(dir + "/mxrun.1", ManPage(LaunchProgram(), LaunchFlagSpecs(), LauncherText(date))) &&
-      Write(dir + "/mxrun-master.1", ManPage(MasterProgram(), MasterFlagSpecs(), MasterText(date)));
+      Write(dir + "/mxrun-master.1",
+            ManPage(MasterProgram(), MasterFlagSpecs(), MasterText(date))) &&
+      Write(dir + "/mxrun-multinode.1", ".so man1/mxrun.1\n");
   return ok ? 0 : 1;
 }

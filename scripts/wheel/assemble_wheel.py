@@ -14,6 +14,8 @@
   PREFIX_DIR/lib/mxrun the libraries they load: go to <prefix>/lib/mxrun (.data/data), which the
                        programs' RPATH ($ORIGIN/../lib/mxrun) finds wherever pip installs them
                        (a virtual environment, --user's ~/.local, /usr/local), whatever the Python
+  PREFIX_DIR/share/man/man1  the manual pages: go to <prefix>/share/man/man1, where man finds the
+                       pages of the programs in <prefix>/bin
 
 The wheel is py3-none-PLATFORM_TAG (its programs do not depend on the Python version), not pure
 (Root-Is-Purelib: false), with a RECORD of sha256 hashes, written deterministically (sorted
@@ -65,7 +67,8 @@ def main():
                 entries.append((rel, open(path, "rb").read(), False))
     pth = os.path.join(os.path.dirname(package_dir.rstrip("/")), "mxrun-auto-progress.pth")
     entries.append((os.path.basename(pth), open(pth, "rb").read(), False))
-    for sub, target in (("bin", f"{data}/scripts"), ("lib/mxrun", f"{data}/data/lib/mxrun")):
+    for sub, target in (("bin", f"{data}/scripts"), ("lib/mxrun", f"{data}/data/lib/mxrun"),
+                        ("share/man/man1", f"{data}/data/share/man/man1")):
         folder = os.path.join(prefix, sub)
         for f in sorted(os.listdir(folder)):
             path = os.path.join(folder, f)

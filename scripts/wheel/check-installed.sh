@@ -16,6 +16,21 @@ export PATH="$venv/bin:/usr/bin:/bin"
 unset PYTHONPATH PYTHON_EXEC VIRTUAL_ENV
 say() { echo "$1: $2"; }
 
+# The manual pages, where man looks for those of the programs on the PATH (<prefix>/share/man).
+for page in mxrun mxrun-master mxrun-multinode; do
+  # (mxrun-multinode's page points at mxrun's, which man -w names)
+  if found=$(man -w "$page" 2>&1) && [[ "$found" == "$venv/share/man/man1/"* ]]; then
+    say ok "man $page finds the installed page ($found)"
+  else
+    say bad "man $page: $found"
+  fi
+done
+if [[ "$(MANWIDTH=100 man mxrun-multinode 2>&1)" == *"--nproc_per_node"* ]]; then
+  say ok "man mxrun-multinode shows mxrun's page"
+else
+  say bad "man mxrun-multinode does not show mxrun's flags"
+fi
+
 # A one-node PyTorch DDP job. The script never imports mxrun: its optimizer's steps are reported
 # through the installed mxrun-auto-progress.pth, unless MXRUN_AUTO_PROGRESS=0.
 if out=$(timeout 120 mxrun --standalone --nproc_per_node=2 "$root/scripts/examples/ddp_allreduce.py" 2>&1); then

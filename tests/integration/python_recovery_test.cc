@@ -291,7 +291,7 @@ TEST_CASE(
 // PyTorch 2.14's in-place membership change (torch.distributed._reconfigure), asked for with
 // MXRUN_RECONFIGURE=1. Hidden from ctest (the project's .venv has 2.13):
 // scripts/gpu/check-cuda-trainer.sh runs it with MXRUN_TEST_RECONFIGURE_PYTHON set to .venv-cuda's
-// Python (2.14.1, Gloo on the CPU).
+// Python (2.15.0, Gloo on the CPU).
 TEST_CASE(
     "mxrun.run through PyTorch 2.14's _reconfigure: the survivor's group is re-formed in "
     "place whichever rank is lost (the store is the agent's), and with rank 0 hosting the store "

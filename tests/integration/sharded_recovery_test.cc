@@ -264,7 +264,7 @@ TEST_CASE(
 // counts its groups from 0, the survivors do not: the copy's new_group timed out), so mxrun says
 // so and re-forms groups anew, and the lost rank's shards come back as without it. Hidden from
 // ctest (the project's .venv has 2.13): scripts/gpu/check-cuda-trainer.sh runs it with
-// MXRUN_TEST_RECONFIGURE_PYTHON set to .venv-cuda's Python (2.14.1, Gloo on the CPU).
+// MXRUN_TEST_RECONFIGURE_PYTHON set to .venv-cuda's Python (2.15.0, Gloo on the CPU).
 TEST_CASE(
     "FSDP2 under mxrun.run with PyTorch 2.14's _reconfigure asked for: groups re-formed "
     "anew, with the reason, the lost rank's shards come back, bitwise as undisturbed",

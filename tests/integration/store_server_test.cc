@@ -64,8 +64,8 @@ struct Served {
   std::string port() const { return std::to_string(server->port()); }
 };
 
-// The clients' Python: the project's (PyTorch 2.13), or MXRUN_TEST_STORE_PYTHON's (scripts/gpu/
-// check-cuda-trainer.sh runs the [store-clients] cases with .venv-cuda's, PyTorch 2.14.1).
+// The clients' Python: the project's (PyTorch 2.13), or MXRUN_TEST_STORE_PYTHON's
+// (scripts/check-torch215.sh runs the [store-clients] cases with .venv-cuda's, PyTorch 2.15.0).
 std::string ClientPython() {
   const char* other = std::getenv("MXRUN_TEST_STORE_PYTHON");
   return other != nullptr && *other != '\0' ? other : PYTHON_BIN;
