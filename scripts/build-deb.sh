@@ -26,7 +26,7 @@ out="$root/dist"
 for arg in "$@"; do
   case "$arg" in
     --out=*) out="${arg#*=}" ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build-deb.sh: unknown argument '$arg' (accepted: --out=DIR)" >&2; exit 2 ;;
   esac
 done

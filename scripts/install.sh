@@ -22,7 +22,7 @@ for arg in "$@"; do
         --prefix=*) prefix="${arg#*=}" ;;
         --sysconfdir=*) sysconfdir="${arg#*=}" ;;
         --build-dir=*) build="${arg#*=}" ;;
-        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "install.sh: unknown argument '$arg' (accepted: --prefix=DIR --sysconfdir=DIR --build-dir=DIR)" >&2; exit 2 ;;
     esac
 done
