@@ -89,10 +89,37 @@ const ProcessResult& Undisturbed() {
   return r;
 }
 
-// Every one of `steps` steps logged once, and both ranks ended with the same parameters.
+// The steps rank 0's in-process rounds went on from, with a state from memory.
+std::set<int> RoundsFromMemoryOfRank0(const std::string& out) {
+  std::set<int> from;
+  std::regex line(
+      "\"event\": \"round\", \"rank\": 0, \"pid\": [0-9]+, \"from_step\": ([0-9]+), "
+      "\"restored_from\": \"memory\"");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator();
+       ++it) {
+    from.insert(std::stoi((*it)[1]));
+  }
+  return from;
+}
+
+// Every one of `steps` steps logged once, and both ranks ended with the same parameters. Only
+// rank 0 logs; when a node is lost in the middle of a step's all-reduce, another rank may finish
+// that step while rank 0's part fails (a ring all-reduce ends on each rank as its last chunk
+// comes). The next round then goes on from that step with the most advanced rank's state
+// (mxrun/_recovery.py's _agree), which is rank 0's next round's from_step: that step is done,
+// not lost, and is the only kind that may be missing from rank 0's log.
 void CheckEachStepOnceAndRanksAgree(const ProcessResult& r, size_t steps) {
   const Steps got = StepsOf(r.out);
-  CHECK(got.loss.size() == steps);
+  const std::set<int> rounds = RoundsFromMemoryOfRank0(r.out);
+  size_t done_by_a_peer = 0;
+  for (int step = 1; step <= static_cast<int>(steps); ++step) {
+    if (got.loss.count(step) == 1) continue;
+    INFO("step " << step << " is missing from rank 0's log");
+    CHECK(rounds.count(step) == 1);
+    ++done_by_a_peer;
+  }
+  CHECK(done_by_a_peer <= rounds.size());
+  CHECK(got.loss.size() + done_by_a_peer == steps);
   for (const auto& [step, count] : got.count) CHECK(count == 1);
   const auto params = ParamsOf(r.out);
   REQUIRE(params.size() == 2);
