@@ -21,19 +21,8 @@ snapshot() {
     -o -path /var/lib/systemd -o -path /var/tmp -o -path /etc/ld.so.cache \) -prune -o -print |
     LC_ALL=C sort
 }
-# wait_for SECONDS command...: polls the command every 0.2 s until it succeeds, or gives up.
-wait_for() {
-  local tries=$(($1 * 5))
-  shift
-  while ! "$@" 2>/dev/null; do
-    tries=$((tries - 1))
-    [[ $tries -gt 0 ]] || return 1
-    sleep 0.2
-  done
-}
 listening() { (exec 3<>/dev/tcp/127.0.0.1/29400) 2>/dev/null; }
 man_finds() { man -w "$1" >/dev/null; }
-unit_done() { [[ "$(systemctl show -P ActiveState "$1")" =~ ^(inactive|failed)$ ]]; }
 
 snapshot >/run/files-before
 check "dpkg -i installs mxrun and python3-mxrun" dpkg -i /check/debs/mxrun_*.deb /check/debs/python3-mxrun_*.deb
@@ -50,7 +39,8 @@ check "python3-mxrun is byte-compiled at install" test -d /usr/lib/python3/dist-
 
 check "systemctl start mxrun-master" systemctl start mxrun-master
 check "mxrun-master is active (Type=notify: ready once serving)" test "$(systemctl is-active mxrun-master)" = active
-check "mxrun-master listens on its port 29400" wait_for 10 listening
+# Type=notify: systemctl start returns once the master said READY, which it says once it serves.
+check "mxrun-master listens on its port 29400" listening
 check "mxrun-master runs as a dynamic user, not root" \
   test "$(ps -o user= -p "$(systemctl show -P MainPID mxrun-master)" | tr -d ' ')" != root
 
@@ -71,8 +61,9 @@ rdzv_endpoint = "127.0.0.1:29400"
 rdzv_id = "deb-check"
 entrypoint = "/check/worker.py"
 EOF
-check "systemctl start mxrun-agent@check" systemctl start mxrun-agent@check
-check "the job ends within 60 s" wait_for 60 unit_done mxrun-agent@check
+# --wait: systemctl returns when the unit has ended, the job done.
+check "systemctl start --wait mxrun-agent@check: the job ends within 60 s" \
+  timeout 60 systemctl start --wait mxrun-agent@check
 check "the agent's unit ends with success" test "$(systemctl show -P Result mxrun-agent@check)" = success
 journal=$(journalctl -u mxrun-agent@check -o cat --no-pager)
 for rank in 0 1; do
