@@ -40,6 +40,8 @@ TEST_PACKAGES=(
   patchelf  # scripts/gpu/bundle-mxrun.sh: mxrun with its libraries beside it, for a GPU machine
   dpkg-dev lintian systemd-container  # scripts/build-deb.sh and check-deb.sh: the Debian packages,
                                       # their lint, and a container booted with systemd to install them in
+  unicode-data  # scripts/wheel/build-glibc-deps.sh: re2's Unicode tables, generated as Debian does
+  debootstrap  # scripts/wheel/older-distro-root.sh: Debian 11, where check-wheel.sh runs the wheel
   libcpp-httplib-dev libcivetweb-dev  # scripts/bench/http_slow_clients.sh: the libraries mxrun's
                                       # HTTP server is compared with (not linked into mxrun)
 )

@@ -37,6 +37,8 @@ WHEEL_REQUIREMENTS=(
   pyelftools==0.33         # auditwheel's ELF reader
   packaging==26.4
   build==1.6.1             # `python -m build --sdist` (scripts/check-pip-install.sh)
+  ziglang==0.17.1          # `zig cc -target x86_64-linux-gnu.2.28`: the wheel's programs and their
+                           # libraries built against glibc 2.28 (scripts/wheel/build-glibc-deps.sh)
 )
 
 kind="${1:-cpu}"

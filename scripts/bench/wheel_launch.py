@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """mxrun from the wheel against mxrun from the build: launch-to-exit (issue 36's target: the
-wheel's within 5% of the build's). The wheel's programs load their libraries from
-<prefix>/lib/mxrun through a two-entry RPATH, the build's from the system's library cache; this
-measures what that costs a launch.
+wheel's within 5% of the build's). The wheel's programs are linked statically but for glibc, by
+another compiler (zig's clang, LLVM's libc++; scripts/build-wheel.sh), the build's load Debian's
+shared libraries; this measures what either costs a launch.
 
   scripts/bench/wheel_launch.py [WHEEL]   (default: the newest dist/mxrun-*.whl; environment:
                                           MXRUN (the build's, default <repo>/build/bin/mxrun), RUNS)

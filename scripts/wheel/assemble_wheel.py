@@ -11,9 +11,11 @@
                        pyproject.toml declares the same for pip's build, checked equal by
                        scripts/check-pip-install.sh)
   PREFIX_DIR/bin/*     the programs: go to the environment's bin/ (the wheel's .data/scripts)
-  PREFIX_DIR/lib/mxrun the libraries they load: go to <prefix>/lib/mxrun (.data/data), which the
-                       programs' RPATH ($ORIGIN/../lib/mxrun) finds wherever pip installs them
-                       (a virtual environment, --user's ~/.local, /usr/local), whatever the Python
+  PREFIX_DIR/lib/mxrun the shared libraries they load, if any: go to <prefix>/lib/mxrun
+                       (.data/data), which the programs' RPATH ($ORIGIN/../lib/mxrun) finds wherever
+                       pip installs them (a virtual environment, --user's ~/.local, /usr/local),
+                       whatever the Python. scripts/build-wheel.sh links its programs statically
+                       (but for glibc), so it has none; a build that vendors libraries may.
   PREFIX_DIR/share/man/man1  the manual pages: go to <prefix>/share/man/man1, where man finds the
                        pages of the programs in <prefix>/bin
 
@@ -22,8 +24,8 @@ The wheel is py3-none-PLATFORM_TAG (its programs do not depend on the Python ver
 entries, SOURCE_DATE_EPOCH or 1980 as every file's time). Prints the wheel's path. Its summary,
 description, Python floor and classifiers come from pyproject.toml, as those of the wheel that pip
 builds from a checkout through scikit-build-core. That build links the machine's own gRPC,
-Protobuf and Abseil; this wheel carries them (scripts/vendor-libs.sh) for machines without, which
-the backend does not do.
+Protobuf and Abseil; this wheel's programs carry them, built for glibc 2.28 and linked statically
+(scripts/wheel/build-glibc-deps.sh), for machines without, which the backend does not do.
 """
 import base64
 import hashlib
@@ -70,6 +72,8 @@ def main():
     for sub, target in (("bin", f"{data}/scripts"), ("lib/mxrun", f"{data}/data/lib/mxrun"),
                         ("share/man/man1", f"{data}/data/share/man/man1")):
         folder = os.path.join(prefix, sub)
+        if sub == "lib/mxrun" and not os.path.isdir(folder):
+            continue
         for f in sorted(os.listdir(folder)):
             path = os.path.join(folder, f)
             executable = os.access(path, os.X_OK) and sub == "bin"

@@ -6,16 +6,22 @@
 # module; a two-node job on loopback through the installed mxrun-master with a token, and
 # `mxrun status` against it while it runs. Prints one "ok: ..." or "bad: ..." line per check.
 #
-#   scripts/wheel/check-installed.sh VENV ROOT WORK
+#   scripts/wheel/check-installed.sh VENV ROOT WORK [--without-torch]
+#
+# --without-torch (an environment with no PyTorch and no man: Debian 11's, scripts/check-wheel.sh)
+# leaves out the manual pages, the DDP jobs and Lightning's entry points; the two nodes then run
+# the module's progress worker instead of the DDP example.
 #
 # Everything binds 127.0.0.1 on ports the kernel picks; every process is bounded by `timeout` and
 # stopped by pid.
 set -uo pipefail
-venv=$1 root=$2 work=$3
+venv=$1 root=$2 work=$3 with_torch=1
+[[ "${4:-}" == --without-torch ]] && with_torch=0
 export PATH="$venv/bin:/usr/bin:/bin"
 unset PYTHONPATH PYTHON_EXEC VIRTUAL_ENV
 say() { echo "$1: $2"; }
 
+if ((with_torch)); then
 # The manual pages, where man looks for those of the programs on the PATH (<prefix>/share/man).
 for page in mxrun mxrun-master mxrun-multinode; do
   # (mxrun-multinode's page points at mxrun's, which man -w names)
@@ -60,6 +66,8 @@ else
   say bad "the installed Lightning entry points: $out"
 fi
 
+fi
+
 # python -m mxrun, and the installed module's progress reports.
 if out=$(timeout 120 python -m mxrun --standalone --nproc_per_node=2 "$root/tests/python/progress_worker.py" 30 0.02 2>&1) &&
    [[ "$out" == *"goodput "* && "$out" != *"no progress reports"* ]]; then
@@ -72,22 +80,29 @@ fi
 token="$work/token"
 head -c 24 /dev/urandom | base64 >"$token"
 chmod 600 "$token"
+# listening_on FILE: the address a master's output FILE says it listens on, within 10 s, or nothing.
+listening_on() {
+  local found=""
+  for _ in $(seq 100); do
+    found=$(grep -oE 'listening on [0-9.]+:[0-9]+' "$1" | head -1 | awk '{print $3}')
+    [[ -n "$found" ]] && break
+    sleep 0.1
+  done
+  echo "$found"
+}
 timeout 120 mxrun-master --host=127.0.0.1 --port=0 --token_file="$token" >"$work/master.out" 2>&1 &
 master=$!
-endpoint=""
-for _ in $(seq 100); do
-  endpoint=$(grep -oE 'listening on [0-9.]+:[0-9]+' "$work/master.out" | head -1 | awk '{print $3}')
-  [[ -n "$endpoint" ]] && break
-  sleep 0.1
-done
+endpoint=$(listening_on "$work/master.out")
 if [[ -z "$endpoint" ]]; then
   say bad "mxrun-master did not say where it listens: $(cat "$work/master.out")"
 else
   agents=()
+  # Each node's worker runs for about 4 s, long enough for mxrun status to see the job.
+  if ((with_torch)); then worker=("$root/scripts/examples/ddp_allreduce.py" --hold-if-world 2 --hold-seconds 4)
+  else worker=("$root/tests/python/progress_worker.py" 40 0.1); fi
   for node in 0 1; do
     timeout 120 mxrun --rdzv_backend=c10d --rdzv_endpoint="$endpoint" --rdzv_id=install-check \
-      --nnodes=2 --nproc_per_node=1 --rdzv_conf="token_file=$token" \
-      "$root/scripts/examples/ddp_allreduce.py" --hold-if-world 2 --hold-seconds 4 \
+      --nnodes=2 --nproc_per_node=1 --rdzv_conf="token_file=$token" "${worker[@]}" \
       >"$work/node$node.out" 2>&1 &
     agents+=($!)
   done
@@ -109,4 +124,35 @@ else
   else say bad "mxrun status without the token listed the job"; fi
 fi
 [[ -n "${master:-}" ]] && kill "$master" 2>/dev/null
+
+# Mutual TLS, when the caller made certificates (MXRUN_CHECK_CERTS: ca.pem, and node.pem and
+# node.key for 127.0.0.1 signed by it; scripts/make-certs.sh): the wheel's programs carry their
+# own OpenSSL, linked in.
+if [[ -n "${MXRUN_CHECK_CERTS:-}" ]]; then
+  certs=$MXRUN_CHECK_CERTS
+  timeout 120 mxrun-master --host=127.0.0.1 --port=0 --cert="$certs/node.pem" --key="$certs/node.key" \
+    --cacert="$certs/ca.pem" >"$work/tls-master.out" 2>&1 &
+  tls_master=$!
+  endpoint=$(listening_on "$work/tls-master.out")
+  if [[ -z "$endpoint" ]]; then
+    say bad "mxrun-master with TLS did not say where it listens: $(cat "$work/tls-master.out")"
+  else
+    agents=()
+    for node in 0 1; do
+      timeout 120 mxrun --rdzv_backend=c10d --rdzv_endpoint="$endpoint" --rdzv_id=tls-check \
+        --nnodes=2 --nproc_per_node=1 \
+        --rdzv_conf="cert=$certs/node.pem,key=$certs/node.key,cacert=$certs/ca.pem" \
+        "$root/tests/python/progress_worker.py" 10 0.05 >"$work/tls-node$node.out" 2>&1 &
+      agents+=($!)
+    done
+    rcs=""
+    for pid in "${agents[@]}"; do wait "$pid"; rcs+="$? "; done
+    if [[ "$rcs" == "0 0 " ]]; then say ok "two-node job over mutual TLS through the installed mxrun-master: both nodes exit 0"
+    else say bad "two-node job over TLS: exits $rcs: $(tail -5 "$work/tls-node0.out" "$work/tls-node1.out")"; fi
+    plain=$(timeout 10 mxrun status --timeout=2 --rdzv_endpoint="$endpoint" 2>&1 || true)
+    if [[ "$plain" != *tls-check* ]]; then say ok "mxrun status without a certificate is refused by the TLS master"
+    else say bad "mxrun status without a certificate listed the TLS job"; fi
+  fi
+  kill "$tls_master" 2>/dev/null
+fi
 wait 2>/dev/null
