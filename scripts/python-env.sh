@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's Python environments, and the one place that names their versions.
 #
-#   scripts/python-env.sh [cpu|cuda|wheel]  make or update the environment, print its folder
+#   scripts/python-env.sh [cpu|cuda|wheel|docs]  make or update the environment, print its folder
 #
 #   cpu   .venv/       PyTorch 2.13 (CPU build): the Python, torchrun and PyTorch DDP that tests,
 #                      benchmarks and the demo use, and what the trainer is built against.
@@ -10,7 +10,9 @@
 #                      CUDA trainer against in CI, and what scripts/check-torch215.sh compares
 #                      mxrun with (its TCPStore clients, its torchrun's environment and flags).
 #   wheel .venv-wheel/ auditwheel: scripts/build-wheel.sh asks it for the wheel's platform tag;
-#                      build: scripts/check-pip-install.sh makes the sdist with it.
+#                      build: scripts/check-pip-install.sh makes the sdist with it; ziglang:
+#                      the wheel's compilers.
+#   docs  .venv-docs/  MkDocs and its Material theme: scripts/build-docs.sh builds the guide's site.
 #
 # Idempotent: an environment whose stamp lists exactly these requirements is left alone (no pip
 # call). MXRUN_VENV / MXRUN_CUDA_VENV put them elsewhere; MXRUN_BASE_PYTHON picks the interpreter
@@ -32,6 +34,13 @@ CUDA_REQUIREMENTS=(
   torch==2.15.0            # PyPI's build (CUDA 13); pulls its CUDA runtime wheels and nvidia-nccl-cu13
   numpy==2.4.6             # (torch warns at import without it)
 )
+DOCS_REQUIREMENTS=(
+  mkdocs==1.6.1            # the guide as a site (mkdocs.yml, scripts/build-docs.sh)
+  mkdocs-material==9.8.2   # its theme (end of life announced for 2027-05-05: its successor,
+                           # Zensical, reads the same mkdocs.yml, and is at 0.1 on 2026-12-06)
+  pymdown-extensions==12.3 # GitHub's anchors (toc's slugify), code blocks in lists (13 needs
+                           # Python 3.11.5; Debian 12 has 3.11.2)
+)
 WHEEL_REQUIREMENTS=(
   auditwheel==6.8.2        # `auditwheel show`: the manylinux tag the wheel's binaries allow
   pyelftools==0.33         # auditwheel's ELF reader
@@ -46,7 +55,8 @@ case "$kind" in
   cpu) venv="${MXRUN_VENV:-$root/.venv}"; requirements=("${CPU_REQUIREMENTS[@]}") ;;
   cuda) venv="${MXRUN_CUDA_VENV:-$root/.venv-cuda}"; requirements=("${CUDA_REQUIREMENTS[@]}") ;;
   wheel) venv="${MXRUN_WHEEL_VENV:-$root/.venv-wheel}"; requirements=("${WHEEL_REQUIREMENTS[@]}") ;;
-  *) echo "python-env: unknown kind '$kind' (accepted: cpu, cuda, wheel)" >&2; exit 2 ;;
+  docs) venv="${MXRUN_DOCS_VENV:-$root/.venv-docs}"; requirements=("${DOCS_REQUIREMENTS[@]}") ;;
+  *) echo "python-env: unknown kind '$kind' (accepted: cpu, cuda, wheel, docs)" >&2; exit 2 ;;
 esac
 # One maker at a time per environment: scripts/test.sh checks the CUDA trainer and PyTorch 2.15
 # side by side, and both ask for .venv-cuda.

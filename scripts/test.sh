@@ -47,8 +47,8 @@ status=0
 rm -f "$build/Testing/Temporary/LastTestsFailed.log" "$root/build-asan/Testing/Temporary/LastTestsFailed.log"
 timed ctest "$(dirname "$cmake")/ctest" --test-dir "$build" --output-on-failure --timeout 600 -j "$ctest_jobs" \
   "${exclude[@]}" || status=$?
-# The wheel, `pip install .`, PyTorch 2.15's comparisons and the Debian packages, one after the
-# other; beside them the CUDA trainer's check. Each keeps about one core busy (pip unpacking
+# The wheel, `pip install .`, PyTorch 2.15's comparisons, the Debian packages and the guide's
+# site, one after the other; beside them the CUDA trainer's check. Each keeps about one core busy (pip unpacking
 # PyTorch, one program at a time): one after the other the first four took 407 s for 469 CPU-s.
 # Each side's output comes whole when it ends, the packaging side's first.
 packaging_checks() {
@@ -57,6 +57,7 @@ packaging_checks() {
   timed check-pip-install "$root/scripts/check-pip-install.sh" || rc=1
   timed check-torch215 "$root/scripts/check-torch215.sh" || rc=1
   timed check-deb "$root/scripts/check-deb.sh" || rc=1
+  timed docs "$root/scripts/build-docs.sh" --check || rc=1
   return "$rc"
 }
 cuda_check() {
@@ -85,7 +86,8 @@ fi
 # The unit tests and the launcher's integration tests (no LibTorch) once more under ASan + UBSan,
 # in build-asan/ (MXRUN_SANITIZE=0 skips it in a quick loop; CI never does), but for the cases
 # labelled python_side, whose time is the frameworks' or torchrun's Python and whose C++ other
-# cases reach (tests/CMakeLists.txt). README "Sanitizers" says which and how long.
+# cases reach (tests/CMakeLists.txt). docs/guide/contributing.md ("Sanitizers") says which and
+# how long.
 if [[ "${MXRUN_SANITIZE:-1}" != 0 || "${CI:-}" == true ]]; then
   MXRUN_SANITIZE_TARGETS="mxrun_unit_tests mxrun_integration_tests" \
     MXRUN_SANITIZE_SKIP_LABELS=python_side timed sanitize "$root/scripts/sanitize.sh" address -L "^(unit|integration)$" || status=1

@@ -1,7 +1,7 @@
 #pragma once
 // An agent's Prometheus metrics (`--metrics_port`): what the agent's loop observes
 // (agent_observer.h) kept under a mutex, and rendered on the metrics server's thread at each
-// scrape. The README's "Metrics" section lists every metric with its type and meaning.
+// scrape. docs/guide/operating.md ("Metrics") lists every metric with its type and meaning.
 //
 // Labels: run_id, node (this node's rank in the current round) and, per worker, rank (global).
 // Per-worker values come from the worker's progress reports on its control channel

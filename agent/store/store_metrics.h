@@ -1,7 +1,7 @@
 #pragma once
 // The workers' store on an agent's metrics page (`--metrics_port`): what it holds now and what it
 // has served, read at each scrape from WorkersStoreRendezvous::Totals() (a snapshot; nothing is
-// pushed from the store's thread). README "Metrics" lists the families.
+// pushed from the store's thread). docs/guide/operating.md lists the families.
 
 #include <functional>
 #include <optional>

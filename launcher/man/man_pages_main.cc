@@ -1,13 +1,16 @@
 // mxrun-man-pages OUT_DIR DATE: writes mxrun.1 and mxrun-master.1 (and mxrun-multinode.1, which
 // points at mxrun.1) into OUT_DIR from the two
-// programs' flag tables (launcher/flags/man_page.h), with the prose below around them. The build
-// runs it (target man-pages); scripts/install.sh and the Debian package install its pages.
+// programs' flag tables (launcher/flags/man_page.h), with the prose below around them, and the
+// same as Markdown, mxrun.md and mxrun-master.md (launcher/flags/markdown_reference.h), the
+// reference pages of the guide's site (scripts/build-docs.sh). The build runs it (target
+// man-pages); scripts/install.sh and the Debian package install its manual pages.
 
 #include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "launcher/flags/man_page.h"
+#include "launcher/flags/markdown_reference.h"
 #include "launcher/launch_flags/launch_flags.h"
 #include "launcher/master/master_flags.h"
 
@@ -137,6 +140,10 @@ int main(int argc, char** argv) {
       Write(dir + "/mxrun.1", ManPage(LaunchProgram(), LaunchFlagSpecs(), LauncherText(date))) &&
       Write(dir + "/mxrun-master.1",
             ManPage(MasterProgram(), MasterFlagSpecs(), MasterText(date))) &&
-      Write(dir + "/mxrun-multinode.1", ".so man1/mxrun.1\n");
+      Write(dir + "/mxrun-multinode.1", ".so man1/mxrun.1\n") &&
+      Write(dir + "/mxrun.md", MarkdownReference(LaunchProgram(), LaunchFlagSpecs(),
+                                                 LauncherText(date), "mxrun-man-pages")) &&
+      Write(dir + "/mxrun-master.md", MarkdownReference(MasterProgram(), MasterFlagSpecs(),
+                                                        MasterText(date), "mxrun-man-pages"));
   return ok ? 0 : 1;
 }

@@ -122,8 +122,8 @@ def plan(descriptions, holders, source, known=()):
                  f"{len(per_rank)} state entr{'y is' if len(per_rank) == 1 else 'ies are'} "
                  f"each rank's own: {_examples(per_rank, reasons)}. A new rank gets its own only "
                  "from the copy mxrun keeps of every rank's state when mxrun.run is given a "
-                 "function that makes the state for each round (mxrun.run(train, build): README, "
-                 "'Sharded state'), so the round is refused rather than given another rank's; "
+                 "function that makes the state for each round (mxrun.run(train, build): mxrun's "
+                 "docs/guide/your-script.md, 'Sharded state'), so the round is refused rather than given another rank's; "
                  "the group restarts instead (from the script's checkpoint)")
     if error is None and newcomers and by_value:
         warning = (f"mxrun.run: {len(by_value)} state entr{'y' if len(by_value) == 1 else 'ies'} "

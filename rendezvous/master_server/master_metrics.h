@@ -1,6 +1,6 @@
 #pragma once
 // The master's Prometheus metrics (mxrun-master --metrics_port), made from the runs as the state
-// machine has them (MasterState::Snapshot). Pure. The README's "Metrics" section lists them.
+// machine has them (MasterState::Snapshot). Pure. docs/guide/operating.md lists them.
 //
 // Labels: run_id; per node also node (its rank in the current round, "" while waiting) and host.
 

@@ -146,7 +146,7 @@ std::string RenderStatusPage(const std::vector<RunSnapshot>& runs,
     }
     if (ranks.empty()) {
       h += "<p class=\"muted\">No rank has reported progress in this round (workers report "
-           "it on their control channel: see the README's Metrics section).</p>";
+           "it on their control channel: see mxrun's docs/guide/your-script.md).</p>";
     } else {
       absl::StrAppend(&h,
                       "<table><tr><th>rank</th><th>host</th><th>local rank</th><th>step</th>"
