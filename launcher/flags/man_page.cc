@@ -1,5 +1,7 @@
 #include "launcher/flags/man_page.h"
 
+#include "launcher/flags/flag_doc_facts.h"
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -49,10 +51,7 @@ void AppendSection(std::string& out, const ManSection& section) {
 // "--nproc_per_node, --nproc-per-node VALUE" in bold and italics.
 std::string FlagNames(const FlagSpec& flag) {
   std::vector<std::string> names;
-  if (!flag.short_name.empty()) names.push_back(Bold(flag.short_name));
-  names.push_back(Bold(absl::StrCat("--", flag.name)));
-  const std::string dashed = absl::StrReplaceAll(flag.name, {{"_", "-"}});
-  if (dashed != flag.name) names.push_back(Bold(absl::StrCat("--", dashed)));
+  for (const std::string& name : FlagSpellings(flag)) names.push_back(Bold(name));
   std::string out = absl::StrJoin(names, ", ");
   if (!flag.boolean) {
     const std::string value = Italic("VALUE");
@@ -69,10 +68,7 @@ void AppendFlag(std::string& out, const ProgramFlags& program, const FlagSpec& f
   if (!flag.implicit_value.empty()) {
     facts.push_back(absl::StrCat("Given alone: ", flag.implicit_value));
   }
-  std::vector<std::string> variables;
-  const std::string upper = absl::AsciiStrToUpper(flag.name);
-  for (const std::string& prefix : program.env_prefixes) variables.push_back(prefix + upper);
-  if (!flag.stand_in_env.empty()) variables.push_back(flag.stand_in_env);
+  const std::vector<std::string> variables = FlagVariables(program, flag);
   if (!variables.empty()) {
     facts.push_back(absl::StrCat("Environment: ", absl::StrJoin(variables, ", ")));
   }
@@ -108,33 +104,19 @@ std::string ManPage(const ProgramFlags& program, const std::vector<FlagSpec>& fl
   for (const ManSection& section : text.before_options) AppendSection(out, section);
 
   out += ".SH OPTIONS\n";
-  std::vector<const FlagSpec*> env_only;
-  for (const FlagSpec& flag : flags) {
-    if (flag.env_only) {
-      env_only.push_back(&flag);
-      continue;
-    }
-    AppendFlag(out, program, flag);
-  }
+  const DocumentedFlags by_place = ByPlace(flags);
+  for (const FlagSpec* flag : by_place.options) AppendFlag(out, program, *flag);
   absl::StrAppend(&out, ".TP\n", Bold("-h"), ", ", Bold("--help"), "\nPrint the flags and exit.\n");
   if (!program.version.empty()) {
     absl::StrAppend(&out, ".TP\n", Bold("--version"), "\nPrint the version and exit.\n");
   }
 
   out += ".SH ENVIRONMENT\n";
-  if (program.env_prefixes.empty()) {
-    out += "The flags are read from the command line and the configuration file only.\n";
-  } else {
-    std::vector<std::string> patterns;
-    for (const std::string& prefix : program.env_prefixes) {
-      patterns.push_back(Bold(absl::StrCat(prefix, "<FLAG>")));
-    }
-    absl::StrAppend(&out, "Every flag above may also be given in the environment as ",
-                    absl::StrJoin(patterns, " or "),
-                    ", the flag's name in capitals (each flag lists its variables).\n");
-  }
+  absl::StrAppend(
+      &out, EnvironmentIntro(program, [](const std::string& pattern) { return Bold(pattern); }),
+      "\n");
   AppendText(out, absl::StrCat("Precedence: ", program.precedence, "."));
-  for (const FlagSpec* flag : env_only) {
+  for (const FlagSpec* flag : by_place.env_only) {
     absl::StrAppend(&out, ".TP\n", Bold(flag->stand_in_env), "\n");
     AppendText(out, absl::StrCat(flag->help, "."));
   }

@@ -1,5 +1,7 @@
 #include "launcher/flags/markdown_reference.h"
 
+#include "launcher/flags/flag_doc_facts.h"
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -41,10 +43,7 @@ void AppendSection(std::string& out, const ManSection& section) {
 // "`--nproc_per_node`, `--nproc-per-node` VALUE": the flag's heading.
 std::string FlagHeading(const FlagSpec& flag) {
   std::vector<std::string> names;
-  if (!flag.short_name.empty()) names.push_back(Code(flag.short_name));
-  names.push_back(Code(absl::StrCat("--", flag.name)));
-  const std::string dashed = absl::StrReplaceAll(flag.name, {{"_", "-"}});
-  if (dashed != flag.name) names.push_back(Code(absl::StrCat("--", dashed)));
+  for (const std::string& name : FlagSpellings(flag)) names.push_back(Code(name));
   std::string heading = absl::StrJoin(names, ", ");
   if (!flag.boolean) absl::StrAppend(&heading, flag.implicit_value.empty() ? " VALUE" : " [VALUE]");
   return heading;
@@ -99,31 +98,16 @@ std::string MarkdownReference(const ProgramFlags& program, const std::vector<Fla
   for (const ManSection& section : text.before_options) AppendSection(out, section);
 
   out += "\n## Options\n";
-  std::vector<const FlagSpec*> env_only;
-  for (const FlagSpec& flag : flags) {
-    if (flag.env_only) {
-      env_only.push_back(&flag);
-      continue;
-    }
-    AppendFlag(out, program, flag);
-  }
+  const DocumentedFlags by_place = ByPlace(flags);
+  for (const FlagSpec* flag : by_place.options) AppendFlag(out, program, *flag);
   out += "\n### `-h`, `--help`\n\nPrint the flags and exit.\n";
   if (!program.version.empty()) out += "\n### `--version`\n\nPrint the version and exit.\n";
 
-  out += "\n## Environment\n\n";
-  if (program.env_prefixes.empty()) {
-    out += "The flags are read from the command line and the configuration file only.";
-  } else {
-    std::vector<std::string> patterns;
-    for (const std::string& prefix : program.env_prefixes) {
-      patterns.push_back(Code(absl::StrCat(prefix, "<FLAG>")));
-    }
-    absl::StrAppend(&out, "Every flag above may also be given in the environment as ",
-                    absl::StrJoin(patterns, " or "),
-                    ", the flag's name in capitals (each flag lists its variables).");
-  }
+  absl::StrAppend(
+      &out, "\n## Environment\n\n",
+      EnvironmentIntro(program, [](const std::string& pattern) { return Code(pattern); }));
   absl::StrAppend(&out, " Precedence: ", MarkdownEscape(program.precedence), ".\n");
-  for (const FlagSpec* flag : env_only) {
+  for (const FlagSpec* flag : by_place.env_only) {
     absl::StrAppend(&out, "\n- **", Code(flag->stand_in_env), "**: ", Paragraph(flag->help), ".\n");
   }
   for (const ManSection& section : text.after_options) AppendSection(out, section);

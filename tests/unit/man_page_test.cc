@@ -14,6 +14,7 @@
 #include "launcher/flags/man_page.h"
 #include "launcher/launch_flags/launch_flags.h"
 #include "launcher/master/master_flags.h"
+#include "tests/unit/flag_docs_sample.h"
 
 namespace {
 
@@ -37,10 +38,6 @@ void RequireOnlyKnownRequests(const std::string& page) {
   }
 }
 
-ProgramFlags Program() {
-  return ProgramFlags{"prog", "prog: a test", "prog 1.2", {"PROG_", "OLD_"}, "flag > env"};
-}
-
 TEST_CASE("roff escaping keeps text as it is: minus signs, backslashes, leading dots") {
   CHECK(RoffEscape("--nproc-per-node") == "\\-\\-nproc\\-per\\-node");
   CHECK(RoffEscape("C:\\path") == "C:\\epath");
@@ -50,22 +47,8 @@ TEST_CASE("roff escaping keeps text as it is: minus signs, backslashes, leading 
 }
 
 TEST_CASE("a flag's entry: both spellings, its value, default, variables and config key") {
-  FlagSpec value{"nproc_per_node", "", false, "workers per node", "1"};
-  value.stand_in_env = "NPROCS";
-  FlagSpec boolean{"standalone", "-s", true, "a private rendezvous", ""};
-  boolean.file_key = false;
-  FlagSpec watch{"watch", "", false, "refresh", ""};
-  watch.implicit_value = "2";
-  FlagSpec knob = mxrun::EnvSetting("use_agent_store", "TORCHELASTIC_USE_AGENT_STORE",
-                                    "host the store in the agent");
-  ManPageText text;
-  text.summary = "a test program";
-  text.synopsis = "[OPTIONS] ENTRYPOINT";
-  text.date = "2026-12-06";
-  text.before_options = {{"Description", {{ManBlock::Kind::kParagraph, ".starts with a dot"}}}};
-  text.after_options = {{"Exit status", {{ManBlock::Kind::kTagged, "it worked", "0"}}},
-                        {"Examples", {{ManBlock::Kind::kExample, "prog -s x.py\nprog --watch"}}}};
-  const std::string page = ManPage(Program(), {value, boolean, watch, knob}, text);
+  const std::string page = ManPage(mxrun::testing::SampleProgram(), mxrun::testing::SampleFlags(),
+                                   mxrun::testing::SampleText(".starts with a dot"));
   INFO(page);
   CHECK(absl::StartsWith(page, ".\\\" Written by prog's flag table"));
   CHECK(absl::StrContains(page, ".TH PROG 1 \"2026\\-12\\-06\" \"prog 1.2\" \"User Commands\"\n"));
@@ -98,11 +81,7 @@ TEST_CASE("a flag's entry: both spellings, its value, default, variables and con
 
 // The real tables: every flag mxrun and mxrun-master read has its entry, in each spelling.
 void RequireEveryFlag(const ProgramFlags& program, const std::vector<FlagSpec>& flags) {
-  ManPageText text;
-  text.summary = "s";
-  text.synopsis = "[OPTIONS]";
-  text.date = "2026-12-06";
-  const std::string page = ManPage(program, flags, text);
+  const std::string page = ManPage(program, flags, mxrun::testing::BareText());
   REQUIRE(flags.size() > 5);
   for (const FlagSpec& flag : flags) {
     INFO(flag.name);

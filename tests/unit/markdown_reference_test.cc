@@ -13,6 +13,7 @@
 #include "launcher/flags/markdown_reference.h"
 #include "launcher/launch_flags/launch_flags.h"
 #include "launcher/master/master_flags.h"
+#include "tests/unit/flag_docs_sample.h"
 
 namespace {
 
@@ -23,10 +24,6 @@ using mxrun::MarkdownEscape;
 using mxrun::MarkdownReference;
 using mxrun::ProgramFlags;
 
-ProgramFlags Program() {
-  return ProgramFlags{"prog", "prog: a test", "prog 1.2", {"PROG_", "OLD_"}, "flag > env"};
-}
-
 TEST_CASE("Markdown escaping shows text as it is: emphasis, code, links, tags, tables") {
   CHECK(MarkdownEscape("rank_order") == "rank\\_order");
   CHECK(MarkdownEscape("*.log") == "\\*.log");
@@ -36,22 +33,9 @@ TEST_CASE("Markdown escaping shows text as it is: emphasis, code, links, tags, t
 }
 
 TEST_CASE("a flag's reference entry: a heading with both spellings, its default, variables, key") {
-  FlagSpec value{"nproc_per_node", "", false, "workers per node", "1"};
-  value.stand_in_env = "NPROCS";
-  FlagSpec boolean{"standalone", "-s", true, "a private rendezvous", ""};
-  boolean.file_key = false;
-  FlagSpec watch{"watch", "", false, "refresh", ""};
-  watch.implicit_value = "2";
-  FlagSpec knob = mxrun::EnvSetting("use_agent_store", "TORCHELASTIC_USE_AGENT_STORE",
-                                    "host the store in the agent");
-  ManPageText text;
-  text.summary = "a test program";
-  text.synopsis = "[OPTIONS] ENTRYPOINT";
-  text.date = "2026-12-06";
-  text.before_options = {{"Description", {{ManBlock::Kind::kParagraph, "reads *.toml\nfiles"}}}};
-  text.after_options = {{"Exit status", {{ManBlock::Kind::kTagged, "it worked", "0"}}},
-                        {"Examples", {{ManBlock::Kind::kExample, "prog -s x.py\nprog --watch"}}}};
-  const std::string page = MarkdownReference(Program(), {value, boolean, watch, knob}, text, "t");
+  const std::string page =
+      MarkdownReference(mxrun::testing::SampleProgram(), mxrun::testing::SampleFlags(),
+                        mxrun::testing::SampleText("reads *.toml\nfiles"), "t");
   INFO(page);
   CHECK(absl::StartsWith(page, "# prog: a test program\n"));
   CHECK(absl::StrContains(page, "<!-- Written by t from prog's flag table"));
@@ -83,11 +67,7 @@ TEST_CASE("a flag's reference entry: a heading with both spellings, its default,
 
 // The real tables: every flag mxrun and mxrun-master read has its heading.
 void RequireEveryFlag(const ProgramFlags& program, const std::vector<FlagSpec>& flags) {
-  ManPageText text;
-  text.summary = "s";
-  text.synopsis = "[OPTIONS]";
-  text.date = "2026-12-06";
-  const std::string page = MarkdownReference(program, flags, text, "t");
+  const std::string page = MarkdownReference(program, flags, mxrun::testing::BareText(), "t");
   REQUIRE(flags.size() > 5);
   for (const FlagSpec& flag : flags) {
     INFO(flag.name);
