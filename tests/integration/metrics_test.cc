@@ -388,6 +388,14 @@ TEST_CASE("an agent that hosts its job's master serves the master's metrics and 
   CHECK_THAT(open, Catch::EndsWith("# EOF\n"));
   CHECK_THAT(open, Catch::Contains("mxrun_run_world_size{run_id=\"hosted1\"} 4\n"));
   CHECK_THAT(Curl("http://" + endpoint + "/"), Catch::Contains("run hosted1: "));
-  for (auto& agent : agents) kill(agent->pid(), SIGTERM);
-  for (auto& agent : agents) CHECK(agent->Wait(30s).exit_code == 143);
+  // The other agent first: stopped after the host, it may see the master vanish before its own
+  // SIGTERM arrives (the two kill calls are apart in time), and that is a rendezvous failure (3).
+  for (auto& agent : agents) {
+    if (agent.get() != host) kill(agent->pid(), SIGTERM);
+  }
+  for (auto& agent : agents) {
+    if (agent.get() != host) CHECK(agent->Wait(30s).exit_code == 143);
+  }
+  kill(host->pid(), SIGTERM);
+  CHECK(host->Wait(30s).exit_code == 143);
 }
