@@ -15,8 +15,11 @@
 # glibc: no library is vendored into the wheel.
 #
 # Cached: the prefix's name is a hash of the recipe's number (below), the zig version and the
-# source versions, under $MXRUN_GLIBC_DEPS_CACHE (default ~/.cache/mxrun/glibc-deps); a second run prints it and
-# builds nothing. Cold, the build took 939 s (16 min) on 2 cores here (docs/BENCHMARKS.md: the wheel).
+# source versions, under $MXRUN_GLIBC_DEPS_CACHE (default ~/.cache/mxrun/glibc-deps); a second
+# run prints it and builds nothing. Cold, the build took 939 s (16 min) on 2 cores here
+# (docs/BENCHMARKS.md: the wheel). The versions are pinned; the mirror keeps only the current
+# ones, so when Debian replaces one (a point or security release) a cold build stops at
+# apt-get source, saying so: move the pin to the new version.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 glibc=2.28  # the target of scripts/wheel/zig-toolchain.sh
@@ -73,7 +76,10 @@ apt_options=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::Source
 apt-get "${apt_options[@]}" update >>"$log" 2>&1 ||
   { tail -5 "$log" >&2; echo "build-glibc-deps: apt-get update of Debian's source index failed" >&2; exit 1; }
 (cd "$work/src" && apt-get "${apt_options[@]}" source "${sources[@]}") >>"$log" 2>&1 ||
-  { tail -5 "$log" >&2; echo "build-glibc-deps: apt-get source ${sources[*]} failed" >&2; exit 1; }
+  { tail -5 "$log" >&2
+    echo "build-glibc-deps: apt-get source ${sources[*]} failed: if a version is no longer on" \
+         "Debian's mirror (above), pin the one 'apt-cache policy' names for its -dev package" >&2
+    exit 1; }
 touch "$work/done-sources"; }
 src() { find "$work/src" -mindepth 1 -maxdepth 1 -type d -name "$1-*" | head -1; }
 
