@@ -123,8 +123,9 @@ def plan(descriptions, holders, source, known=()):
                  f"each rank's own: {_examples(per_rank, reasons)}. A new rank gets its own only "
                  "from the copy mxrun keeps of every rank's state when mxrun.run is given a "
                  "function that makes the state for each round (mxrun.run(train, build): mxrun's "
-                 "docs/guide/your-script.md, 'Sharded state'), so the round is refused rather than given another rank's; "
-                 "the group restarts instead (from the script's checkpoint)")
+                 "docs/guide/your-script.md, 'Sharded state'), so the round is refused rather "
+                 "than given another rank's; the group restarts instead (from the script's "
+                 "checkpoint)")
     if error is None and newcomers and by_value:
         warning = (f"mxrun.run: {len(by_value)} state entr{'y' if len(by_value) == 1 else 'ies'} "
                    f"differ by rank in value ({_examples(by_value, reasons)}): each rank that "
