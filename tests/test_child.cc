@@ -295,6 +295,9 @@ int main(int argc, char** argv) {
   double vfork_seconds = 0;
   double grow_after = -1;  // --grow-after=S: S seconds after start, take memory until killed
   std::string error_message, env_out, say, abuse, standby_hold;
+  // --barrier-dir=DIR: every rank marks DIR once its signals are set up, and a rank about to fail
+  // first waits (at most 20 s) for the others' marks, so they are ready for the group's stop.
+  std::string barrier_dir;
   double say_at = 0;
   bool say_stderr = false;
   for (int i = 1; i < argc; ++i) {
@@ -365,6 +368,8 @@ int main(int argc, char** argv) {
       grow_after = std::atof(v.c_str());
     else if (Flag(argv[i], "--abuse", &v))
       abuse = v;
+    else if (Flag(argv[i], "--barrier-dir", &v))
+      barrier_dir = v;
     else {
       std::fprintf(stderr, "test_child: unknown argument %s\n", argv[i]);
       return 64;
@@ -525,6 +530,16 @@ int main(int argc, char** argv) {
   const bool apply = (fail_below < 0 || attempt < fail_below) &&
                      (only_rank < 0 || std::atoi(rank.c_str()) == only_rank);
   const bool failing = apply && (exit_code != 0 || kill_self != 0);
+  if (!barrier_dir.empty()) {
+    const std::string mark = barrier_dir + "/" + std::to_string(attempt) + "." + rank;
+    if (FILE* f = std::fopen(mark.c_str(), "w"); f != nullptr) std::fclose(f);
+    const int world = std::atoi(Env("WORLD_SIZE").c_str());
+    for (int r = 0; failing && r < world; ++r) {
+      const std::string other =
+          barrier_dir + "/" + std::to_string(attempt) + "." + std::to_string(r);
+      for (int i = 0; i < 2000 && access(other.c_str(), F_OK) != 0; ++i) usleep(10'000);
+    }
+  }
   if (failing && fail_on_signal) {
     const timespec limit{60, 0};
     if (sigtimedwait(&usr1, nullptr, &limit) != SIGUSR1) {

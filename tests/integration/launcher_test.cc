@@ -227,13 +227,15 @@ TEST_CASE("a worker's failure stops the others with the configured grace, restar
   const std::string grace = GENERATE(as<std::string>{}, "--term_timeout=2", "--shutdown-timeout=2");
   const int max_restarts = GENERATE(0, 1);
   INFO(grace << " --max_restarts=" << max_restarts);
-  // Rank 1 fails at once in the first attempt; rank 0 sleeps through SIGTERM. The second attempt
-  // neither fails nor sleeps.
+  // Rank 1 fails in the first attempt as soon as rank 0 has set up its signals (a SIGTERM before
+  // that would end rank 0 at once: seen under ASan); rank 0 sleeps through SIGTERM. The second
+  // attempt neither fails nor sleeps.
+  TempDir barrier;
   ProcessResult r =
       Run(Mxrun({"--nproc_per_node=2", "--max_restarts=" + std::to_string(max_restarts), grace,
                  "--log_collapse_window=0"},
                 {"--ready", "--sleep=60", "--sleep-below-attempt=1", "--ignore-sigterm", "--exit=1",
-                 "--only-rank=1", "--fail-below-attempt=1"}),
+                 "--only-rank=1", "--fail-below-attempt=1", "--barrier-dir=" + barrier.path()}),
           {}, 40s);
   INFO(Describe(r));
   CHECK_FALSE(r.timed_out);
