@@ -6,8 +6,8 @@
 #
 # The build is strict: a warning fails it, and every internal link and anchor is checked (MkDocs's
 # validation, with GitHub's anchors so a link works on GitHub and on the site alike). --check, as
-# scripts/test.sh runs it, then also runs tests/check_docs.py (README's size, the old README's
-# headings, what is within two links of it) and loads the built getting-started page in headless
+# scripts/test.sh runs it, then also runs tests/check_docs.py (the pages' sizes, the old long
+# pages' headings, what is within two links of the README) and loads the built getting-started page in headless
 # Chromium: its text must be there (--dump-dom) and its screenshot must not be blank.
 # Prints "build-docs: ..." lines; exit 0 when everything holds.
 set -euo pipefail
@@ -71,8 +71,8 @@ trap 'rm -f -- "$log"; rm -rf -- "$profile"' EXIT
 chromium=(chromium --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$profile"
           --window-size=1200,900)
 dom=$(timeout 60 "${chromium[@]}" --dump-dom "file://$page" 2>/dev/null || true)
-if [[ "$dom" == *"Getting started"* && "$dom" == *"pip install"* && "$dom" == *"scripts/demo.sh"* ]]; then
-  echo "build-docs: ok: Chromium renders $(realpath --relative-to="$root" "$page"): its title, the install and the demo are there"
+if [[ "$dom" == *"Getting started"* && "$dom" == *"pip install"* && "$dom" == *"mxrun --standalone --nproc_per_node=2 train.py"* ]]; then
+  echo "build-docs: ok: Chromium renders $(realpath --relative-to="$root" "$page"): its title, the install and the first job are there"
 else
   echo "build-docs: FAILED: Chromium's DOM of $page lacks the page's text ($(echo "$dom" | wc -c) bytes)"
   failed=1

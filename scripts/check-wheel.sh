@@ -12,7 +12,8 @@
 #    scripts/check-pip-install.sh runs on a source build too): a one-node PyTorch DDP job;
 #    `python -m mxrun` with a script that reports progress through the installed `mxrun` module; a
 #    two-node job on loopback through the installed mxrun-master with a token, and `mxrun status`
-#    against it while it runs;
+#    against it while it runs; then every command of the getting-started page as written
+#    (scripts/docs/run-getting-started.py: the page's output checked, numbers aside);
 # 4. does it again on an older Linux, Debian 11 (glibc 2.31, Python 3.9, pip 20.3; made once by
 #    scripts/wheel/older-distro-root.sh), in a chroot over a throwaway overlay of it: Debian 11's
 #    own pip installs the wheel (its manylinux_2_28 tag is among those it accepts) into a venv of
@@ -94,6 +95,9 @@ done
 
 # What a user runs from the environment (scripts/wheel/check-installed.sh).
 bash "$root/scripts/wheel/check-installed.sh" "$venv" "$root" "$work"
+# The getting-started page, run as its reader runs it, with this environment activated.
+"$venv/bin/python3" "$root/scripts/docs/run-getting-started.py" "$root/docs/guide/getting-started.md" \
+  "$venv" "$work/dist" 2>&1
 INSIDE
 count_installed_checks < <(unshare --mount --propagation private bash "$work/inside.sh" "$work/venv" "$root" "$work" 2>&1)
 

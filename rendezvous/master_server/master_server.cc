@@ -72,7 +72,7 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // TLS records of at most 4 KiB (gRPC's default 16 KiB): the frame protector's buffer is that
   // big for every connection, and the master's messages are small. 9 KiB less per agent
-  // (docs/BENCHMARKS.md, the cost of mutual TLS).
+  // (docs/benchmarks/operations.md, the cost of mutual TLS).
   builder.AddChannelArgument(GRPC_ARG_TSI_MAX_FRAME_SIZE, 4096);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {

@@ -17,7 +17,7 @@
 # Cached: the prefix's name is a hash of the recipe's number (below), the zig version and the
 # source versions, under $MXRUN_GLIBC_DEPS_CACHE (default ~/.cache/mxrun/glibc-deps); a second
 # run prints it and builds nothing. Cold, the build took 939 s (16 min) on 2 cores here
-# (docs/BENCHMARKS.md: the wheel). The versions are pinned; the mirror keeps only the current
+# (docs/benchmarks/packaging.md: the wheel). The versions are pinned; the mirror keeps only the current
 # ones, so when Debian replaces one (a point or security release) a cold build stops at
 # apt-get source, saying so: move the pin to the new version.
 set -euo pipefail

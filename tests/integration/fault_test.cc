@@ -4,8 +4,8 @@
 //   - in network namespaces joined by a bridge (tests/network_lab.h), when this machine allows them
 //     (skipped with the reason otherwise): a node's switch port taken down and brought back, and
 //     the master's host cut off from everyone, with a plain and with a durable master.
-// Each case prints a "fault suite:" line with what it measured (docs/BENCHMARKS.md's table) and
-// ends with nothing left running. Every wait is bounded.
+// Each case prints a "fault suite:" line with what it measured (docs/benchmarks/operations.md's
+// table) and ends with nothing left running. Every wait is bounded.
 
 #include <catch2/catch.hpp>
 

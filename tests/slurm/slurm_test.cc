@@ -406,7 +406,7 @@ TEST_CASE("a preemption warning (SIGUSR1) reaches every worker and the job goes 
   REQUIRE(Run({"scancel", "--signal=USR1", id}, {}, 30s).exit_code == 0);
   // Each rank by name: Slurm's proctrack (linuxproc here, cgroup on most clusters) signals every
   // process of the step, so a worker gets the warning from slurmstepd as well as from mxrun, and
-  // four lines may come from two ranks (CONTRACT.md, "Signals").
+  // four lines may come from two ranks (docs/guide/when-something-fails.md, signals).
   for (int rank = 0; rank < 4; ++rank) {
     const std::string line = "got SIGUSR1 rank=" + std::to_string(rank);
     const bool reported = WaitForLines(out, line, 1);
