@@ -7,8 +7,9 @@
 # The build is strict: a warning fails it, and every internal link and anchor is checked (MkDocs's
 # validation, with GitHub's anchors so a link works on GitHub and on the site alike). --check, as
 # scripts/test.sh runs it, then also runs tests/check_docs.py (the pages' sizes, the old long
-# pages' headings, what is within two links of the README) and loads the built getting-started page in headless
-# Chromium: its text must be there (--dump-dom) and its screenshot must not be blank.
+# pages' headings, what is within two links of the README), draws the pictures again from their
+# code and data (scripts/docs/pictures.py) and compares them with docs/images, and loads the built
+# getting-started page in headless Chromium: its text must be there (--dump-dom) and its screenshot must not be blank.
 # Prints "build-docs: ..." lines; exit 0 when everything holds.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -45,6 +46,28 @@ else
   failed=1
 fi
 
+# The pictures are what their code and data draw: drawn again, each equals the committed one.
+redrawn=$(mktemp -d "${TMPDIR:-/tmp}/mxrun-pictures.XXXXXX")
+if drew=$("$docs_venv/bin/python3" "$root/scripts/docs/pictures.py" "$redrawn" 2>&1); then
+  differ=()
+  for picture in "$redrawn"/*.svg; do
+    cmp -s "$picture" "$root/docs/images/$(basename "$picture")" || differ+=("$(basename "$picture")")
+  done
+  for picture in "$root"/docs/images/*.svg; do
+    [[ -e "$redrawn/$(basename "$picture")" ]] || differ+=("$(basename "$picture") (no code or data draws it)")
+  done
+  if ((${#differ[@]} == 0)); then
+    echo "build-docs: ok: the $(ls "$redrawn" | wc -l) pictures in docs/images are what scripts/docs/pictures.py draws from docs/data"
+  else
+    echo "build-docs: FAILED: docs/images differs from what scripts/docs/pictures.py draws: ${differ[*]} (redraw: .venv-docs/bin/python3 scripts/docs/pictures.py docs/images)"
+    failed=1
+  fi
+else
+  echo "build-docs: FAILED: scripts/docs/pictures.py: $drew"
+  failed=1
+fi
+rm -rf -- "$redrawn"
+
 # The flag reference names exactly the flags of `mxrun --help` (and the master's, of its --help).
 for program in mxrun mxrun-master; do
   helped=$("$build/bin/$program" --help | grep -oE '^ +(-[a-z],)?--[a-z0-9_]+' | grep -oE -- '--[a-z0-9_]+' | sort -u)
@@ -71,7 +94,7 @@ trap 'rm -f -- "$log"; rm -rf -- "$profile"' EXIT
 chromium=(chromium --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$profile"
           --window-size=1200,900)
 dom=$(timeout 60 "${chromium[@]}" --dump-dom "file://$page" 2>/dev/null || true)
-if [[ "$dom" == *"Getting started"* && "$dom" == *"pip install"* && "$dom" == *"mxrun --standalone --nproc_per_node=2 train.py"* ]]; then
+if [[ "$dom" == *"Getting started"* && "$dom" == *"pip install"* && "$dom" == *"Two workers on this machine"* ]]; then
   echo "build-docs: ok: Chromium renders $(realpath --relative-to="$root" "$page"): its title, the install and the first job are there"
 else
   echo "build-docs: FAILED: Chromium's DOM of $page lacks the page's text ($(echo "$dom" | wc -c) bytes)"

@@ -40,6 +40,9 @@ DOCS_REQUIREMENTS=(
                            # Zensical, reads the same mkdocs.yml, and is at 0.1 on 2026-12-06)
   pymdown-extensions==12.3 # GitHub's anchors (toc's slugify), code blocks in lists (13 needs
                            # Python 3.11.5; Debian 12 has 3.11.2)
+  matplotlib==3.11.2       # the pictures: the architecture, the recovery timeline, the benchmarks'
+                           # plots (scripts/docs/pictures.py), SVG
+  numpy==2.4.6             # matplotlib's arrays (the CUDA environment's pin)
 )
 WHEEL_REQUIREMENTS=(
   auditwheel==6.8.2        # `auditwheel show`: the manylinux tag the wheel's binaries allow

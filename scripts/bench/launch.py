@@ -31,6 +31,8 @@ Environment:
   BASELINE_MXRUN an older mxrun build (its folder with mxrun-multinode), for cases 5 and baseline
   QUIET_WAIT     before each measured iteration, wait at most this many seconds
                  for the machine to be idle (< 15% CPU busy) (default 120; 0: don't)
+  SAMPLES_DIR    where the launch and restart samples go for the documents' plots
+                 (default <repo>/docs/data; off: nowhere; scripts/bench/samples.py)
 launch.sh runs it with $PYTHON (default <repo>/.venv/bin/python3, the project's venv), which
 drives the measurements.
 
@@ -54,6 +56,7 @@ from bench_common import (DEFAULT_MXRUN, DEFAULT_PYTHON, DEFAULT_TORCHRUN, Log, 
                           machine, make_workdir, median, print_busy_waits, print_problems,
                           private_copy, python_version, run_main, sha256_12, signal_pid,
                           status_kib, torch_version, utc_now, version_line, wait_quiet)
+from samples import keep  # noqa: E402
 
 SCRIPT = "launch.sh"
 DEFAULT_CASES = "launch,rss,restart,flags,metrics"
@@ -517,6 +520,16 @@ def main():
         baseline_rows.append(("restart, SIGKILL to all replacements running, N=2 (ms)",
                               {l: [v * 1000.0 for v in vs] for l, vs in xs.items()}))
 
+    launch_cases = [{"case": f"{n} worker{'s' if n > 1 else ''}", "x": n, "samples": vals}
+                    for n, (_, vals, _) in zip((1, 2, 4), [r for r in rows if r[0].startswith("launch")])]
+    command = f"RUNS={RUNS} CASES={CASES_S} scripts/bench/launch.sh"
+    if launch_cases:
+        keep("launch", launch_cases, command, "ms",
+             "launch to exit: --standalone --nproc_per_node=N --no_python /bin/true")
+    restart_rows = [r for r in rows if r[0].startswith("restart")]
+    if restart_rows:
+        keep("restart", [{"case": "2 workers", "x": 2, "samples": restart_rows[0][1]}], command, "ms",
+             "SIGKILL of one worker to every replacement running, --max_restarts=1")
     if rows:
         print("| metric (median) | mxrun | torchrun | torchrun/mxrun | target | met |")
         print("|---|---:|---:|---:|---:|:---:|")

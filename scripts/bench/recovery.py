@@ -54,6 +54,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_common import descendants, kill_marked, kill_tree, torch_python  # noqa: E402
+from samples import keep  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNS = int(os.environ.get("RUNS", "5"))
@@ -380,15 +381,9 @@ def torch_version():
         return "torch unknown"
 
 
-def main():
-    needed = [MXRUN, TORCHRUN] + ([os.path.join(os.path.dirname(MXRUN), "train")]
-                                   if SCRIPT == "trainer" else [])
-    for b in needed:
-        if not os.access(b, os.X_OK):
-            raise SystemExit(f"recovery: not found: {b}")
-    print("### Recovery and cold start: " + ("mxrun + train vs torchrun + PyTorch DDP\n"
-          if SCRIPT == "trainer" else "a PyTorch DDP script under mxrun vs torchrun\n"))
-    print(f"- command: `RUNS={RUNS} N={N} "
+def command_line():
+    """The command that runs this very measurement again."""
+    return (f"RUNS={RUNS} N={N} "
           + (f"KILL_AFTER={os.environ['KILL_AFTER']}" if KILL_AFTER else f"KILL_AT={KILL_AT}")
           + ("" if SCRIPT == "trainer" else f" SCRIPT={SCRIPT}")
           + ("" if RECONFIGURE == "0" else " RECONFIGURE=1")
@@ -400,7 +395,18 @@ def main():
           + ("" if MXRUN == os.path.join(REPO, "build/bin/mxrun") else f" MXRUN={MXRUN}")
           + ("" if TORCHRUN == DEFAULT_TORCHRUN else f" TORCHRUN={TORCHRUN}")
           + ("" if sys.executable == DEFAULT_PYTHON else f" PYTHON={sys.executable}")
-          + " scripts/bench/recovery.sh`")
+          + " scripts/bench/recovery.sh")
+
+
+def main():
+    needed = [MXRUN, TORCHRUN] + ([os.path.join(os.path.dirname(MXRUN), "train")]
+                                   if SCRIPT == "trainer" else [])
+    for b in needed:
+        if not os.access(b, os.X_OK):
+            raise SystemExit(f"recovery: not found: {b}")
+    print("### Recovery and cold start: " + ("mxrun + train vs torchrun + PyTorch DDP\n"
+          if SCRIPT == "trainer" else "a PyTorch DDP script under mxrun vs torchrun\n"))
+    print(f"- command: `{command_line()}`")
     print(f"- torchrun: `{TORCHRUN}` ({torch_version()}), run with "
           + " ".join(f"{k}={v}" for k, v in TORCH_ENV.items()))
     if SCRIPT != "trainer":
@@ -468,6 +474,15 @@ def main():
         print(f"\nWhere {kind}'s recovery went ({whose}; medians of {len(found)} runs): "
               + ", ".join(f"{p} {med([f.get(p) for f in found]):.2f} s" for p in names
                           if med([f.get(p) for f in found]) is not None))
+    kept_phases = {"order": [], "runs": {}}
+    for kind, found in phases.items():
+        kept_phases["order"] = list(OUTSIDE_PHASES if "ddp_resnet" in kind else PHASES)
+        kept_phases["runs"][kind] = found
+    keep(f"recovery-{SCRIPT}",
+         [{"case": "a rank SIGKILLed to the next training step",
+           "samples": {kind: results[("recovery", kind)][0] for kind in KINDS}}],
+         command_line(), "s", f"{NPROC} workers; the killed rank: {KILL_RANK}",
+         kept_phases if kept_phases["runs"] else None)
     if COLD == "1":
         print("\n| launch -> first training step (cold) | median | runs |")
         print("|---|---|---|")

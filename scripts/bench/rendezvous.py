@@ -42,6 +42,10 @@ Environment:
   RUNS_TORCHRUN_SCALE   torchrun runs per N in case 4 (default 2)
   TORCHRUN_SCALE_TIMEOUT  bound for one torchrun scale run in seconds (default 300)
   SCALE_NODES           agent counts for case 4 (default "8 16 32")
+  CASES                 which cases, comma-separated (default dead,worker,scale,loadgen: cases
+                        1-2, 3, 4 and its load generator)
+  SAMPLES_DIR           where case 4's samples go for the documents' plot (default
+                        <repo>/docs/data; off: nowhere; scripts/bench/samples.py)
   LOADGEN_NODES         rdzv_loadgen session counts (default "1024 4096")
   MXRUN, MXRUN_MASTER, RDZV_LOADGEN  binaries (default <repo>/build/bin/...)
   TORCHRUN              torchrun (default <repo>/.venv/bin/torchrun: torchrun 2.13 from the
@@ -70,6 +74,7 @@ from bench_common import (DEFAULT_MXRUN, DEFAULT_PYTHON, DEFAULT_TORCHRUN, REPO,
                           machine, make_workdir, pids_marked, print_problems, private_copy,
                           python_version, run_main, sha256_12, signal_group, signal_pids,
                           status_kib, torch_version, utc_now, version_line, wait_until)
+from samples import keep  # noqa: E402
 
 SCRIPT = "rendezvous.sh"
 
@@ -88,6 +93,7 @@ SETTINGS = {  # name -> default; the header names every one given in the environ
     "TORCHRUN_SCALE_TIMEOUT": "300",
     "SCALE_NODES": "8 16 32",
     "LOADGEN_NODES": "1024 4096",
+    "CASES": "dead,worker,scale,loadgen",
 }
 S = {}
 for _name, _default in SETTINGS.items():
@@ -122,6 +128,10 @@ T_SCALE_RUNS = int(S["RUNS_TORCHRUN_SCALE"])
 T_SCALE_TIMEOUT = float(S["TORCHRUN_SCALE_TIMEOUT"])
 SCALE_NODES = [int(x) for x in S["SCALE_NODES"].split()]
 LOADGEN_NODES = [int(x) for x in S["LOADGEN_NODES"].split()]
+ALL_CASES = ("dead", "worker", "scale", "loadgen")
+CASES = set(S["CASES"].split(","))
+if not CASES or CASES - set(ALL_CASES):
+    fail(f"CASES={S['CASES']}: accepted: a comma list of {', '.join(ALL_CASES)}")
 
 WORK = make_workdir("mxrun-rdzv-bench.")
 MXRUN = os.path.join(WORK, "bin", "mxrun")            # private copies (prepare)
@@ -687,7 +697,7 @@ def main():
 
     res = {}
     # 1-2. dead node
-    for sig, key in ((signal.SIGKILL, "kill"), (signal.SIGSTOP, "stop")):
+    for sig, key in ((signal.SIGKILL, "kill"), (signal.SIGSTOP, "stop")) if "dead" in CASES else ():
         mx, tr = [], []
         for i in range(max(RUNS, T_DEAD_RUNS)):
             if i < RUNS:
@@ -698,12 +708,12 @@ def main():
         res[key] = (mx, tr)
     # 3. worker failure
     mx, tr = [], []
-    for i in range(RUNS):
+    for i in range(RUNS if "worker" in CASES else 0):
         mx.append(worker_failure("mxrun", i, MX_TIMEOUT))
         tr.append(worker_failure("torchrun", i, START_TIMEOUT))
     res["worker"] = (mx, tr)
     # 4. scale
-    for n in SCALE_NODES:
+    for n in SCALE_NODES if "scale" in CASES else ():
         mx, tr = [], []
         for i in range(max(RUNS, T_SCALE_RUNS)):
             if i < RUNS:
@@ -712,10 +722,29 @@ def main():
                 tr.append(scale("torchrun", n, i, T_SCALE_TIMEOUT))
         res[("scale", n)] = (mx, tr)
     lg = {}
-    for n in LOADGEN_NODES:
+    for n in LOADGEN_NODES if "loadgen" in CASES else ():
         lg[n] = [loadgen(n, i) for i in range(RUNS)]
+    if "scale" in CASES:
+        keep("rendezvous-scale",
+             [{"case": f"{n} nodes", "x": n,
+               "samples": {"mxrun": res[("scale", n)][0], "torchrun": res[("scale", n)][1]}}
+              for n in SCALE_NODES],
+             f"RUNS={RUNS} RUNS_TORCHRUN_SCALE={T_SCALE_RUNS} CASES=scale "
+             f"SCALE_NODES='{' '.join(map(str, SCALE_NODES))}' scripts/bench/rendezvous.sh", "s",
+             "N agents of 1 worker each on one machine, --nnodes=N:N: launch to the last worker "
+             "started")
 
     # ---- tables
+    if CASES & {"dead", "worker"}:
+        print_failure_tables(res)
+    if "scale" in CASES:
+        print_scale_table(res)
+    if "loadgen" in CASES:
+        print_loadgen_table(lg)
+    print_commands()
+
+
+def print_failure_tables(res):
     print("#### Node failure and worker failure")
     print()
     print("Time from the signal to every surviving worker running again (medians; per-run values "
@@ -733,6 +762,8 @@ def main():
                    "of node 1 -> all 4 ranks started again", START_TIMEOUT, "torchrun/mxrun >= 5x"),
     )
     for key, label, bound, target in rows:
+        if key not in res or not res[key][0]:
+            continue
         mx, tr = res[key]
         ms, mm = summary(mx, MX_TIMEOUT)
         ts, tm = summary(tr, bound)
@@ -758,6 +789,9 @@ def main():
         print(f"torchrun runs of cases 1-2 stop after the first run that does not re-form within the bound "
               f"(the next ones would only wait out the same {T_DEAD_TIMEOUT:.0f} s).")
     print()
+
+
+def print_scale_table(res):
     print("#### Round formation with N agent processes")
     print()
     print("`--nnodes=N:N`, 1 worker per agent that exits 0 at once, all agents launched together with the "
@@ -775,6 +809,9 @@ def main():
     print()
     print(f"mxrun: {RUNS} runs per N; torchrun: {T_SCALE_RUNS} per N, each bounded at {T_SCALE_TIMEOUT:.0f} s.")
     print()
+
+
+def print_loadgen_table(lg):
     print("#### Load generator against one mxrun-master")
     print()
     print("`mxrun-master --port=0` (fresh per run), then `rdzv_loadgen --endpoint=127.0.0.1:PORT --nodes=N "
@@ -796,6 +833,9 @@ def main():
         print(f"| {n} | {fmt_s(fm)} | {fmt_s(fi)} | {(hw / 1024):.1f} MiB | {(b0 / 1024):.1f} MiB | {cells} | {target} | {met} |"
               if hw and b0 else f"| {n} | {fmt_s(fm)} | {fmt_s(fi)} | - | - | {cells} | {target} | {met} |")
     print()
+
+
+def print_commands():
     print("Commands (the same flags for both launchers; every agent is started "
           "under setsid; the worker is `sh worker.sh`, see the script):")
     print()

@@ -49,8 +49,9 @@ TEST_CASE(
     CHECK_THAT(result.out, Catch::Contains("rank 1 dies"));
     CHECK_THAT(result.out, !Catch::Contains("got SIGTERM"));
     CHECK_THAT(result.out, Catch::Contains("rank 0 attempt 1"));
-    const double stop = StopSeconds(result.err);
-    CHECK(stop >= 0);
-    CHECK(stop < 2.9);  // no 3 s SIGTERM handler ran
+    // The stop is timed (the restart line has it); no bound on it here: rank 0's own exit takes
+    // 1 s more and the rest depends on the machine's load (2.97 s seen with other jobs beside
+    // the suite). The handler's own line, checked above, says whether a SIGTERM came.
+    CHECK(StopSeconds(result.err) >= 0);
   }
 }
