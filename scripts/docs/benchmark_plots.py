@@ -16,6 +16,17 @@ import matplotlib.pyplot as plt
 MXRUN = "#1f6fb4"
 OTHERS = ["#d0671c", "#6a6a6a", "#8a4fb0", "#2a8a3a"]
 PHASE_COLOURS = ["#9ecae1", "#fdae6b", "#a1d99b", "#bcbddc", "#fdd0a2", "#c7e9c0"]
+# What each phase a benchmark keeps stands for (scripts/bench/recovery.py's OUTSIDE_PHASES and
+# the trainer's recovery record's PHASES).
+PHASE_NAMES = {
+    "until_new_process": "detect, stop, re-form, spawn (launcher)",
+    "until_start": "interpreter, imports, set-up (script)",
+    "checkpoint": "checkpoint read",
+    "first_step": "first step",
+    "until_round": "detect, stop, next round",
+    "join": "join the new group",
+    "restore": "state from the peers",
+}
 
 
 def _colour(launcher, others):
@@ -119,7 +130,7 @@ def timeline(record):
     order = record["phases"]["order"]
     runs = record["phases"]["runs"]
     launchers = list(runs)
-    fig, ax = plt.subplots(figsize=(9, 1.4 + 0.55 * len(launchers)))
+    fig, ax = plt.subplots(figsize=(9, 2.3 + 0.55 * len(launchers)))
     for row, launcher in enumerate(launchers):
         start = 0.0
         for pi, phase in enumerate(order):
@@ -128,7 +139,7 @@ def timeline(record):
                 continue
             length = statistics.median(values)
             ax.barh(row, length, left=start, height=0.5, color=PHASE_COLOURS[pi % len(PHASE_COLOURS)],
-                    edgecolor="white", label=phase.replace("_", " ") if row == 0 else None)
+                    edgecolor="white", label=PHASE_NAMES.get(phase, phase.replace("_", " ")) if row == 0 else None)
             if length > 0.08 * _longest(runs, order):
                 ax.text(start + length / 2, row, f"{length:.2f} s", ha="center", va="center",
                         fontsize=7.5)
@@ -140,9 +151,9 @@ def timeline(record):
     ax.set_xlabel("seconds from the SIGKILL (medians of each phase)")
     ax.set_xlim(0, _longest(runs, order) * 1.18)
     ax.set_title("Where a recovery's time goes: " + _title(record), fontsize=10)
-    ax.legend(fontsize=7.5, frameon=False, ncol=len(order), loc="upper center",
-              bbox_to_anchor=(0.5, -0.45 if len(launchers) < 3 else -0.3))
-    fig.subplots_adjust(left=0.3, right=0.97, top=0.8, bottom=0.38 if len(launchers) < 3 else 0.3)
+    ax.legend(fontsize=7.5, frameon=False, ncol=min(len(order), 2), loc="upper left",
+              bbox_to_anchor=(0.0, -0.3))
+    fig.subplots_adjust(left=0.3, right=0.97, top=0.88, bottom=0.42)
     _footer(fig, record)
     return fig
 
