@@ -15,8 +15,9 @@ takes a fixed port.
 Prints "ok: ..." or "bad: ..." per block (scripts/check-wheel.sh counts them); exits 1 if any
 block failed. One failure is PyTorch's own, not the page's: a Gloo rank that aborts at exit
 ("terminate called without an active exception"), under torchrun as under mxrun, a few runs in a
-hundred even after the barrier the page's script has (the page says so). A block that fails with
-that line alone is run once more, and the line says it was; a second failure is a failure. Each block is bounded (240 s) and runs in a session of its own, which is killed
+hundred even after the barrier the page's script has (the page says so). A block that fails
+while a worker printed that line is run once more, and the ok line says so; a second failure is
+a failure. Each block is bounded (240 s) and runs in a session of its own, which is killed
 when the block ends, so nothing it started outlives it. Standard library only.
 """
 import os
@@ -84,7 +85,8 @@ def free_port():
 
 
 def run_block(command, expected, scratch, env):
-    """None when the block ran and printed what the page shows; else what went wrong."""
+    """(None when the block ran and printed what the page shows, else what went wrong; whether a
+    worker printed PyTorch's abort at exit)."""
     run = command.replace(PAGE_PORT, free_port())
     proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", run], cwd=scratch, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -101,15 +103,16 @@ def run_block(command, expected, scratch, env):
     except ProcessLookupError:
         pass
     tail = " | ".join(output.strip().split("\n")[-6:])
+    aborted = PYTORCH_EXIT_ABORT in output
+    said = f" (a worker said {PYTORCH_EXIT_ABORT!r})" if aborted else ""
     if timed_out:
-        return f"ran over {BLOCK_SECONDS} s: {tail}"
+        return f"ran over {BLOCK_SECONDS} s{said}: {tail}", aborted
     if proc.returncode != 0:
-        aborted = f" ({PYTORCH_EXIT_ABORT})" if PYTORCH_EXIT_ABORT in output else ""
-        return f"exited {proc.returncode}{aborted}: {tail}"
+        return f"exited {proc.returncode}{said}: {tail}", aborted
     absent = missing_lines(expected, output)
     if absent is not None:
-        return f"did not print {absent!r}: {tail}"
-    return None
+        return f"did not print {absent!r}{said}: {tail}", aborted
+    return None, aborted
 
 
 def main():
@@ -129,11 +132,11 @@ def main():
         os.symlink(os.path.abspath(wheel_dir), os.path.join(scratch, "dist"))
         for n, (command, expected) in enumerate(todo, 1):
             first = command.strip().split("\n")[0][:70]
-            verdict = run_block(command, expected, scratch, env)
+            verdict, aborted = run_block(command, expected, scratch, env)
             again = ""
-            if verdict and PYTORCH_EXIT_ABORT in verdict:
+            if verdict and aborted:
                 again = f" on a second run (the first: PyTorch's abort at exit, {PYTORCH_EXIT_ABORT!r})"
-                verdict = run_block(command, expected, scratch, env)
+                verdict, _ = run_block(command, expected, scratch, env)
             if verdict:
                 print(f"bad: getting-started block {n} ({first}) {verdict}")
                 failed += 1
