@@ -326,11 +326,13 @@ def one_run(kind, case, idx, kill_after=None):
                 elif any(rank_of(c) == 0 and c not in old_rank0 for c in descendants(p.pid)):
                     seen["new_process"] = time.time()
             recs = records(kind, run_dir, out_path)
-            if "lightning_job" in kind:
+            if "lightning_job" in kind or "ddp_resnet" in kind:
                 # The survivor may log one more step just after the kill: the restarted attempt's
-                # steps are those after its own fit_start.
+                # steps are those after its own fit_start (Lightning) or start record (seen as a
+                # first step 0.01 s after the kill, 2026-12-07).
+                first_record = "fit_start" if "lightning_job" in kind else "start"
                 began = [i for i, r in enumerate(recs)
-                         if r.get("event") == "fit_start" and r["time"] > t_kill]
+                         if r.get("event") == first_record and r["time"] > t_kill]
                 recs = recs[began[0]:] if began else []
             return [r for r in steps(recs) if r["time"] > t_kill and r["step"] <= before + 1000]
         t_kill = time.time()
