@@ -9,7 +9,8 @@
 # scripts/test.sh runs it, then also runs tests/check_docs.py (the pages' sizes, the old long
 # pages' headings, what is within two links of the README), draws the pictures again from their
 # code and data (scripts/docs/pictures.py) and compares them with docs/images, and loads the built
-# getting-started page in headless Chromium: its text must be there (--dump-dom) and its screenshot must not be blank.
+# getting-started page in headless Chromium: its text must be there (--dump-dom) and its
+# screenshot must not be blank.
 # Prints "build-docs: ..." lines; exit 0 when everything holds.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

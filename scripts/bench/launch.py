@@ -471,12 +471,14 @@ def main():
     copy_binaries()
     print_header()
     rows = []   # (label, {launcher: [values]}, target ratio)
+    launch_cases = []  # the same samples, for the plot (scripts/bench/samples.py)
     base = {lname: b for lname, (b, _) in LAUNCHERS.items()}
 
     for n in (1, 2, 4) if "launch" in CASES else ():
         xs = measure(f"launch N={n}", lambda l: launch_time(base[l], n))
-        rows.append((f"launch-to-exit, N={n} (ms)",
-                     {l: [v * 1000.0 for v in vs] for l, vs in xs.items()}, 20))
+        ms = {l: [v * 1000.0 for v in vs] for l, vs in xs.items()}
+        rows.append((f"launch-to-exit, N={n} (ms)", ms, 20))
+        launch_cases.append({"case": f"{n} worker{'s' if n > 1 else ''}", "x": n, "samples": ms})
 
     if "rss" in CASES:
         xs = measure("peak RSS", lambda l: peak_rss(base[l]))
@@ -520,8 +522,6 @@ def main():
         baseline_rows.append(("restart, SIGKILL to all replacements running, N=2 (ms)",
                               {l: [v * 1000.0 for v in vs] for l, vs in xs.items()}))
 
-    launch_cases = [{"case": f"{n} worker{'s' if n > 1 else ''}", "x": n, "samples": vals}
-                    for n, (_, vals, _) in zip((1, 2, 4), [r for r in rows if r[0].startswith("launch")])]
     command = f"RUNS={RUNS} CASES={CASES_S} scripts/bench/launch.sh"
     if launch_cases:
         keep("launch", launch_cases, command, "ms",

@@ -52,10 +52,10 @@ def keep(name, cases, command, unit, notes="", phases=None):
         json.dump(record, f, indent=1, sort_keys=True)
         f.write("\n")
     print(f"{name}: the samples kept in {os.path.relpath(path, REPO)}", file=sys.stderr)
+    if where != os.path.join(REPO, "docs", "data"):
+        return  # not the documents' data: their pictures stay as they are
     python = os.path.join(REPO, ".venv-docs", "bin", "python3")
     pictures = os.path.join(REPO, "scripts", "docs", "pictures.py")
-    if where != os.path.join(REPO, "docs", "data"):
-        return
     if os.access(python, os.X_OK):
         r = subprocess.run([python, pictures, os.path.join(REPO, "docs", "images")],
                            capture_output=True, text=True, timeout=300)

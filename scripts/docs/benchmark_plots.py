@@ -29,19 +29,16 @@ PHASE_NAMES = {
 }
 
 
-def _colour(launcher, others):
-    if launcher.startswith("mxrun"):
-        return MXRUN if launcher not in others else OTHERS[others.index(launcher) % len(OTHERS)]
-    return OTHERS[others.index(launcher) % len(OTHERS)] if launcher in others else OTHERS[0]
-
-
 def _launchers(record):
+    """{launcher: colour}, mxrun's first (the first one named mxrun...: blue), then the others in
+    the order the samples name them."""
     seen = []
     for case in record["cases"]:
         for launcher in case["samples"]:
             if launcher not in seen:
                 seen.append(launcher)
-    return seen
+    ordered = [l for l in seen if l.startswith("mxrun")] + [l for l in seen if not l.startswith("mxrun")]
+    return {l: MXRUN if i == 0 else OTHERS[(i - 1) % len(OTHERS)] for i, l in enumerate(ordered)}
 
 
 def _footer(fig, record):
@@ -56,21 +53,17 @@ def _log_scale_wanted(values):
 
 def distribution(record):
     launchers = _launchers(record)
-    mx_first = [l for l in launchers if l.startswith("mxrun")] + \
-               [l for l in launchers if not l.startswith("mxrun")]
-    others = [l for l in mx_first[1:]]
     cases = record["cases"]
-    fig, ax = plt.subplots(figsize=(8, 3.6 + 0.15 * len(mx_first)))
-    width = 0.8 / len(mx_first)
+    fig, ax = plt.subplots(figsize=(8, 3.6 + 0.15 * len(launchers)))
+    width = 0.8 / len(launchers)
     every = []
     for ci, case in enumerate(cases):
-        for li, launcher in enumerate(mx_first):
+        for li, (launcher, colour) in enumerate(launchers.items()):
             values = case["samples"].get(launcher, [])
             if not values:
                 continue
             every.extend(values)
-            x = ci + (li - (len(mx_first) - 1) / 2) * width
-            colour = MXRUN if li == 0 else _colour(launcher, others)
+            x = ci + (li - (len(launchers) - 1) / 2) * width
             spread = [x + width * 0.3 * ((i % 5) - 2) / 2 for i in range(len(values))]
             ax.scatter(spread, values, s=14, color=colour, alpha=0.75, zorder=3,
                        label=launcher if ci == 0 else None)
@@ -94,11 +87,8 @@ def distribution(record):
 
 
 def scaling(record):
-    launchers = _launchers(record)
-    others = [l for l in launchers if not l.startswith("mxrun")]
     fig, ax = plt.subplots(figsize=(8, 4))
-    for launcher in launchers:
-        colour = MXRUN if launcher.startswith("mxrun") else _colour(launcher, others)
+    for launcher, colour in _launchers(record).items():
         xs, medians = [], []
         for case in record["cases"]:
             values = case["samples"].get(launcher, [])
