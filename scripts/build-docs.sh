@@ -40,7 +40,7 @@ echo "build-docs: $out: $pages pages, $(du -sh "$out" | cut -f1), in $((SECONDS 
 ((check)) || exit 0
 
 failed=0
-if out_docs=$("$venv/bin/python3" "$root/tests/check_docs.py" "$root" 2>&1); then
+if out_docs=$("$docs_venv/bin/python3" "$root/tests/check_docs.py" "$root" 2>&1); then
   echo "build-docs: ok: $out_docs"
 else
   echo "$out_docs"
@@ -102,7 +102,7 @@ else
   failed=1
 fi
 timeout 60 "${chromium[@]}" --screenshot="$shot" "file://$page" >/dev/null 2>&1 || true
-if verdict=$("$venv/bin/python3" "$root/scripts/docs/png_not_blank.py" "$shot" 2>&1); then
+if verdict=$("$docs_venv/bin/python3" "$root/scripts/docs/png_not_blank.py" "$shot" 2>&1); then
   echo "build-docs: ok: the screenshot of the getting-started page is not blank ($verdict)"
 else
   echo "build-docs: FAILED: the screenshot of the getting-started page: $verdict"
