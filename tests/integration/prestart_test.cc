@@ -78,6 +78,8 @@ TEST_CASE(
     }
     ++starts[attempt];
     CHECK(r["preloaded"] == (attempt == 1));
+    CHECK(r["dynamo_preloaded"] == (attempt == 1));  // DDP's first import, done ahead too
+    CHECK(r["rank_at_import"] == std::to_string(r["rank"].get<int>()));
     CHECK(r["name"] == "__main__");
     CHECK(r["argv"] == json::array({kWorker, "--an", "arg"}));
     CHECK(r["path0"] == PYTHON_TESTS_DIR);
@@ -86,6 +88,42 @@ TEST_CASE(
   }
   CHECK(starts[0] == 2);
   CHECK(starts[1] == 2);
+}
+
+TEST_CASE(
+    "mxrun --prestart: a module imported ahead that reads RANK at import is named at once, and the "
+    "restarted ranks start afresh rather than keep the standby's nothing",
+    "[integration][prestart]") {
+  std::map<std::string, std::string> env = PythonWorkerEnv();
+  env["PYTHONPATH"] += std::string(":") + PYTHON_TESTS_DIR;  // where keeps_rank_at_import lies
+  env["MXRUN_PRESTART_IMPORTS"] = "keeps_rank_at_import";
+  Subprocess job(
+      {MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=1", "--prestart", kWorker},
+      env);
+  REQUIRE(job.WaitForStdout("\"event\": \"sum\"", 2, 120s));
+  REQUIRE(job.WaitForStderr("ready to take a rank in-process", 2, 120s));
+  CHECK_THAT(job.err(), Catch::Contains("imported ahead, RANK (by keeps_rank_at_import) read what "
+                                        "only a rank's round sets"));
+  int victim = -1;
+  for (const json& r : Records(job.out())) {
+    if (r["event"] == "start" && r["rank"] == 1) victim = r["pid"];
+  }
+  REQUIRE(victim > 0);
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  ProcessResult result = job.Wait(120s);
+  INFO(Describe(result));
+  REQUIRE(result.exit_code == 0);
+  CHECK_THAT(result.err, Catch::Contains("RANK (by keeps_rank_at_import) was read while imported "
+                                         "ahead: starting a fresh interpreter"));
+  int restarted = 0;
+  for (const json& r : Records(result.out)) {
+    if (r["event"] != "start" || r["attempt"] != 1) continue;
+    INFO(r.dump());
+    ++restarted;
+    CHECK(r["preloaded"] == false);  // a fresh interpreter, with the round's environment
+    CHECK(r["rank_at_import"] == std::to_string(r["rank"].get<int>()));
+  }
+  CHECK(restarted == 2);
 }
 
 TEST_CASE("mxrun --prestart is refused where it cannot work, with what is accepted",

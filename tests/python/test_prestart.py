@@ -1,8 +1,10 @@
 """Tests of --prestart's interpreter (python/mxrun/_prestart.py): what it may let a round change,
-and the guard behind that: a traced `import torch, torch.distributed` reads none of the variables
-a round notice sets (every getenv of the process, through an LD_PRELOAD shim built here with the
-C compiler, and every os.environ read). If a PyTorch upgrade starts reading one at import, this
-fails, and ROUND_ONLY must lose it (the interpreter then starts afresh for that change)."""
+and the guards behind that. A traced import of its PRE_IMPORTS (torch, torch.distributed,
+torch._dynamo) reads none of the variables a round notice sets (every getenv of the process,
+through an LD_PRELOAD shim built here with the C compiler, and every os.environ read). If a
+PyTorch upgrade starts reading one at import, this fails, and ROUND_ONLY must lose it (the
+interpreter then starts afresh for that change). At run time, a module named in
+MXRUN_PRESTART_IMPORTS that reads one by name is caught (_env_reads)."""
 import os
 import shutil
 import subprocess
@@ -10,8 +12,9 @@ import sys
 import tempfile
 import unittest
 
-from mxrun import _prestart
+from mxrun import _env_reads, _prestart
 
+ORIGINAL_READ = os._Environ.__getitem__
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python")
 
@@ -20,10 +23,6 @@ PYTHON_DIR = os.path.join(os.path.dirname(os.path.dirname(HERE)), "python")
 # that reads no round variable. tqdm (imported through torch when Lightning or Transformers
 # brought it into the venv) keeps only TQDM_* values for its defaults (tqdm/utils.py envwrap).
 SCANS_JUDGED = {"tqdm.utils": "keeps only TQDM_* (tqdm 4.70 envwrap)"}
-
-
-def round_only(name):
-    return name in _prestart.ROUND_ONLY or name.startswith(_prestart.ROUND_ONLY_PREFIXES)
 
 
 class StaleAfterTest(unittest.TestCase):
@@ -67,7 +66,7 @@ class ImportTraceTest(unittest.TestCase):
                     "        seen.add(key)\n"
                     "    return get(self, key)\n"
                     "os._Environ.__getitem__ = traced\n"
-                    "import torch, torch.distributed\n"
+                    f"import {', '.join(_prestart.PRE_IMPORTS)}\n"
                     "os._Environ.__getitem__ = get\n"
                     "print('\\n'.join(sorted(seen)))\n")
             env = dict(os.environ, LD_PRELOAD=shim, GETENV_TRACE_FILE=trace)
@@ -80,12 +79,63 @@ class ImportTraceTest(unittest.TestCase):
         # The trace works: it saw what the OpenMP runtime and PyTorch are known to read.
         self.assertIn("OMP_NUM_THREADS", from_c)
         self.assertTrue(from_python)
-        read = sorted(n for n in from_c | from_python if round_only(n))
+        read = sorted(n for n in from_c | from_python if _prestart.round_only(n))
         self.assertEqual(read, [], "read at import, yet a round notice may change them")
         scanners = sorted(n[len("scan:"):] for n in from_python if n.startswith("scan:"))
         unjudged = [m for m in scanners if m not in SCANS_JUDGED]
         self.assertEqual(unjudged, [], "these modules walk the whole environment at import: "
                          "read what they keep, and add them to SCANS_JUDGED with the reason")
+
+
+class EnvReadsTest(unittest.TestCase):
+    """The run-time guard, on modules written here: what they read by name is named with the
+    module that read it; a walk over the whole environment is not a read by name."""
+
+    def import_fresh(self, tmp, name, body):
+        with open(os.path.join(tmp, name + ".py"), "w") as f:
+            f.write(body)
+        sys.path.insert(0, tmp)
+        try:
+            reads = set()
+            with _env_reads.watched(reads):
+                __import__(name)
+            return reads
+        finally:
+            sys.path.remove(tmp)
+            sys.modules.pop(name, None)
+
+    def test_reads_by_name_are_named_with_their_module(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            reads = self.import_fresh(tmp, "reads_rank_at_import",
+                                      "import os\n"
+                                      "rank = int(os.environ.get('RANK', '0'))\n"
+                                      "threads = os.getenv('OMP_NUM_THREADS')\n"
+                                      "slurm = 'SLURM_PROCID' in os.environ\n"
+                                      "walked = [v for _, v in os.environ.items()]\n")
+        self.assertIn(("RANK", "reads_rank_at_import"), reads)
+        self.assertIn(("OMP_NUM_THREADS", "reads_rank_at_import"), reads)
+        self.assertIn(("SLURM_PROCID", "reads_rank_at_import"), reads)
+        walked = {key for key, _ in reads} - {"RANK", "OMP_NUM_THREADS", "SLURM_PROCID"}
+        self.assertEqual(walked, set(), "a walk over every variable counted as reads by name")
+        self.assertIs(os._Environ.__getitem__, ORIGINAL_READ, "os.environ left traced")
+
+    def test_import_ahead_names_a_module_that_reads_a_round_variable(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "keeps_local_rank.py"), "w") as f:
+                f.write("import os\nLOCAL = os.environ.get('LOCAL_RANK')\n")
+            with open(os.path.join(tmp, "keeps_threads.py"), "w") as f:
+                f.write("import os\nTHREADS = os.environ.get('OMP_NUM_THREADS')\n")
+            sys.path.insert(0, tmp)
+            try:
+                self.assertEqual(_prestart.import_ahead(["keeps_threads"]), [])
+                self.assertEqual(_prestart.import_ahead(["keeps_local_rank"]),
+                                 ["LOCAL_RANK (by keeps_local_rank)"])
+                with self.assertRaises(ImportError):  # a module the user named must exist
+                    _prestart.import_ahead(["no_such_module_here"])
+            finally:
+                sys.path.remove(tmp)
+                for name in ("keeps_local_rank", "keeps_threads"):
+                    sys.modules.pop(name, None)
 
 
 class WithoutMxrunTest(unittest.TestCase):
