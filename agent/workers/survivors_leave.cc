@@ -1,5 +1,6 @@
 #include "agent/workers/survivors_leave.h"
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 
@@ -22,25 +23,38 @@ bool CatchesSignal(pid_t pid, int signo) {
   return false;  // gone
 }
 
-// Runs `loop` (and `reap` after each turn) until none of `workers` runs, or kSurvivorsLeave has
-// passed and one still running has not said it is leaving, or kLeavingExit has passed.
-void AwaitLeaving(EventLoop& loop, const std::vector<WorkerProcess*>& workers,
-                  const std::function<void()>& reap) {
+// Runs `loop` (and `reap` after each turn) until none of `workers` runs unsignalled, or
+// kSurvivorsLeave has passed and one still running has not said it is leaving, or kLeavingExit has
+// passed. Each turn, one that no longer handles `signo` is signalled now (its own exit would only
+// be slower) and no longer waited for; `signalled` marks them.
+void AwaitLeaving(EventLoop& loop, const std::vector<WorkerProcess*>& workers, int signo,
+                  const std::function<void(WorkerProcess&)>& signal,
+                  const std::function<void()>& reap,
+                  const std::function<bool(const WorkerProcess&, int)>& handles,
+                  std::vector<bool>& signalled) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
-  auto running = [&workers](bool only_silent) {
-    for (const WorkerProcess* worker : workers) {
-      const bool leaving = worker->control != nullptr && worker->control->leaving();
-      if (worker->running && !(only_silent && leaving)) return true;
+  auto waited = [&](size_t i) { return workers[i]->running && !signalled[i]; };
+  auto running = [&](bool only_silent) {
+    for (size_t i = 0; i < workers.size(); ++i) {
+      const bool leaving = workers[i]->control != nullptr && workers[i]->control->leaving();
+      if (waited(i) && !(only_silent && leaving)) return true;
     }
     return false;
   };
-  while (running(false)) {
+  for (;;) {
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (waited(i) && !handles(*workers[i], signo)) {
+        signalled[i] = true;
+        signal(*workers[i]);
+      }
+    }
+    if (!running(false)) return;
     const Clock::time_point now = Clock::now();
     const bool all_leaving = !running(true);
     const Clock::time_point until = start + (all_leaving ? kLeavingExit : kSurvivorsLeave);
     if (now >= until) return;
-    loop.RunOnce(until);
+    loop.RunOnce(std::min(until, now + kLeavingRecheck));
     reap();
   }
 }
@@ -60,21 +74,23 @@ bool HandlesSignal(const WorkerProcess& worker, int signo) {
 void SignalSurvivors(EventLoop& loop, const std::vector<WorkerProcess*>& workers, int signo,
                      const WorkerFailure* failure,
                      const std::function<void(WorkerProcess&)>& signal,
-                     const std::function<void()>& reap) {
+                     const std::function<void()>& reap,
+                     const std::function<bool(const WorkerProcess&, int)>& handles) {
   std::vector<WorkerProcess*> later;
   const bool may_leave = failure != nullptr && SurvivorsMayLeave(*failure);
   for (WorkerProcess* worker : workers) {
     if (!worker->running) continue;
-    if (may_leave && HandlesSignal(*worker, signo)) {
+    if (may_leave && handles(*worker, signo)) {
       later.push_back(worker);
     } else {
       signal(*worker);  // all at once, or the default action ends it sooner than its own exit
     }
   }
   if (later.empty()) return;
-  AwaitLeaving(loop, later, reap);
-  for (WorkerProcess* worker : later) {
-    if (worker->running) signal(*worker);
+  std::vector<bool> signalled(later.size(), false);
+  AwaitLeaving(loop, later, signo, signal, reap, handles, signalled);
+  for (size_t i = 0; i < later.size(); ++i) {
+    if (later[i]->running && !signalled[i]) signal(*later[i]);
   }
 }
 
