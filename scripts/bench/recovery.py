@@ -34,7 +34,8 @@ doing (still starting, or ready), for each time in turn; the cold case is left o
 
 Usage: recovery.py  (environment: RUNS, N, KILL_AT, KILL_AFTER, OLD_WAY (default 1), WAIT (default 300 s),
 SCRIPT (trainer, elastic or unmodified), RECONFIGURE (0 or 1, with SCRIPT=elastic),
-KILL_RANK (default the last rank), COLD (0 leaves out the cold start), MXRUN, TORCHRUN (default
+KILL_RANK (default the last rank), COLD (0 leaves out the cold start), QUIET_WAIT (default 120 s:
+before each measured run, the longest wait for an idle machine; 0 does not wait), MXRUN, TORCHRUN (default
 <repo>/.venv/bin/torchrun)); recovery.sh runs it with $PYTHON (default <repo>/.venv/bin/python3).
 On a GPU machine (scripts/gpu/run-all.sh): DEVICE=cuda gives both sides --device cuda --backend
 nccl --amp bf16, NPROC the workers (default 2; one per GPU there) and the killed rank is the last
@@ -53,7 +54,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_common import descendants, kill_marked, kill_tree, torch_python  # noqa: E402
+from bench_common import (busy_waits, descendants, kill_marked, kill_tree, torch_python,  # noqa: E402
+                          wait_quiet)
 from samples import keep  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -76,6 +78,8 @@ if not 0 <= KILL_RANK < NPROC:
                      f"from 0 to {NPROC - 1}")
 # COLD=0 leaves out the cold-start case (a sweep over KILL_RANK needs it once).
 COLD = os.environ.get("COLD", "1")
+# Before each measured run, wait at most this many seconds for an idle machine (0: don't wait).
+QUIET_WAIT = float(os.environ.get("QUIET_WAIT", "120"))
 if COLD not in ("0", "1"):
     raise SystemExit(f"recovery: COLD={COLD}: accepted are 0 and 1")
 MXRUN = os.environ.get("MXRUN", os.path.join(REPO, "build/bin/mxrun"))
@@ -261,7 +265,12 @@ def wait_until(pred, timeout):
     return None
 
 
+def progress(message):
+    print(f"recovery: {message}", file=sys.stderr, flush=True)
+
+
 def one_run(kind, case, idx, kill_after=None):
+    """One run of `kind`; `idx` -1 is a warm-up, whose figures are not kept."""
     run_dir = tempfile.mkdtemp(dir=WORK, prefix=f"{case}.")
     out_path = os.path.join(run_dir, "out")
     t_launch = time.time()
@@ -308,7 +317,7 @@ def one_run(kind, case, idx, kill_after=None):
             tree = descendants(p.pid)
             standby = next((c for c in tree if env_of(c, "MXRUN_STANDBY") == "1"), None)
             worker = next((c for c in tree if rank_of(c) == KILL_RANK), None)
-            if standby and worker:
+            if standby and worker and idx >= 0:  # a warm-up run (idx -1) is not counted
                 memory.append((rss_mib(standby), rss_mib(worker)))
         victim = next((c for c in descendants(p.pid) if rank_of(c) == KILL_RANK), None)
         if victim is None:
@@ -346,7 +355,7 @@ def one_run(kind, case, idx, kill_after=None):
             resume = next((r["time"] for r in recs if r.get("event") == "resume"), None)
             new = seen.get("new_process")
             if start and resume and new:
-                phases.setdefault(kind, []).append({
+                phases.setdefault(kind if idx >= 0 else "warm-up", []).append({
                     "until_new_process": new - t_kill, "until_start": start - new,
                     "checkpoint": resume - start, "first_step": after[0]["time"] - resume})
         elif kind.startswith("mxrun") and "elastic_ddp" not in kind and "lightning" not in kind:
@@ -355,7 +364,7 @@ def one_run(kind, case, idx, kill_after=None):
             rec = wait_until(lambda: [r for r in records(kind, run_dir, out_path)
                                       if r.get("event") == "recovery" and "phases" in r], 5)
             if rec:
-                phases.setdefault(kind, []).append(rec[0]["phases"])
+                phases.setdefault(kind if idx >= 0 else "warm-up", []).append(rec[0]["phases"])
         # Logged before the kill, perhaps a moment before this script read it.
         last_before = max([before] + [r["step"] for r in steps(records(kind, run_dir, out_path))
                                       if r["time"] <= t_kill])
@@ -426,23 +435,29 @@ def main():
         return sweep()
     results = {}
     for case in ("recovery", "cold") if COLD == "1" else ("recovery",):
-        for kind in KINDS:
-            if case == "cold" and ("old way" in kind or "new process" in kind
-                                   or kind in ("mxrun + ddp_resnet.py",
-                                               "mxrun + lightning_job.py")):
-                continue  # the same process start as the first kind
-            times, lost = [], []
-            for i in range(RUNS):
-                print(f"recovery: {case} {kind} run {i + 1}/{RUNS}", file=sys.stderr, flush=True)
+        kinds = [k for k in KINDS
+                 if not (case == "cold" and ("old way" in k or "new process" in k
+                                             or k in ("mxrun + ddp_resnet.py",
+                                                      "mxrun + lightning_job.py")))]
+        # (cold: the same process start as the first kind, skipped.) One warm-up run of each
+        # kind, not counted (page cache, .pyc files), then the kinds take turns run by run, each
+        # run on an idle machine, so that a drift of the machine's speed reaches every kind.
+        for kind in kinds:
+            progress(f"{case} {kind} warm-up run (not counted)")
+            one_run(kind, case, -1)
+        for kind in kinds:
+            results[(case, kind)] = ([], [])
+        for i in range(RUNS):
+            for kind in kinds:
+                wait_quiet(QUIET_WAIT, progress)
+                progress(f"{case} {kind} run {i + 1}/{RUNS}")
                 t, l = one_run(kind, case, i)
                 # Each run's figures as they come: a run cut off by a time limit keeps them.
-                print(f"recovery: {case} {kind} run {i + 1}: "
-                      + ("no step seen" if t is None else f"{t:.2f} s")
-                      + ("" if l is None else f", {l} completed step(s) lost"),
-                      file=sys.stderr, flush=True)
-                times.append(t)
-                lost.append(l)
-            results[(case, kind)] = (times, lost)
+                progress(f"{case} {kind} run {i + 1}: "
+                         + ("no step seen" if t is None else f"{t:.2f} s")
+                         + ("" if l is None else f", {l} completed step(s) lost"))
+                results[(case, kind)][0].append(t)
+                results[(case, kind)][1].append(l)
     def row(kind, case):
         times, lost = results[(case, kind)]
         m = med(times)
@@ -465,10 +480,24 @@ def main():
     if SCRIPT != "trainer":
         for kind in KINDS[1:-1]:
             ratio("recovery", "Recovery", kind)
+    # Run by run (the kinds took turns, so run i of each saw the same machine): the worst pair,
+    # and the slowest run against the reference's fastest, for a target "in every run".
+    ref_times = results[("recovery", REF)][0]
+    for kind in KINDS[:-1]:
+        pairs = [(r, t) for r, t in zip(ref_times, results[("recovery", kind)][0]) if r and t]
+        if pairs:
+            print(f"\n{REF} / {kind}, run by run: "
+                  + ", ".join(f"{r / t:.2f}x" for r, t in pairs)
+                  + f"; worst {min(r / t for r, t in pairs):.2f}x; the reference's fastest run over "
+                  f"this kind's slowest: {min(r for r, _ in pairs) / max(t for _, t in pairs):.2f}x")
+    print(f"\nRuns that waited for an idle machine: {busy_waits['waited']}; that ran on a busy "
+          f"one after {QUIET_WAIT:.0f} s: {busy_waits['gave_up']} (up to "
+          f"{busy_waits['worst']:.0%} of the CPU)")
     if memory:
         print(f"\nA warm standby's resident memory: {med([m[0] for m in memory]):.0f} MiB "
               f"(a training worker: {med([m[1] for m in memory]):.0f} MiB), medians of "
               f"{len(memory)} runs")
+    phases.pop("warm-up", None)
     for kind, found in phases.items():
         names = OUTSIDE_PHASES if "ddp_resnet" in kind else PHASES
         whose = ("seen from outside: a new rank-0 process, then rank 0's records"
