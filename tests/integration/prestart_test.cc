@@ -39,6 +39,20 @@ std::vector<json> Records(const std::string& out) {
   return records;
 }
 
+// Once both ranks have summed and both pre-started interpreters are ready (a few seconds after
+// the round began), SIGKILLs rank 1 and waits for the job's end.
+ProcessResult KillRankOneOnceReady(Subprocess& job) {
+  REQUIRE(job.WaitForStdout("\"event\": \"sum\"", 2, 120s));
+  REQUIRE(job.WaitForStderr("ready to take a rank in-process", 2, 120s));
+  int victim = -1;
+  for (const json& r : Records(job.out())) {
+    if (r["event"] == "start" && r["rank"] == 1) victim = r["pid"];
+  }
+  REQUIRE(victim > 0);
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  return job.Wait(120s);
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -48,16 +62,7 @@ TEST_CASE(
   Subprocess job({MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=1", "--prestart",
                   kWorker, "--an", "arg"},
                  PythonWorkerEnv());
-  REQUIRE(job.WaitForStdout("\"event\": \"sum\"", 2, 120s));
-  // One pre-started interpreter per local rank, a few seconds after the round began.
-  REQUIRE(job.WaitForStderr("ready to take a rank in-process", 2, 120s));
-  int victim = -1;
-  for (const json& r : Records(job.out())) {
-    if (r["event"] == "start" && r["rank"] == 1) victim = r["pid"];
-  }
-  REQUIRE(victim > 0);
-  REQUIRE(::kill(victim, SIGKILL) == 0);
-  ProcessResult result = job.Wait(120s);
+  ProcessResult result = KillRankOneOnceReady(job);
   INFO(Describe(result));
   REQUIRE(result.exit_code == 0);
   CHECK_THAT(result.err, Catch::Contains("stopping the workers; the pre-started interpreters "
@@ -100,19 +105,12 @@ TEST_CASE(
   Subprocess job(
       {MXRUN_BIN, "--standalone", "--nproc_per_node=2", "--max_restarts=1", "--prestart", kWorker},
       env);
-  REQUIRE(job.WaitForStdout("\"event\": \"sum\"", 2, 120s));
-  REQUIRE(job.WaitForStderr("ready to take a rank in-process", 2, 120s));
-  CHECK_THAT(job.err(), Catch::Contains("imported ahead, RANK (by keeps_rank_at_import) read what "
-                                        "only a rank's round sets"));
-  int victim = -1;
-  for (const json& r : Records(job.out())) {
-    if (r["event"] == "start" && r["rank"] == 1) victim = r["pid"];
-  }
-  REQUIRE(victim > 0);
-  REQUIRE(::kill(victim, SIGKILL) == 0);
-  ProcessResult result = job.Wait(120s);
+  ProcessResult result = KillRankOneOnceReady(job);
   INFO(Describe(result));
   REQUIRE(result.exit_code == 0);
+  // Said as soon as the interpreters were ready, before any restart.
+  CHECK_THAT(result.err, Catch::Contains("imported ahead, RANK (by keeps_rank_at_import) read "
+                                         "what only a rank's round sets"));
   CHECK_THAT(result.err, Catch::Contains("RANK (by keeps_rank_at_import) was read while imported "
                                          "ahead: starting a fresh interpreter"));
   int restarted = 0;
