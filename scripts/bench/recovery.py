@@ -435,13 +435,13 @@ def main():
         return sweep()
     results = {}
     for case in ("recovery", "cold") if COLD == "1" else ("recovery",):
+        # (cold: the same process start as the first kind, skipped; not so the plain and the
+        # prestarted script, whose pre-started interpreters import torch beside the workers.)
         kinds = [k for k in KINDS
-                 if not (case == "cold" and ("old way" in k or "new process" in k
-                                             or k in ("mxrun + ddp_resnet.py",
-                                                      "mxrun + lightning_job.py")))]
-        # (cold: the same process start as the first kind, skipped.) One warm-up run of each
-        # kind, not counted (page cache, .pyc files), then the kinds take turns run by run, each
-        # run on an idle machine, so that a drift of the machine's speed reaches every kind.
+                 if not (case == "cold" and ("old way" in k or "new process" in k))]
+        # One warm-up run of each kind, not counted (page cache, .pyc files), then the kinds take
+        # turns run by run, each run on an idle machine, so that a drift of the machine's speed
+        # reaches every kind.
         for kind in kinds:
             progress(f"{case} {kind} warm-up run (not counted)")
             one_run(kind, case, -1)
@@ -517,9 +517,13 @@ def main():
     if COLD == "1":
         print("\n| launch -> first training step (cold) | median | runs |")
         print("|---|---|---|")
-        for kind in (MINE, REF):
-            print(row(kind, "cold"))
+        for kind in KINDS:
+            if ("cold", kind) in results:
+                print(row(kind, "cold"))
         ratio("cold", "Cold start")
+        for kind in KINDS[1:-1]:
+            if ("cold", kind) in results:
+                ratio("cold", "Cold start", kind)
 
 def sweep():
     """KILL_AFTER: every kind killed at each time after its first step, RUNS times, interleaved
