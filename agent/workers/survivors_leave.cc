@@ -23,32 +23,33 @@ bool CatchesSignal(pid_t pid, int signo) {
   return false;  // gone
 }
 
-// Runs `loop` (and `reap` after each turn) until none of `workers` runs unsignalled, or
-// kSurvivorsLeave has passed and one still running has not said it is leaving, or kLeavingExit has
-// passed. Each turn, one that no longer handles `signo` is signalled now (its own exit would only
-// be slower) and no longer waited for; `signalled` marks them.
-void AwaitLeaving(EventLoop& loop, const std::vector<WorkerProcess*>& workers, int signo,
+// Runs `loop` (and `reap` after each turn) until none of `waited` runs, or kSurvivorsLeave has
+// passed and one still running has not said it is leaving, or kLeavingExit has passed. Each
+// turn, one that no longer handles `signo` is signalled now (its own exit would only be slower)
+// and leaves `waited`.
+void AwaitLeaving(EventLoop& loop, std::vector<WorkerProcess*>& waited, int signo,
                   const std::function<void(WorkerProcess&)>& signal,
                   const std::function<void()>& reap,
-                  const std::function<bool(const WorkerProcess&, int)>& handles,
-                  std::vector<bool>& signalled) {
+                  const std::function<bool(const WorkerProcess&, int)>& handles) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
-  auto waited = [&](size_t i) { return workers[i]->running && !signalled[i]; };
-  auto running = [&](bool only_silent) {
-    for (size_t i = 0; i < workers.size(); ++i) {
-      const bool leaving = workers[i]->control != nullptr && workers[i]->control->leaving();
-      if (waited(i) && !(only_silent && leaving)) return true;
+  auto running = [&waited](bool only_silent) {
+    for (const WorkerProcess* worker : waited) {
+      const bool leaving = worker->control != nullptr && worker->control->leaving();
+      if (worker->running && !(only_silent && leaving)) return true;
     }
     return false;
   };
   for (;;) {
-    for (size_t i = 0; i < workers.size(); ++i) {
-      if (waited(i) && !handles(*workers[i], signo)) {
-        signalled[i] = true;
-        signal(*workers[i]);
+    std::vector<WorkerProcess*> still;
+    for (WorkerProcess* worker : waited) {
+      if (worker->running && !handles(*worker, signo)) {
+        signal(*worker);
+      } else {
+        still.push_back(worker);
       }
     }
+    waited.swap(still);
     if (!running(false)) return;
     const Clock::time_point now = Clock::now();
     const bool all_leaving = !running(true);
@@ -87,10 +88,9 @@ void SignalSurvivors(EventLoop& loop, const std::vector<WorkerProcess*>& workers
     }
   }
   if (later.empty()) return;
-  std::vector<bool> signalled(later.size(), false);
-  AwaitLeaving(loop, later, signo, signal, reap, handles, signalled);
-  for (size_t i = 0; i < later.size(); ++i) {
-    if (later[i]->running && !signalled[i]) signal(*later[i]);
+  AwaitLeaving(loop, later, signo, signal, reap, handles);
+  for (WorkerProcess* worker : later) {
+    if (worker->running) signal(*worker);
   }
 }
 

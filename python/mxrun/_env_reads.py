@@ -14,8 +14,9 @@ import os
 import sys
 from contextlib import contextmanager
 
-_OWN_FILES = (os.__file__, getattr(sys.modules.get("_collections_abc"), "__file__", None),
-              __file__)
+# os's and the mapping ABCs' own frames (`os.getenv`, `Mapping.get`): "<frozen os>" where the
+# interpreter has them frozen (3.11's default), their files where it does not.
+_OWN_FILES = (os.__file__, getattr(sys.modules.get("_collections_abc"), "__file__", None))
 
 
 def _reader(frame):

@@ -317,7 +317,7 @@ def one_run(kind, case, idx, kill_after=None):
             tree = descendants(p.pid)
             standby = next((c for c in tree if env_of(c, "MXRUN_STANDBY") == "1"), None)
             worker = next((c for c in tree if rank_of(c) == KILL_RANK), None)
-            if standby and worker and idx >= 0:  # a warm-up run (idx -1) is not counted
+            if standby and worker and idx >= 0:
                 memory.append((rss_mib(standby), rss_mib(worker)))
         victim = next((c for c in descendants(p.pid) if rank_of(c) == KILL_RANK), None)
         if victim is None:
@@ -354,8 +354,8 @@ def one_run(kind, case, idx, kill_after=None):
             start = next((r["time"] for r in recs if r.get("event") == "start"), None)
             resume = next((r["time"] for r in recs if r.get("event") == "resume"), None)
             new = seen.get("new_process")
-            if start and resume and new:
-                phases.setdefault(kind if idx >= 0 else "warm-up", []).append({
+            if start and resume and new and idx >= 0:
+                phases.setdefault(kind, []).append({
                     "until_new_process": new - t_kill, "until_start": start - new,
                     "checkpoint": resume - start, "first_step": after[0]["time"] - resume})
         elif kind.startswith("mxrun") and "elastic_ddp" not in kind and "lightning" not in kind:
@@ -363,8 +363,8 @@ def one_run(kind, case, idx, kill_after=None):
             # with the first step after the failure).
             rec = wait_until(lambda: [r for r in records(kind, run_dir, out_path)
                                       if r.get("event") == "recovery" and "phases" in r], 5)
-            if rec:
-                phases.setdefault(kind if idx >= 0 else "warm-up", []).append(rec[0]["phases"])
+            if rec and idx >= 0:
+                phases.setdefault(kind, []).append(rec[0]["phases"])
         # Logged before the kill, perhaps a moment before this script read it.
         last_before = max([before] + [r["step"] for r in steps(records(kind, run_dir, out_path))
                                       if r["time"] <= t_kill])
@@ -497,7 +497,6 @@ def main():
         print(f"\nA warm standby's resident memory: {med([m[0] for m in memory]):.0f} MiB "
               f"(a training worker: {med([m[1] for m in memory]):.0f} MiB), medians of "
               f"{len(memory)} runs")
-    phases.pop("warm-up", None)
     for kind, found in phases.items():
         names = OUTSIDE_PHASES if "ddp_resnet" in kind else PHASES
         whose = ("seen from outside: a new rank-0 process, then rank 0's records"

@@ -5,6 +5,7 @@ through an LD_PRELOAD shim built here with the C compiler, and every os.environ 
 PyTorch upgrade starts reading one at import, this fails, and ROUND_ONLY must lose it (the
 interpreter then starts afresh for that change). At run time, a module named in
 MXRUN_PRESTART_IMPORTS that reads one by name is caught (_env_reads)."""
+import contextlib
 import os
 import shutil
 import subprocess
@@ -87,31 +88,36 @@ class ImportTraceTest(unittest.TestCase):
                          "read what they keep, and add them to SCANS_JUDGED with the reason")
 
 
+@contextlib.contextmanager
+def importable(modules):
+    """Modules {name: source} written to a scratch folder first on sys.path; gone afterwards,
+    from sys.path and sys.modules."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, source in modules.items():
+            with open(os.path.join(tmp, name + ".py"), "w") as f:
+                f.write(source)
+        sys.path.insert(0, tmp)
+        try:
+            yield
+        finally:
+            sys.path.remove(tmp)
+            for name in modules:
+                sys.modules.pop(name, None)
+
+
 class EnvReadsTest(unittest.TestCase):
     """The run-time guard, on modules written here: what they read by name is named with the
     module that read it; a walk over the whole environment is not a read by name."""
 
-    def import_fresh(self, tmp, name, body):
-        with open(os.path.join(tmp, name + ".py"), "w") as f:
-            f.write(body)
-        sys.path.insert(0, tmp)
-        try:
-            reads = set()
-            with _env_reads.watched(reads):
-                __import__(name)
-            return reads
-        finally:
-            sys.path.remove(tmp)
-            sys.modules.pop(name, None)
-
     def test_reads_by_name_are_named_with_their_module(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            reads = self.import_fresh(tmp, "reads_rank_at_import",
-                                      "import os\n"
-                                      "rank = int(os.environ.get('RANK', '0'))\n"
-                                      "threads = os.getenv('OMP_NUM_THREADS')\n"
-                                      "slurm = 'SLURM_PROCID' in os.environ\n"
-                                      "walked = [v for _, v in os.environ.items()]\n")
+        reads = set()
+        with importable({"reads_rank_at_import": "import os\n"
+                         "rank = int(os.environ.get('RANK', '0'))\n"
+                         "threads = os.getenv('OMP_NUM_THREADS')\n"
+                         "slurm = 'SLURM_PROCID' in os.environ\n"
+                         "walked = [v for _, v in os.environ.items()]\n"}):
+            with _env_reads.watched(reads):
+                __import__("reads_rank_at_import")
         self.assertIn(("RANK", "reads_rank_at_import"), reads)
         self.assertIn(("OMP_NUM_THREADS", "reads_rank_at_import"), reads)
         self.assertIn(("SLURM_PROCID", "reads_rank_at_import"), reads)
@@ -120,22 +126,13 @@ class EnvReadsTest(unittest.TestCase):
         self.assertIs(os._Environ.__getitem__, ORIGINAL_READ, "os.environ left traced")
 
     def test_import_ahead_names_a_module_that_reads_a_round_variable(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            with open(os.path.join(tmp, "keeps_local_rank.py"), "w") as f:
-                f.write("import os\nLOCAL = os.environ.get('LOCAL_RANK')\n")
-            with open(os.path.join(tmp, "keeps_threads.py"), "w") as f:
-                f.write("import os\nTHREADS = os.environ.get('OMP_NUM_THREADS')\n")
-            sys.path.insert(0, tmp)
-            try:
-                self.assertEqual(_prestart.import_ahead(["keeps_threads"]), [])
-                self.assertEqual(_prestart.import_ahead(["keeps_local_rank"]),
-                                 ["LOCAL_RANK (by keeps_local_rank)"])
-                with self.assertRaises(ImportError):  # a module the user named must exist
-                    _prestart.import_ahead(["no_such_module_here"])
-            finally:
-                sys.path.remove(tmp)
-                for name in ("keeps_local_rank", "keeps_threads"):
-                    sys.modules.pop(name, None)
+        with importable({"keeps_local_rank": "import os\nLOCAL = os.environ.get('LOCAL_RANK')\n",
+                         "keeps_threads": "import os\nTHREADS = os.environ.get('OMP_NUM_THREADS')\n"}):
+            self.assertEqual(_prestart.import_ahead(["keeps_threads"]), [])
+            self.assertEqual(_prestart.import_ahead(["keeps_local_rank"]),
+                             ["LOCAL_RANK (by keeps_local_rank)"])
+            with self.assertRaises(ImportError):  # a module the user named must exist
+                _prestart.import_ahead(["no_such_module_here"])
 
 
 class WithoutMxrunTest(unittest.TestCase):
