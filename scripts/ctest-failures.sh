@@ -41,6 +41,12 @@ for dir in "$@"; do
       echo "--- the first failed checks of \"$name\" ($(basename "$dir")) ---"
       printf '%s\n' "$checks"
     fi
+    if [[ -z "$output" ]]; then
+      # Another ctest run in this folder (--show-only too) rewrote LastTest.log after this one.
+      echo "--- \"$name\" ($(basename "$dir")): its output is not in $log, which a later ctest" \
+        "run in that folder replaced; ctest's own report (--output-on-failure) above has it ---"
+      continue
+    fi
     echo "--- the last $lines lines of \"$name\" ($(basename "$dir")) ---"
     tail -n "$lines" <<< "$output"
   done < "$failed"

@@ -39,6 +39,12 @@ expect 'test.sh:   b: #4 a failed Catch check, then a long log'
 if grep -qF 'a passing test' <<< "$report"; then echo "a passing test is named" >&2; bad=1; fi
 # 5 lines of output per test: line 100 of seq is in, line 90 is not.
 if grep -qx '90' <<< "$report"; then echo "more than LINES=5 lines were printed" >&2; bad=1; fi
+# A later ctest run in the folder (a listing, as tests/check_test_properties.py once made) rewrites
+# LastTest.log: the failed tests are still named, and the report says where their output went.
+(cd "$work/b" && "$ctest" --show-only > /dev/null 2>&1)
+report=$(LINES=5 "$script" "$work/b")
+expect 'test.sh: 3 test(s) failed:'
+expect '"a test past its timeout" (b): its output is not in '
 rm -f "$work/b/Testing/Temporary/LastTestsFailed.log"
 (cd "$work/b" && "$ctest" -R passing > /dev/null 2>&1)
 quiet=$("$script" "$work/b")

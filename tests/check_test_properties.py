@@ -5,13 +5,20 @@ then ran with LABELS slurm and properties named "faults" and "600", without RUN_
 their TMPDIR, two at once. This fails on any such test again, and on a hidden Catch case ([.])
 in ctest's list, which a TEST_SPEC of exclusions only let in.
 
+It lists from a copy of the build's CTestTestfile.cmake files: any ctest run, --show-only too,
+rewrites Testing/Temporary/LastTest.log in its folder, and this case runs inside test.sh's ctest,
+whose failed tests' output scripts/ctest-failures.sh reads from that log at the end.
+
 Usage: check_test_properties.py CTEST BUILD_DIR
 """
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 PROPERTY_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
@@ -28,11 +35,28 @@ def hidden_cases_of(known: dict, binary: str) -> set:
     return known[binary]
 
 
+def listed_tests(ctest: str, build: str) -> list:
+    """ctest's list of the build's tests, taken in a scratch copy of its CTestTestfile.cmake
+    tree (they include the generated lists by absolute path), so that the build's own
+    LastTest.log is left as the running ctest writes it."""
+    with tempfile.TemporaryDirectory(prefix="ctest-list.") as scratch:
+        copied = 0
+        for folder, _, files in os.walk(build):
+            if "CTestTestfile.cmake" in files:
+                target = os.path.join(scratch, os.path.relpath(folder, build))
+                os.makedirs(target, exist_ok=True)
+                shutil.copy(os.path.join(folder, "CTestTestfile.cmake"), target)
+                copied += 1
+        if copied == 0:
+            raise SystemExit(f"check_test_properties: no CTestTestfile.cmake under {build}")
+        listing = subprocess.run([ctest, "--show-only=json-v1"], cwd=scratch,
+                                 capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(listing.stdout)["tests"]
+
+
 def main() -> int:
     ctest, build = sys.argv[1], sys.argv[2]
-    listing = subprocess.run([ctest, "--show-only=json-v1"], cwd=build, capture_output=True,
-                             text=True, timeout=60, check=True)
-    tests = json.loads(listing.stdout)["tests"]
+    tests = listed_tests(ctest, build)
     problems = []
     catch_cases = 0
     hidden_cases = {}  # a Catch binary -> its hidden ([.]) case names
