@@ -4,9 +4,13 @@
 //   VALIDATE, PING (as every TCPStore client connects), ADD "init/" 1 (world_size given),
 //   SET "/rank/<r>" <its address> (what a backend publishes), ADD "/barrier" 1, and the rank
 //   whose ADD answers N SETs "/barrier/last"; every rank WAITs for "/barrier/last".
-// One thread, one epoll loop, non-blocking sockets; at most --connecting connections are being
-// set up at once, as a job's ranks start over a spread of time rather than in one instant (the
-// listen backlog, net.core.somaxconn, is finite for every server alike).
+// Non-blocking sockets on one epoll loop per thread (--threads T, default 1: rank r is thread
+// r % T's); at most --connecting connections are being set up at once, shared out among the
+// threads, as a job's ranks start over a spread of time rather than in one instant (the listen
+// backlog, net.core.somaxconn, is finite for every server alike). One thread spends about as much
+// CPU time as the barrier takes at 16,384 ranks (its side of every connection is kernel work), so
+// on one machine it, not the server, can set the pace: more threads, on cores of their own, stand
+// for ranks on other hosts.
 //
 // On loopback each simulated host (4,096 ranks) connects from an address of its own in 127/8, as
 // ranks on many hosts would: from one source address, Linux's search for a free ephemeral port
@@ -18,7 +22,7 @@
 // first connect to the last rank's WAIT answered. Built with the project (build/bin/store_loadgen);
 // scripts/bench/store_scale.py drives it.
 //
-//   store_loadgen --port 29500 --ranks 16384 [--host 127.0.0.1] [--connecting 512]
+//   store_loadgen --port 29500 --ranks 16384 [--host 127.0.0.1] [--connecting 512] [--threads 1]
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -29,12 +33,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/store/store_wire.h"
@@ -70,51 +77,38 @@ constexpr int kRanksPerHost = 4096;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-}  // namespace
+// What the threads share: the counts that say when every rank connected and every rank is done,
+// and the times they did.
+struct Progress {
+  explicit Progress(int ranks) : ranks(ranks) {}
+  const int ranks;
+  const Clock::time_point start = Clock::now();
+  std::atomic<int> connected{0};
+  std::atomic<int> finished{0};  // done or failed
+  std::atomic<int> failed{0};
+  std::atomic<Clock::rep> connected_at{0};  // since start; 0: not yet
+  std::atomic<Clock::rep> barrier_at{0};
+  void Connected() {
+    if (connected.fetch_add(1) + 1 == ranks) connected_at = (Clock::now() - start).count();
+  }
+  void Finished(bool ok) {
+    if (!ok) failed.fetch_add(1);
+    if (finished.fetch_add(1) + 1 == ranks) barrier_at = (Clock::now() - start).count();
+  }
+};
 
-int main(int argc, char** argv) {
-  std::string host = "127.0.0.1";
-  int port = 0, ranks = 0, connecting = 512;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--host")
-      host = argv[i + 1];
-    else if (flag == "--port")
-      port = std::atoi(argv[i + 1]);
-    else if (flag == "--ranks")
-      ranks = std::atoi(argv[i + 1]);
-    else if (flag == "--connecting")
-      connecting = std::atoi(argv[i + 1]);
-    else {
-      std::fprintf(
-          stderr, "store_loadgen: unknown flag %s (accepted: --host --port --ranks --connecting)\n",
-          argv[i]);
-      return 2;
-    }
-  }
-  if (port <= 0 || port > 65535 || ranks <= 0 || connecting <= 0) {
-    std::fprintf(stderr, "store_loadgen: --port (1-65535) and --ranks (> 0) are required\n");
-    return 2;
-  }
-  rlimit limit{};
-  getrlimit(RLIMIT_NOFILE, &limit);
-  if (limit.rlim_cur < static_cast<rlim_t>(ranks) + 64) {
-    limit.rlim_cur = std::min<rlim_t>(limit.rlim_max, static_cast<rlim_t>(ranks) + 64);
-    setrlimit(RLIMIT_NOFILE, &limit);
-  }
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(port));
-  if (inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
-    std::fprintf(stderr, "store_loadgen: --host must be an IPv4 address, got %s\n", host.c_str());
-    return 2;
-  }
+// Thread `thread` of `threads`: the ranks r with r % threads == thread, on an epoll loop of its
+// own. Its ranks' connections are left open in `kept` (closed once every thread is done, as ranks
+// keep their store's connection: a close would be the server's work during the others' barrier).
+void RunRanks(int thread, int threads, int connecting, const sockaddr_in& address,
+              Progress& progress, std::vector<int>& kept) {
+  const int ranks = progress.ranks;
   const bool loopback = (ntohl(address.sin_addr.s_addr) >> 24) == 127;
   const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-  std::vector<Rank> all(static_cast<std::size_t>(ranks));
-  int next = 0, in_setup = 0, done = 0, failed = 0, connected = 0;
-  const auto start = Clock::now();
-  Clock::time_point connected_at{}, barrier_at{};
+  // Local index i is rank thread + i * threads.
+  const int mine = (ranks - thread + threads - 1) / threads;
+  std::vector<Rank> all(static_cast<std::size_t>(mine));
+  int next = 0, in_setup = 0, finished = 0;
   const std::string validate =
       Request(mxrun::StoreOp::kValidate, {}, {}, 0, mxrun::kStoreValidationMagic);
 
@@ -123,7 +117,8 @@ int main(int argc, char** argv) {
     if (rank.phase == Phase::kFailed || rank.phase == Phase::kDone) return;
     if (rank.phase == Phase::kConnecting || rank.phase == Phase::kPong) --in_setup;
     rank.phase = Phase::kFailed;
-    ++failed;
+    ++finished;
+    progress.Finished(false);
     epoll_ctl(epoll_fd, EPOLL_CTL_DEL, rank.fd, nullptr);
     close(rank.fd);
   };
@@ -156,9 +151,10 @@ int main(int argc, char** argv) {
     }
   };
   auto open_more = [&] {
-    while (next < ranks && in_setup < connecting) {
-      const int r = next++;
-      Rank& rank = all[static_cast<std::size_t>(r)];
+    while (next < mine && in_setup < connecting) {
+      const int local = next++;
+      const int r = thread + local * threads;
+      Rank& rank = all[static_cast<std::size_t>(local)];
       rank.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
       const int on = 1;
       setsockopt(rank.fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
@@ -173,30 +169,32 @@ int main(int argc, char** argv) {
         bound = bind(rank.fd, reinterpret_cast<sockaddr*>(&source), sizeof source) == 0;
       }
       if (rank.fd < 0 || !bound ||
-          (connect(rank.fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 &&
+          (connect(rank.fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 &&
            errno != EINPROGRESS)) {
         rank.phase = Phase::kFailed;
-        ++failed;
+        ++finished;
+        progress.Finished(false);
         --in_setup;
         if (rank.fd >= 0) close(rank.fd);
         continue;
       }
       epoll_event event{};
       event.events = EPOLLOUT | EPOLLIN;
-      event.data.u32 = static_cast<std::uint32_t>(r);
+      event.data.u32 = static_cast<std::uint32_t>(local);
       epoll_ctl(epoll_fd, EPOLL_CTL_ADD, rank.fd, &event);
     }
   };
   // What a rank sends next once its last reply came.
-  auto advance = [&](int r) {
-    Rank& rank = all[static_cast<std::size_t>(r)];
+  auto advance = [&](int local) {
+    const int r = thread + local * threads;
+    Rank& rank = all[static_cast<std::size_t>(local)];
     for (;;) {
       switch (rank.phase) {
         case Phase::kPong:
           if (rank.in.size() < 4) return;
           rank.in.erase(0, 4);
           --in_setup;
-          if (++connected == ranks) connected_at = Clock::now();
+          progress.Connected();
           rank.phase = Phase::kInit;
           rank.out += Request(mxrun::StoreOp::kAdd, {"init/"}, {}, 1);
           break;
@@ -222,7 +220,8 @@ int main(int argc, char** argv) {
           if (rank.in.empty()) return;
           rank.in.erase(0, 1);
           rank.phase = Phase::kDone;
-          if (++done + failed == ranks) barrier_at = Clock::now();
+          ++finished;
+          progress.Finished(true);
           epoll_ctl(epoll_fd, EPOLL_CTL_DEL, rank.fd, nullptr);  // kept open, as a rank's store is
           return;
         default:
@@ -233,8 +232,8 @@ int main(int argc, char** argv) {
 
   open_more();
   std::vector<epoll_event> events(1024);
-  const auto deadline = start + std::chrono::seconds(300);
-  while (done + failed < ranks && Clock::now() < deadline) {
+  const auto deadline = progress.start + std::chrono::seconds(300);
+  while (finished < mine && Clock::now() < deadline) {
     const int n = epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), 1000);
     for (int i = 0; i < n; ++i) {
       const int r = static_cast<int>(events[i].data.u32);
@@ -249,8 +248,8 @@ int main(int argc, char** argv) {
           continue;
         }
         rank.phase = Phase::kPong;
-        rank.out =
-            validate + Request(mxrun::StoreOp::kPing, {}, {}, 0, static_cast<std::uint32_t>(r));
+        rank.out = validate + Request(mxrun::StoreOp::kPing, {}, {}, 0,
+                                      static_cast<std::uint32_t>(thread + r * threads));
         flush(r);
         continue;
       }
@@ -271,16 +270,83 @@ int main(int argc, char** argv) {
     }
     open_more();
   }
-  const auto end = Clock::now();
-  if (barrier_at == Clock::time_point{}) barrier_at = end;
-  if (connected_at == Clock::time_point{}) connected_at = end;
-  std::printf(
-      "{\"ranks\": %d, \"connected_s\": %.4f, \"barrier_s\": %.4f, \"failed\": %d, "
-      "\"unfinished\": %d}\n",
-      ranks, Seconds(connected_at - start), Seconds(barrier_at - start), failed,
-      ranks - done - failed);
   for (Rank& rank : all) {
-    if (rank.fd >= 0 && rank.phase != Phase::kFailed) close(rank.fd);
+    if (rank.fd >= 0 && rank.phase != Phase::kFailed) kept.push_back(rank.fd);
+  }
+  close(epoll_fd);
+}
+
+}  // namespace
+int main(int argc, char** argv) {
+  std::string host = "127.0.0.1";
+  int port = 0, ranks = 0, connecting = 512, threads = 1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--host")
+      host = argv[i + 1];
+    else if (flag == "--port")
+      port = std::atoi(argv[i + 1]);
+    else if (flag == "--ranks")
+      ranks = std::atoi(argv[i + 1]);
+    else if (flag == "--connecting")
+      connecting = std::atoi(argv[i + 1]);
+    else if (flag == "--threads")
+      threads = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr,
+                   "store_loadgen: unknown flag %s (accepted: --host --port --ranks --connecting "
+                   "--threads)\n",
+                   argv[i]);
+      return 2;
+    }
+  }
+  if (port <= 0 || port > 65535 || ranks <= 0 || connecting <= 0) {
+    std::fprintf(stderr, "store_loadgen: --port (1-65535) and --ranks (> 0) are required\n");
+    return 2;
+  }
+  if (threads < 1 || threads > 256 || threads > ranks || threads > connecting) {
+    std::fprintf(stderr,
+                 "store_loadgen: --threads must be 1-256 and at most --ranks and --connecting, "
+                 "got %d\n",
+                 threads);
+    return 2;
+  }
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_cur < static_cast<rlim_t>(ranks) + 64) {
+    limit.rlim_cur = std::min<rlim_t>(limit.rlim_max, static_cast<rlim_t>(ranks) + 64);
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
+    std::fprintf(stderr, "store_loadgen: --host must be an IPv4 address, got %s\n", host.c_str());
+    return 2;
+  }
+  const sockaddr_in& target = address;
+  Progress progress(ranks);
+  std::vector<std::thread> workers;
+  std::vector<std::vector<int>> kept(static_cast<std::size_t>(threads));
+  for (int t = 0; t < threads; ++t) {
+    // --connecting shared out: the first threads take the remainder.
+    const int share = connecting / threads + (t < connecting % threads ? 1 : 0);
+    workers.emplace_back(RunRanks, t, threads, share, std::cref(target), std::ref(progress),
+                         std::ref(kept[static_cast<std::size_t>(t)]));
+  }
+  for (std::thread& worker : workers) worker.join();
+  const Clock::rep end = (Clock::now() - progress.start).count();
+  const Clock::rep barrier_at = progress.barrier_at ? progress.barrier_at.load() : end;
+  const Clock::rep connected_at = progress.connected_at ? progress.connected_at.load() : end;
+  const int failed = progress.failed;
+  const int done = progress.finished - failed;
+  std::printf(
+      "{\"ranks\": %d, \"threads\": %d, \"connected_s\": %.4f, \"barrier_s\": %.4f, "
+      "\"failed\": %d, \"unfinished\": %d}\n",
+      ranks, threads, Seconds(Clock::duration(connected_at)), Seconds(Clock::duration(barrier_at)),
+      failed, ranks - done - failed);
+  for (const std::vector<int>& fds : kept) {
+    for (int fd : fds) close(fd);
   }
   return failed == 0 && done == ranks ? 0 : 1;
 }

@@ -18,8 +18,11 @@ start. The servers alternate run by run.
   pytorch   torch.distributed.TCPStore(is_master=True, use_libuv=True) in a Python of its own
 
 Environment: RUNS (default 3), RANKS (default 1024,4096,16384), MXRUN_BUILD (default
-<repo>/build), CONNECTING (connections being set up at once, default 512), PIN=1 (the server
-on CPU 0 and the load generator on CPU 1, so that the load does not take the server's core).
+<repo>/build), CONNECTING (connections being set up at once, default 512), LOAD_THREADS (the
+load generator's threads, default 1; its CPU time is reported: one thread's is about the barrier
+at 16,384 ranks), PIN=1 (the server on CPU 0 and the load generator on the other CPUs, so that the
+load does not take the server's core: on a many-core machine, with LOAD_THREADS, the nearest this
+gets to ranks on other hosts).
 Both servers and the load generator get the hard open-file limit. Markdown on stdout, progress on stderr.
 
 PyTorch's server looks up each peer's name (getnameinfo) on its server thread as it accepts it; a
@@ -82,6 +85,9 @@ def main():
     sizes = [int(n) for n in env("RANKS", "1024,4096,16384").split(",")]
     build = env("MXRUN_BUILD", os.path.join(REPO, "build"))
     connecting = env("CONNECTING", "512")
+    load_threads = env("LOAD_THREADS", "1")
+    if not load_threads.isdigit() or not 1 <= int(load_threads) <= 256:
+        die(SCRIPT, f"LOAD_THREADS={load_threads}: accepted: 1 to 256")
     loadgen = os.path.join(build, "bin", "store_loadgen")
     serve = os.path.join(build, "bin", "store_serve")
     for path in (loadgen, serve):
@@ -110,7 +116,8 @@ def main():
     if pin == "1":
         if (os.cpu_count() or 1) < 2 or not executable("/usr/bin/taskset"):
             die(SCRIPT, "PIN=1 needs two CPUs and taskset")
-        server_cpu, load_cpu = (["taskset", "-c", "0"], ["taskset", "-c", "1"])
+        last = (os.cpu_count() or 2) - 1
+        server_cpu, load_cpu = (["taskset", "-c", "0"], ["taskset", "-c", f"1-{last}"])
     servers = {"mxrun": server_cpu + [serve], "pytorch": server_cpu + pytorch}
     results = {(s, n): [] for s in servers for n in sizes}
     for n in sizes:
@@ -120,11 +127,15 @@ def main():
                 server, port = start(servers[name], log)
                 before = status_kib(server.pid, "VmRSS") or 0
                 cpu_before = cpu_seconds(server.pid)
+                # The load generator's CPU time (it is the only child reaped meanwhile): on one
+                # machine its side of every connection competes with the server for the cores.
+                load_before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 try:
                     r = subprocess.run(load_cpu + [loadgen, "--port", str(port), "--ranks", str(n),
-                                        "--connecting", connecting],
+                                        "--connecting", connecting, "--threads", load_threads],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                        timeout=600)
+                    load_after = resource.getrusage(resource.RUSAGE_CHILDREN)
                     peak = status_kib(server.pid, "VmHWM")
                     cpu_after = cpu_seconds(server.pid)
                 finally:
@@ -150,25 +161,34 @@ def main():
                     record["user_s"] = cpu_after[0] - cpu_before[0]
                     record["cpu_s"] = record["user_s"] + cpu_after[1] - cpu_before[1]
                 results[(name, n)].append(record)
+                record["load_cpu_s"] = (load_after.ru_utime - load_before.ru_utime +
+                                        load_after.ru_stime - load_before.ru_stime)
+                cpu = ("unknown" if record["cpu_s"] is None else
+                       f"{record['cpu_s']:.2f} s (user {record['user_s']:.2f} s)")
                 log.progress(f"{n} ranks, {name}: barrier {record['barrier_s']:.3f} s, "
-                             f"connected {record['connected_s']:.3f} s, server CPU "
-                             f"{record['cpu_s']} s (user {record['user_s']} s), peak {peak} KiB, "
-                             f"+{record['growth_kib']} KiB under the load")
+                             f"connected {record['connected_s']:.3f} s, server CPU {cpu}, "
+                             f"peak {peak} KiB, +{record['growth_kib']} KiB under the load, "
+                             f"load generator CPU {record['load_cpu_s']:.2f} s")
     lookups = ("failing at once (PYTORCH_DNS=instant)" if dns == "instant"
                else "this machine's DNS (PYTORCH_DNS=system)")
     info = detect_env(os.path.join(REPO, ".venv/bin/torchrun"), sys.executable)
     print(f"# The workers' store at scale, {utc_now()}")
     print()
-    print(f"- command: `RUNS={runs} RANKS={','.join(map(str, sizes))} scripts/bench/{SCRIPT}`; "
+    settings = ("PIN=1 " if pin == "1" else "") + (
+        f"LOAD_THREADS={load_threads} " if load_threads != "1" else "")
+    print(f"- command: `{settings}RUNS={runs} RANKS={','.join(map(str, sizes))} "
+          f"scripts/bench/{SCRIPT}`; "
           f"git {git_rev()}, torch {torch_version(sys.executable)} (its libuv TCPStore server); "
-          f"{machine(info.cpu_model)}; {connecting} connections set up at once; PyTorch's "
+          f"{machine(info.cpu_model)}; {connecting} connections set up at once by {load_threads} load "
+          f"generator thread(s); PyTorch's "
           f"reverse lookups: {lookups}"
-          + ("; the server pinned to CPU 0, the load generator to CPU 1" if pin == "1" else ""))
+          + ("; the server pinned to CPU 0, the load generator to the others" if pin == "1"
+             else ""))
     print()
     print("| ranks | server | barrier, median (min-max) | all connected, median | "
-          "memory the load added (peak RSS) | server CPU time (of it user), median | PyTorch / "
-          "mxrun: barrier, CPU, user CPU | runs |")
-    print("|---|---|---|---|---|---|---|---|")
+          "memory the load added (peak RSS) | server CPU time (of it user), median | load "
+          "generator CPU, median | PyTorch / mxrun: barrier, CPU, user CPU | runs |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in sizes:
         ours = [r["barrier_s"] for r in results[("mxrun", n)]]
         our_cpu = [r["cpu_s"] for r in results[("mxrun", n)] if r["cpu_s"] is not None]
@@ -176,7 +196,7 @@ def main():
         for name in servers:
             got = results[(name, n)]
             if not got:
-                print(f"| {n} | {name} | no run finished | - | - | - | - | 0 |")
+                print(f"| {n} | {name} | no run finished | - | - | - | - | - | 0 |")
                 continue
             barrier = [r["barrier_s"] for r in got]
             connected = [r["connected_s"] for r in got]
@@ -191,9 +211,10 @@ def main():
             if name == "pytorch" and user and our_user and median(our_user) > 0:
                 ratio += f", {median(user) / median(our_user):.1f}x"
             cpu_cell = f"{median(cpu):.2f} s ({median(user):.2f} s)" if cpu else "-"
+            load_cell = f"{median([r['load_cpu_s'] for r in got]):.2f} s"
             print(f"| {n} | {name} | {median(barrier):.3f} s ({min(barrier):.3f}-{max(barrier):.3f})"
                   f" | {median(connected):.3f} s | {growth / 1024:.1f} MiB ({peak / 1024:.1f} MiB) |"
-                  f" {cpu_cell} | {ratio} | {len(got)} |")
+                  f" {cpu_cell} | {load_cell} | {ratio} | {len(got)} |")
     for problem in log.problems:
         print(f"\n- problem: {problem}")
     return 0
