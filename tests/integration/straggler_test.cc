@@ -66,7 +66,8 @@ TEST_CASE(
     "metric",
     "[metrics][straggler]") {
   Subprocess job(mxrun::testing::MxrunWithChild(
-      {"--standalone", "--nproc_per_node=3", "--metrics_port=0", "--straggler_steps=5"},
+      {"--standalone", "--nproc_per_node=3", "--metrics_port=0", "--straggler_steps=5",
+       "--straggler_factor=2"},  // as SlowRankJob's: rank 1 is 3x slower
       {"--ready", "--sleep=3", "--progress=0.05", "--slow-rank=1"}));
   const std::string endpoint = AgentMetricsEndpoint(job);
   REQUIRE(job.WaitForStderr("is a straggler", 1, 30s));
