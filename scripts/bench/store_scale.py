@@ -22,7 +22,8 @@ Environment: RUNS (default 3), RANKS (default 1024,4096,16384), MXRUN_BUILD (def
 load generator's threads, default 1; its CPU time is reported: one thread's is about the barrier
 at 16,384 ranks), PIN=1 (the server on CPU 0 and the load generator on the other CPUs, so that the
 load does not take the server's core: on a many-core machine, with LOAD_THREADS, the nearest this
-gets to ranks on other hosts).
+gets to ranks on other hosts), SERVERS (default mxrun,pytorch; one of them alone where the other
+cannot run).
 Both servers and the load generator get the hard open-file limit. Markdown on stdout, progress on stderr.
 
 PyTorch's server looks up each peer's name (getnameinfo) on its server thread as it accepts it; a
@@ -38,6 +39,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -68,14 +70,20 @@ def cpu_seconds(pid):
         return None
 
 
-def start(argv, log):
-    server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
-    line = server.stdout.readline()
-    if not line.startswith("port "):
-        server.kill()
-        server.wait()
-        die(SCRIPT, f"{argv[0]} did not say its port: {line!r}")
+def start(name, argv):
+    """Starts server `name` (argv); its port. Its standard error is kept for a failed start only:
+    under the load nothing may write to a pipe nobody reads."""
+    with tempfile.TemporaryFile(mode="w+") as said:
+        server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=said, text=True)
+        line = server.stdout.readline()
+        if not line.startswith("port "):
+            server.kill()
+            server.wait()
+            said.seek(0)
+            die(SCRIPT, f"the {name} server did not say its port (said {line!r}; its last error "
+                        f"lines: {said.read()[-600:]!r}; command: "
+                        f"{' '.join(a if chr(10) not in a else '<script>' for a in argv)})")
     return server, int(line.split()[1])
 
 
@@ -98,8 +106,13 @@ def main():
     if hard < max(sizes) + 256:
         die(SCRIPT, f"the open-file hard limit ({hard}) is below {max(sizes)} ranks")
     pytorch = [sys.executable, "-c", PYTORCH_SERVER]
+    chosen = env("SERVERS", "mxrun,pytorch").split(",")
+    if any(name not in ("mxrun", "pytorch") for name in chosen):
+        die(SCRIPT, f"SERVERS={','.join(chosen)}: accepted: mxrun, pytorch, or both")
     dns = env("PYTORCH_DNS", "instant")
-    if dns == "instant":
+    if dns not in ("instant", "system"):
+        die(SCRIPT, f"PYTORCH_DNS={dns}: accepted: instant, system")
+    if dns == "instant" and "pytorch" in chosen:
         if os.geteuid() != 0 or not executable("/usr/bin/unshare"):
             die(SCRIPT, "PYTORCH_DNS=instant needs root and unshare; or give PYTORCH_DNS=system")
         no_dns = os.path.join(build, "store_scale.resolv.conf")
@@ -107,8 +120,6 @@ def main():
             f.write("# no nameserver: a lookup fails at once (store_scale.py)\noptions attempts:1\n")
         pytorch = ["unshare", "-m", "--propagation", "private", "sh", "-c",
                    'mount --bind "$0" /etc/resolv.conf && exec "$@"', no_dns] + pytorch
-    elif dns != "system":
-        die(SCRIPT, f"PYTORCH_DNS={dns}: accepted: instant, system")
     pin = env("PIN", "0")
     if pin not in ("0", "1"):
         die(SCRIPT, f"PIN={pin}: accepted: 0, 1")
@@ -119,12 +130,13 @@ def main():
         last = (os.cpu_count() or 2) - 1
         server_cpu, load_cpu = (["taskset", "-c", "0"], ["taskset", "-c", f"1-{last}"])
     servers = {"mxrun": server_cpu + [serve], "pytorch": server_cpu + pytorch}
+    servers = {name: argv for name, argv in servers.items() if name in chosen}
     results = {(s, n): [] for s in servers for n in sizes}
     for n in sizes:
         for run in range(runs):
             order = list(servers) if run % 2 == 0 else list(reversed(servers))
             for name in order:
-                server, port = start(servers[name], log)
+                server, port = start(name, servers[name])
                 before = status_kib(server.pid, "VmRSS") or 0
                 cpu_before = cpu_seconds(server.pid)
                 # The load generator's CPU time (it is the only child reaped meanwhile): on one
@@ -175,7 +187,8 @@ def main():
     print(f"# The workers' store at scale, {utc_now()}")
     print()
     settings = ("PIN=1 " if pin == "1" else "") + (
-        f"LOAD_THREADS={load_threads} " if load_threads != "1" else "")
+        f"LOAD_THREADS={load_threads} " if load_threads != "1" else "") + (
+        f"SERVERS={','.join(chosen)} " if len(servers) == 1 else "")
     print(f"- command: `{settings}RUNS={runs} RANKS={','.join(map(str, sizes))} "
           f"scripts/bench/{SCRIPT}`; "
           f"git {git_rev()}, torch {torch_version(sys.executable)} (its libuv TCPStore server); "
@@ -190,9 +203,10 @@ def main():
           "generator CPU, median | PyTorch / mxrun: barrier, CPU, user CPU | runs |")
     print("|---|---|---|---|---|---|---|---|---|")
     for n in sizes:
-        ours = [r["barrier_s"] for r in results[("mxrun", n)]]
-        our_cpu = [r["cpu_s"] for r in results[("mxrun", n)] if r["cpu_s"] is not None]
-        our_user = [r["user_s"] for r in results[("mxrun", n)] if r["user_s"] is not None]
+        mine = results.get(("mxrun", n), [])
+        ours = [r["barrier_s"] for r in mine]
+        our_cpu = [r["cpu_s"] for r in mine if r["cpu_s"] is not None]
+        our_user = [r["user_s"] for r in mine if r["user_s"] is not None]
         for name in servers:
             got = results[(name, n)]
             if not got:

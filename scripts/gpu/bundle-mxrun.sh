@@ -3,8 +3,9 @@
 #
 #   scripts/gpu/bundle-mxrun.sh [BUNDLE_DIR]      (default: .gpu-bundle, ignored by git)
 #
-# Builds mxrun, mxrun-multinode and mxrun-master (scripts/build.sh) and copies them, without
-# their debug sections, to BUNDLE_DIR/bin with every shared library they load except glibc's in
+# Builds mxrun, mxrun-multinode, mxrun-master, store_serve and store_loadgen (scripts/build.sh) and
+# copies them, without their debug sections, to BUNDLE_DIR/bin with every shared library they load
+# except glibc's in
 # BUNDLE_DIR/lib (scripts/vendor-libs.sh: RPATH $ORIGIN, so nothing on the other machine is
 # searched for them and no LD_LIBRARY_PATH leaks into the workers mxrun starts). glibc stays the
 # machine's own: a newer glibc runs programs linked against Debian 12's. Also fills
@@ -15,7 +16,9 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR/.. source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 bundle="${1:-$root/.gpu-bundle}"
-programs=(mxrun mxrun-multinode mxrun-master)
+# store_serve and store_loadgen: the workers' store at scale on a machine of many cores (run-all's
+# store-scale step).
+programs=(mxrun mxrun-multinode mxrun-master store_serve store_loadgen)
 
 MXRUN_BUILD_TARGETS="${programs[*]}" "$root/scripts/build.sh" >&2
 "$root/scripts/gpu/build-trainer-cuda.sh" --vendor-headers >&2

@@ -41,6 +41,15 @@
 #                  every worker from the checkpoint (off by default: the device time is short)
 #   launch         scripts/bench/launch.sh: launch-to-exit, RSS and restart against torchrun
 #
+# Not in the default list (STEPS names it):
+#   store-scale    scripts/bench/store_scale.sh at 4,096 and 16,384 simulated ranks (issue 57): the
+#                  bundle's store_serve against this machine's PyTorch TCPStore server, each
+#                  pinned to CPU 0, the load generator on the other CPUs with a thread for every
+#                  two of them: on one machine of many cores the nearest to ranks on other hosts
+#                  (on 2 cores the load generator's own share of the connections is the bound).
+#                  PyTorch's server looks up each peer's name: it runs where a mount namespace can
+#                  hide the resolver (root, unshare), else mxrun's store runs alone
+#
 # Environment:
 #   STEPS         which steps, comma-separated, run in the order given (default: all, as listed)
 #   BESIDE        steps that run in the background beside the steps after them (default
@@ -60,12 +69,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 mkdir -p "$1" || exit 2
 out=$(cd "$1" && pwd)
 all_steps="preflight,build,trainer-tests,gpu-tests,mxrun-train,ddp-nccl,python-nccl,fsdp2-nccl,numa,bench-r18,bench-r50,recovery,launch"
+optional_steps="store-scale"
 steps="${STEPS:-$all_steps}"
 total="${TOTAL_BUDGET:-540}"
 [[ "$total" =~ ^[1-9][0-9]*$ ]] || { echo "run-all: TOTAL_BUDGET must be a whole number of seconds, not '$total'" >&2; exit 2; }
 beside="${BESIDE-trainer-tests}"
 for s in ${steps//,/ } ${beside//,/ }; do
-  [[ ",$all_steps," == *",$s,"* ]] || { echo "run-all: unknown step '$s' (accepted: $all_steps)" >&2; exit 2; }
+  [[ ",$all_steps,$optional_steps," == *",$s,"* ]] || { echo "run-all: unknown step '$s' (accepted: $all_steps,$optional_steps)" >&2; exit 2; }
 done
 export ROOT="$root" OUT="$out"
 PY=$(command -v "${PYTHON:-python3}" || echo "${PYTHON:-python3}")
@@ -105,6 +115,7 @@ missing() {  # prints why a step cannot run, or nothing
       torchrun) [[ -x "$TORCHRUN" ]] || { echo "no torchrun beside $PY"; return; } ;;
       nvcc) command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]] || { echo "no nvcc"; return; } ;;
       tests) [[ -f "$BUILD_CUDA/CTestTestfile.cmake" ]] || { echo "no tests built in $BUILD_CUDA"; return; } ;;
+      store) [[ -x "$BUNDLE/bin/store_serve" && -x "$BUNDLE/bin/store_loadgen" ]] || { echo "the bundle has no store_serve and store_loadgen (scripts/gpu/bundle-mxrun.sh adds them)"; return; } ;;
     esac
   done
 }
@@ -306,6 +317,23 @@ step_launch() {
   return "$rc"
 }
 
+step_store_scale() {
+  local servers=mxrun,pytorch cpus threads
+  cpus=$(nproc)
+  threads=$(((cpus - 1) / 2 > 1 ? (cpus - 1) / 2 : 1))
+  if ! unshare -m --propagation private true 2>/dev/null; then
+    servers=mxrun
+    echo "store-scale: no mount namespace here (root and unshare): PyTorch's server, whose peer-name lookups would wait on a resolver this machine cannot reach, is left out"
+  fi
+  PIN=1 LOAD_THREADS="$threads" SERVERS="$servers" RUNS="${STORE_RUNS:-3}" RANKS=4096,16384 \
+    MXRUN_BUILD="$BUNDLE" PYTHON="$PY" "$ROOT/scripts/bench/store_scale.sh" | tee "$OUT/store-scale.md"
+  local rc=${PIPESTATUS[0]}
+  # "16,384 ranks: mxrun 1.09 s (server CPU 0.91 s); pytorch 1.10 s (1.01 s) 1.0x, ..."
+  figure "16,384 ranks, barrier (server CPU):$(awk -F' *[|] *' '$2 == "16384" {
+    printf " %s %s (%s)%s;", $3, $4, $7, ($9 == "" ? "" : " " $9) }' "$OUT/store-scale.md")"
+  return "$rc"
+}
+
 needs_of() {
   case "$1" in
     preflight) echo "" ;;
@@ -316,6 +344,7 @@ needs_of() {
     bench-r18|bench-r50|recovery) echo "gpu mxrun trainer torchrun" ;;
     launch) echo "mxrun torchrun" ;;
     trainer-tests) echo "trainer tests torchrun" ;;
+    store-scale) echo "store" ;;
   esac
 }
 pair_seconds_of() {  # one pair of benchmark runs, mxrun and the reference: the slower of an
@@ -333,10 +362,13 @@ budget_of() {
     # case took 124 s, the launch step 145 s (a torchrun launch there takes 4 s).
     bench-r18|bench-r50) echo $(($(pair_seconds_of "$1") * ${BENCH_RUNS:-5} + 20)) ;;
     recovery) echo 220 ;; launch) echo 150 ;; trainer-tests) echo 240 ;;
+    # Not yet measured there; on 2 cores its 3 runs at 4,096 and 16,384 ranks per server took
+    # 20 s, PyTorch's server importing torch each run.
+    store-scale) echo 120 ;;
   esac
 }
 export -f figure marked_pids ctest_figure run_bounded run_both diff_figure bench_train
-for s in ${all_steps//,/ }; do export -f "step_${s//-/_}"; done
+for s in ${all_steps//,/ } ${optional_steps//,/ }; do export -f "step_${s//-/_}"; done
 
 summary="$out/summary.md"
 {
@@ -350,7 +382,7 @@ summary="$out/summary.md"
   echo "|---|---|---:|---|"
 } >"$summary"
 measures_time() {  # a step whose figures a busy machine would distort
-  case "$1" in recovery|launch|bench-r18|bench-r50) return 0 ;; esac
+  case "$1" in recovery|launch|bench-r18|bench-r50|store-scale) return 0 ;; esac
   return 1
 }
 # A benchmark cut short prints no table: it runs with fewer runs per side that fit in what is
