@@ -23,6 +23,7 @@
 // scripts/bench/store_scale.py drives it.
 //
 //   store_loadgen --port 29500 --ranks 16384 [--host 127.0.0.1] [--connecting 512] [--threads 1]
+//                 [--deadline 300]   (seconds: the ranks not done by then are "unfinished")
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -80,8 +81,9 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 // What the threads share: the counts that say when every rank connected and every rank is done,
 // and the times they did.
 struct Progress {
-  explicit Progress(int ranks) : ranks(ranks) {}
+  Progress(int ranks, int deadline_s) : ranks(ranks), deadline(std::chrono::seconds(deadline_s)) {}
   const int ranks;
+  const std::chrono::seconds deadline;
   const Clock::time_point start = Clock::now();
   std::atomic<int> connected{0};
   std::atomic<int> finished{0};  // done or failed
@@ -232,7 +234,7 @@ void RunRanks(int thread, int threads, int connecting, const sockaddr_in& addres
 
   open_more();
   std::vector<epoll_event> events(1024);
-  const auto deadline = progress.start + std::chrono::seconds(300);
+  const auto deadline = progress.start + progress.deadline;
   while (finished < mine && Clock::now() < deadline) {
     const int n = epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), 1000);
     for (int i = 0; i < n; ++i) {
@@ -279,7 +281,7 @@ void RunRanks(int thread, int threads, int connecting, const sockaddr_in& addres
 }  // namespace
 int main(int argc, char** argv) {
   std::string host = "127.0.0.1";
-  int port = 0, ranks = 0, connecting = 512, threads = 1;
+  int port = 0, ranks = 0, connecting = 512, threads = 1, deadline_s = 300;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--host")
@@ -292,16 +294,20 @@ int main(int argc, char** argv) {
       connecting = std::atoi(argv[i + 1]);
     else if (flag == "--threads")
       threads = std::atoi(argv[i + 1]);
+    else if (flag == "--deadline")
+      deadline_s = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr,
                    "store_loadgen: unknown flag %s (accepted: --host --port --ranks --connecting "
-                   "--threads)\n",
+                   "--threads --deadline)\n",
                    argv[i]);
       return 2;
     }
   }
-  if (port <= 0 || port > 65535 || ranks <= 0 || connecting <= 0) {
-    std::fprintf(stderr, "store_loadgen: --port (1-65535) and --ranks (> 0) are required\n");
+  if (port <= 0 || port > 65535 || ranks <= 0 || connecting <= 0 || deadline_s <= 0) {
+    std::fprintf(stderr,
+                 "store_loadgen: --port (1-65535) and --ranks (> 0) are required; --connecting "
+                 "and --deadline must be above 0\n");
     return 2;
   }
   if (threads < 1 || threads > 256 || threads > ranks || threads > connecting) {
@@ -325,7 +331,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const sockaddr_in& target = address;
-  Progress progress(ranks);
+  Progress progress(ranks, deadline_s);
   std::vector<std::thread> workers;
   std::vector<std::vector<int>> kept(static_cast<std::size_t>(threads));
   for (int t = 0; t < threads; ++t) {
