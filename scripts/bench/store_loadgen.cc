@@ -107,25 +107,29 @@ void RunRanks(int thread, int threads, int connecting, const sockaddr_in& addres
   const int ranks = progress.ranks;
   const bool loopback = (ntohl(address.sin_addr.s_addr) >> 24) == 127;
   const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-  // Local index i is rank thread + i * threads.
+  // The thread's ranks by local index (its epoll tag); global_rank says which rank each is.
   const int mine = (ranks - thread + threads - 1) / threads;
+  auto global_rank = [&](int local) { return thread + local * threads; };
   std::vector<Rank> all(static_cast<std::size_t>(mine));
   int next = 0, in_setup = 0, finished = 0;
+  auto finish = [&](bool ok) {
+    ++finished;
+    progress.Finished(ok);
+  };
   const std::string validate =
       Request(mxrun::StoreOp::kValidate, {}, {}, 0, mxrun::kStoreValidationMagic);
 
-  auto fail = [&](int r) {
-    Rank& rank = all[static_cast<std::size_t>(r)];
+  auto fail = [&](int local) {
+    Rank& rank = all[static_cast<std::size_t>(local)];
     if (rank.phase == Phase::kFailed || rank.phase == Phase::kDone) return;
     if (rank.phase == Phase::kConnecting || rank.phase == Phase::kPong) --in_setup;
     rank.phase = Phase::kFailed;
-    ++finished;
-    progress.Finished(false);
+    finish(false);
     epoll_ctl(epoll_fd, EPOLL_CTL_DEL, rank.fd, nullptr);
     close(rank.fd);
   };
-  auto flush = [&](int r) {
-    Rank& rank = all[static_cast<std::size_t>(r)];
+  auto flush = [&](int local) {
+    Rank& rank = all[static_cast<std::size_t>(local)];
     while (rank.sent < rank.out.size()) {
       const ssize_t n =
           send(rank.fd, rank.out.data() + rank.sent, rank.out.size() - rank.sent, MSG_NOSIGNAL);
@@ -134,7 +138,7 @@ void RunRanks(int thread, int threads, int connecting, const sockaddr_in& addres
       } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
         break;
       } else {
-        fail(r);
+        fail(local);
         return;
       }
     }
@@ -148,14 +152,14 @@ void RunRanks(int thread, int threads, int connecting, const sockaddr_in& addres
       rank.watching_out = !rank.out.empty();
       epoll_event event{};
       event.events = EPOLLIN | (rank.watching_out ? static_cast<std::uint32_t>(EPOLLOUT) : 0u);
-      event.data.u32 = static_cast<std::uint32_t>(r);
+      event.data.u32 = static_cast<std::uint32_t>(local);
       epoll_ctl(epoll_fd, EPOLL_CTL_MOD, rank.fd, &event);
     }
   };
   auto open_more = [&] {
     while (next < mine && in_setup < connecting) {
       const int local = next++;
-      const int r = thread + local * threads;
+      const int r = global_rank(local);
       Rank& rank = all[static_cast<std::size_t>(local)];
       rank.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
       const int on = 1;
@@ -174,8 +178,7 @@ void RunRanks(int thread, int threads, int connecting, const sockaddr_in& addres
           (connect(rank.fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 &&
            errno != EINPROGRESS)) {
         rank.phase = Phase::kFailed;
-        ++finished;
-        progress.Finished(false);
+        finish(false);
         --in_setup;
         if (rank.fd >= 0) close(rank.fd);
         continue;
@@ -188,7 +191,7 @@ void RunRanks(int thread, int threads, int connecting, const sockaddr_in& addres
   };
   // What a rank sends next once its last reply came.
   auto advance = [&](int local) {
-    const int r = thread + local * threads;
+    const int r = global_rank(local);
     Rank& rank = all[static_cast<std::size_t>(local)];
     for (;;) {
       switch (rank.phase) {
@@ -222,8 +225,7 @@ void RunRanks(int thread, int threads, int connecting, const sockaddr_in& addres
           if (rank.in.empty()) return;
           rank.in.erase(0, 1);
           rank.phase = Phase::kDone;
-          ++finished;
-          progress.Finished(true);
+          finish(true);
           epoll_ctl(epoll_fd, EPOLL_CTL_DEL, rank.fd, nullptr);  // kept open, as a rank's store is
           return;
         default:
@@ -238,36 +240,36 @@ void RunRanks(int thread, int threads, int connecting, const sockaddr_in& addres
   while (finished < mine && Clock::now() < deadline) {
     const int n = epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), 1000);
     for (int i = 0; i < n; ++i) {
-      const int r = static_cast<int>(events[i].data.u32);
-      Rank& rank = all[static_cast<std::size_t>(r)];
+      const int local = static_cast<int>(events[i].data.u32);
+      Rank& rank = all[static_cast<std::size_t>(local)];
       if (rank.phase == Phase::kFailed || rank.phase == Phase::kDone) continue;
       if (rank.phase == Phase::kConnecting) {
         int error = 0;
         socklen_t length = sizeof error;
         getsockopt(rank.fd, SOL_SOCKET, SO_ERROR, &error, &length);
         if (error != 0) {
-          fail(r);
+          fail(local);
           continue;
         }
         rank.phase = Phase::kPong;
         rank.out = validate + Request(mxrun::StoreOp::kPing, {}, {}, 0,
-                                      static_cast<std::uint32_t>(thread + r * threads));
-        flush(r);
+                                      static_cast<std::uint32_t>(global_rank(local)));
+        flush(local);
         continue;
       }
-      if (events[i].events & EPOLLOUT) flush(r);
+      if (events[i].events & EPOLLOUT) flush(local);
       if (rank.phase == Phase::kFailed) continue;
       if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
         char buffer[4096];
         const ssize_t got = read(rank.fd, buffer, sizeof buffer);
         if (got <= 0) {
           if (got < 0 && errno == EAGAIN) continue;
-          fail(r);
+          fail(local);
           continue;
         }
         rank.in.append(buffer, static_cast<std::size_t>(got));
-        advance(r);
-        if (rank.phase != Phase::kFailed && !rank.out.empty()) flush(r);
+        advance(local);
+        if (rank.phase != Phase::kFailed && !rank.out.empty()) flush(local);
       }
     }
     open_more();

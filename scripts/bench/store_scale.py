@@ -129,8 +129,8 @@ def main():
             die(SCRIPT, "PIN=1 needs two CPUs and taskset")
         last = (os.cpu_count() or 2) - 1
         server_cpu, load_cpu = (["taskset", "-c", "0"], ["taskset", "-c", f"1-{last}"])
-    servers = {"mxrun": server_cpu + [serve], "pytorch": server_cpu + pytorch}
-    servers = {name: argv for name, argv in servers.items() if name in chosen}
+    servers = {name: server_cpu + argv for name, argv in
+               (("mxrun", [serve]), ("pytorch", pytorch)) if name in chosen}
     results = {(s, n): [] for s in servers for n in sizes}
     for n in sizes:
         for run in range(runs):
@@ -172,9 +172,9 @@ def main():
                 if None not in (cpu_before, cpu_after):
                     record["user_s"] = cpu_after[0] - cpu_before[0]
                     record["cpu_s"] = record["user_s"] + cpu_after[1] - cpu_before[1]
-                results[(name, n)].append(record)
                 record["load_cpu_s"] = (load_after.ru_utime - load_before.ru_utime +
                                         load_after.ru_stime - load_before.ru_stime)
+                results[(name, n)].append(record)
                 cpu = ("unknown" if record["cpu_s"] is None else
                        f"{record['cpu_s']:.2f} s (user {record['user_s']:.2f} s)")
                 log.progress(f"{n} ranks, {name}: barrier {record['barrier_s']:.3f} s, "

@@ -328,7 +328,8 @@ step_store_scale() {
   PIN=1 LOAD_THREADS="$threads" SERVERS="$servers" RUNS="${STORE_RUNS:-3}" RANKS=4096,16384 \
     MXRUN_BUILD="$BUNDLE" PYTHON="$PY" "$ROOT/scripts/bench/store_scale.sh" | tee "$OUT/store-scale.md"
   local rc=${PIPESTATUS[0]}
-  # "16,384 ranks: mxrun 1.09 s (server CPU 0.91 s); pytorch 1.10 s (1.01 s) 1.0x, ..."
+  # "16,384 ranks, barrier (server CPU): mxrun 1.094 s (1.074-1.117) (0.91 s (0.10 s)); pytorch
+  # 1.101 s (...) (1.01 s (0.14 s)) 1.0x, 1.1x, 1.4x;"
   figure "16,384 ranks, barrier (server CPU):$(awk -F' *[|] *' '$2 == "16384" {
     printf " %s %s (%s)%s;", $3, $4, $7, ($9 == "" ? "" : " " $9) }' "$OUT/store-scale.md")"
   return "$rc"
